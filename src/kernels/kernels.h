@@ -1,0 +1,216 @@
+// atto/kernels/kernels.h: the compute kernels, forward and backward side by side.
+//
+//   // out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]
+//   atto::kernels::linear_forward(out, inp, weight, bias, N, C, OC);
+//   atto::kernels::linear_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+//
+// Conventions (llm.c style)
+// - Plain functions on raw float pointers and sizes. No Tensor, no tape, no model here.
+// - Argument order: outputs first, then buffers saved by forward, then inputs, weights, dims.
+// - All arrays are dense row-major unless a leading dimension (ld*) is given.
+// - Backward functions ACCUMULATE into their gradient outputs (+=). A gradient output that is
+//   nullptr is not wanted and is skipped.
+// - Every fast kernel has a *_naive twin with the same signature: the plain loops of the
+//   equations, single-threaded, used as the reference in tests.
+// - Multi-threaded with OpenMP. Results are bit-identical for any thread count: work is split
+//   over independent outputs, and reductions run over fixed chunks combined in a fixed order.
+// - Dimension letters: N rows (B*T), C channels, OC output channels, V vocabulary,
+//   B batch, T time, NH heads, HS head size, Tq query length, Tk key length.
+#pragma once
+
+#include <cstdint>
+
+namespace atto::kernels {
+
+// ============================================================================================
+// Threads
+// ============================================================================================
+// Sets the thread count of both OpenMP and OpenBLAS. n <= 0 means "all cores".
+void set_num_threads(int n);
+int num_threads();
+
+// ============================================================================================
+// GEMM
+// ============================================================================================
+// C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X^T when transX.
+// A is [M, K] (or [K, M] if transA) with leading dimension lda; likewise B and C.
+// beta == 0 means C is overwritten (its old contents, even NaN, are ignored).
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc);
+void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc);
+
+// `batch` independent GEMMs; matrix i of X starts at X + i * strideX.
+void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float* A, int64_t lda, int64_t strideA, const float* B,
+                  int64_t ldb, int64_t strideB, float beta, float* C, int64_t ldc,
+                  int64_t strideC);
+
+// ============================================================================================
+// Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]   (bias may be nullptr)
+// ============================================================================================
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t C, int64_t OC);
+// dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias,
+                          int64_t N, int64_t C, int64_t OC);
+void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
+                           const float* inp, const float* weight, int64_t N, int64_t C,
+                           int64_t OC);
+
+// ============================================================================================
+// Elementwise
+// ============================================================================================
+// out = a + b (n elements); backward is the identity, done by the caller.
+void add_forward(float* out, const float* a, const float* b, int64_t n);
+// out[N, C] = inp[N, C] + bias[C];  dbias += sum_n dout[n, :], dinp += dout
+void bias_add_forward(float* out, const float* inp, const float* bias, int64_t N, int64_t C);
+void bias_add_backward(float* dinp, float* dbias, const float* dout, int64_t N, int64_t C);
+
+void relu_forward(float* out, const float* inp, int64_t n);
+void relu_backward(float* dinp, const float* dout, const float* inp, int64_t n);
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void gelu_tanh_forward(float* out, const float* inp, int64_t n);
+void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_t n);
+// GELU, exact: 0.5 x (1 + erf(x / sqrt 2))
+void gelu_erf_forward(float* out, const float* inp, int64_t n);
+void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n);
+// SiLU: x * sigmoid(x)
+void silu_forward(float* out, const float* inp, int64_t n);
+void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n);
+// SwiGLU: out = silu(gate) * up
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t n);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                     const float* up, int64_t n);
+
+// Inverted dropout: out[i] = keep(i) ? inp[i] / (1 - p) : 0, with keep(i) decided by
+// counter_uniform(seed, i) >= p (tensor/rng.h). The mask is not stored: backward recomputes it
+// from the seed. p in [0, 1).
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed);
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed);
+
+// ============================================================================================
+// Embedding: out[N, C] = weight[ids[n], :]
+// ============================================================================================
+// ids must be in [0, V) (checked by the caller). Backward scatter-adds into dweight.
+void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N,
+                       int64_t C, int64_t V);
+void embedding_backward(float* dweight, const float* dout, const int32_t* ids, int64_t N,
+                        int64_t C, int64_t V);
+
+// ============================================================================================
+// Normalisation over the last dimension C of inp[N, C]
+// ============================================================================================
+// LayerNorm: out = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps), biased var.
+// mean[N] and rstd[N] are saved for backward. bias may be nullptr.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int64_t N, int64_t C, float eps);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int64_t N, int64_t C);
+// RMSNorm: out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps).
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                     int64_t C, float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t N, int64_t C);
+void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* inp,
+                             const float* weight, const float* bias, int64_t N, int64_t C,
+                             float eps);
+void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
+                              const float* inp, const float* weight, const float* mean,
+                              const float* rstd, int64_t N, int64_t C);
+void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const float* weight,
+                           int64_t N, int64_t C, float eps);
+void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, const float* inp,
+                            const float* weight, const float* rstd, int64_t N, int64_t C);
+
+// Softmax over the last dimension: out[N, C]. Backward uses the saved output.
+void softmax_forward(float* out, const float* inp, int64_t N, int64_t C);
+void softmax_backward(float* dinp, const float* dout, const float* out, int64_t N, int64_t C);
+
+// ============================================================================================
+// Scaled dot-product attention (fused, tiled over keys with an online softmax)
+// ============================================================================================
+// Element (b, t, h, d) of q lives at q[(b*Tq + t)*ldq + h*HS + d]; k and v likewise with Tk
+// and ldk / ldv; out likewise with Tq and ldo. So q, k, v can be column blocks of one fused
+// [B, T, 3C] QKV buffer (ld = 3C), and out is [B, Tq, NH*HS] with heads merged (ldo = NH*HS).
+//
+// scores[b,h,i,j] = scale * <q[b,i,h,:], k[b,j,h,:]>, masked to -inf where
+//   - causal and j > i + (Tk - Tq)      (bottom-right aligned, so decoding with a KV cache,
+//                                        Tq = 1, sees every cached key), or
+//   - key_mask != nullptr and key_mask[b*Tk + j] == 0   (padding).
+// p = softmax_j(scores); out[b,i,h,:] = sum_j p[b,h,i,j] v[b,j,h,:].
+// A row with every key masked gives out = 0 and lse = -inf, and no gradient.
+// lse[(b*NH + h)*Tq + i] = logsumexp_j scores[b,h,i,j], saved for backward.
+// The fast kernel never holds more than one tile of scores per thread.
+struct AttentionDims {
+  int64_t B = 1, NH = 1, Tq = 1, Tk = 1, HS = 1;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // 0 means NH*HS
+  bool causal = false;
+  float scale = 0.0f;  // 0 means 1/sqrt(HS)
+};
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const uint8_t* key_mask, const AttentionDims& dims);
+// dq, dk, dv use the same layouts (and ld) as q, k, v; they are accumulated into.
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v,
+                        const uint8_t* key_mask, const AttentionDims& dims);
+void attention_forward_naive(float* out, float* lse, const float* q, const float* k,
+                             const float* v, const uint8_t* key_mask, const AttentionDims& dims);
+void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout,
+                              const float* out, const float* lse, const float* q,
+                              const float* k, const float* v, const uint8_t* key_mask,
+                              const AttentionDims& dims);
+// The attention weights p, [B, NH, Tq, Tk] (masked entries exactly 0), for inspection.
+void attention_probs(float* probs, const float* q, const float* k, const uint8_t* key_mask,
+                     const AttentionDims& dims);
+
+// ============================================================================================
+// Cross-entropy from logits[N, V] (fused log-softmax + NLL)
+// ============================================================================================
+// For each row n with targets[n] != ignore_index (targets in [0, V), checked by the caller):
+//   losses[n] = (1 - ls) * (-log p[n, t]) + ls * mean_j(-log p[n, j]),  p = softmax(logits[n])
+// (PyTorch's label_smoothing: the target distribution is (1-ls)*onehot + ls/V.)
+// Ignored rows get losses[n] = 0. lse[n] = logsumexp(logits[n]) is saved for backward.
+// Returns the number of counted (not ignored) rows.
+int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
+                              const int32_t* targets, int64_t N, int64_t V,
+                              int32_t ignore_index, float label_smoothing);
+// dlogits[n, :] += dloss[n] * (p[n, :] - q[n, :]) where q is the smoothed target distribution;
+// dloss[n] is the gradient of the final loss with respect to losses[n] (e.g. 1/count for a
+// mean). Ignored rows get no gradient.
+void cross_entropy_backward(float* dlogits, const float* dloss, const float* logits,
+                            const float* lse, const int32_t* targets, int64_t N, int64_t V,
+                            int32_t ignore_index, float label_smoothing);
+int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logits,
+                                    const int32_t* targets, int64_t N, int64_t V,
+                                    int32_t ignore_index, float label_smoothing);
+void cross_entropy_backward_naive(float* dlogits, const float* dloss, const float* logits,
+                                  const float* lse, const int32_t* targets, int64_t N, int64_t V,
+                                  int32_t ignore_index, float label_smoothing);
+
+// ============================================================================================
+// Optimizer updates (one pass over the parameter)
+// ============================================================================================
+// AdamW (decoupled weight decay, as torch.optim.AdamW), step t >= 1:
+//   param *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+// With wd applied as L2 instead (Adam with weight_decay, as torch.optim.Adam): g += wd*param
+// first and no decoupled decay; select with decoupled.
+void adam_update(float* param, float* m, float* v, const float* grad, int64_t n, float lr,
+                 float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                 int64_t step);
+// SGD with momentum as torch.optim.SGD (dampening 0, optional Nesterov):
+//   g += wd * param;  buf = momentum * buf + g (buf = g on the first step);  param -= lr * buf
+void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n, float lr,
+                float momentum, float weight_decay, bool nesterov, bool first_step);
+// Sum of squares of x[n], accumulated in double over fixed chunks (deterministic).
+double sum_squares(const float* x, int64_t n);
+// x *= s
+void scale_inplace(float* x, int64_t n, float s);
+
+}  // namespace atto::kernels
