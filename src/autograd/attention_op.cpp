@@ -1,0 +1,117 @@
+// Fused scaled dot-product attention as a differentiable op.
+//
+// Each of q, k, v is a column block of a contiguous [B, T, W] "source" tensor: the plain op
+// uses three sources of width C; attention_qkv one source [B, T, 3C] with blocks at 0, C, 2C;
+// attention_q_kv a q source and a [B, Tk, 2C] kv source. The kernel reads the blocks through
+// a leading dimension (W) and writes gradients the same way straight into the sources'
+// gradient buffers, so the fused projection never needs split copies.
+#include <cmath>
+
+#include "autograd/detail.h"
+#include "autograd/ops.h"
+#include "kernels/kernels.h"
+
+namespace atto {
+
+namespace {
+
+struct Block {
+  Tensor src;       // contiguous [B, T, W]
+  int64_t col = 0;  // first column of the block
+};
+
+kernels::AttentionDims make_dims(const char* op, const Block& q, const Block& k, const Block& v, int64_t C,
+                                 const AttentionOptions& opt) {
+  ATTO_CHECK(opt.n_heads > 0, "{}: n_heads must be positive, got {}", op, opt.n_heads);
+  ATTO_CHECK(C % opt.n_heads == 0, "{}: model width {} is not divisible by n_heads {}", op, C, opt.n_heads);
+  for (const Block* b : {&q, &k, &v})
+    ATTO_CHECK(b->src.ndim() == 3, "{}: inputs must be [B, T, C], got {}", op, shape_str(b->src.shape()));
+  const int64_t B = q.src.size(0), Tq = q.src.size(1), Tk = k.src.size(1);
+  ATTO_CHECK(k.src.size(0) == B && v.src.size(0) == B && v.src.size(1) == Tk,
+             "{}: batch or key length mismatch: q {}, k {}, v {}", op, shape_str(q.src.shape()),
+             shape_str(k.src.shape()), shape_str(v.src.shape()));
+  ATTO_CHECK(opt.key_mask.empty() || static_cast<int64_t>(opt.key_mask.size()) == B * Tk,
+             "{}: key_mask has {} entries, expected B*Tk = {}*{}", op, opt.key_mask.size(), B, Tk);
+  kernels::AttentionDims d;
+  d.B = B;
+  d.NH = opt.n_heads;
+  d.Tq = Tq;
+  d.Tk = Tk;
+  d.HS = C / opt.n_heads;
+  d.ldq = q.src.size(2);
+  d.ldk = k.src.size(2);
+  d.ldv = v.src.size(2);
+  d.ldo = C;
+  d.causal = opt.causal;
+  d.scale = opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d.HS));
+  return d;
+}
+
+Tensor attention_blocks(const char* op, Block q, Block k, Block v, int64_t C, const AttentionOptions& opt) {
+  const kernels::AttentionDims d = make_dims(op, q, k, v, C, opt);
+  Tensor out = Tensor::empty({d.B, d.Tq, C});
+  Tensor lse = Tensor::empty({d.B, d.NH, d.Tq});
+  const uint8_t* mask = opt.key_mask.empty() ? nullptr : opt.key_mask.data();
+  kernels::attention_forward(out.data(), lse.data(), q.src.data() + q.col, k.src.data() + k.col,
+                             v.src.data() + v.col, mask, d);
+  if (any_requires_grad({&q.src, &k.src, &v.src})) {
+    detail::mark_output(out);
+    tape().record(op, [q, k, v, out, lse, d, key_mask = opt.key_mask]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      auto at = [](Block& b) -> float* {
+        float* p = detail::grad_ptr(b.src);
+        return p ? p + b.col : nullptr;
+      };
+      float* dq = at(q);
+      float* dk = at(k);
+      float* dv = at(v);
+      kernels::attention_backward(dq, dk, dv, g, out.data(), lse.data(), q.src.data() + q.col,
+                                  k.src.data() + k.col, v.src.data() + v.col,
+                                  key_mask.empty() ? nullptr : key_mask.data(), d);
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
+  ATTO_CHECK(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && q.size(2) == k.size(2) && q.size(2) == v.size(2),
+             "scaled_dot_product_attention: q, k, v must be [B, T, C] with equal C, got {}, {}, {}",
+             shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  return attention_blocks("attention", {contiguous(q), 0}, {contiguous(k), 0}, {contiguous(v), 0}, q.size(2), opt);
+}
+
+Tensor attention_qkv(const Tensor& qkv_in, const AttentionOptions& opt) {
+  ATTO_CHECK(qkv_in.ndim() == 3 && qkv_in.size(2) % 3 == 0, "attention_qkv: qkv must be [B, T, 3C], got {}",
+             shape_str(qkv_in.shape()));
+  Tensor qkv = contiguous(qkv_in);
+  const int64_t C = qkv.size(2) / 3;
+  return attention_blocks("attention_qkv", {qkv, 0}, {qkv, C}, {qkv, 2 * C}, C, opt);
+}
+
+Tensor attention_q_kv(const Tensor& q_in, const Tensor& kv_in, const AttentionOptions& opt) {
+  ATTO_CHECK(q_in.ndim() == 3 && kv_in.ndim() == 3 && kv_in.size(2) == 2 * q_in.size(2),
+             "attention_q_kv: q must be [B, Tq, C] and kv [B, Tk, 2C], got {} and {}", shape_str(q_in.shape()),
+             shape_str(kv_in.shape()));
+  Tensor q = contiguous(q_in), kv = contiguous(kv_in);
+  const int64_t C = q.size(2);
+  return attention_blocks("attention_q_kv", {q, 0}, {kv, 0}, {kv, C}, C, opt);
+}
+
+Tensor attention_weights(const Tensor& q_in, const Tensor& k_in, const AttentionOptions& opt) {
+  NoGradGuard no_grad;
+  Tensor q = contiguous(q_in).detach(), k = contiguous(k_in).detach();
+  ATTO_CHECK(q.ndim() == 3 && k.ndim() == 3 && q.size(2) == k.size(2),
+             "attention_weights: q and k must be [B, T, C] with equal C, got {} and {}", shape_str(q.shape()),
+             shape_str(k.shape()));
+  const int64_t C = q.size(2);
+  const kernels::AttentionDims d = make_dims("attention_weights", {q, 0}, {k, 0}, {k, 0}, C, opt);
+  Tensor probs = Tensor::empty({d.B, d.NH, d.Tq, d.Tk});
+  kernels::attention_probs(probs.data(), q.data(), k.data(), opt.key_mask.empty() ? nullptr : opt.key_mask.data(),
+                           d);
+  return probs;
+}
+
+}  // namespace atto

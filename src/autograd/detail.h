@@ -1,0 +1,59 @@
+// Internal helpers shared by the op implementations (not part of the public API).
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "autograd/tape.h"
+#include "tensor/error.h"
+#include "tensor/tensor.h"
+
+namespace atto::detail {
+
+// Pointer to x's gradient buffer, allocating a zero one; nullptr when x does not require grad.
+inline float* grad_ptr(const Tensor& x) {
+  if (!x.defined() || !x.requires_grad()) return nullptr;
+  Tensor handle = x;  // a handle: ensure_grad acts on the same tensor
+  handle.ensure_grad();
+  return handle.grad().data();
+}
+
+// Pointer to the gradient flowing into an op's output, or nullptr when none arrived (the
+// output did not contribute to the loss): the node then has nothing to do.
+inline const float* out_grad(const Tensor& out) {
+  Tensor g = out.grad();
+  return g.defined() ? g.data() : nullptr;
+}
+
+// Marks the output of an op that records a node.
+inline Tensor& mark_output(Tensor& out) {
+  out.set_requires_grad(true);
+  return out;
+}
+
+// Visit every index of `shape` in row-major order, calling f(k, offs) where k is the linear
+// index and offs[j] the element offset of operand j given its strides.
+template <size_t NOps, typename F>
+void for_each_strided(const Shape& shape, const std::array<const Shape*, NOps>& strides, F&& f) {
+  const int n = static_cast<int>(shape.size());
+  const int64_t total = shape_numel(shape);
+  if (total == 0) return;
+  std::vector<int64_t> idx(n, 0);
+  std::array<int64_t, NOps> off{};
+  for (int64_t k = 0; k < total; ++k) {
+    f(k, off);
+    for (int d = n - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        for (size_t j = 0; j < NOps; ++j) off[j] += (*strides[j])[d];
+        break;
+      }
+      for (size_t j = 0; j < NOps; ++j) off[j] -= (*strides[j])[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// Product of all dimensions but the last.
+inline int64_t rows_of(const Tensor& x) { return x.ndim() == 0 ? 1 : x.numel() / x.size(-1); }
+
+}  // namespace atto::detail

@@ -1,0 +1,144 @@
+// Reductions (sum, mean) and linear algebra (matmul, linear).
+#include "autograd/detail.h"
+#include "autograd/ops.h"
+#include "kernels/kernels.h"
+
+namespace atto {
+
+// ============================================================================================
+// Reductions
+// ============================================================================================
+Tensor sum(const Tensor& x_in) {
+  Tensor x = contiguous(x_in);
+  double acc = 0.0;  // fixed order, double: deterministic and accurate
+  const float* p = x.data();
+  for (int64_t i = 0; i < x.numel(); ++i) acc += p[i];
+  Tensor out = Tensor::scalar(static_cast<float>(acc));
+  if (any_requires_grad({&x})) {
+    detail::mark_output(out);
+    tape().record("sum", [x, out]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      float* gx = detail::grad_ptr(x);
+      for (int64_t i = 0; i < x.numel(); ++i) gx[i] += g[0];
+    });
+  }
+  return out;
+}
+
+Tensor sum(const Tensor& x_in, int dim, bool keepdim) {
+  Tensor x = contiguous(x_in);
+  const int d = x.wrap_dim(dim);
+  // View x as [outer, D, inner]; out is [outer, inner].
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= x.shape()[i];
+  for (int i = d + 1; i < x.ndim(); ++i) inner *= x.shape()[i];
+  const int64_t D = x.shape()[d];
+  Shape shape = x.shape();
+  if (keepdim) shape[d] = 1; else shape.erase(shape.begin() + d);
+  Tensor out = Tensor::zeros(shape);
+  const float* px = x.data();
+  float* po = out.data();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < D; ++j)
+      for (int64_t i = 0; i < inner; ++i) po[o * inner + i] += px[(o * D + j) * inner + i];
+  if (any_requires_grad({&x})) {
+    detail::mark_output(out);
+    tape().record("sum_dim", [x, out, outer, D, inner]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      float* gx = detail::grad_ptr(x);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < D; ++j)
+          for (int64_t i = 0; i < inner; ++i) gx[(o * D + j) * inner + i] += g[o * inner + i];
+    });
+  }
+  return out;
+}
+
+Tensor mean(const Tensor& x) {
+  ATTO_CHECK(x.numel() > 0, "mean of an empty tensor of shape {}", shape_str(x.shape()));
+  return scale(sum(x), 1.0f / static_cast<float>(x.numel()));
+}
+
+Tensor mean(const Tensor& x, int dim, bool keepdim) {
+  const int64_t D = x.size(dim);
+  ATTO_CHECK(D > 0, "mean over an empty dimension {} of shape {}", dim, shape_str(x.shape()));
+  return scale(sum(x, dim, keepdim), 1.0f / static_cast<float>(D));
+}
+
+// ============================================================================================
+// matmul: a [..., M, K] @ b [..., K, N]
+// ============================================================================================
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  ATTO_CHECK(a_in.ndim() >= 2 && b_in.ndim() >= 2, "matmul: needs tensors of rank >= 2, got {} and {}",
+             shape_str(a_in.shape()), shape_str(b_in.shape()));
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
+  ATTO_CHECK(b_in.size(-2) == K, "matmul: inner dimensions differ: {} @ {} ({} vs {})", shape_str(a_in.shape()),
+             shape_str(b_in.shape()), K, b_in.size(-2));
+  const Shape batch_a(a_in.shape().begin(), a_in.shape().end() - 2);
+  const Shape batch_b(b_in.shape().begin(), b_in.shape().end() - 2);
+  const bool shared_b = b_in.ndim() == 2;
+  ATTO_CHECK(shared_b || batch_a == batch_b, "matmul: batch dimensions differ: {} @ {}", shape_str(a_in.shape()),
+             shape_str(b_in.shape()));
+  Tensor a = contiguous(a_in), b = contiguous(b_in);
+  const int64_t batch = shape_numel(batch_a);
+  Shape shape = batch_a;
+  shape.push_back(M);
+  shape.push_back(N);
+  Tensor out = Tensor::empty(shape);
+  const int64_t sb = shared_b ? 0 : K * N;
+  kernels::gemm_batched(batch, false, false, M, N, K, 1.0f, a.data(), K, M * K, b.data(), N, sb, 0.0f,
+                        out.data(), N, M * N);
+  if (any_requires_grad({&a, &b})) {
+    detail::mark_output(out);
+    tape().record("matmul", [a, b, out, batch, M, N, K, sb, shared_b]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      if (float* ga = detail::grad_ptr(a))  // da += g @ b^T
+        kernels::gemm_batched(batch, false, true, M, K, N, 1.0f, g, N, M * N, b.data(), N, sb, 1.0f, ga, K,
+                              M * K);
+      if (float* gb = detail::grad_ptr(b)) {  // db += a^T @ g
+        if (shared_b)  // one K x N gradient for all batches: fold the batch into the rows
+          kernels::gemm(true, false, K, N, batch * M, 1.0f, a.data(), K, g, N, 1.0f, gb, N);
+        else
+          kernels::gemm_batched(batch, true, false, K, N, M, 1.0f, a.data(), K, M * K, g, N, M * N, 1.0f, gb,
+                                N, K * N);
+      }
+    });
+  }
+  return out;
+}
+
+// ============================================================================================
+// linear: x [..., C] @ weight[OC, C]^T + bias[OC]
+// ============================================================================================
+Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
+  ATTO_CHECK(weight.ndim() == 2, "linear: weight must be [out, in], got {}", shape_str(weight.shape()));
+  ATTO_CHECK(x_in.ndim() >= 1 && x_in.size(-1) == weight.size(1),
+             "linear: input {} does not match weight {} (last input dim must equal weight.size(1))",
+             shape_str(x_in.shape()), shape_str(weight.shape()));
+  const int64_t C = weight.size(1), OC = weight.size(0);
+  ATTO_CHECK(!bias.defined() || bias.shape() == Shape{OC}, "linear: bias {} does not match weight {}",
+             shape_str(bias.defined() ? bias.shape() : Shape{}), shape_str(weight.shape()));
+  ATTO_CHECK(weight.is_contiguous() && (!bias.defined() || bias.is_contiguous()),
+             "linear: weight and bias must be contiguous");
+  Tensor x = contiguous(x_in);
+  const int64_t N = detail::rows_of(x);
+  Shape shape = x.shape();
+  shape.back() = OC;
+  Tensor out = Tensor::empty(shape);
+  kernels::linear_forward(out.data(), x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, N, C, OC);
+  if (any_requires_grad({&x, &weight, &bias})) {
+    detail::mark_output(out);
+    tape().record("linear", [x, weight, bias, out, N, C, OC]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      kernels::linear_backward(detail::grad_ptr(x), detail::grad_ptr(weight), detail::grad_ptr(bias), g,
+                               x.data(), weight.data(), N, C, OC);
+    });
+  }
+  return out;
+}
+
+}  // namespace atto

@@ -1,0 +1,77 @@
+#include "autograd/tape.h"
+
+#include <algorithm>
+
+#include "tensor/error.h"
+
+namespace atto {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+Tape& tape() {
+  thread_local Tape t;
+  return t;
+}
+
+void Tape::record(const char* op, BackwardFn fn) { nodes_.push_back(Node{op, std::move(fn)}); }
+
+void Tape::backward(Tensor loss, const Tensor& grad_output) {
+  ATTO_CHECK(loss.defined(), "backward: the loss is an undefined tensor");
+  ATTO_CHECK(loss.requires_grad(),
+             "backward: the loss does not require grad (no input requires grad, or it was "
+             "computed under NoGradGuard)");
+  loss.ensure_grad();
+  Tensor g = loss.grad();
+  if (grad_output.defined()) {
+    ATTO_CHECK(grad_output.shape() == loss.shape(),
+               "backward: grad_output shape {} differs from the loss shape {}",
+               shape_str(grad_output.shape()), shape_str(loss.shape()));
+    const auto v = grad_output.to_vector();
+    float* p = g.data();
+    for (size_t i = 0; i < v.size(); ++i) p[i] += v[i];
+  } else {
+    ATTO_CHECK(loss.numel() == 1,
+               "backward: the loss has shape {}; pass grad_output for a non-scalar output",
+               shape_str(loss.shape()));
+    g.data()[0] += 1.0f;
+  }
+  // Run newest first. A node may not record new nodes (backward is not differentiable).
+  const bool prev = grad_enabled();
+  set_grad_enabled(false);
+  try {
+    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) it->fn();
+  } catch (...) {
+    set_grad_enabled(prev);
+    clear();
+    throw;
+  }
+  set_grad_enabled(prev);
+  clear();
+}
+
+void Tape::clear() {
+  // Destroy newest first so saved tensors are released in reverse order of creation.
+  while (!nodes_.empty()) nodes_.pop_back();
+}
+
+std::vector<std::string> Tape::op_names() const {
+  std::vector<std::string> names;
+  names.reserve(nodes_.size());
+  for (const auto& n : nodes_) names.emplace_back(n.op);
+  return names;
+}
+
+void backward(const Tensor& loss, const Tensor& grad_output) { tape().backward(loss, grad_output); }
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_enabled()) return false;
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [](const Tensor* t) { return t && t->defined() && t->requires_grad(); });
+}
+
+}  // namespace atto

@@ -1,0 +1,67 @@
+#include "nn/attention.h"
+
+namespace atto::nn {
+
+namespace {
+void check_config(const AttentionConfig& cfg) {
+  ATTO_CHECK(cfg.n_heads > 0, "attention: n_heads must be positive, got {}", cfg.n_heads);
+  ATTO_CHECK(cfg.d_model > 0 && cfg.d_model % cfg.n_heads == 0,
+             "attention: d_model ({}) must be a positive multiple of n_heads ({})", cfg.d_model, cfg.n_heads);
+}
+AttentionOptions options(int64_t NH, const AttentionMask& m) {
+  AttentionOptions o;
+  o.n_heads = NH;
+  o.causal = m.causal;
+  o.key_mask = m.key_mask;
+  return o;
+}
+}  // namespace
+
+SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
+    : c_attn((check_config(cfg), cfg.d_model), 3 * cfg.d_model, cfg.bias, rng),
+      c_proj(cfg.d_model, cfg.d_model, cfg.bias, rng),
+      resid_dropout(cfg.dropout),
+      C_(cfg.d_model),
+      NH_(cfg.n_heads) {
+  register_module("c_attn", c_attn);
+  register_module("c_proj", c_proj);
+  register_module("resid_dropout", resid_dropout);
+}
+
+Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask) {
+  ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
+             shape_str(x.shape()));
+  Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
+  const AttentionOptions o = options(NH_, mask);
+  if (keep_weights) last_weights = attention_weights(slice(qkv, 2, 0, C_), slice(qkv, 2, C_, 2 * C_), o);
+  Tensor y = attention_qkv(qkv, o);  // [B, T, C]
+  return resid_dropout.forward(c_proj.forward(y));
+}
+
+CrossAttention::CrossAttention(const AttentionConfig& cfg, Rng& rng)
+    : q_proj((check_config(cfg), cfg.d_model), cfg.d_model, cfg.bias, rng),
+      kv_proj(cfg.d_model, 2 * cfg.d_model, cfg.bias, rng),
+      c_proj(cfg.d_model, cfg.d_model, cfg.bias, rng),
+      resid_dropout(cfg.dropout),
+      C_(cfg.d_model),
+      NH_(cfg.n_heads) {
+  register_module("q_proj", q_proj);
+  register_module("kv_proj", kv_proj);
+  register_module("c_proj", c_proj);
+  register_module("resid_dropout", resid_dropout);
+}
+
+Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask) {
+  ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_ && memory.ndim() == 3 && memory.size(2) == C_ &&
+                 memory.size(0) == x.size(0),
+             "CrossAttention: x must be [B, Tq, {}] and memory [B, Tk, {}], got {} and {}", C_, C_,
+             shape_str(x.shape()), shape_str(memory.shape()));
+  Tensor q = q_proj.forward(x);         // [B, Tq, C]
+  Tensor kv = kv_proj.forward(memory);  // [B, Tk, 2C]
+  const AttentionOptions o = options(NH_, mask);
+  if (keep_weights) last_weights = attention_weights(q, slice(kv, 2, 0, C_), o);
+  Tensor y = attention_q_kv(q, kv, o);
+  return resid_dropout.forward(c_proj.forward(y));
+}
+
+}  // namespace atto::nn

@@ -1,0 +1,96 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+namespace atto::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool use_bias, Rng& rng) {
+  ATTO_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in={} out={}",
+             in_features, out_features);
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
+  weight = Tensor::rand({out_features, in_features}, rng, -bound, bound);
+  register_parameter("weight", weight, ParamKind::Weight);
+  if (use_bias) {
+    bias = Tensor::rand({out_features}, rng, -bound, bound);
+    register_parameter("bias", bias, ParamKind::Bias);
+  }
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, Rng& rng) {
+  ATTO_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got {} x {}", num_embeddings, dim);
+  weight = Tensor::randn({num_embeddings, dim}, rng);
+  register_parameter("weight", weight, ParamKind::Embedding);
+}
+
+LayerNorm::LayerNorm(int64_t dim, bool use_bias, float eps_) : eps(eps_) {
+  ATTO_CHECK(dim > 0, "LayerNorm: dim must be positive, got {}", dim);
+  weight = Tensor::ones({dim});
+  register_parameter("weight", weight, ParamKind::Norm);
+  if (use_bias) {
+    bias = Tensor::zeros({dim});
+    register_parameter("bias", bias, ParamKind::Norm);
+  }
+}
+
+RMSNorm::RMSNorm(int64_t dim, float eps_) : eps(eps_) {
+  ATTO_CHECK(dim > 0, "RMSNorm: dim must be positive, got {}", dim);
+  weight = Tensor::ones({dim});
+  register_parameter("weight", weight, ParamKind::Norm);
+}
+
+Norm::Norm(NormKind kind, int64_t dim, bool use_bias, float eps) : kind_(kind), eps_(eps) {
+  ATTO_CHECK(dim > 0, "Norm: dim must be positive, got {}", dim);
+  ATTO_CHECK(eps > 0.0f, "Norm: eps must be positive, got {}", eps);
+  weight = Tensor::ones({dim});
+  register_parameter("weight", weight, ParamKind::Norm);
+  if (kind == NormKind::LayerNorm && use_bias) {
+    bias = Tensor::zeros({dim});
+    register_parameter("bias", bias, ParamKind::Norm);
+  }
+}
+
+Dropout::Dropout(float p_) : p(p_) {
+  ATTO_CHECK(p >= 0.0f && p < 1.0f, "dropout p = {} is outside [0, 1)", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) const {
+  if (!training() || p == 0.0f) return x;
+  ATTO_CHECK(rng() != nullptr, "Dropout in training mode needs an Rng: call set_rng(&rng) on the model");
+  return dropout(x, p, true, *rng());
+}
+
+SinusoidalPositions::SinusoidalPositions(int64_t max_len, int64_t dim) {
+  ATTO_CHECK(max_len > 0 && dim > 0, "SinusoidalPositions: sizes must be positive, got {} x {}", max_len, dim);
+  table_ = Tensor::empty({max_len, dim});
+  float* p = table_.data();
+  for (int64_t pos = 0; pos < max_len; ++pos)
+    for (int64_t i = 0; i < dim; i += 2) {
+      // Angles in double so long tables stay accurate.
+      const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i) / dim);
+      p[pos * dim + i] = static_cast<float>(std::sin(angle));
+      if (i + 1 < dim) p[pos * dim + i + 1] = static_cast<float>(std::cos(angle));
+    }
+}
+
+Tensor SinusoidalPositions::forward(int64_t T, int64_t offset) const {
+  ATTO_CHECK(offset >= 0 && offset + T <= table_.size(0),
+             "positions [{}, {}) exceed the sinusoidal table of {} positions", offset, offset + T, table_.size(0));
+  return slice(table_, 0, offset, offset + T);
+}
+
+LearnedPositions::LearnedPositions(int64_t max_len, int64_t dim, Rng& rng) {
+  ATTO_CHECK(max_len > 0 && dim > 0, "LearnedPositions: sizes must be positive, got {} x {}", max_len, dim);
+  weight = Tensor::randn({max_len, dim}, rng);
+  register_parameter("weight", weight, ParamKind::Embedding);
+}
+
+Tensor LearnedPositions::forward(int64_t T, int64_t offset) const {
+  ATTO_CHECK(offset >= 0 && offset + T <= weight.size(0),
+             "positions [{}, {}) exceed the block size {} of the learned position table", offset, offset + T,
+             weight.size(0));
+  std::vector<int32_t> ids(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) ids[t] = static_cast<int32_t>(offset + t);
+  return embedding(weight, ids, {T});
+}
+
+}  // namespace atto::nn

@@ -1,0 +1,99 @@
+// atto/nn/layers.h: the basic layers, parameters named as in PyTorch.
+//
+//   Rng rng(0);
+//   nn::Linear fc(64, 256, /*bias=*/true, rng);      // weight [256, 64], bias [256]
+//   Tensor y = fc.forward(x);                        // x [..., 64] -> [..., 256]
+//   nn::LayerNorm ln(64);                             // weight = 1, bias = 0
+//   nn::SinusoidalPositions pe(/*max_len=*/512, 64);  // table [512, 64]
+//   Tensor p = pe.forward(T);                         // [T, 64], rows 0..T-1
+//
+// Initialisation follows PyTorch's defaults (Linear: U(-1/sqrt(in), 1/sqrt(in)) for weight and
+// bias; Embedding: N(0, 1)); models re-initialise as their paper says (GPT-2: N(0, 0.02)).
+#pragma once
+
+#include "nn/module.h"
+
+namespace atto::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng);
+  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], or undefined
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, Rng& rng);
+  // ids with shape ids_shape -> [ids_shape..., dim]
+  Tensor forward(const std::vector<int32_t>& ids, const Shape& ids_shape) const {
+    return embedding(weight, ids, ids_shape);
+  }
+  Tensor weight;  // [V, C]
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, bool bias = true, float eps = 1e-5f);
+  Tensor forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+  Tensor weight, bias;  // [C]; bias undefined when disabled
+  float eps;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, float eps = 1e-5f);
+  Tensor forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+  Tensor weight;  // [C]
+  float eps;
+};
+
+enum class NormKind { LayerNorm, RMSNorm };
+
+// LayerNorm or RMSNorm, chosen by configuration (parameters "weight" and, for LayerNorm with
+// bias, "bias").
+class Norm : public Module {
+ public:
+  Norm(NormKind kind, int64_t dim, bool bias, float eps);
+  Tensor forward(const Tensor& x) const {
+    return kind_ == NormKind::LayerNorm ? layer_norm(x, weight, bias, eps_) : rms_norm(x, weight, eps_);
+  }
+  Tensor weight, bias;
+
+ private:
+  NormKind kind_;
+  float eps_;
+};
+
+// Inverted dropout; active in training mode with p > 0, drawing its seed from the Rng given
+// to set_rng.
+class Dropout : public Module {
+ public:
+  explicit Dropout(float p);
+  Tensor forward(const Tensor& x) const;
+  float p;
+};
+
+// "Attention Is All You Need" positions: PE[pos, 2i] = sin(pos / 10000^(2i/C)),
+// PE[pos, 2i+1] = cos(pos / 10000^(2i/C)). A fixed table, not a parameter.
+class SinusoidalPositions : public Module {
+ public:
+  SinusoidalPositions(int64_t max_len, int64_t dim);
+  // Rows [offset, offset + T) of the table: [T, C].
+  Tensor forward(int64_t T, int64_t offset = 0) const;
+  const Tensor& table() const { return table_; }
+
+ private:
+  Tensor table_;  // [max_len, C]
+};
+
+// Learned absolute positions (GPT-2 "wpe"): parameter "weight" [max_len, C].
+class LearnedPositions : public Module {
+ public:
+  LearnedPositions(int64_t max_len, int64_t dim, Rng& rng);
+  Tensor forward(int64_t T, int64_t offset = 0) const;
+  Tensor weight;
+};
+
+}  // namespace atto::nn

@@ -1,0 +1,82 @@
+#include "nn/module.h"
+
+#include <map>
+#include <tuple>
+
+namespace atto::nn {
+
+void Module::register_parameter(const std::string& name, Tensor& t, ParamKind kind) {
+  ATTO_CHECK(t.defined(), "register_parameter: '{}' is undefined", name);
+  t.set_requires_grad(true);
+  params_.push_back(Param{name, &t, kind});
+}
+
+void Module::register_module(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
+
+void Module::collect(const std::string& prefix, std::vector<std::tuple<std::string, Tensor*, ParamKind>>& out) const {
+  for (const Param& p : params_) out.emplace_back(prefix + p.name, p.tensor, p.kind);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+NamedParameters Module::named_parameters() const {
+  std::vector<std::tuple<std::string, Tensor*, ParamKind>> all;
+  collect("", all);
+  NamedParameters out;
+  for (auto& [name, t, kind] : all) {
+    bool seen = false;
+    for (const auto& p : out) seen = seen || p.tensor.same(*t);
+    if (!seen) out.push_back(NamedParameter{name, *t, kind});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
+  std::vector<std::tuple<std::string, Tensor*, ParamKind>> all;
+  collect("", all);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, t, kind] : all) out.emplace_back(name, *t);
+  return out;
+}
+
+void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : tensors) by_name[name] = &t;
+  const auto own = state_dict();
+  for (const auto& [name, t] : tensors) {
+    bool known = false;
+    for (const auto& o : own) known = known || o.first == name;
+    ATTO_CHECK(known, "{}: unexpected tensor '{}' (shape {}) that the model does not have", source, name,
+               shape_str(t.shape()));
+  }
+  for (auto& [name, t] : own) {
+    auto it = by_name.find(name);
+    ATTO_CHECK(it != by_name.end(), "{}: tensor '{}' is missing (expected shape {})", source, name,
+               shape_str(t.shape()));
+    ATTO_CHECK(it->second->shape() == t.shape(), "{}: tensor '{}' has shape {}, but the model expects {}", source,
+               name, shape_str(it->second->shape()), shape_str(t.shape()));
+    Tensor dst = t;
+    dst.copy_from(*it->second);
+  }
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : named_parameters()) n += p.tensor.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::set_rng(Rng* rng) {
+  rng_ = rng;
+  for (auto& [name, child] : children_) child->set_rng(rng);
+}
+
+void Module::zero_grad() {
+  for (auto& p : named_parameters()) p.tensor.zero_grad();
+}
+
+}  // namespace atto::nn

@@ -1,0 +1,71 @@
+// atto/nn/module.h: the base of every layer and model.
+//
+//   struct Mlp : nn::Module {
+//     nn::Linear fc, proj;
+//     Mlp(int64_t C, Rng& rng) : fc(C, 4 * C, true, rng), proj(4 * C, C, true, rng) {
+//       register_module("c_fc", fc);
+//       register_module("c_proj", proj);
+//     }
+//   };
+//   for (auto& p : mlp.named_parameters()) ...   // "c_fc.weight", "c_fc.bias", ...
+//
+// A module owns Tensor members and registers them under their state_dict names; submodules are
+// members registered by reference, so a module is neither copyable nor movable. Names join
+// with '.', as in PyTorch. Parameters are created with requires_grad = true.
+//
+// Dropout needs random numbers: the owner of a model passes its Rng explicitly with
+// set_rng(&rng), which reaches every submodule. train(false) turns dropout off.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/parameter.h"
+#include "tensor/error.h"
+
+namespace atto::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter under its full name, each tensor once (a tied weight keeps its first name).
+  NamedParameters named_parameters() const;
+  // Every (name, tensor) pair, tied tensors under each of their names: what a checkpoint holds.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Copies values into the parameters by name; every parameter must be present with its shape.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source);
+  int64_t num_parameters() const;
+
+  void train(bool on = true);
+  bool training() const { return training_; }
+  void eval() { train(false); }
+  void set_rng(Rng* rng);
+  void zero_grad();
+
+ protected:
+  // Registers a parameter member (the module keeps the Tensor; we keep its address).
+  void register_parameter(const std::string& name, Tensor& t, ParamKind kind);
+  void register_module(const std::string& name, Module& m);
+  Rng* rng() const { return rng_; }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::tuple<std::string, Tensor*, ParamKind>>& out) const;
+
+  struct Param {
+    std::string name;
+    Tensor* tensor;
+    ParamKind kind;
+  };
+  std::vector<Param> params_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+  Rng* rng_ = nullptr;
+};
+
+}  // namespace atto::nn

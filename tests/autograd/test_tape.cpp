@@ -1,0 +1,112 @@
+// The tape: recording, grad mode, accumulation, buffer reuse, and shape errors.
+#include <gtest/gtest.h>
+
+#include "autograd/ops.h"
+#include "tensor/error.h"
+
+using namespace atto;
+
+namespace {
+Tensor randn(const Shape& s, uint64_t seed) {
+  Rng rng(seed);
+  return Tensor::randn(s, rng);
+}
+}  // namespace
+
+TEST(Tape, RecordsOnlyWhenAnInputRequiresGrad) {
+  tape().clear();
+  Tensor a = randn({2, 3}, 1), b = randn({2, 3}, 2);
+  Tensor c = add(a, b);
+  EXPECT_EQ(tape().size(), 0u);
+  EXPECT_FALSE(c.requires_grad());
+  a.set_requires_grad(true);
+  Tensor d = mul(add(a, b), b);
+  EXPECT_EQ(tape().op_names(), (std::vector<std::string>{"add", "mul"}));
+  EXPECT_TRUE(d.requires_grad());
+  tape().clear();
+}
+
+TEST(Tape, NoGradGuardRecordsNothing) {
+  tape().clear();
+  Tensor a = randn({2, 3}, 1).set_requires_grad(true);
+  {
+    NoGradGuard ng;
+    Tensor y = relu(linear(a, randn({4, 3}, 2)));
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(tape().size(), 0u);
+  }
+  EXPECT_TRUE(grad_enabled());
+}
+
+TEST(Tape, GradientsAccumulateAcrossBackwardCallsAndTapeIsCleared) {
+  Tensor w = Tensor::from_vector({3}, {1, 2, 3}).set_requires_grad(true);
+  Tensor x = Tensor::from_vector({3}, {4, 5, 6});
+  backward(sum(mul(w, x)));
+  EXPECT_EQ(tape().size(), 0u);
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{4, 5, 6}));
+  backward(sum(mul(w, x)));
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{8, 10, 12}));
+  w.zero_grad();
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{0, 0, 0}));
+}
+
+TEST(Tape, TensorUsedTwiceGetsBothContributions) {
+  Tensor x = Tensor::from_vector({2}, {3, -2}).set_requires_grad(true);
+  backward(sum(mul(x, x)));  // d/dx x^2 = 2x
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{6, -4}));
+}
+
+TEST(Tape, BackwardNeedsAScalarOrAGradient) {
+  Tensor x = randn({3}, 1).set_requires_grad(true);
+  Tensor y = scale(x, 2.0f);
+  EXPECT_THROW(backward(y), Error);
+  Tensor z = scale(x, 2.0f);
+  backward(z, Tensor::ones({3}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{2, 2, 2}));
+  EXPECT_THROW(backward(randn({1}, 2)), Error);  // does not require grad
+}
+
+TEST(Tape, SteadyStateStepDoesNotAskTheSystemForMemory) {
+  Tensor w1 = randn({16, 8}, 1).set_requires_grad(true), w2 = randn({4, 16}, 2).set_requires_grad(true);
+  Tensor x = randn({5, 8}, 3);
+  auto step = [&]() {
+    Tensor h = gelu(linear(x, w1));
+    Tensor loss = cross_entropy(linear(h, w2), {0, 1, 2, 3, -1});
+    backward(loss);
+  };
+  step();
+  step();
+  const auto before = allocator_stats();
+  for (int i = 0; i < 3; ++i) step();
+  const auto after = allocator_stats();
+#ifndef ATTO_NO_ALLOC_CACHE
+  EXPECT_EQ(after.system_allocs, before.system_allocs);
+#endif
+  EXPECT_GT(after.cache_hits + after.system_allocs, before.cache_hits + before.system_allocs);
+}
+
+TEST(OpErrors, ShapesAreNamedInTheMessage) {
+  auto msg = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor a = randn({2, 3}, 1), b = randn({4, 5}, 2);
+  EXPECT_NE(msg([&] { matmul(a, b); }).find("[2, 3] @ [4, 5]"), std::string::npos);
+  EXPECT_NE(msg([&] { add(a, b); }).find("[2, 3] and [4, 5]"), std::string::npos);
+  EXPECT_NE(msg([&] { linear(a, b); }).find("[4, 5]"), std::string::npos);
+  Rng r(0);
+  EXPECT_NE(msg([&] { dropout(a, 1.0f, true, r); }).find("p = 1"), std::string::npos);
+  EXPECT_NE(msg([&] { dropout(a, -0.1f, true, r); }).find("-0.1"), std::string::npos);
+  AttentionOptions o;
+  o.n_heads = 4;
+  Tensor q = randn({1, 2, 6}, 3);
+  EXPECT_NE(msg([&] { scaled_dot_product_attention(q, q, q, o); }).find("6 is not divisible by n_heads 4"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { cross_entropy(a, {0, 7}); }).find("target 7 at position 1"), std::string::npos);
+  EXPECT_NE(msg([&] { embedding(b, {9}, {1}); }).find("token id 9"), std::string::npos);
+  EXPECT_NE(msg([&] { reshape(a, {4, 2}); }).find("[2, 3]"), std::string::npos);
+}
