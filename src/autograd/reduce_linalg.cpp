@@ -113,17 +113,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // ============================================================================================
 // linear: x [..., C] @ weight[OC, C]^T + bias[OC]
 // ============================================================================================
-Tensor linear(const Tensor& x_in, const Tensor& weight, const Tensor& bias) {
-  ATTO_CHECK(weight.ndim() == 2, "linear: weight must be [out, in], got {}", shape_str(weight.shape()));
-  ATTO_CHECK(x_in.ndim() >= 1 && x_in.size(-1) == weight.size(1),
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  ATTO_CHECK(weight_in.ndim() == 2, "linear: weight must be [out, in], got {}", shape_str(weight_in.shape()));
+  ATTO_CHECK(x_in.ndim() >= 1 && x_in.size(-1) == weight_in.size(1),
              "linear: input {} does not match weight {} (last input dim must equal weight.size(1))",
-             shape_str(x_in.shape()), shape_str(weight.shape()));
-  const int64_t C = weight.size(1), OC = weight.size(0);
-  ATTO_CHECK(!bias.defined() || bias.shape() == Shape{OC}, "linear: bias {} does not match weight {}",
-             shape_str(bias.defined() ? bias.shape() : Shape{}), shape_str(weight.shape()));
-  ATTO_CHECK(weight.is_contiguous() && (!bias.defined() || bias.is_contiguous()),
-             "linear: weight and bias must be contiguous");
-  Tensor x = contiguous(x_in);
+             shape_str(x_in.shape()), shape_str(weight_in.shape()));
+  const int64_t C = weight_in.size(1), OC = weight_in.size(0);
+  ATTO_CHECK(!bias_in.defined() || bias_in.shape() == Shape{OC}, "linear: bias {} does not match weight {}",
+             shape_str(bias_in.defined() ? bias_in.shape() : Shape{}), shape_str(weight_in.shape()));
+  Tensor x = contiguous(x_in), weight = contiguous(weight_in);
+  Tensor bias = bias_in.defined() ? contiguous(bias_in) : bias_in;
   const int64_t N = detail::rows_of(x);
   Shape shape = x.shape();
   shape.back() = OC;

@@ -10,9 +10,9 @@ namespace atto {
 // ============================================================================================
 // Embedding: weight [V, C], ids -> [ids_shape..., C]
 // ============================================================================================
-Tensor embedding(const Tensor& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
-  ATTO_CHECK(weight.ndim() == 2 && weight.is_contiguous(), "embedding: weight must be a contiguous [V, C], got {}",
-             shape_str(weight.shape()));
+Tensor embedding(const Tensor& weight_in, const std::vector<int32_t>& ids, const Shape& ids_shape) {
+  ATTO_CHECK(weight_in.ndim() == 2, "embedding: weight must be [V, C], got {}", shape_str(weight_in.shape()));
+  Tensor weight = contiguous(weight_in);
   ATTO_CHECK(static_cast<int64_t>(ids.size()) == shape_numel(ids_shape),
              "embedding: {} ids do not fill the ids shape {}", ids.size(), shape_str(ids_shape));
   const int64_t V = weight.size(0), C = weight.size(1), N = static_cast<int64_t>(ids.size());
@@ -39,16 +39,17 @@ Tensor embedding(const Tensor& weight, const std::vector<int32_t>& ids, const Sh
 // ============================================================================================
 namespace {
 void check_norm_param(const char* op, const Tensor& x, const Tensor& p, const char* what) {
-  ATTO_CHECK(p.defined() && p.shape() == Shape{x.size(-1)} && p.is_contiguous(),
-             "{}: {} must be a contiguous [{}] for input {}, got {}", op, what, x.size(-1), shape_str(x.shape()),
+  ATTO_CHECK(p.defined() && p.shape() == Shape{x.size(-1)},
+             "{}: {} must be [{}] for input {}, got {}", op, what, x.size(-1), shape_str(x.shape()),
              p.defined() ? shape_str(p.shape()) : "undefined");
 }
 }  // namespace
 
-Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, float eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, float eps) {
   ATTO_CHECK(x_in.ndim() >= 1, "layer_norm: input must have rank >= 1");
-  check_norm_param("layer_norm", x_in, weight, "weight");
-  if (bias.defined()) check_norm_param("layer_norm", x_in, bias, "bias");
+  check_norm_param("layer_norm", x_in, weight_in, "weight");
+  if (bias_in.defined()) check_norm_param("layer_norm", x_in, bias_in, "bias");
+  Tensor weight = contiguous(weight_in), bias = bias_in.defined() ? contiguous(bias_in) : bias_in;
   ATTO_CHECK(eps > 0.0f, "layer_norm: eps must be positive, got {}", eps);
   Tensor x = contiguous(x_in);
   const int64_t N = detail::rows_of(x), C = x.size(-1);
@@ -68,9 +69,10 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
   return out;
 }
 
-Tensor rms_norm(const Tensor& x_in, const Tensor& weight, float eps) {
+Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, float eps) {
   ATTO_CHECK(x_in.ndim() >= 1, "rms_norm: input must have rank >= 1");
-  check_norm_param("rms_norm", x_in, weight, "weight");
+  check_norm_param("rms_norm", x_in, weight_in, "weight");
+  Tensor weight = contiguous(weight_in);
   ATTO_CHECK(eps > 0.0f, "rms_norm: eps must be positive, got {}", eps);
   Tensor x = contiguous(x_in);
   const int64_t N = detail::rows_of(x), C = x.size(-1);

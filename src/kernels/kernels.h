@@ -213,4 +213,15 @@ double sum_squares(const float* x, int64_t n);
 // x *= s
 void scale_inplace(float* x, int64_t n, float s);
 
+// ============================================================================================
+// Helpers shared by the kernel files (vectorised; the same result for the same input)
+// ============================================================================================
+// out[i] = exp(x[i] - shift) for i < n; returns sum_i exp(x[i] - shift) (fixed order).
+// out may equal x, or be nullptr when only the sum is wanted.
+float exp_shift_sum(float* out, const float* x, int64_t n, float shift);
+// sum_i x[i] in a fixed order.
+float sum_of(const float* x, int64_t n);
+// max_i x[i]; -inf when n == 0.
+float max_of(const float* x, int64_t n);
+
 }  // namespace atto::kernels

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "autograd/parameter.h"
 #include "tensor/tensor.h"
 
 namespace atto::test {
@@ -93,6 +94,52 @@ inline ::testing::AssertionResult gradcheck(const std::string& name, const Fn& f
         return ::testing::AssertionFailure()
                << name << ": input " << i << " element " << j << " analytic " << analytic[j] << " numeric "
                << numeric << " (diff " << diff << ")" << (opt.non_contiguous ? " [non-contiguous]" : "");
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace atto::test
+
+namespace atto::test {
+
+// Gradient check of a module: the gradients of L = sum(f(x) * r) with respect to the input x
+// (given to f as a transposed view when non_contiguous) and to every named parameter.
+inline ::testing::AssertionResult gradcheck_module(const std::string& name, const NamedParameters& params,
+                                                   const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
+                                                   GradcheckOptions opt = {}) {
+  const bool nc = opt.non_contiguous && x.ndim() >= 2;
+  Tensor leaf = nc ? transpose(x.detach(), -1, -2).contiguous().detach() : x.clone();
+  leaf.set_requires_grad(true);
+  auto present = [&]() { return nc ? transpose(leaf, -1, -2) : leaf; };
+  for (const auto& p : params) Tensor(p.tensor).zero_grad();
+  Tensor y = f(present());
+  Rng rng(opt.seed);
+  Tensor r = Tensor::randn(y.shape(), rng);
+  backward(sum(mul(y, r)));
+  auto evaluate = [&]() {
+    NoGradGuard ng;
+    return weighted_sum(f(present()), r);
+  };
+  std::vector<std::pair<std::string, Tensor>> targets{{"input", leaf}};
+  for (const auto& p : params) targets.emplace_back(p.name, p.tensor);
+  for (auto& [tname, t] : targets) {
+    Tensor g = t.grad();
+    const auto analytic = g.defined() ? g.to_vector() : std::vector<float>(t.numel(), 0.0f);
+    float* p = t.data();
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      const float orig = p[j];
+      p[j] = static_cast<float>(orig + opt.eps);
+      const double lp = evaluate();
+      p[j] = static_cast<float>(orig - opt.eps);
+      const double lm = evaluate();
+      p[j] = orig;
+      const double numeric = (lp - lm) / (2.0 * opt.eps);
+      const double diff = std::abs(numeric - analytic[j]);
+      if (!(diff <= opt.atol + opt.rtol * std::abs(numeric)))
+        return ::testing::AssertionFailure() << name << ": " << tname << " element " << j << " analytic "
+                                             << analytic[j] << " numeric " << numeric << " (diff " << diff << ")"
+                                             << (nc ? " [non-contiguous input]" : "");
     }
   }
   return ::testing::AssertionSuccess();

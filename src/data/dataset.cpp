@@ -1,0 +1,102 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+
+#include "data/lines_dataset.h"
+#include "data/stream_dataset.h"
+#include "tensor/error.h"
+#include "tokenize/utf8.h"
+
+namespace atto {
+
+int64_t Batch::num_targets() const {
+  return static_cast<int64_t>(std::count_if(y.begin(), y.end(),
+                                            [](int32_t t) { return t != kIgnoreIndex; }));
+}
+
+const char* to_string(Split split) { return split == Split::Train ? "train" : "val"; }
+
+CharTokenizerOptions tokenizer_options(DataMode mode) {
+  ATTO_CHECK(mode != DataMode::Auto, "tokenizer_options: resolve the data mode first");
+  return mode == DataMode::Lines ? CharTokenizerOptions{.boundary = true, .include_newline = false}
+                                 : CharTokenizerOptions{.boundary = false, .include_newline = true};
+}
+
+CharTokenizer build_tokenizer(const TextFile& file, DataMode mode) {
+  return CharTokenizer::build(file.text, tokenizer_options(mode));
+}
+
+std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok,
+                                          DataMode mode, const DataOptions& opts) {
+  ATTO_CHECK(mode != DataMode::Auto, "make_dataset: resolve the data mode first (resolve_mode)");
+  if (mode == DataMode::Lines) return std::make_unique<LinesDataset>(file, tok, opts);
+  return std::make_unique<StreamDataset>(file, tok);
+}
+
+namespace data_detail {
+
+namespace {
+
+constexpr size_t kMaxListedChars = 20;
+constexpr size_t kMaxListedPlaces = 5;
+
+struct Missing {
+  char32_t cp;
+  int64_t count = 0;
+  std::vector<std::pair<int64_t, int64_t>> places;  // (line, column), first few
+};
+
+std::string describe_missing(const Missing& m) {
+  std::string s = utf8::describe(m.cp) + " at";
+  for (size_t i = 0; i < m.places.size(); ++i) {
+    s += fmt::format("{} line {} column {}", i ? "," : "", m.places[i].first, m.places[i].second);
+  }
+  if (m.count > static_cast<int64_t>(m.places.size())) s += fmt::format(" ({} times in all)", m.count);
+  return s;
+}
+
+}  // namespace
+
+void check_known_chars(const CharTokenizer& tok, const TextFile& file, bool newline_separates) {
+  std::vector<Missing> missing;
+  int64_t line = 1, column = 1;
+  size_t pos = 0;
+  while (pos < file.text.size()) {
+    const char32_t cp = utf8::next(file.text, pos);
+    const bool is_break = cp == U'\n' && newline_separates;
+    if (!is_break && tok.id_of(cp) < 0) {
+      auto it = std::find_if(missing.begin(), missing.end(), [&](const Missing& m) { return m.cp == cp; });
+      if (it == missing.end()) it = missing.insert(missing.end(), Missing{cp, 0, {}});
+      if (it->places.size() < kMaxListedPlaces) it->places.emplace_back(line, column);
+      ++it->count;
+    }
+    if (cp == U'\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  if (missing.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < missing.size() && i < kMaxListedChars; ++i) {
+    list += (i ? "; " : "") + describe_missing(missing[i]);
+  }
+  if (missing.size() > kMaxListedChars) {
+    list += fmt::format("; and {} more distinct characters", missing.size() - kMaxListedChars);
+  }
+  fail("data file '{}' has {} character(s) missing from the tokenizer's vocabulary ({} tokens, "
+       "built from the training data when the run started): {}; train a new run on this file, "
+       "or remove these characters",
+       file.path, missing.size(), tok.vocab_size(), list);
+}
+
+void check_batch_args(int64_t B, int64_t T) {
+  ATTO_CHECK(B >= 1, "batch size must be at least 1, got {}", B);
+  ATTO_CHECK(T >= 1, "block size must be at least 1, got {}", T);
+  ATTO_CHECK(B <= (int64_t{1} << 40) / T, "batch size {} x block size {} is too large", B, T);
+}
+
+}  // namespace data_detail
+
+}  // namespace atto

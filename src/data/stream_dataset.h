@@ -1,0 +1,56 @@
+// atto/data/stream_dataset.h: the whole file as one token stream (nanoGPT's way).
+//
+//   atto::StreamDataset data(file, tok);        // tok: stream vocabulary, '\n' included
+//   atto::Batch b = data.sample_batch(rng, 12, 64);
+//
+// Layout, for a window starting at token i of a split s and block size T:
+//   x[b] = s[i .. i+T)      y[b] = s[i+1 .. i+T+1)     (targets are the inputs shifted by one)
+//
+// Policies (docs/data.md)
+// - Split by position: train = the first floor(0.9 * N) tokens, val = the rest (nanoGPT's
+//   split; tinyshakespeare: 1,003,854 / 111,540). It does not depend on any seed.
+// - Each split needs at least T + 1 tokens, else an error gives the sizes and the largest
+//   usable --block-size.
+// - Training windows: i = rng.below(n - T) for a split of n tokens (nanoGPT's torch.randint).
+// - Evaluation: non-overlapping windows at 0, T, 2T, ... score targets s[1..]; when n - 1 is not
+//   a multiple of T, one last window ends at the split's end, s[n-1-T .. n-1), and scores only
+//   its targets not scored before (the others are -1), so every target s[1..n) counts exactly
+//   once and the tail still gets a full window of context. s[0] is only ever an input.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace atto {
+
+class StreamDataset : public TextDataset {
+ public:
+  StreamDataset(const TextFile& file, const CharTokenizer& tok);
+
+  DataMode mode() const override { return DataMode::Stream; }
+  int64_t size(Split split) const override { return static_cast<int64_t>(tokens(split).size()); }
+  void check_block_size(int64_t T) const override;
+  int64_t min_block_size() const override { return 1; }
+  int64_t max_block_size() const override;
+
+  Batch sample_batch(Rng& rng, int64_t B, int64_t T, Split split = Split::Train) const override;
+  int64_t num_eval_batches(Split split, int64_t B, int64_t T) const override;
+  Batch eval_batch(Split split, int64_t index, int64_t B, int64_t T) const override;
+
+  std::span<const int32_t> tokens(Split split) const;
+  const std::vector<int32_t>& all_tokens() const { return tokens_; }
+
+  static int64_t train_size_for(int64_t n_tokens) { return n_tokens * 9 / 10; }
+
+ private:
+  int64_t num_windows(Split split, int64_t T) const;
+
+  std::string path_;
+  std::vector<int32_t> tokens_;  // [N] the whole file
+  int64_t n_train_ = 0;
+};
+
+}  // namespace atto

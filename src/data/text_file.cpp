@@ -1,0 +1,143 @@
+#include "data/text_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tensor/error.h"
+#include "tokenize/utf8.h"
+
+namespace atto {
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  ATTO_CHECK(!path.empty(), "no data file given; pass the path of a UTF-8 text file");
+  ATTO_CHECK(fs::exists(st), "data file '{}' does not exist; check the path (relative paths are "
+             "taken from the current directory, {})", path, fs::current_path(ec).string());
+  ATTO_CHECK(!fs::is_directory(st), "data file '{}' is a directory; pass the path of a UTF-8 "
+             "text file", path);
+  std::ifstream in(path, std::ios::binary);
+  ATTO_CHECK(in.good(), "cannot open data file '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  ATTO_CHECK(!in.bad(), "error while reading data file '{}': {}", path, std::strerror(errno));
+  return std::move(ss).str();
+}
+
+int64_t line_of(std::string_view text, size_t offset) {
+  return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
+}
+
+// Drops a leading byte-order mark and the '\r' of every "\r\n".
+std::string normalise(std::string bytes) {
+  size_t start = bytes.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+  std::string out;
+  out.reserve(bytes.size() - start);
+  for (size_t i = start; i < bytes.size(); ++i) {
+    if (bytes[i] == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') continue;
+    out += bytes[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+TextFile read_text_file(const std::string& path) { return make_text_file(path, read_bytes(path)); }
+
+TextFile make_text_file(std::string path, std::string bytes) {
+  ATTO_CHECK(!bytes.empty(), "data file '{}' is empty (0 bytes); it needs UTF-8 text: one sample "
+             "per line (--mode lines) or running text (--mode stream)", path);
+  utf8::validate(bytes, fmt::format("data file '{}'", path));
+  const size_t nul = bytes.find('\0');
+  ATTO_CHECK(nul == std::string::npos, "data file '{}' contains a NUL byte at byte offset {} "
+             "(line {}); it looks like a binary or UTF-16 file; save it as UTF-8 text",
+             path, nul, line_of(bytes, nul));
+  std::string text = normalise(std::move(bytes));
+  const bool only_breaks = text.find_first_not_of("\r\n") == std::string::npos;
+  ATTO_CHECK(!only_breaks, "data file '{}' has no text, only {} line break(s); it needs at least "
+             "one non-empty line", path, std::count(text.begin(), text.end(), '\n'));
+  return TextFile{std::move(path), std::move(text)};
+}
+
+std::vector<Line> split_lines(std::string_view text) {
+  std::vector<Line> lines;
+  size_t start = 0;
+  int64_t number = 1;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    lines.push_back(Line{text.substr(start, end - start), number++});
+    start = end + 1;
+  }
+  return lines;
+}
+
+DataMode parse_data_mode(std::string_view name) {
+  if (name == "auto") return DataMode::Auto;
+  if (name == "lines") return DataMode::Lines;
+  if (name == "stream") return DataMode::Stream;
+  throw UsageError(fmt::format("unknown data mode '{}'; use auto, lines or stream", name));
+}
+
+const char* to_string(DataMode mode) {
+  switch (mode) {
+    case DataMode::Auto: return "auto";
+    case DataMode::Lines: return "lines";
+    case DataMode::Stream: return "stream";
+  }
+  return "?";
+}
+
+LineStats line_stats(std::string_view text) {
+  LineStats s;
+  std::vector<int64_t> lengths;
+  for (const Line& line : split_lines(text)) {
+    ++s.lines;
+    const auto n = static_cast<int64_t>(utf8::count(line.text));
+    if (n == 0) {
+      ++s.empty_lines;
+      continue;
+    }
+    lengths.push_back(n);
+    if (n > s.max_length) {
+      s.max_length = n;
+      s.longest_line = line.number;
+    }
+  }
+  if (!lengths.empty()) {
+    auto mid = lengths.begin() + static_cast<std::ptrdiff_t>((lengths.size() - 1) / 2);
+    std::nth_element(lengths.begin(), mid, lengths.end());
+    s.median_length = *mid;
+  }
+  return s;
+}
+
+DataMode auto_mode(const LineStats& s) {
+  const int64_t non_empty = s.lines - s.empty_lines;
+  const bool short_lines = s.median_length <= kAutoMaxMedianLength;
+  const bool few_empty =
+      static_cast<double>(s.empty_lines) <= kAutoMaxEmptyFraction * static_cast<double>(s.lines);
+  return non_empty >= 2 && short_lines && few_empty ? DataMode::Lines : DataMode::Stream;
+}
+
+DataMode resolve_mode(const TextFile& file, DataMode requested) {
+  return requested != DataMode::Auto ? requested : auto_mode(line_stats(file.text));
+}
+
+std::string explain_auto_mode(const LineStats& s) {
+  const DataMode m = auto_mode(s);
+  return fmt::format(
+      "auto chose {} mode: {} lines ({} empty), median line {} characters, longest {} (lines mode "
+      "needs >= 2 non-empty lines, median <= {} and <= {:g}% empty lines); override with --mode {}",
+      to_string(m), s.lines, s.empty_lines, s.median_length, s.max_length, kAutoMaxMedianLength,
+      100 * kAutoMaxEmptyFraction, m == DataMode::Lines ? "stream" : "lines");
+}
+
+}  // namespace atto

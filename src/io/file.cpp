@@ -1,0 +1,169 @@
+#include "io/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "tensor/error.h"
+
+namespace atto::io {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// The folder holding `path` ("." for a bare file name), for creating the temp file and fsync.
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Creates a fresh temporary file next to `path`; returns its fd and sets `tmp` to its name.
+int create_temp_next_to(const std::string& path, std::string& tmp) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) {
+      const int err = errno;
+      fail("cannot write '{}': creating the temporary file '{}' failed: {}", path, tmp,
+           errno_text(err));
+    }
+  }
+  fail("cannot write '{}': no free temporary file name next to it", path);
+}
+
+// Writes all of `bytes` to fd; returns 0 or the errno of the failure.
+int write_all(int fd, std::string_view bytes) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// fsync a folder so that a rename inside it is durable. Some file systems cannot fsync a
+// folder (EINVAL); that is not an error of the write.
+void fsync_dir(const std::string& path, const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    fail("wrote '{}' but could not open its folder '{}' to sync it: {}", path, dir,
+         errno_text(err));
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL)
+    fail("wrote '{}' but syncing its folder '{}' failed: {}", path, dir, errno_text(err));
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  ATTO_CHECK(!path.empty(), "cannot write a file with an empty path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    fail("cannot write '{}': it is a directory", path);
+
+  std::string tmp;
+  const int fd = create_temp_next_to(path, tmp);
+  // From here on, every failure removes the temporary file before throwing.
+  int err = write_all(fd, bytes);
+  const char* step = "writing";
+  if (err == 0 && ::fsync(fd) != 0) {
+    err = errno;
+    step = "syncing";
+  }
+  if (::close(fd) != 0 && err == 0) {
+    err = errno;
+    step = "closing";
+  }
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    step = "renaming the temporary file over";
+  }
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    fail("cannot write '{}': {} '{}' failed: {}", path, step, tmp, errno_text(err));
+  }
+  fsync_dir(path, parent_dir(path));
+}
+
+std::string read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) fail("file '{}' not found", path);
+    fail("cannot read '{}': {}", path, errno_text(err));
+  }
+  if (S_ISDIR(st.st_mode)) fail("cannot read '{}': it is a directory, not a file", path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    fail("cannot read '{}': {}", path, errno_text(err));
+  }
+  std::string out;
+  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      fail("cannot read '{}': {}", path, errno_text(err));
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+void write_json_atomic(const std::string& path, const nlohmann::json& j) {
+  std::string text;
+  try {
+    text = j.dump(2) + "\n";
+  } catch (const nlohmann::json::exception& e) {  // e.g. a string that is not UTF-8
+    fail("cannot write JSON to '{}': {}", path, e.what());
+  }
+  write_file_atomic(path, text);
+}
+
+nlohmann::json read_json(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based byte position of the error; turn it into a line and column.
+    const size_t pos = e.byte == 0 ? 0 : std::min<size_t>(e.byte - 1, text.size());
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < pos; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    fail("'{}' is not valid JSON (line {}, column {}): {}", path, line, col, e.what());
+  }
+}
+
+}  // namespace atto::io

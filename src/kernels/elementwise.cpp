@@ -1,0 +1,312 @@
+// atto/kernels/elementwise.cpp: pointwise ops (add, bias, activations, dropout) and the
+// vectorised exp they share with softmax, cross-entropy and attention.
+//
+// Every element goes through the same 16-lane code (the tail is padded, never a scalar
+// epilogue), so an element's value does not depend on how the range was split over threads.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/kernels.h"
+#include "tensor/rng.h"
+
+namespace atto::kernels {
+
+namespace {
+
+// ---- 16-lane vectors (GCC vector extensions: AVX-512 with -march=native, split otherwise) ----
+typedef float vf16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+constexpr int64_t W = 16;
+
+vf16 splat(float x) { return vf16{} + x; }
+vf16 load(const float* p) {
+  vf16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
+  vf16 v = splat(fill);
+  std::memcpy(&v, p, sizeof(float) * static_cast<size_t>(n));
+  return v;
+}
+void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
+void store_part(float* p, vf16 v, int64_t n) {
+  std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
+}
+vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
+vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
+
+// exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
+vf16 vexp(vf16 x) {
+  const vf16 lo = splat(-87.0f), hi = splat(88.0f);
+  const vf16 xc = vmin(vmax(x, lo), hi);
+  const vf16 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const vf16 n = (xc * 1.44269504088896341f + magic) - magic;
+  const vf16 r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  vf16 p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const vf16 y = p * r * r + r + 1.0f;
+  const vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
+  vf16 pow2;
+  std::memcpy(&pow2, &bits, sizeof(pow2));
+  vf16 e = y * pow2;
+  e = x < lo ? splat(0.0f) : e;
+  e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
+  return x != x ? x : e;  // NaN in, NaN out
+}
+vf16 vsigmoid(vf16 x) { return 1.0f / (1.0f + vexp(-x)); }
+
+// f(i0, i1) over [0, n) in one contiguous range per thread; serial when n < min_parallel.
+template <class F>
+void parallel_ranges(int64_t n, int64_t min_parallel, F f) {
+  if (n < min_parallel) {
+    f(int64_t{0}, n);
+    return;
+  }
+  const int64_t nt = omp_get_max_threads();
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < nt; t++) f(n * t / nt, n * (t + 1) / nt);
+}
+
+constexpr int64_t kCheap = 1 << 16;  // memory-bound ops: threads from 64K elements
+constexpr int64_t kMath = 1 << 13;   // ops with an exp per element
+
+// Applies a 16-lane op g(offset, count) over [0, n): full vectors, then one padded tail.
+template <class G>
+void map_vectors(int64_t n, int64_t min_parallel, G g) {
+  parallel_ranges(n, min_parallel, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + W <= i1; i += W) g(i, W);
+    if (i < i1) g(i, i1 - i);
+  });
+}
+
+vf16 ld(const float* p, int64_t i, int64_t cnt) { return cnt == W ? load(p + i) : load_part(p + i, cnt); }
+void st(float* p, int64_t i, int64_t cnt, vf16 v) {
+  if (cnt == W) {
+    store(p + i, v);
+  } else {
+    store_part(p + i, v, cnt);
+  }
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoef = 0.044715f;
+
+}  // namespace
+
+// ============================================================================================
+// Shared helpers
+// ============================================================================================
+
+float exp_shift_sum(float* out, const float* x, int64_t n, float shift) {
+  vf16 acc = splat(0.0f);
+  const vf16 s = splat(shift);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const vf16 e = vexp(load(x + i) - s);
+    if (out != nullptr) store(out + i, e);
+    acc += e;
+  }
+  if (i < n) {
+    const vf16 e = vexp(load_part(x + i, n - i, -std::numeric_limits<float>::infinity()) - s);
+    if (out != nullptr) store_part(out + i, e, n - i);
+    acc += e;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < W; l++) sum += acc[l];
+  return sum;
+}
+
+float sum_of(const float* x, int64_t n) {
+  vf16 acc = splat(0.0f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc += load(x + i);
+  if (i < n) acc += load_part(x + i, n - i);
+  float sum = 0.0f;
+  for (int l = 0; l < W; l++) sum += acc[l];
+  return sum;
+}
+
+float max_of(const float* x, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  vf16 m = splat(ninf);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) m = vmax(m, load(x + i));
+  if (i < n) m = vmax(m, load_part(x + i, n - i, ninf));
+  float r = ninf;
+  for (int l = 0; l < W; l++) r = std::max(r, m[l]);
+  return r;
+}
+
+// ============================================================================================
+// Add, bias
+// ============================================================================================
+
+void add_forward(float* out, const float* a, const float* b, int64_t n) {
+  parallel_ranges(n, kCheap, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) out[i] = a[i] + b[i];
+  });
+}
+
+void bias_add_forward(float* out, const float* inp, const float* bias, int64_t N, int64_t C) {
+  parallel_ranges(N, std::max<int64_t>(2, kCheap / std::max<int64_t>(C, 1)),
+                  [&](int64_t n0, int64_t n1) {
+                    for (int64_t n = n0; n < n1; n++)
+                      for (int64_t c = 0; c < C; c++) out[n * C + c] = inp[n * C + c] + bias[c];
+                  });
+}
+
+void bias_add_backward(float* dinp, float* dbias, const float* dout, int64_t N, int64_t C) {
+  if (dinp != nullptr) {
+    parallel_ranges(N * C, kCheap, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; i++) dinp[i] += dout[i];
+    });
+  }
+  if (dbias == nullptr) return;
+  // dbias[C] += sum_n dout[n, :]: column blocks over threads, rows summed in order.
+  constexpr int64_t kCols = 64;
+  const int64_t nblocks = (C + kCols - 1) / kCols;
+  const bool par = N * C >= kCheap && nblocks > 1;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t blk = 0; blk < nblocks; blk++) {
+    const int64_t c0 = blk * kCols, c1 = std::min(C, c0 + kCols);
+    float acc[kCols] = {};
+    for (int64_t n = 0; n < N; n++) {
+      const float* d = dout + n * C;
+      for (int64_t c = c0; c < c1; c++) acc[c - c0] += d[c];
+    }
+    for (int64_t c = c0; c < c1; c++) dbias[c] += acc[c - c0];
+  }
+}
+
+// ============================================================================================
+// Activations
+// ============================================================================================
+
+void relu_forward(float* out, const float* inp, int64_t n) {
+  parallel_ranges(n, kCheap, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+  });
+}
+
+void relu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+  parallel_ranges(n, kCheap, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+  });
+}
+
+// 0.5 x (1 + tanh(u)) = x * sigmoid(2u),  u = sqrt(2/pi) (x + 0.044715 x^3)
+void gelu_tanh_forward(float* out, const float* inp, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 x = ld(inp, i, cnt);
+    const vf16 u = kSqrt2OverPi * (x + kGeluCoef * x * x * x);
+    st(out, i, cnt, x * vsigmoid(2.0f * u));
+  });
+}
+
+// d/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u',  u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+//      = s + 2 x s (1 - s) u'  with s = sigmoid(2u)
+void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 x = ld(inp, i, cnt);
+    const vf16 x2 = x * x;
+    const vf16 u = kSqrt2OverPi * (x + kGeluCoef * x2 * x);
+    const vf16 du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * x2);
+    const vf16 s = vsigmoid(2.0f * u);
+    const vf16 grad = s + 2.0f * x * s * (1.0f - s) * du;
+    st(dinp, i, cnt, ld(dinp, i, cnt) + ld(dout, i, cnt) * grad);
+  });
+}
+
+// 0.5 x (1 + erf(x / sqrt 2)); d/dx = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)
+void gelu_erf_forward(float* out, const float* inp, int64_t n) {
+  parallel_ranges(n, kMath, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++)
+      out[i] = 0.5f * inp[i] * (1.0f + std::erf(inp[i] * 0.70710678118654752f));
+  });
+}
+
+void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+  parallel_ranges(n, kMath, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      const float x = inp[i];
+      const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
+      const float pdf = std::exp(-0.5f * x * x) * 0.39894228040143268f;
+      dinp[i] += dout[i] * (cdf + x * pdf);
+    }
+  });
+}
+
+// silu(x) = x s, s = sigmoid(x);  d/dx = s (1 + x (1 - s))
+void silu_forward(float* out, const float* inp, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 x = ld(inp, i, cnt);
+    st(out, i, cnt, x * vsigmoid(x));
+  });
+}
+
+void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 x = ld(inp, i, cnt);
+    const vf16 s = vsigmoid(x);
+    st(dinp, i, cnt, ld(dinp, i, cnt) + ld(dout, i, cnt) * s * (1.0f + x * (1.0f - s)));
+  });
+}
+
+// out = silu(gate) * up;  dgate += dout * up * silu'(gate);  dup += dout * silu(gate)
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 g = ld(gate, i, cnt);
+    st(out, i, cnt, g * vsigmoid(g) * ld(up, i, cnt));
+  });
+}
+
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                     const float* up, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 g = ld(gate, i, cnt), d = ld(dout, i, cnt);
+    const vf16 s = vsigmoid(g);
+    if (dgate != nullptr)
+      st(dgate, i, cnt, ld(dgate, i, cnt) + d * ld(up, i, cnt) * s * (1.0f + g * (1.0f - s)));
+    if (dup != nullptr) st(dup, i, cnt, ld(dup, i, cnt) + d * g * s);
+  });
+}
+
+// ============================================================================================
+// Dropout: keep(i) = counter_uniform(seed, i) >= p; kept elements are divided by 1 - p
+// ============================================================================================
+
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed) {
+  if (p == 0.0f) {
+    if (out != inp) std::memmove(out, inp, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+  const float q = 1.0f - p;
+  parallel_ranges(n, kMath, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      const bool keep = counter_uniform(seed, static_cast<uint64_t>(i)) >= p;
+      out[i] = keep ? inp[i] / q : 0.0f;
+    }
+  });
+}
+
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed) {
+  const float q = 1.0f - p;
+  parallel_ranges(n, kMath, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      const bool keep = p == 0.0f || counter_uniform(seed, static_cast<uint64_t>(i)) >= p;
+      dinp[i] += keep ? dout[i] / q : 0.0f;
+    }
+  });
+}
+
+}  // namespace atto::kernels

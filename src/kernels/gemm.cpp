@@ -1,0 +1,228 @@
+// atto/kernels/gemm.cpp: GEMM (OpenBLAS, deterministic tiling) and the linear layer.
+//
+// Determinism. OpenBLAS 0.3.21 with 2 threads does not give the same bits as with 1 thread for
+// some shapes (K not a multiple of its K-block, e.g. K = 777, 1031, 4097: the threaded driver
+// splits K differently). So gemm never lets OpenBLAS thread: C is cut into tiles whose sizes
+// depend on (M, N, K) only, each tile is one single-threaded cblas_sgemm over the full K, and
+// OpenMP spreads the tiles over threads. A C element is then always computed by the same call
+// with the same operands, whatever the thread count.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/kernels.h"
+
+namespace atto::kernels {
+
+namespace {
+
+constexpr double kMinTileFlops = 2.0 * 1024 * 1024;  // below this a tile is not worth a thread
+constexpr int64_t kMaxTiles = 32;
+constexpr int64_t kTileAlign = 16;  // tile edges are multiples of 16 (OpenBLAS unroll)
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// C is cut into tm x tn tiles of mb x nb (the last ones smaller). A function of the shape only.
+struct Tiles {
+  int64_t tm = 1, tn = 1, mb = 0, nb = 0;
+};
+
+Tiles plan_tiles(int64_t M, int64_t N, int64_t K) {
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  int64_t target = 1;
+  while (target < kMaxTiles && flops / static_cast<double>(2 * target) >= kMinTileFlops) target *= 2;
+  int64_t tm = 1, tn = 1;
+  while (tm * tn < target) {
+    const int64_t em = ceil_div(M, tm), en = ceil_div(N, tn);
+    const bool can_m = em >= 2 * kTileAlign, can_n = en >= 2 * kTileAlign;
+    if (can_m && (em >= en || !can_n)) {
+      tm *= 2;
+    } else if (can_n) {
+      tn *= 2;
+    } else {
+      break;
+    }
+  }
+  Tiles t;
+  t.mb = tm == 1 ? M : round_up(ceil_div(M, tm), kTileAlign);
+  t.nb = tn == 1 ? N : round_up(ceil_div(N, tn), kTileAlign);
+  t.tm = ceil_div(M, t.mb);
+  t.tn = ceil_div(N, t.nb);
+  return t;
+}
+
+void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
+              static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              beta, C, static_cast<int>(ldc));
+}
+
+// One cblas_sgemm that OpenBLAS runs on one thread. The OpenMP build of OpenBLAS uses one
+// thread when called inside an active parallel region, when OpenMP allows one thread, or when
+// M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default); otherwise a team of two is
+// opened and only its first thread calls.
+constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
+
+void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                         float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                         float beta, float* C, int64_t ldc) {
+  const double mnk = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  if (mnk <= kOpenblasSerialMNK || omp_in_parallel() || omp_get_max_threads() == 1) {
+    sgemm_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_thread_num() == 0)
+      sgemm_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+// C[M, N] *= beta (beta == 0 overwrites with zeros, ignoring NaN).
+void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    float* c = C + i * ldc;
+    if (beta == 0.0f) {
+      std::fill(c, c + N, 0.0f);
+    } else {
+      for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    }
+  }
+}
+
+}  // namespace
+
+// ============================================================================================
+// GEMM
+// ============================================================================================
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  const Tiles t = plan_tiles(M, N, K);
+  const int64_t ntiles = t.tm * t.tn;
+  if (ntiles == 1) {
+    sgemm_single_thread(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t tile = 0; tile < ntiles; tile++) {
+    const int64_t i0 = (tile / t.tn) * t.mb, j0 = (tile % t.tn) * t.nb;
+    const int64_t mi = std::min(t.mb, M - i0), nj = std::min(t.nb, N - j0);
+    const float* a = transA ? A + i0 : A + i0 * lda;  // rows i0.. of op(A)
+    const float* b = transB ? B + j0 * ldb : B + j0;  // columns j0.. of op(B)
+    sgemm_single_thread(transA, transB, mi, nj, K, alpha, a, lda, b, ldb, beta,
+                        C + i0 * ldc + j0, ldc);
+  }
+}
+
+void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    for (int64_t j = 0; j < N; j++) {
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; k++) {
+        const float a = transA ? A[k * lda + i] : A[i * lda + k];
+        const float b = transB ? B[j * ldb + k] : B[k * ldb + j];
+        sum += a * b;
+      }
+      float& c = C[i * ldc + j];
+      c = beta == 0.0f ? alpha * sum : alpha * sum + beta * c;
+    }
+  }
+}
+
+void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float* A, int64_t lda, int64_t strideA, const float* B,
+                  int64_t ldb, int64_t strideB, float beta, float* C, int64_t ldc,
+                  int64_t strideC) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  const Tiles t = plan_tiles(M, N, K);
+  if (batch == 1 || t.tm * t.tn > 1 || K <= 0) {
+    // Big matrices: gemm threads each one.
+    for (int64_t i = 0; i < batch; i++)
+      gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+           C + i * strideC, ldc);
+    return;
+  }
+  // Small matrices: one matrix per task (the same single call gemm would make for it).
+  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(M) *
+                       static_cast<double>(N) * static_cast<double>(K);
+  if (flops < kMinTileFlops) {
+    for (int64_t i = 0; i < batch; i++)
+      gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+           C + i * strideC, ldc);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < batch; i++)
+    sgemm_single_thread(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB,
+                        ldb, beta, C + i * strideC, ldc);
+}
+
+// ============================================================================================
+// Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]
+// ============================================================================================
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t C, int64_t OC) {
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    // out starts as the bias rows; the GEMM accumulates onto it (beta = 1).
+    const bool par = N * OC >= (1 << 16);
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, sizeof(float) * OC);
+    beta = 1.0f;
+  }
+  gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+  // dinp[N, C] += dout[N, OC] @ weight[OC, C]
+  if (dinp != nullptr) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+  // dweight[OC, C] += dout[N, OC]^T @ inp[N, C]
+  if (dweight != nullptr)
+    gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);  // dbias += sum_n dout
+}
+
+void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias,
+                          int64_t N, int64_t C, int64_t OC) {
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t o = 0; o < OC; o++) {
+      float sum = bias != nullptr ? bias[o] : 0.0f;
+      for (int64_t c = 0; c < C; c++) sum += inp[n * C + c] * weight[o * C + c];
+      out[n * OC + o] = sum;
+    }
+  }
+}
+
+void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
+                           const float* inp, const float* weight, int64_t N, int64_t C,
+                           int64_t OC) {
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t o = 0; o < OC; o++) {
+      const float d = dout[n * OC + o];
+      if (dbias != nullptr) dbias[o] += d;
+      for (int64_t c = 0; c < C; c++) {
+        if (dinp != nullptr) dinp[n * C + c] += d * weight[o * C + c];
+        if (dweight != nullptr) dweight[o * C + c] += d * inp[n * C + c];
+      }
+    }
+  }
+}
+
+}  // namespace atto::kernels

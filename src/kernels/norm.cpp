@@ -1,0 +1,260 @@
+// atto/kernels/norm.cpp: LayerNorm, RMSNorm and softmax over the last dimension C.
+//
+// Rows are independent, so forward and dinp split rows over threads. The weight/bias gradients
+// sum over rows: rows are cut into fixed chunks (a function of N only), each chunk sums its rows
+// in order into its own partial, and the partials are added in chunk order.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace atto::kernels {
+
+namespace {
+
+// sum_{i < n} term(i) with 16 interleaved partial sums (lane l takes i = l mod 16), added in
+// lane order at the end: a fixed order the compiler can vectorise.
+template <class F>
+float lane_sum(int64_t n, F term) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; l++) acc[l] += term(i + l);
+  for (int l = 0; i + l < n; l++) acc[l] += term(i + l);
+  float s = 0.0f;
+  for (int l = 0; l < 16; l++) s += acc[l];
+  return s;
+}
+
+constexpr int64_t kParallelElems = 1 << 15;
+bool worth_threads(int64_t N, int64_t C) { return N > 1 && N * C >= kParallelElems; }
+
+// Row chunks for the weight-gradient reductions: at most 64 chunks, a function of N only.
+int64_t chunk_rows(int64_t N) { return std::max<int64_t>(1, (N + 63) / 64); }
+
+// dst[c] += sum over chunks k (in order) of part[k * C + c]
+void add_partials(float* dst, const float* part, int64_t nchunks, int64_t C) {
+  const bool par = worth_threads(nchunks, C);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t c = 0; c < C; c++) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < nchunks; k++) s += part[k * C + c];
+    dst[c] += s;
+  }
+}
+
+}  // namespace
+
+// ============================================================================================
+// LayerNorm
+// ============================================================================================
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+  const bool par = worth_threads(N, C);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    const float m = lane_sum(C, [&](int64_t c) { return x[c]; }) / static_cast<float>(C);
+    const float var =
+        lane_sum(C, [&](int64_t c) { return (x[c] - m) * (x[c] - m); }) / static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(var + eps);
+    float* o = out + n * C;
+    if (bias != nullptr) {
+      for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    } else {
+      for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c];
+    }
+    if (mean != nullptr) mean[n] = m;
+    if (rstd != nullptr) rstd[n] = s;
+  }
+}
+
+// norm = (x - mean) rstd;  dnorm = dout * weight
+// dinp += rstd (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
+// dweight += sum_n dout * norm;  dbias += sum_n dout
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int64_t N, int64_t C) {
+  const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
+  const bool want_w = dweight != nullptr, want_b = dbias != nullptr;
+  std::vector<float> pw(want_w ? static_cast<size_t>(nchunks * C) : 0);
+  std::vector<float> pb(want_b ? static_cast<size_t>(nchunks * C) : 0);
+  const bool par = worth_threads(N, C) && nchunks > 1;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t k = 0; k < nchunks; k++) {
+    float* w_acc = want_w ? pw.data() + k * C : nullptr;
+    float* b_acc = want_b ? pb.data() + k * C : nullptr;
+    for (int64_t n = k * R; n < std::min(N, (k + 1) * R); n++) {
+      const float* x = inp + n * C;
+      const float* d = dout + n * C;
+      const float m = mean[n], s = rstd[n];
+      if (w_acc != nullptr)
+        for (int64_t c = 0; c < C; c++) w_acc[c] += d[c] * ((x[c] - m) * s);
+      if (b_acc != nullptr)
+        for (int64_t c = 0; c < C; c++) b_acc[c] += d[c];
+      if (dinp == nullptr) continue;
+      const float dmean =
+          lane_sum(C, [&](int64_t c) { return d[c] * weight[c]; }) / static_cast<float>(C);
+      const float dnorm_norm =
+          lane_sum(C, [&](int64_t c) { return d[c] * weight[c] * ((x[c] - m) * s); }) /
+          static_cast<float>(C);
+      float* di = dinp + n * C;
+      for (int64_t c = 0; c < C; c++)
+        di[c] += s * (d[c] * weight[c] - dmean - (x[c] - m) * s * dnorm_norm);
+    }
+  }
+  if (want_w) add_partials(dweight, pw.data(), nchunks, C);
+  if (want_b) add_partials(dbias, pb.data(), nchunks, C);
+}
+
+void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* inp,
+                             const float* weight, const float* bias, int64_t N, int64_t C,
+                             float eps) {
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float m = 0.0f;
+    for (int64_t c = 0; c < C; c++) m += x[c];
+    m /= static_cast<float>(C);
+    float var = 0.0f;
+    for (int64_t c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+    var /= static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(var + eps);
+    for (int64_t c = 0; c < C; c++)
+      out[n * C + c] = (x[c] - m) * s * weight[c] + (bias != nullptr ? bias[c] : 0.0f);
+    if (mean != nullptr) mean[n] = m;
+    if (rstd != nullptr) rstd[n] = s;
+  }
+}
+
+void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
+                              const float* inp, const float* weight, const float* mean,
+                              const float* rstd, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    const float* d = dout + n * C;
+    float dmean = 0.0f, dnorm_norm = 0.0f;
+    for (int64_t c = 0; c < C; c++) {
+      const float norm = (x[c] - mean[n]) * rstd[n];
+      dmean += d[c] * weight[c];
+      dnorm_norm += d[c] * weight[c] * norm;
+    }
+    dmean /= static_cast<float>(C);
+    dnorm_norm /= static_cast<float>(C);
+    for (int64_t c = 0; c < C; c++) {
+      const float norm = (x[c] - mean[n]) * rstd[n];
+      if (dweight != nullptr) dweight[c] += d[c] * norm;
+      if (dbias != nullptr) dbias[c] += d[c];
+      if (dinp != nullptr)
+        dinp[n * C + c] += rstd[n] * (d[c] * weight[c] - dmean - norm * dnorm_norm);
+    }
+  }
+}
+
+// ============================================================================================
+// RMSNorm
+// ============================================================================================
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                     int64_t C, float eps) {
+  const bool par = worth_threads(N, C);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    const float ms = lane_sum(C, [&](int64_t c) { return x[c] * x[c]; }) / static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(ms + eps);
+    float* o = out + n * C;
+    for (int64_t c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
+    if (rstd != nullptr) rstd[n] = s;
+  }
+}
+
+// norm = x rstd;  dnorm = dout * weight
+// dinp += rstd (dnorm - norm * mean_c(dnorm * norm));  dweight += sum_n dout * norm
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+  const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
+  std::vector<float> pw(dweight != nullptr ? static_cast<size_t>(nchunks * C) : 0);
+  const bool par = worth_threads(N, C) && nchunks > 1;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t k = 0; k < nchunks; k++) {
+    float* w_acc = dweight != nullptr ? pw.data() + k * C : nullptr;
+    for (int64_t n = k * R; n < std::min(N, (k + 1) * R); n++) {
+      const float* x = inp + n * C;
+      const float* d = dout + n * C;
+      const float s = rstd[n];
+      if (w_acc != nullptr)
+        for (int64_t c = 0; c < C; c++) w_acc[c] += d[c] * (x[c] * s);
+      if (dinp == nullptr) continue;
+      const float dnorm_norm =
+          lane_sum(C, [&](int64_t c) { return d[c] * weight[c] * (x[c] * s); }) /
+          static_cast<float>(C);
+      float* di = dinp + n * C;
+      for (int64_t c = 0; c < C; c++) di[c] += s * (d[c] * weight[c] - x[c] * s * dnorm_norm);
+    }
+  }
+  if (dweight != nullptr) add_partials(dweight, pw.data(), nchunks, C);
+}
+
+void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const float* weight,
+                           int64_t N, int64_t C, float eps) {
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float ms = 0.0f;
+    for (int64_t c = 0; c < C; c++) ms += x[c] * x[c];
+    ms /= static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(ms + eps);
+    for (int64_t c = 0; c < C; c++) out[n * C + c] = x[c] * s * weight[c];
+    if (rstd != nullptr) rstd[n] = s;
+  }
+}
+
+void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, const float* inp,
+                            const float* weight, const float* rstd, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    const float* d = dout + n * C;
+    float dnorm_norm = 0.0f;
+    for (int64_t c = 0; c < C; c++) dnorm_norm += d[c] * weight[c] * x[c] * rstd[n];
+    dnorm_norm /= static_cast<float>(C);
+    for (int64_t c = 0; c < C; c++) {
+      const float norm = x[c] * rstd[n];
+      if (dweight != nullptr) dweight[c] += d[c] * norm;
+      if (dinp != nullptr) dinp[n * C + c] += rstd[n] * (d[c] * weight[c] - norm * dnorm_norm);
+    }
+  }
+}
+
+// ============================================================================================
+// Softmax over the last dimension
+// ============================================================================================
+
+void softmax_forward(float* out, const float* inp, int64_t N, int64_t C) {
+  const bool par = worth_threads(N, C);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = inp + n * C;
+    float* o = out + n * C;
+    const float m = max_of(x, C);
+    const float inv = 1.0f / exp_shift_sum(o, x, C, m);
+    for (int64_t c = 0; c < C; c++) o[c] *= inv;
+  }
+}
+
+// dinp += out * (dout - sum_c dout * out)
+void softmax_backward(float* dinp, const float* dout, const float* out, int64_t N, int64_t C) {
+  const bool par = worth_threads(N, C);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t n = 0; n < N; n++) {
+    const float* d = dout + n * C;
+    const float* y = out + n * C;
+    const float dot = lane_sum(C, [&](int64_t c) { return d[c] * y[c]; });
+    float* di = dinp + n * C;
+    for (int64_t c = 0; c < C; c++) di[c] += y[c] * (d[c] - dot);
+  }
+}
+
+}  // namespace atto::kernels

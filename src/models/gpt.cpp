@@ -1,0 +1,90 @@
+#include "models/gpt.h"
+
+#include <cmath>
+
+namespace atto {
+
+void GPTConfig::validate() const {
+  ATTO_CHECK(vocab_size > 0, "GPT config: vocab_size must be positive, got {}", vocab_size);
+  ATTO_CHECK(block_size > 0, "GPT config: block_size must be positive, got {}", block_size);
+  ATTO_CHECK(n_layer > 0, "GPT config: n_layer must be at least 1, got {}", n_layer);
+  ATTO_CHECK(n_head > 0, "GPT config: n_head must be positive, got {}", n_head);
+  ATTO_CHECK(n_embd > 0 && n_embd % n_head == 0, "GPT config: n_embd ({}) must be a positive multiple of n_head ({})",
+             n_embd, n_head);
+  ATTO_CHECK(d_ff >= 0, "GPT config: d_ff must be >= 0 (0 = 4 * n_embd), got {}", d_ff);
+  ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
+}
+
+nn::BlockConfig GPTConfig::block_config() const {
+  nn::BlockConfig b;
+  b.d_model = n_embd;
+  b.n_heads = n_head;
+  b.d_ff = d_ff > 0 ? d_ff : 4 * n_embd;
+  b.activation = activation;
+  b.norm = norm;
+  b.pre_norm = pre_norm;
+  b.bias = bias;
+  b.dropout = dropout;
+  return b;
+}
+
+GPT::Transformer::Transformer(const GPTConfig& cfg, Rng& rng)
+    : wte((cfg.validate(), cfg.vocab_size), cfg.n_embd, rng), drop(cfg.dropout) {
+  register_module("wte", wte);
+  if (cfg.pos == PosKind::Learned) {
+    wpe = std::make_unique<nn::LearnedPositions>(cfg.block_size, cfg.n_embd, rng);
+    register_module("wpe", *wpe);
+  } else {
+    pe = std::make_unique<nn::SinusoidalPositions>(cfg.block_size, cfg.n_embd);
+  }
+  register_module("drop", drop);
+  const nn::BlockConfig bc = cfg.block_config();
+  for (int64_t i = 0; i < cfg.n_layer; ++i) {
+    h.push_back(std::make_unique<nn::EncoderBlock>(bc, rng));
+    register_module("h." + std::to_string(i), *h.back());
+  }
+  if (cfg.pre_norm) {
+    ln_f = std::make_unique<nn::Norm>(cfg.norm, cfg.n_embd, cfg.bias, bc.norm_eps);
+    register_module("ln_f", *ln_f);
+  }
+}
+
+GPT::GPT(const GPTConfig& cfg, Rng& rng)
+    : transformer(cfg, rng), lm_head(cfg.n_embd, cfg.vocab_size, /*bias=*/false, rng), cfg_(cfg) {
+  register_module("transformer", transformer);
+  if (cfg.tie_weights) lm_head.weight = transformer.wte.weight;  // one tensor, two names
+  register_module("lm_head", lm_head);
+  init_gpt2(rng);
+}
+
+void GPT::init_gpt2(Rng& rng) {
+  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layer));
+  for (auto& p : named_parameters()) {
+    Tensor t = p.tensor;
+    const bool residual_proj = p.name.ends_with("c_proj.weight");
+    switch (p.kind) {
+      case ParamKind::Weight:
+      case ParamKind::Embedding:
+        t.copy_from(Tensor::randn(t.shape(), rng, 0.0f, residual_proj ? resid_std : 0.02f));
+        break;
+      case ParamKind::Bias: t.fill(0.0f); break;
+      case ParamKind::Norm: break;  // LayerNorm/RMSNorm keep weight 1, bias 0
+    }
+  }
+}
+
+Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
+  ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T,
+             "GPT::forward: {} token ids for B={} T={}", idx.size(), B, T);
+  ATTO_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length {} exceeds the block size {}", T,
+             cfg_.block_size);
+  Tensor tok = transformer.wte.forward(idx, {B, T});                                      // [B, T, C]
+  Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(T) : transformer.pe->forward(T);  // [T, C]
+  Tensor x = transformer.drop.forward(add(tok, pos));
+  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+  for (auto& block : transformer.h) x = block->forward(x, causal);
+  if (transformer.ln_f) x = transformer.ln_f->forward(x);
+  return lm_head.forward(x);  // [B, T, V]
+}
+
+}  // namespace atto

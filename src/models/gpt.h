@@ -1,0 +1,80 @@
+// atto/models/gpt.h: a decoder-only GPT language model (GPT-2 / nanoGPT layout).
+//
+//   GPTConfig cfg;                       // defaults: a small model
+//   cfg.vocab_size = tok.vocab_size();
+//   Rng rng(1337);
+//   GPT model(cfg, rng);                 // GPT-2 initialisation
+//   Tensor logits = model.forward(idx, B, T);            // idx [B*T] -> [B, T, V]
+//   Tensor loss = cross_entropy(logits, targets);        // targets -1 = ignored
+//
+// Reads top-down like nanoGPT's model.py:
+//   x = wte(idx) + pos(T)            token embedding + learned (wpe) or sinusoidal positions
+//   x = dropout(x)
+//   x = h[i](x) for each block       causal self-attention + FFN, pre- or post-norm
+//   x = ln_f(x)                      (pre-norm only: a post-norm block already ends in a norm)
+//   logits = lm_head(x)              no bias; weight tied to wte when tie_weights
+//
+// Parameter names are nanoGPT's state_dict names: transformer.wte.weight,
+// transformer.wpe.weight, transformer.h.0.ln_1.weight, transformer.h.0.attn.c_attn.weight [3C, C],
+// ..., transformer.ln_f.weight, lm_head.weight. With tied weights both wte and lm_head names are
+// in state_dict() (as in PyTorch) and name one tensor.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/blocks.h"
+
+namespace atto {
+
+enum class PosKind { Learned, Sinusoidal };
+
+struct GPTConfig {
+  int64_t vocab_size = 0;
+  int64_t block_size = 32;  // longest context
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 64;
+  int64_t d_ff = 0;  // 0: 4 * n_embd (for SwiGLU: the hidden width of each branch)
+  nn::Activation activation = nn::Activation::GELU;
+  nn::NormKind norm = nn::NormKind::LayerNorm;
+  bool pre_norm = true;
+  bool bias = true;
+  float dropout = 0.0f;
+  bool tie_weights = true;
+  PosKind pos = PosKind::Learned;
+
+  void validate() const;  // atto::Error naming the offending field and value
+  nn::BlockConfig block_config() const;
+};
+
+class GPT : public nn::Module {
+ public:
+  GPT(const GPTConfig& cfg, Rng& rng);
+
+  // idx: B*T token ids, row-major [B, T], T <= block_size. Returns logits [B, T, V].
+  Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);
+
+  const GPTConfig& config() const { return cfg_; }
+  // Applies GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases,
+  // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)).
+  void init_gpt2(Rng& rng);
+
+  // Submodules, named as in nanoGPT ("transformer.wte", "transformer.h.<i>", ...).
+  struct Transformer : nn::Module {
+    Transformer(const GPTConfig& cfg, Rng& rng);
+    nn::Embedding wte;
+    std::unique_ptr<nn::LearnedPositions> wpe;         // PosKind::Learned
+    std::unique_ptr<nn::SinusoidalPositions> pe;       // PosKind::Sinusoidal (a fixed table)
+    nn::Dropout drop;
+    std::vector<std::unique_ptr<nn::EncoderBlock>> h;
+    std::unique_ptr<nn::Norm> ln_f;                    // pre-norm only
+  };
+  Transformer transformer;
+  nn::Linear lm_head;
+
+ private:
+  GPTConfig cfg_;
+};
+
+}  // namespace atto

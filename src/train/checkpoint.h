@@ -1,0 +1,64 @@
+// atto/train/checkpoint.h: the run directory.
+//
+//   runs/names/
+//     config.json               model + data + train configuration (train/run_config.h)
+//     tokenizer.json            the character vocabulary
+//     model.safetensors         the best weights so far (lowest validation loss)
+//     train_state.safetensors   the latest weights, optimizer moments, step, RNG states: exact resume
+//     metrics.jsonl             one JSON object per logged step and per evaluation
+//
+// Every file is written atomically (temporary file, fsync, rename): an interrupted write never
+// leaves a half-written file under the real name. model.safetensors uses the nanoGPT names of
+// GPT::state_dict() (docs/checkpoint-format.md), so a PyTorch GPT loads it without renaming.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "models/gpt.h"
+#include "optim/optimizer.h"
+#include "tokenize/char_tokenizer.h"
+#include "train/run_config.h"
+
+namespace atto {
+
+std::string run_path(const std::string& dir, const char* file);  // dir + "/" + file
+
+// Where training stands; saved in train_state.safetensors' metadata.
+struct TrainState {
+  int64_t step = 0;                 // optimizer steps done
+  std::array<uint64_t, 4> data_rng{};     // batch sampling
+  std::array<uint64_t, 4> dropout_rng{};  // dropout masks
+  double best_val_loss = 0.0;       // valid when best_step >= 0
+  int64_t best_step = -1;
+  int64_t evals_without_improvement = 0;
+  int64_t skipped_steps = 0;        // non-finite steps skipped so far
+  double elapsed_seconds = 0.0;
+};
+
+void save_model_weights(const std::string& path, const nn::Module& model);
+void load_model_weights(const std::string& path, nn::Module& model);
+
+void save_train_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt,
+                      const TrainState& st);
+// Restores model weights, optimizer state and TrainState. Throws atto::Error, naming the file,
+// when anything is missing or malformed.
+TrainState load_train_state(const std::string& path, nn::Module& model, optim::Optimizer& opt);
+
+// A trained GPT ready for sampling, scoring and evaluation.
+struct LoadedModel {
+  RunConfig config;
+  CharTokenizer tokenizer;
+  std::unique_ptr<GPT> model;
+};
+// Reads config.json, tokenizer.json and model.safetensors of a run directory, validating that
+// they agree (vocabulary size, tensor names and shapes).
+LoadedModel load_run(const std::string& dir);
+RunConfig load_run_config(const std::string& dir);
+CharTokenizer load_tokenizer(const std::string& dir);
+
+// True if `dir` holds any of the run files (so a new run must not write there).
+bool looks_like_run(const std::string& dir);
+
+}  // namespace atto

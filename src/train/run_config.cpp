@@ -1,0 +1,244 @@
+#include "train/run_config.h"
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "tensor/error.h"
+
+namespace atto {
+
+// ============================================================================================
+// Enum names
+// ============================================================================================
+nn::Activation parse_activation(const std::string& s) {
+  if (s == "relu") return nn::Activation::ReLU;
+  if (s == "gelu") return nn::Activation::GELU;
+  if (s == "gelu_tanh" || s == "gelu-tanh") return nn::Activation::GELUTanh;
+  if (s == "swiglu") return nn::Activation::SwiGLU;
+  fail("unknown feed-forward activation '{}': use relu, gelu, gelu_tanh or swiglu", s);
+}
+const char* to_string(nn::Activation a) {
+  switch (a) {
+    case nn::Activation::ReLU: return "relu";
+    case nn::Activation::GELU: return "gelu";
+    case nn::Activation::GELUTanh: return "gelu_tanh";
+    case nn::Activation::SwiGLU: return "swiglu";
+  }
+  return "?";
+}
+nn::NormKind parse_norm(const std::string& s) {
+  if (s == "layernorm") return nn::NormKind::LayerNorm;
+  if (s == "rmsnorm") return nn::NormKind::RMSNorm;
+  fail("unknown norm '{}': use layernorm or rmsnorm", s);
+}
+const char* to_string(nn::NormKind n) { return n == nn::NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+PosKind parse_pos(const std::string& s) {
+  if (s == "learned") return PosKind::Learned;
+  if (s == "sinusoidal") return PosKind::Sinusoidal;
+  fail("unknown positional encoding '{}': use learned or sinusoidal", s);
+}
+const char* to_string(PosKind p) { return p == PosKind::Learned ? "learned" : "sinusoidal"; }
+
+std::string fingerprint_bytes(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+// ============================================================================================
+// Validation
+// ============================================================================================
+void TrainConfig::validate() const {
+  ATTO_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
+  ATTO_CHECK(decay_steps >= 0, "--decay-steps must be >= 0 (0 = --steps), got {}", decay_steps);
+  ATTO_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
+  ATTO_CHECK(grad_accum >= 1, "--grad-accum must be at least 1, got {}", grad_accum);
+  ATTO_CHECK(std::isfinite(lr) && lr > 0.0f, "--lr must be a positive finite number, got {}", lr);
+  ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && min_lr <= lr,
+             "--min-lr must be finite and in [0, --lr = {}], got {}", lr, min_lr);
+  ATTO_CHECK(warmup >= 0, "--warmup must be >= 0, got {}", warmup);
+  ATTO_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, "--weight-decay must be >= 0, got {}",
+             weight_decay);
+  ATTO_CHECK(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
+             "--beta1 and --beta2 must be in [0, 1), got {} and {}", beta1, beta2);
+  ATTO_CHECK(eps > 0.0f, "--eps must be positive, got {}", eps);
+  ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "--grad-clip must be >= 0 (0 = off), got {}",
+             grad_clip);
+  ATTO_CHECK(threads >= 0, "--threads must be >= 0 (0 = all cores), got {}", threads);
+  ATTO_CHECK(eval_every >= 1, "--eval-every must be at least 1, got {}", eval_every);
+  ATTO_CHECK(eval_batches >= 0, "--eval-batches must be >= 0 (0 = whole split), got {}", eval_batches);
+  ATTO_CHECK(early_stop >= 0, "--early-stop must be >= 0 (0 = off), got {}", early_stop);
+  ATTO_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
+  ATTO_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1, got {}", max_bad_steps);
+  lr_schedule().validate();
+}
+
+optim::LrSchedule TrainConfig::lr_schedule() const {
+  optim::LrSchedule s;
+  s.kind = schedule;
+  s.base_lr = lr;
+  s.min_lr = schedule == optim::ScheduleKind::WarmupCosine ? min_lr : 0.0f;
+  s.total_steps = decay_steps > 0 ? decay_steps : steps;
+  s.warmup_steps = schedule == optim::ScheduleKind::InverseSqrt ? std::max<int64_t>(1, warmup)
+                                                                 : std::min(warmup, s.total_steps);
+  return s;
+}
+
+// ============================================================================================
+// JSON: one table of fields per section
+// ============================================================================================
+namespace {
+
+using json = nlohmann::json;
+
+struct Field {
+  const char* key;
+  std::function<json()> get;
+  std::function<void(const json&)> set;
+};
+
+template <typename T>
+Field num(const char* key, T& ref) {
+  return {key, [&ref] { return json(ref); }, [&ref](const json& v) {
+            ATTO_CHECK(v.is_number(), "expected a number");
+            if constexpr (std::is_integral_v<T>) {
+              ATTO_CHECK(v.is_number_integer(), "expected an integer");
+              ref = v.get<T>();
+            } else {
+              ref = v.get<T>();
+            }
+          }};
+}
+Field boolean(const char* key, bool& ref) {
+  return {key, [&ref] { return json(ref); }, [&ref](const json& v) {
+            ATTO_CHECK(v.is_boolean(), "expected true or false");
+            ref = v.get<bool>();
+          }};
+}
+template <typename E>
+Field named(const char* key, E& ref, E (*parse)(const std::string&), const char* (*name)(E)) {
+  return {key, [&ref, name] { return json(name(ref)); }, [&ref, parse](const json& v) {
+            ATTO_CHECK(v.is_string(), "expected a string");
+            ref = parse(v.get<std::string>());
+          }};
+}
+Field text(const char* key, std::string& ref) {
+  return {key, [&ref] { return json(ref); }, [&ref](const json& v) {
+            ATTO_CHECK(v.is_string(), "expected a string");
+            ref = v.get<std::string>();
+          }};
+}
+
+DataMode parse_mode_str(const std::string& s) { return parse_data_mode(s); }
+optim::ScheduleKind parse_schedule_str(const std::string& s) { return optim::schedule_kind_from_string(s); }
+bool parse_placement(const std::string& s) {
+  if (s == "pre") return true;
+  if (s == "post") return false;
+  fail("unknown norm placement '{}': use pre or post", s);
+}
+
+std::vector<Field> model_fields(GPTConfig& m) {
+  return {num("vocab_size", m.vocab_size), num("block_size", m.block_size), num("n_layers", m.n_layer),
+          num("n_heads", m.n_head), num("d_model", m.n_embd), num("d_ff", m.d_ff),
+          named("ffn", m.activation, parse_activation, to_string), named("norm", m.norm, parse_norm, to_string),
+          Field{"norm_placement", [&m] { return json(m.pre_norm ? "pre" : "post"); },
+                [&m](const json& v) {
+                  ATTO_CHECK(v.is_string(), "expected a string");
+                  m.pre_norm = parse_placement(v.get<std::string>());
+                }},
+          boolean("bias", m.bias), num("dropout", m.dropout), boolean("tie_weights", m.tie_weights),
+          named("pos", m.pos, parse_pos, to_string)};
+}
+std::vector<Field> data_fields(DataConfig& d) {
+  return {text("data", d.path), named("mode", d.mode, parse_mode_str, to_string), num("split_seed", d.split_seed),
+          text("fingerprint", d.fingerprint)};
+}
+std::vector<Field> train_fields(TrainConfig& t) {
+  return {num("steps", t.steps), num("decay_steps", t.decay_steps), num("batch_size", t.batch_size),
+          num("grad_accum", t.grad_accum), num("lr", t.lr), num("min_lr", t.min_lr), num("warmup", t.warmup),
+          named("schedule", t.schedule, parse_schedule_str, optim::to_string), num("weight_decay", t.weight_decay),
+          num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps), num("grad_clip", t.grad_clip),
+          num("seed", t.seed), num("threads", t.threads), num("eval_every", t.eval_every),
+          num("eval_batches", t.eval_batches), num("early_stop", t.early_stop), num("log_every", t.log_every),
+          num("max_bad_steps", t.max_bad_steps)};
+}
+
+json section_to_json(const std::vector<Field>& fields) {
+  json j = json::object();
+  for (const Field& f : fields) j[f.key] = f.get();
+  return j;
+}
+
+// Sets the field `key` if it belongs to `fields`; returns false if it does not.
+bool set_field(std::vector<Field>& fields, const std::string& key, const json& v, const std::string& source) {
+  for (Field& f : fields) {
+    if (key != f.key) continue;
+    try {
+      f.set(v);
+    } catch (const Error& e) {
+      fail("{}: key '{}' = {}: {}", source, key, v.dump(), e.what());
+    } catch (const json::exception& e) {
+      fail("{}: key '{}' = {}: {}", source, key, v.dump(), e.what());
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+json to_json(const RunConfig& cfg_in) {
+  RunConfig cfg = cfg_in;  // the field tables bind to mutable references
+  json j;
+  j["format_version"] = kRunFormatVersion;
+  j["model"] = section_to_json(model_fields(cfg.model));
+  j["model"]["type"] = "gpt";
+  j["data"] = section_to_json(data_fields(cfg.data));
+  j["train"] = section_to_json(train_fields(cfg.train));
+  return j;
+}
+
+void apply_config_json(RunConfig& cfg, const json& j, const std::string& source) {
+  ATTO_CHECK(j.is_object(), "{}: expected a JSON object at the top level", source);
+  auto model = model_fields(cfg.model);
+  auto data = data_fields(cfg.data);
+  auto train = train_fields(cfg.train);
+  auto apply_flat = [&](const json& obj, const std::string& where) {
+    for (const auto& [key, v] : obj.items()) {
+      if (key == "type" && where == "model") {
+        ATTO_CHECK(v == "gpt", "{}: model type {} is not a GPT run (atto sample/score/eval need one)", source,
+                   v.dump());
+        continue;
+      }
+      if (set_field(model, key, v, source) || set_field(data, key, v, source) || set_field(train, key, v, source))
+        continue;
+      fail("{}: unknown key '{}'{}", source, key, where.empty() ? "" : " in section '" + where + "'");
+    }
+  };
+  for (const auto& [key, v] : j.items()) {
+    if (key == "format_version") {
+      ATTO_CHECK(v.is_number_integer() && v.get<int>() >= 1 && v.get<int>() <= kRunFormatVersion,
+                 "{}: format_version {} is not supported by this atto (it reads up to {})", source, v.dump(),
+                 kRunFormatVersion);
+    } else if (key == "model" || key == "train" || (key == "data" && v.is_object())) {
+      ATTO_CHECK(v.is_object(), "{}: section '{}' must be an object", source, key);
+      apply_flat(v, key);
+    } else {
+      apply_flat(json{{key, v}}, "");
+    }
+  }
+}
+
+RunConfig run_config_from_json(const json& j, const std::string& source) {
+  ATTO_CHECK(j.is_object() && j.contains("format_version") && j.contains("model"),
+             "{}: not an atto run config (no format_version/model)", source);
+  RunConfig cfg;
+  apply_config_json(cfg, j, source);
+  return cfg;
+}
+
+}  // namespace atto

@@ -1,0 +1,82 @@
+// atto/train/run_config.h: everything that defines a training run, and its config.json form.
+//
+//   RunConfig cfg;                         // defaults: a small GPT for names/words
+//   cfg.data.path = "names.txt";
+//   cfg.train.steps = 2000;
+//   nlohmann::json j = to_json(cfg);       // config.json of the run directory
+//   RunConfig back = run_config_from_json(j, "runs/names/config.json");
+//
+// config.json holds three sections, each a typed struct here: "model" (GPTConfig), "data"
+// (where the text came from and how it is cut) and "train" (optimisation). Keys are the CLI
+// flag names with '_' for '-', so `--config FILE.json` takes the same keys (flat or in
+// sections) and flags override it. "format_version" guards against files of a newer atto.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/text_file.h"
+#include "models/gpt.h"
+#include "optim/schedule.h"
+
+namespace atto {
+
+inline constexpr int kRunFormatVersion = 1;
+
+struct DataConfig {
+  std::string path;              // the training text file
+  DataMode mode = DataMode::Auto;
+  uint64_t split_seed = 1337;    // lines mode: the train/val shuffle
+  std::string fingerprint;       // FNV-1a 64 of the file's bytes (resume checks it is unchanged)
+};
+
+struct TrainConfig {
+  int64_t steps = 3000;          // total optimizer steps of the run
+  int64_t decay_steps = 0;       // schedule length; 0 = steps
+  int64_t batch_size = 32;
+  int64_t grad_accum = 1;        // micro-batches per step
+  float lr = 2e-3f;
+  float min_lr = 1e-4f;
+  int64_t warmup = 100;
+  optim::ScheduleKind schedule = optim::ScheduleKind::WarmupCosine;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f, beta2 = 0.99f, eps = 1e-8f;
+  float grad_clip = 1.0f;        // 0 = off
+  uint64_t seed = 1337;
+  int threads = 0;               // 0 = all cores
+  int64_t eval_every = 250;
+  int64_t eval_batches = 0;      // 0 = the whole validation split
+  int64_t early_stop = 0;        // stop after N evaluations without improvement; 0 = off
+  int64_t log_every = 10;
+  int64_t max_bad_steps = 5;     // consecutive non-finite steps before giving up
+
+  void validate() const;         // atto::Error naming the flag and the value
+  optim::LrSchedule lr_schedule() const;
+};
+
+struct RunConfig {
+  GPTConfig model;
+  DataConfig data;
+  TrainConfig train;
+};
+
+nlohmann::json to_json(const RunConfig& cfg);
+// `source` names the file in error messages.
+RunConfig run_config_from_json(const nlohmann::json& j, const std::string& source);
+// Applies the keys present in j (flat, or in "model"/"data"/"train" sections) on top of cfg.
+// Unknown keys are an error naming the key and the file.
+void apply_config_json(RunConfig& cfg, const nlohmann::json& j, const std::string& source);
+
+std::string fingerprint_bytes(std::string_view bytes);
+
+// Names used in config.json and on the command line.
+nn::Activation parse_activation(const std::string& s);
+const char* to_string(nn::Activation a);
+nn::NormKind parse_norm(const std::string& s);
+const char* to_string(nn::NormKind n);
+PosKind parse_pos(const std::string& s);
+const char* to_string(PosKind p);
+
+}  // namespace atto

@@ -1,0 +1,60 @@
+// atto/train/trainer.h: the training loop of a GPT on a text file.
+//
+//   RunConfig cfg;
+//   cfg.data.path = "names.txt";
+//   TrainResult r = train_gpt(cfg, {.out_dir = "runs/names"});
+//   fmt::print("best val loss {:.4f} at step {}\n", r.best_val_loss, r.best_step);
+//
+//   train_gpt(cfg_with_more_steps, {.out_dir = "runs/names", .resume = true});   // exact resume
+//
+// One step: grad_accum micro-batches (forward, cross-entropy, backward), then a finite check
+// (a NaN or Inf loss or gradient skips the step: the weights never see it), gradient clipping,
+// the scheduled learning rate, and one AdamW update. Every eval_every steps and at the end the
+// whole validation split is scored (dropout off, nothing recorded); a new best writes
+// model.safetensors; the training state is written at the same time. Ctrl-C stops at the end of
+// the current step and saves the training state, so `--resume` continues the run.
+//
+// Reproducibility: the initial weights, the batch sequence and the dropout masks come from three
+// Rngs seeded from cfg.train.seed; their states are saved, so a resumed run matches an
+// uninterrupted one bit for bit (same thread count; kernels are thread-count independent anyway).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "train/run_config.h"
+
+namespace atto {
+
+struct TrainerOptions {
+  std::string out_dir;
+  bool resume = false;
+  bool force = false;              // allow writing into a directory that already holds a run
+  std::FILE* progress = stderr;    // progress and status; nullptr = silent
+};
+
+struct TrainResult {
+  int64_t steps = 0;               // step count at the end
+  double last_train_loss = 0.0;
+  double last_val_loss = 0.0;
+  double best_val_loss = 0.0;
+  int64_t best_step = -1;
+  int64_t skipped_steps = 0;
+  bool early_stopped = false;
+  bool interrupted = false;
+  double seconds = 0.0;            // wall time of this invocation
+  int64_t tokens = 0;              // tokens processed in this invocation
+  int64_t num_parameters = 0;
+};
+
+TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
+
+// Mean cross-entropy (nats per counted target) of `model` over a split, as the trainer's
+// evaluation computes it: every target once, batches of B x T, at most max_batches (0 = all).
+class GPT;
+class TextDataset;
+enum class Split;
+double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T,
+                     int64_t max_batches = 0);
+
+}  // namespace atto

@@ -1,0 +1,249 @@
+// Reading and validating data files; the auto mode rule; the bad-input cases of the issue.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/text_file.h"
+#include "tensor/error.h"
+
+using namespace atto;
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected atto::Error";
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           fmt::format("atto_test_data_{}_{}_{}", ::getpid(), info->test_suite_name(), info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  fs::path dir_;
+};
+
+std::string repeat_lines(const std::string& line, int n, const std::string& sep = "\n") {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += line + sep;
+  return s;
+}
+
+}  // namespace
+
+TEST(TextFile, ReadsUtf8AndHandlesCrlfBomAndMissingFinalNewline) {
+  TempDir tmp;
+  const std::string p = tmp.write("names.txt", "\xEF\xBB\xBF" "emma\r\nzo\xC3\xAB\r\nava");
+  TextFile f = read_text_file(p);
+  EXPECT_EQ(f.path, p);
+  EXPECT_EQ(f.text, "emma\nzo\xC3\xAB\nava");  // BOM dropped, CRLF -> LF, nothing appended
+  const auto lines = split_lines(f.text);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2].text, "ava");
+  EXPECT_EQ(lines[2].number, 3);
+  // A lone '\r' inside a line is kept as a character.
+  EXPECT_EQ(make_text_file("x", "a\rb\r\n").text, "a\rb\n");
+}
+
+TEST(TextFile, SplitLinesKeepsEmptyLinesAndNumbers) {
+  const auto lines = split_lines("a\n\nbc\n");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1].text, "");
+  EXPECT_EQ(lines[2].text, "bc");
+  EXPECT_EQ(lines[2].number, 3);
+  EXPECT_EQ(split_lines("a\nb").size(), 2u);
+}
+
+TEST(TextFileBadInput, MissingPath) {
+  TempDir tmp;
+  const std::string p = tmp.path("nope.txt");
+  const std::string msg = error_of([&] { read_text_file(p); });
+  EXPECT_TRUE(contains(msg, p) && contains(msg, "does not exist") && contains(msg, "check the path"))
+      << msg;
+}
+
+TEST(TextFileBadInput, Directory) {
+  TempDir tmp;
+  const std::string p = tmp.path("");
+  const std::string msg = error_of([&] { read_text_file(p); });
+  EXPECT_TRUE(contains(msg, p) && contains(msg, "is a directory") && contains(msg, "text file"))
+      << msg;
+}
+
+TEST(TextFileBadInput, EmptyFile) {
+  TempDir tmp;
+  const std::string p = tmp.write("empty.txt", "");
+  const std::string msg = error_of([&] { read_text_file(p); });
+  EXPECT_TRUE(contains(msg, p) && contains(msg, "is empty") && contains(msg, "one sample per line"))
+      << msg;
+}
+
+TEST(TextFileBadInput, OnlyNewlines) {
+  TempDir tmp;
+  for (const std::string bytes : {"\n", "\n\n\n", "\r\n\r\n"}) {
+    const std::string p = tmp.write("blank.txt", bytes);
+    const std::string msg = error_of([&] { read_text_file(p); });
+    EXPECT_TRUE(contains(msg, p) && contains(msg, "no text") && contains(msg, "non-empty line"))
+        << msg;
+  }
+}
+
+TEST(TextFileBadInput, InvalidUtf8GivesByteOffsetAndLine) {
+  TempDir tmp;
+  // Latin-1 'ï' (0xEF) in "naïve" on line 2, at byte 8 of the file.
+  const std::string p = tmp.write("latin1.txt", "caf\xC3\xA9\nna\xEFve\n");
+  const std::string msg = error_of([&] { read_text_file(p); });
+  EXPECT_TRUE(contains(msg, p)) << msg;
+  EXPECT_TRUE(contains(msg, "not valid UTF-8")) << msg;
+  EXPECT_TRUE(contains(msg, "byte offset 8")) << msg;
+  EXPECT_TRUE(contains(msg, "line 2")) << msg;
+  EXPECT_TRUE(contains(msg, "iconv")) << msg;
+}
+
+TEST(TextFileBadInput, Utf16FileIsRejected) {
+  TempDir tmp;
+  const std::string p = tmp.write("utf16.txt", std::string("a\0b\0\n\0", 6));
+  const std::string msg = error_of([&] { read_text_file(p); });
+  EXPECT_TRUE(contains(msg, p) && contains(msg, "NUL byte at byte offset 1") &&
+              contains(msg, "UTF-16")) << msg;
+  // With a byte-order mark it is caught as invalid UTF-8 at byte 0.
+  const std::string q = tmp.write("utf16bom.txt", std::string("\xFF\xFE" "a\0", 4));
+  EXPECT_TRUE(contains(error_of([&] { read_text_file(q); }), "byte offset 0"));
+}
+
+TEST(TextFileBadInput, StreamFileShorterThanOneBlock) {
+  TempDir tmp;
+  const std::string p = tmp.write("short.txt", "To be, or not to be: that is the question.\n");  // 43 chars
+  TextFile f = read_text_file(p);
+  auto data = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream);
+  // train 38 tokens, val 5 tokens: the largest block size is 4.
+  EXPECT_NO_THROW(data->check_block_size(4));
+  const std::string msg = error_of([&] { data->check_block_size(64); });
+  EXPECT_TRUE(contains(msg, p)) << msg;
+  EXPECT_TRUE(contains(msg, "38 for training") && contains(msg, "5 for validation")) << msg;
+  EXPECT_TRUE(contains(msg, "--block-size 4 or less")) << msg;
+  Rng rng(0);
+  EXPECT_THROW(data->sample_batch(rng, 2, 64), Error);  // also caught where batches are made
+}
+
+TEST(TextFileBadInput, StreamFileTooShortForAnyBlock) {
+  TextFile f = make_text_file("tiny.txt", "hi\n");
+  auto data = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream);
+  const std::string msg = error_of([&] { data->check_block_size(1); });
+  EXPECT_TRUE(contains(msg, "tiny.txt") && contains(msg, "too short for stream mode")) << msg;
+}
+
+TEST(TextFileBadInput, LineLongerThanBlockInLinesMode) {
+  TempDir tmp;
+  const std::string p = tmp.write("names.txt", "emma\nbartholomew\nava\nmaximiliano\n");
+  TextFile f = read_text_file(p);
+  auto data = make_dataset(f, build_tokenizer(f, DataMode::Lines), DataMode::Lines);
+  EXPECT_EQ(data->min_block_size(), 12);  // "bartholomew": 11 characters + <eos>
+  EXPECT_NO_THROW(data->check_block_size(12));
+  const std::string msg = error_of([&] { data->check_block_size(8); });
+  EXPECT_TRUE(contains(msg, p)) << msg;
+  EXPECT_TRUE(contains(msg, "line 2 of")) << msg;  // the first line that does not fit
+  EXPECT_TRUE(contains(msg, "has 11 characters")) << msg;
+  EXPECT_TRUE(contains(msg, "2 line(s) are too long")) << msg;
+  EXPECT_TRUE(contains(msg, "--block-size to at least 12")) << msg;
+  // A line of exactly T characters does not fit either (it needs T + 1 positions).
+  EXPECT_THROW(data->check_block_size(11), Error);
+}
+
+TEST(TextFileBadInput, LinesModeNeedsTwoLines) {
+  TextFile f = make_text_file("one.txt", "\nemma\n\n");
+  const std::string msg = error_of([&] {
+    make_dataset(f, build_tokenizer(f, DataMode::Lines), DataMode::Lines);
+  });
+  EXPECT_TRUE(contains(msg, "one.txt") && contains(msg, "at least 2 non-empty lines")) << msg;
+}
+
+TEST(TextFileBadInput, UnknownCharactersAgainstALoadedVocabulary) {
+  // A run's tokenizer meets a changed file (e.g. on resume): every new character is named
+  // with its line and column.
+  TextFile old_file = make_text_file("names.txt", "emma\nava\n");
+  CharTokenizer tok = build_tokenizer(old_file, DataMode::Lines);
+  TextFile new_file = make_text_file("names.txt", "emma\nzoe\nava\nzed\n");
+  const std::string msg = error_of([&] { make_dataset(new_file, tok, DataMode::Lines); });
+  EXPECT_TRUE(contains(msg, "names.txt")) << msg;
+  EXPECT_TRUE(contains(msg, "'z' (U+007A) at line 2 column 1, line 4 column 1")) << msg;
+  EXPECT_TRUE(contains(msg, "'o' (U+006F) at line 2 column 2")) << msg;
+  EXPECT_TRUE(contains(msg, "'d' (U+0064) at line 4 column 3")) << msg;
+  // A lines-mode tokenizer has no newline: stream mode cannot use it.
+  EXPECT_TRUE(contains(error_of([&] { make_dataset(old_file, tok, DataMode::Stream); }),
+                       "'\\n' (U+000A) at line 1 column 5"));
+  // And a stream tokenizer has no <eos>: lines mode cannot use it.
+  CharTokenizer stream_tok = build_tokenizer(old_file, DataMode::Stream);
+  EXPECT_TRUE(contains(error_of([&] { make_dataset(old_file, stream_tok, DataMode::Lines); }),
+                       "<eos>"));
+}
+
+TEST(DataMode, ParseAndPrint) {
+  EXPECT_EQ(parse_data_mode("lines"), DataMode::Lines);
+  EXPECT_EQ(parse_data_mode("stream"), DataMode::Stream);
+  EXPECT_EQ(parse_data_mode("auto"), DataMode::Auto);
+  EXPECT_THROW(parse_data_mode("words"), UsageError);
+  EXPECT_STREQ(to_string(DataMode::Stream), "stream");
+}
+
+TEST(DataMode, AutoRule) {
+  auto mode_of = [](const std::string& text) {
+    return resolve_mode(make_text_file("f.txt", text), DataMode::Auto);
+  };
+  EXPECT_EQ(mode_of("emma\nolivia\nava\nisabella\nsophia\n"), DataMode::Lines);
+  // Prose: long lines -> stream.
+  EXPECT_EQ(mode_of(repeat_lines("Before we proceed any further, hear me speak.", 50)),
+            DataMode::Stream);
+  // Short lines separated by blank lines (speeches, verse) -> stream.
+  EXPECT_EQ(mode_of(repeat_lines("All:\nSpeak, speak.\n", 50)), DataMode::Stream);
+  // The median threshold is inclusive: 32 -> lines, 33 -> stream.
+  EXPECT_EQ(mode_of(repeat_lines(std::string(32, 'x'), 9) + std::string(200, 'y')), DataMode::Lines);
+  EXPECT_EQ(mode_of(repeat_lines(std::string(33, 'x'), 9) + "y"), DataMode::Stream);
+  // The empty-line threshold is inclusive: 1 empty line in 100 -> lines; 2 in 101 -> stream.
+  EXPECT_EQ(mode_of(repeat_lines("ab", 99) + "\n"), DataMode::Lines);
+  EXPECT_EQ(mode_of(repeat_lines("ab", 99) + "\n\n"), DataMode::Stream);
+  // A single line cannot be split into train and val lines -> stream.
+  EXPECT_EQ(mode_of("hello\n"), DataMode::Stream);
+  // An explicit mode is kept.
+  EXPECT_EQ(resolve_mode(make_text_file("f", "hello\n"), DataMode::Lines), DataMode::Lines);
+  // Lengths count characters, not bytes: "éé" (4 bytes) is a 2-character line.
+  const LineStats s = line_stats("\xC3\xA9\xC3\xA9\n\nabc\n");
+  EXPECT_EQ(s.lines, 3);
+  EXPECT_EQ(s.empty_lines, 1);
+  EXPECT_EQ(s.median_length, 2);
+  EXPECT_EQ(s.max_length, 3);
+  EXPECT_EQ(s.longest_line, 3);
+  EXPECT_TRUE(contains(explain_auto_mode(s), "stream")) << explain_auto_mode(s);
+}

@@ -1,0 +1,133 @@
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "io/file.h"
+#include "io_test_util.h"
+
+using namespace atto;
+using atto::io::testing::expect_error;
+using atto::io::testing::ScratchDir;
+
+TEST(IoFile, WriteAtomicCreatesAndReplaces) {
+  ScratchDir dir;
+  const std::string p = dir.file("a.txt");
+  io::write_file_atomic(p, "first version, longer than the second\n");
+  EXPECT_EQ(io::read_file(p), "first version, longer than the second\n");
+  io::write_file_atomic(p, std::string("v2\0x", 4));  // shorter, with a NUL byte
+  EXPECT_EQ(io::read_file(p), std::string("v2\0x", 4));
+  io::write_file_atomic(p, "");
+  EXPECT_EQ(io::read_file(p), "");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"a.txt"});  // no temporary files left
+}
+
+TEST(IoFile, WriteAtomicBareFileNameUsesCurrentFolder) {
+  ScratchDir dir;
+  const auto old = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  io::write_file_atomic("bare.txt", "x");
+  std::filesystem::current_path(old);
+  EXPECT_EQ(io::read_file(dir.file("bare.txt")), "x");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"bare.txt"});
+}
+
+TEST(IoFile, WriteAtomicOntoDirectoryFailsAndLeavesNothing) {
+  ScratchDir dir;
+  std::filesystem::create_directory(dir.file("sub"));
+  io::write_file_atomic(dir.file("sub/keep.txt"), "keep");
+  expect_error([&] { io::write_file_atomic(dir.file("sub"), "data"); },
+               {dir.file("sub"), "directory"});
+  EXPECT_TRUE(std::filesystem::is_directory(dir.file("sub")));
+  EXPECT_EQ(io::read_file(dir.file("sub/keep.txt")), "keep");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"sub"});
+}
+
+TEST(IoFile, WriteAtomicIntoMissingFolderFails) {
+  ScratchDir dir;
+  expect_error([&] { io::write_file_atomic(dir.file("nope/x.txt"), "data"); },
+               {dir.file("nope/x.txt"), "No such file or directory"});
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+// A write that fails half-way (here: the file size limit, EFBIG) must leave the old file intact
+// and remove the temporary file. This works even as root, unlike a read-only folder.
+TEST(IoFile, FailedWriteKeepsOldFileAndRemovesTemp) {
+  ScratchDir dir;
+  const std::string p = dir.file("ckpt.bin");
+  io::write_file_atomic(p, "old contents");
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old_limit;
+  small.rlim_cur = 1000;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string msg;
+  try {
+    io::write_file_atomic(p, std::string(5000, 'n'));
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_NE(msg.find("File too large"), std::string::npos) << msg;
+  EXPECT_EQ(io::read_file(p), "old contents");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"ckpt.bin"});
+}
+
+TEST(IoFile, WriteAtomicIntoReadOnlyFolderFails) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores folder permissions";
+  ScratchDir dir;
+  const std::string p = dir.file("x.txt");
+  io::write_file_atomic(p, "old");
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0555), 0);
+  expect_error([&] { io::write_file_atomic(p, "new"); }, {p, "Permission denied"});
+  ::chmod(dir.path().c_str(), 0755);
+  EXPECT_EQ(io::read_file(p), "old");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.txt"});
+}
+
+TEST(IoFile, NewFilesHonourUmask) {
+  ScratchDir dir;
+  const mode_t old = ::umask(022);
+  io::write_file_atomic(dir.file("m.txt"), "x");
+  ::umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("m.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+}
+
+TEST(IoFile, ReadFileErrorsNameTheFile) {
+  ScratchDir dir;
+  expect_error([&] { io::read_file(dir.file("missing.txt")); },
+               {dir.file("missing.txt"), "not found"});
+  expect_error([&] { io::read_file(dir.path()); }, {dir.path(), "directory"});
+  if (::geteuid() != 0) {
+    io::write_file_atomic(dir.file("secret"), "x");
+    ::chmod(dir.file("secret").c_str(), 0);
+    expect_error([&] { io::read_file(dir.file("secret")); },
+                 {dir.file("secret"), "Permission denied"});
+  }
+}
+
+TEST(IoFile, JsonRoundTripAndParseErrors) {
+  ScratchDir dir;
+  const std::string p = dir.file("c.json");
+  nlohmann::json j = {{"n_layer", 2}, {"name", "caf\xc3\xa9"}, {"dims", {1, 2, 3}}};
+  io::write_json_atomic(p, j);
+  EXPECT_EQ(io::read_json(p), j);
+  EXPECT_EQ(io::read_file(p).back(), '\n');
+
+  io::write_file_atomic(p, "{\n  \"a\": 1,\n  \"b\": ]\n}\n");
+  expect_error([&] { io::read_json(p); }, {p, "line 3, column 8"});
+  io::write_file_atomic(p, "");
+  expect_error([&] { io::read_json(p); }, {p, "not valid JSON"});
+  expect_error([&] { io::read_json(dir.file("none.json")); }, {"none.json", "not found"});
+  // A string that is not UTF-8 cannot be written as JSON; the old file stays.
+  expect_error([&] { io::write_json_atomic(p, {{"bad", "\xff"}}); }, {p});
+  EXPECT_EQ(io::read_file(p), "");
+}
