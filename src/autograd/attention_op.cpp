@@ -5,6 +5,7 @@
 // attention_q_kv a q source and a [B, Tk, 2C] kv source. The kernel reads the blocks through
 // a leading dimension (W) and writes gradients the same way straight into the sources'
 // gradient buffers, so the fused projection never needs split copies.
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/detail.h"
@@ -98,6 +99,45 @@ Tensor attention_q_kv(const Tensor& q_in, const Tensor& kv_in, const AttentionOp
   Tensor q = contiguous(q_in), kv = contiguous(kv_in);
   const int64_t C = q.size(2);
   return attention_blocks("attention_q_kv", {q, 0}, {kv, 0}, {kv, C}, C, opt);
+}
+
+Tensor attention_decode(const Tensor& qkv_in, Tensor& kv_cache, int64_t past_len, const AttentionOptions& opt) {
+  ATTO_CHECK(!any_requires_grad({&qkv_in}), "attention_decode is for inference: call it under NoGradGuard");
+  ATTO_CHECK(qkv_in.ndim() == 3 && qkv_in.size(2) % 3 == 0, "attention_decode: qkv must be [B, Tn, 3C], got {}",
+             shape_str(qkv_in.shape()));
+  Tensor qkv = qkv_in.contiguous();
+  const int64_t B = qkv.size(0), Tn = qkv.size(1), C = qkv.size(2) / 3;
+  ATTO_CHECK(kv_cache.ndim() == 3 && kv_cache.size(0) == B && kv_cache.size(2) == 2 * C && kv_cache.is_contiguous(),
+             "attention_decode: cache must be a contiguous [{}, max_len, {}], got {}", B, 2 * C,
+             shape_str(kv_cache.shape()));
+  const int64_t max_len = kv_cache.size(1);
+  ATTO_CHECK(past_len >= 0 && past_len + Tn <= max_len, "attention_decode: {} cached + {} new positions exceed the "
+             "cache length {}", past_len, Tn, max_len);
+  ATTO_CHECK(opt.key_mask.empty(), "attention_decode: key padding masks are not supported with a KV cache");
+  ATTO_CHECK(opt.n_heads > 0 && C % opt.n_heads == 0, "attention_decode: width {} is not divisible by n_heads {}", C,
+             opt.n_heads);
+  // Append the new keys and values (columns C..3C of qkv) to the cache.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < Tn; ++t)
+      std::copy_n(qkv.data() + (b * Tn + t) * 3 * C + C, 2 * C, kv_cache.data() + (b * max_len + past_len + t) * 2 * C);
+  kernels::AttentionDims d;
+  d.B = 1;  // one call per sequence: the cache's batch stride (max_len rows) differs from Tk rows
+  d.NH = opt.n_heads;
+  d.Tq = Tn;
+  d.Tk = past_len + Tn;
+  d.HS = C / opt.n_heads;
+  d.ldq = 3 * C;
+  d.ldk = d.ldv = 2 * C;
+  d.ldo = C;
+  d.causal = opt.causal;
+  d.scale = opt.scale > 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d.HS));
+  Tensor out = Tensor::empty({B, Tn, C});
+  Tensor lse = Tensor::empty({d.NH, Tn});
+  for (int64_t b = 0; b < B; ++b) {
+    const float* kv = kv_cache.data() + b * max_len * 2 * C;
+    kernels::attention_forward(out.data() + b * Tn * C, lse.data(), qkv.data() + b * Tn * 3 * C, kv, kv + C, nullptr, d);
+  }
+  return out;
 }
 
 Tensor attention_weights(const Tensor& q_in, const Tensor& k_in, const AttentionOptions& opt) {

@@ -103,6 +103,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor attention_qkv(const Tensor& qkv, const AttentionOptions& opt);
 // Cross-attention from q [B, Tq, C] and a fused kv [B, Tk, 2C] (k, v its column blocks).
 Tensor attention_q_kv(const Tensor& q, const Tensor& kv, const AttentionOptions& opt);
+// Inference with a KV cache (not differentiable). qkv [B, Tn, 3C] holds the projections of Tn
+// new positions; kv_cache [B, max_len, 2C] holds the keys and values of past_len earlier ones.
+// Appends the new keys and values at [past_len, past_len + Tn) and returns the attention of
+// the new queries over all past_len + Tn positions ([B, Tn, C]); causal is bottom-right aligned.
+Tensor attention_decode(const Tensor& qkv, Tensor& kv_cache, int64_t past_len, const AttentionOptions& opt);
 // The attention weights [B, n_heads, Tq, Tk] of the same computation (not differentiable).
 Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionOptions& opt);
 

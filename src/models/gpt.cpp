@@ -73,6 +73,32 @@ void GPT::init_gpt2(Rng& rng) {
   }
 }
 
+GPT::Cache GPT::make_cache(int64_t B, int64_t max_len) const {
+  ATTO_CHECK(B > 0 && max_len > 0 && max_len <= cfg_.block_size,
+             "GPT::make_cache: B={} max_len={} (max_len must be in [1, block size {}])", B, max_len, cfg_.block_size);
+  Cache c;
+  c.max_len = max_len;
+  for (const auto& block : transformer.h) c.layers.push_back(block->attn.make_cache(B, max_len));
+  return c;
+}
+
+Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t Tn, Cache& cache) {
+  ATTO_CHECK(!grad_enabled() || !training(), "GPT::forward_cached is for inference: use NoGradGuard and eval()");
+  ATTO_CHECK(B > 0 && Tn > 0 && static_cast<int64_t>(idx.size()) == B * Tn,
+             "GPT::forward_cached: {} token ids for B={} Tn={}", idx.size(), B, Tn);
+  ATTO_CHECK(cache.len + Tn <= cache.max_len, "GPT::forward_cached: {} cached + {} new positions exceed the cache "
+             "length {}", cache.len, Tn, cache.max_len);
+  NoGradGuard no_grad;
+  Tensor tok = transformer.wte.forward(idx, {B, Tn});
+  Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(Tn, cache.len)
+                                            : transformer.pe->forward(Tn, cache.len);
+  Tensor x = add(tok, pos);
+  for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i]->forward_cached(x, cache.layers[i]);
+  cache.len += Tn;
+  if (transformer.ln_f) x = transformer.ln_f->forward(x);
+  return lm_head.forward(x);
+}
+
 Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
   ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T,
              "GPT::forward: {} token ids for B={} T={}", idx.size(), B, T);

@@ -55,6 +55,18 @@ class GPT : public nn::Module {
   // idx: B*T token ids, row-major [B, T], T <= block_size. Returns logits [B, T, V].
   Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);
 
+  // Incremental decoding: one KV cache per layer. forward_cached takes the next Tn tokens of
+  // each of the B sequences ([B, Tn] ids), at positions cache.len .. cache.len + Tn - 1, and
+  // returns their logits [B, Tn, V]; each new token costs one position, not the whole prefix.
+  // Call under NoGradGuard. max_len <= block_size.
+  struct Cache {
+    std::vector<nn::KVCache> layers;
+    int64_t len = 0;
+    int64_t max_len = 0;
+  };
+  Cache make_cache(int64_t B, int64_t max_len) const;
+  Tensor forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t Tn, Cache& cache);
+
   const GPTConfig& config() const { return cfg_; }
   // Applies GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases,
   // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)).

@@ -38,6 +38,22 @@ Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask) {
   return resid_dropout.forward(c_proj.forward(y));
 }
 
+Tensor SelfAttention::forward_cached(const Tensor& x, KVCache& cache) {
+  ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
+             shape_str(x.shape()));
+  Tensor qkv = c_attn.forward(x);
+  AttentionOptions o;
+  o.n_heads = NH_;
+  o.causal = true;
+  Tensor y = attention_decode(qkv, cache.kv, cache.len, o);
+  cache.len += x.size(1);
+  return c_proj.forward(y);
+}
+
+KVCache SelfAttention::make_cache(int64_t B, int64_t max_len) const {
+  return KVCache{Tensor::zeros({B, max_len, 2 * C_}), 0};
+}
+
 CrossAttention::CrossAttention(const AttentionConfig& cfg, Rng& rng)
     : q_proj((check_config(cfg), cfg.d_model), cfg.d_model, cfg.bias, rng),
       kv_proj(cfg.d_model, 2 * cfg.d_model, cfg.bias, rng),

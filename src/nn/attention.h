@@ -31,10 +31,20 @@ struct AttentionMask {
   std::vector<uint8_t> key_mask;  // [B, Tk], 1 = attend, 0 = padding; empty = none
 };
 
+// Keys and values of the positions seen so far, for incremental decoding.
+struct KVCache {
+  Tensor kv;        // [B, max_len, 2C]: keys in columns [0, C), values in [C, 2C)
+  int64_t len = 0;  // positions filled
+};
+
 class SelfAttention : public Module {
  public:
   SelfAttention(const AttentionConfig& cfg, Rng& rng);
   Tensor forward(const Tensor& x, const AttentionMask& mask);  // [B, T, C] -> [B, T, C]
+  // Inference: x [B, Tn, C] are the next Tn positions; attends causally over the cache plus
+  // themselves and appends their keys and values (cache.len += Tn). Call under NoGradGuard.
+  Tensor forward_cached(const Tensor& x, KVCache& cache);
+  KVCache make_cache(int64_t B, int64_t max_len) const;
 
   Linear c_attn, c_proj;
   Dropout resid_dropout;

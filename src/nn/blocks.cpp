@@ -52,6 +52,15 @@ Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask) {
   return ln_2.forward(add(h, mlp.forward(h)));
 }
 
+Tensor EncoderBlock::forward_cached(const Tensor& x, KVCache& cache) {
+  if (pre_norm_) {
+    Tensor h = add(x, attn.forward_cached(ln_1.forward(x), cache));
+    return add(h, mlp.forward(ln_2.forward(h)));
+  }
+  Tensor h = ln_1.forward(add(x, attn.forward_cached(x, cache)));
+  return ln_2.forward(add(h, mlp.forward(h)));
+}
+
 DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
     : ln_1(cfg.norm, cfg.d_model, cfg.bias, cfg.norm_eps),
       attn(attention_config(cfg), rng),

@@ -61,6 +61,8 @@ class EncoderBlock : public Module {
  public:
   EncoderBlock(const BlockConfig& cfg, Rng& rng);
   Tensor forward(const Tensor& x, const AttentionMask& mask);
+  // Inference with a causal KV cache (GPT decoding); see SelfAttention::forward_cached.
+  Tensor forward_cached(const Tensor& x, KVCache& cache);
   Norm ln_1;
   SelfAttention attn;
   Norm ln_2;

@@ -144,9 +144,9 @@ TEST(Schedule, ValidationNamesTheValue) {
   using K = ScheduleKind;
   expect_error_with([] { LrSchedule{.base_lr = -1e-3f}.validate(); }, "-0.001");
   expect_error_with([] { LrSchedule{.base_lr = NAN}.validate(); }, "nan");
-  expect_error_with(
-      [] { LrSchedule{.kind = K::WarmupCosine, .base_lr = 1, .min_lr = 2, .total_steps = 9}.at(0); },
-      "min_lr 2");
+  expect_error_with([] {
+    LrSchedule{.kind = K::WarmupCosine, .base_lr = 1, .min_lr = 2, .total_steps = 9}.at(0);
+  }, "min_lr 2");
   expect_error_with([] {
     LrSchedule{.kind = K::WarmupCosine, .warmup_steps = 20, .total_steps = 10}.validate();
   }, "warmup_steps 20");

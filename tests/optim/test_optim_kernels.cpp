@@ -1,7 +1,6 @@
 // Tests of the optimizer kernels (kernels/optim_kernels.cpp): against plain double-precision
 // loops of the documented equations, and bit-identical results for 1 and 2 threads.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -23,10 +22,10 @@ std::vector<float> randn(int64_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-// Restores the OpenMP thread count after a test changes it.
+// Restores the thread count after a test changes it.
 struct ThreadGuard {
-  int saved = omp_get_max_threads();
-  ~ThreadGuard() { omp_set_num_threads(saved); }
+  int saved = num_threads();
+  ~ThreadGuard() { set_num_threads(saved); }
 };
 
 TEST(OptimKernels, AdamMatchesEquationsInDouble) {
@@ -98,7 +97,7 @@ TEST(OptimKernels, BitIdenticalForOneAndTwoThreads) {
       double ss;
     };
     auto run = [&](int threads) {
-      omp_set_num_threads(threads);
+      set_num_threads(threads);
       Result r{randn(n, 11), randn(n, 12, 0.1f), randn(n, 13, 0.1f), randn(n, 14),
                randn(n, 15), randn(n, 16), 0.0};
       for (float& x : r.v) x = x * x;

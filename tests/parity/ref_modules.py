@@ -1,6 +1,7 @@
 """PyTorch references for atto's nn modules and transformer ops (tests/parity/test_parity_modules.cpp).
 
     /usr/bin/python3 ref_modules.py --case mha_self --out ref.safetensors
+    /usr/bin/python3 ref_modules.py --case all --out refs.safetensors   # every case, "<case>/" prefixed
     /usr/bin/python3 ref_modules.py --list          # the case names
 
 Every module is written here from torch primitives (torch 1.13 has no RMSNorm, no
@@ -418,24 +419,38 @@ def as_metadata(cfg):
     return {k: text(v) for k, v in cfg.items()}
 
 
+def run_case(name):
+    """(tensors, metadata) of one case, seeded by its name."""
+    torch.manual_seed(zlib.crc32(name.encode()))
+    tensors, cfg = CASES[name]()
+    missing = [k for k, v in tensors.items() if v is None]
+    if missing:
+        sys.exit(f"case {name}: no gradient reached {missing}")
+    return {k: v.detach().to(DT).contiguous() for k, v in tensors.items()}, dict(as_metadata(cfg), case=name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", help="one of --list")
+    ap.add_argument("--case", help="one of --list, or 'all': every case in one file, each tensor and "
+                                   "metadata key prefixed with '<case>/' (one torch start-up for all)")
     ap.add_argument("--out", help="safetensors file to write")
     ap.add_argument("--list", action="store_true", help="print the case names")
     args = ap.parse_args()
     if args.list:
         print("\n".join(CASES))
         return
-    if args.case not in CASES or not args.out:
-        sys.exit(f"need --case (one of {', '.join(CASES)}) and --out; got {args.case!r}, {args.out!r}")
-    torch.manual_seed(zlib.crc32(args.case.encode()))
-    tensors, cfg = CASES[args.case]()
-    missing = [k for k, v in tensors.items() if v is None]
-    if missing:
-        sys.exit(f"case {args.case}: no gradient reached {missing}")
-    st.save({k: v.detach().to(DT).contiguous() for k, v in tensors.items()}, args.out,
-            metadata=dict(as_metadata(cfg), case=args.case))
+    if (args.case not in CASES and args.case != "all") or not args.out:
+        sys.exit(f"need --case (all, or one of {', '.join(CASES)}) and --out; got {args.case!r}, {args.out!r}")
+    if args.case != "all":
+        tensors, metadata = run_case(args.case)
+        st.save(tensors, args.out, metadata=metadata)
+        return
+    tensors, metadata = {}, {}
+    for name in CASES:
+        t, m = run_case(name)
+        tensors.update({f"{name}/{k}": v for k, v in t.items()})
+        metadata.update({f"{name}/{k}": v for k, v in m.items()})
+    st.save(tensors, args.out, metadata=metadata)
 
 
 if __name__ == "__main__":

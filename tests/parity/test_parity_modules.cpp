@@ -70,7 +70,7 @@ void run_module(const ModuleRef& ref, nn::Module& m, const Inputs& in, Forward f
   m.eval();
   m.load_state_dict(ref.params(), ref.source());
   Tensor y = forward();
-  backward(y, ref.file.get("in.dy"));
+  backward(y, ref.get("in.dy"));
   test::check_parity(ref, y, in, &m, kTol);
 }
 
@@ -102,7 +102,7 @@ void run_attention(const ModuleRef& ref) {
   o.causal = ref.meta_bool("causal");
   o.key_mask = optional_mask(ref, "key_mask");
   Tensor y = scaled_dot_product_attention(in[0].second, in[1].second, in[2].second, o);
-  backward(y, ref.file.get("in.dy"));
+  backward(y, ref.get("in.dy"));
   test::check_parity(ref, y, in, nullptr, kTol);
 }
 
@@ -158,12 +158,12 @@ void run_cross_entropy(const ModuleRef& ref) {
   o.ignore_index = static_cast<int32_t>(ref.meta_int("ignore_index"));
   o.label_smoothing = ref.meta_float("label_smoothing");
   Tensor y = cross_entropy(in[0].second, ref.targets("targets"), o);
-  backward(y, ref.file.get("in.dy"));
+  backward(y, ref.get("in.dy"));
   test::check_parity(ref, y, in, nullptr, kTol);
 }
 
 void run_case(const std::string& name) {
-  const ModuleRef ref = test::load_module_ref(name);
+  const ModuleRef ref = test::module_ref(name);
   const std::string& kind = ref.meta("kind");
   if (kind == "linear") return run_linear(ref);
   if (kind == "layernorm" || kind == "rmsnorm") return run_norm(ref);
@@ -191,8 +191,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, ModuleParity, ::testing::ValuesIn(kCases),
 // exits non-zero otherwise), and every case the script defines is run above.
 TEST(ModuleParityReference, MatchesTorchBuiltinsAndCaseListIsComplete) {
   ATTO_REQUIRE_TORCH();
-  const ModuleRef ref = test::load_module_ref("selfcheck");
-  for (float d : ref.file.get("out.max_diff").to_vector()) EXPECT_LT(d, 1e-9f);
+  const ModuleRef ref = test::module_ref("selfcheck");
+  for (float d : ref.get("out.max_diff").to_vector()) EXPECT_LT(d, 1e-9f);
   const std::set<std::string> ours(std::begin(kCases), std::end(kCases));
   std::set<std::string> theirs;
   std::stringstream list(ref.meta("cases"));

@@ -12,9 +12,8 @@
 //   clip norm             relative 1e-6
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <memory>
 #include <string>
+#include <utility>
 
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -26,7 +25,7 @@ namespace {
 
 constexpr float kTol = 1e-6f;
 
-// ref_optim.py --case all, run once for all tests (one torch import, ~3 s).
+// ref_optim.py --case all, run once (one torch import, ~3 s).
 const io::SafetensorsFile& reference() {
   static const io::SafetensorsFile ref = test::run_reference("ref_optim.py", "all");
   return ref;
@@ -40,7 +39,8 @@ struct Case {
   const Tensor& get(const std::string& key) const { return reference().get(name + "." + key); }
   std::string meta_str(const std::string& key) const {
     auto it = reference().metadata.find(name + "." + key);
-    if (it == reference().metadata.end()) fail("ref_optim.py wrote no '{}.{}' metadata", name, key);
+    if (it == reference().metadata.end())
+      fail("ref_optim.py wrote no '{}.{}' metadata", name, key);
     return it->second;
   }
   float meta(const std::string& key) const { return std::stof(meta_str(key)); }
@@ -111,30 +111,33 @@ optim::AdamOptions adam_options(const Case& c) {
   return {.beta1 = c.meta("beta1"), .beta2 = c.meta("beta2"), .eps = c.meta("eps")};
 }
 
-TEST(OptimParity, AdamWWithClippingMatchesPyTorch) {
+// One test for the three cases: ctest runs each TEST in its own process, and the torch import
+// of the reference (~3 s) dominates, so one process serves all three.
+TEST(OptimParity, AdamWAdamSgdWithClippingMatchPyTorch) {
   ATTO_REQUIRE_TORCH();
-  Case c = load_case("adamw");
-  optim::AdamW opt(groups_of(c), adam_options(c));
-  run_and_compare(c, opt);
-  compare_state(c, opt, true);
-  EXPECT_EQ(opt.steps_taken(), 3);
-}
-
-TEST(OptimParity, AdamL2WithClippingMatchesPyTorch) {
-  ATTO_REQUIRE_TORCH();
-  Case c = load_case("adam");
-  optim::Adam opt(groups_of(c), adam_options(c));
-  run_and_compare(c, opt);
-  compare_state(c, opt, true);
-}
-
-TEST(OptimParity, SgdNesterovWithClippingMatchesPyTorch) {
-  ATTO_REQUIRE_TORCH();
-  Case c = load_case("sgd");
-  ASSERT_EQ(c.meta_str("nesterov"), "True");
-  optim::SGD opt(groups_of(c), {.momentum = c.meta("momentum"), .nesterov = true});
-  run_and_compare(c, opt);
-  compare_state(c, opt, false);
+  {
+    SCOPED_TRACE("AdamW, decoupled weight decay on the Weight group");
+    Case c = load_case("adamw");
+    optim::AdamW opt(groups_of(c), adam_options(c));
+    run_and_compare(c, opt);
+    compare_state(c, opt, true);
+    EXPECT_EQ(opt.steps_taken(), 3);
+  }
+  {
+    SCOPED_TRACE("Adam, L2 weight decay on the Weight group");
+    Case c = load_case("adam");
+    optim::Adam opt(groups_of(c), adam_options(c));
+    run_and_compare(c, opt);
+    compare_state(c, opt, true);
+  }
+  {
+    SCOPED_TRACE("SGD, Nesterov momentum, L2 weight decay on the Weight group");
+    Case c = load_case("sgd");
+    ASSERT_EQ(c.meta_str("nesterov"), "True");
+    optim::SGD opt(groups_of(c), {.momentum = c.meta("momentum"), .nesterov = true});
+    run_and_compare(c, opt);
+    compare_state(c, opt, false);
+  }
 }
 
 }  // namespace

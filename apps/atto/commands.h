@@ -1,0 +1,28 @@
+// The subcommand table of the atto CLI. Each cmd_<name>.cpp adds one subcommand: it parses
+// flags into an options struct and makes one library call. No logic a library user would need
+// lives here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace atto::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;  // called when the subcommand was given; returns the exit code
+};
+
+// Each registers its subcommand on `root` and returns it.
+Command add_train(CLI::App& root);
+Command add_sample(CLI::App& root);
+Command add_score(CLI::App& root);
+Command add_eval(CLI::App& root);
+
+// True when the flag was given on the command line (not just defaulted).
+inline bool given(const CLI::App* app, const std::string& name) { return app->count(name) > 0; }
+
+}  // namespace atto::cli

@@ -1,0 +1,250 @@
+// Tests of gemm, gemm_batched and linear: fast vs naive over swept shapes (1, primes, tile
+// boundaries), transposes, leading dimensions, alpha/beta, and bit-identical results for 1 and 2
+// threads, including shapes where OpenBLAS's own threading is not deterministic.
+//
+// Tolerance: |fast - naive| <= 1e-6 * K + 1e-5 for N(0,1) inputs (float accumulation of K
+// products of size ~1; a wrong element is off by O(1)).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace atto::kernels {
+namespace {
+
+std::vector<float> randn(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+struct ThreadGuard {
+  int saved = num_threads();
+  ~ThreadGuard() { set_num_threads(saved); }
+};
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); i++)
+    ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
+}
+
+void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
+                          const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); i++)
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+        << what << " differs at " << i << ": " << a[i] << " vs " << b[i];
+}
+
+struct GemmCase {
+  bool ta, tb;
+  int64_t M, N, K;
+  int64_t pad;  // extra leading-dimension columns
+  float alpha, beta;
+};
+
+std::string name(const GemmCase& c) {
+  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" +
+         std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         " pad=" + std::to_string(c.pad) + " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta);
+}
+
+// Runs fast (or naive) gemm on the case's operands; C starts from c0.
+std::vector<float> run_gemm(const GemmCase& c, bool naive, uint32_t seed) {
+  const int64_t lda = (c.ta ? c.M : c.K) + c.pad, ldb = (c.tb ? c.K : c.N) + c.pad;
+  const int64_t ldc = c.N + c.pad;
+  const std::vector<float> A = randn((c.ta ? c.K : c.M) * lda, seed);
+  const std::vector<float> B = randn((c.tb ? c.N : c.K) * ldb, seed + 1);
+  std::vector<float> C = randn(c.M * ldc, seed + 2);
+  if (c.beta == 0.0f) C.assign(C.size(), std::numeric_limits<float>::quiet_NaN());
+  auto f = naive ? gemm_naive : gemm;
+  f(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc);
+  // Padding columns of C must be untouched: compare only the M x N block.
+  std::vector<float> block;
+  for (int64_t i = 0; i < c.M; i++)
+    for (int64_t j = 0; j < c.N; j++) block.push_back(C[i * ldc + j]);
+  if (c.pad > 0 && c.beta == 0.0f) {
+    for (int64_t i = 0; i < c.M; i++)
+      for (int64_t j = c.N; j < ldc; j++) EXPECT_TRUE(std::isnan(C[i * ldc + j])) << name(c);
+  }
+  return block;
+}
+
+TEST(KernelGemm, MatchesNaiveOverSweptShapes) {
+  const int64_t sizes[] = {1, 3, 7, 64, 129};
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t M : sizes)
+        for (int64_t N : sizes)
+          for (int64_t K : sizes) {
+            const GemmCase c{ta, tb, M, N, K, (M + N + K) % 3 == 0 ? 5 : 0, 1.0f, 0.0f};
+            expect_close(run_gemm(c, false, 1), run_gemm(c, true, 1), 1e-6f * K + 1e-5f, name(c));
+          }
+}
+
+TEST(KernelGemm, AlphaBetaAndTiledShapes) {
+  const GemmCase cases[] = {
+      {false, false, 5, 7, 3, 2, 0.5f, 0.0f},     {false, true, 5, 7, 3, 0, 1.0f, 1.0f},
+      {true, false, 33, 17, 65, 3, -2.0f, 0.5f},  {true, true, 9, 11, 13, 1, 1.5f, -1.0f},
+      {false, true, 257, 130, 67, 0, 1.0f, 1.0f},  // several tiles
+      {true, false, 64, 64, 1031, 7, 1.0f, 0.0f},  // weight-gradient shape, tiles over M and N
+      {false, false, 300, 45, 129, 0, 0.25f, 2.0f},
+  };
+  for (const GemmCase& c : cases)
+    expect_close(run_gemm(c, false, 7), run_gemm(c, true, 7), 1e-6f * c.K + 1e-5f, name(c));
+}
+
+TEST(KernelGemm, ZeroKScalesC) {
+  std::vector<float> C = {1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f, 4.0f};
+  gemm(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, C.data(), 2);
+  EXPECT_EQ(C, std::vector<float>(4, 0.0f));
+  C = {1.0f, 2.0f, 3.0f, 4.0f};
+  gemm(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 2.0f, C.data(), 2);
+  EXPECT_EQ(C, (std::vector<float>{2.0f, 4.0f, 6.0f, 8.0f}));
+}
+
+// OpenBLAS 0.3.21 threaded sgemm differs from its single-threaded result for e.g. K = 1031
+// or 777 (see gemm.cpp); atto's gemm must not.
+TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
+  ThreadGuard guard;
+  const GemmCase cases[] = {
+      {false, true, 128, 128, 128, 0, 1.0f, 0.0f},  {false, true, 384, 384, 384, 0, 1.0f, 0.0f},
+      {false, true, 512, 64, 64, 0, 1.0f, 1.0f},    {true, false, 64, 64, 1031, 0, 1.0f, 1.0f},
+      {true, true, 513, 65, 777, 0, 1.0f, 0.0f},    {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
+      {true, false, 129, 250, 777, 3, 1.0f, 0.5f},
+  };
+  for (const GemmCase& c : cases) {
+    set_num_threads(1);
+    const std::vector<float> one = run_gemm(c, false, 3);
+    set_num_threads(2);
+    const std::vector<float> two = run_gemm(c, false, 3);
+    expect_bit_identical(one, two, name(c));
+  }
+}
+
+TEST(KernelGemm, BatchedMatchesLoopOfNaive) {
+  ThreadGuard guard;
+  for (int64_t batch : {1, 3, 8}) {
+    for (int64_t S : {1, 5, 32, 67}) {  // M = N = K = S; matrices padded apart by 3 floats
+      const int64_t stride = S * S + 3;
+      const std::vector<float> A = randn(batch * stride, 11), B = randn(batch * stride, 12);
+      std::vector<float> C = randn(batch * stride, 13), Cn = C;
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        std::vector<float> Cf = C;
+        gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S, stride,
+                     0.5f, Cf.data(), S, stride);
+        if (threads == 1) {
+          for (int64_t i = 0; i < batch; i++)
+            gemm_naive(false, true, S, S, S, 1.0f, A.data() + i * stride, S,
+                       B.data() + i * stride, S, 0.5f, Cn.data() + i * stride, S);
+          expect_close(Cf, Cn, 1e-6f * S + 1e-5f, "batched S=" + std::to_string(S));
+        } else {
+          std::vector<float> C1 = C;
+          set_num_threads(1);
+          gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S,
+                       stride, 0.5f, C1.data(), S, stride);
+          expect_bit_identical(C1, Cf, "batched threads S=" + std::to_string(S));
+        }
+      }
+    }
+  }
+}
+
+// ---- Linear --------------------------------------------------------------------------------
+
+struct LinearOut {
+  std::vector<float> out, dinp, dweight, dbias;
+};
+
+LinearOut run_linear(int64_t N, int64_t C, int64_t OC, bool with_bias, bool naive) {
+  const std::vector<float> inp = randn(N * C, 21), w = randn(OC * C, 22), b = randn(OC, 23);
+  const std::vector<float> dout = randn(N * OC, 24);
+  LinearOut r;
+  r.out.assign(N * OC, std::numeric_limits<float>::quiet_NaN());
+  r.dinp = randn(N * C, 25);  // backward accumulates onto existing values
+  r.dweight = randn(OC * C, 26);
+  r.dbias = randn(OC, 27);
+  const float* bias = with_bias ? b.data() : nullptr;
+  float* dbias = with_bias ? r.dbias.data() : nullptr;
+  if (naive) {
+    linear_forward_naive(r.out.data(), inp.data(), w.data(), bias, N, C, OC);
+    linear_backward_naive(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(),
+                          w.data(), N, C, OC);
+  } else {
+    linear_forward(r.out.data(), inp.data(), w.data(), bias, N, C, OC);
+    linear_backward(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(), N,
+                    C, OC);
+  }
+  return r;
+}
+
+TEST(KernelLinear, MatchesNaiveOverSweptShapes) {
+  for (int64_t N : {1, 3, 7, 64, 129})
+    for (int64_t C : {1, 5, 32, 67})
+      for (int64_t OC : {1, 5, 32, 67})
+        for (bool with_bias : {false, true}) {
+          const LinearOut f = run_linear(N, C, OC, with_bias, false);
+          const LinearOut n = run_linear(N, C, OC, with_bias, true);
+          const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                                   " OC=" + std::to_string(OC) + " bias=" +
+                                   std::to_string(with_bias);
+          expect_close(f.out, n.out, 1e-6f * C + 1e-5f, "out " + what);
+          expect_close(f.dinp, n.dinp, 1e-6f * OC + 1e-5f, "dinp " + what);
+          expect_close(f.dweight, n.dweight, 1e-6f * N + 1e-5f, "dweight " + what);
+          expect_close(f.dbias, n.dbias, 1e-6f * N + 1e-5f, "dbias " + what);
+        }
+}
+
+TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
+  const int64_t N = 9, C = 6, OC = 5;
+  const std::vector<float> inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
+  std::vector<float> dinp1(N * C, 0.0f), dw1(OC * C, 0.0f), db1(OC, 0.0f);
+  linear_backward(dinp1.data(), dw1.data(), db1.data(), dout.data(), inp.data(), w.data(), N, C,
+                  OC);
+  std::vector<float> dinp2(N * C, 0.0f), dw2(OC * C, 0.0f), db2(OC, 0.0f);
+  for (int rep = 0; rep < 2; rep++)
+    linear_backward(dinp2.data(), dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), N,
+                    C, OC);
+  for (size_t i = 0; i < dinp1.size(); i++) EXPECT_FLOAT_EQ(dinp2[i], 2 * dinp1[i]);
+  for (size_t i = 0; i < dw1.size(); i++) EXPECT_FLOAT_EQ(dw2[i], 2 * dw1[i]);
+  for (size_t i = 0; i < db1.size(); i++) EXPECT_FLOAT_EQ(db2[i], 2 * db1[i]);
+  // Only dweight wanted: the others are nullptr and must not be touched (no crash).
+  std::vector<float> dw3(OC * C, 0.0f);
+  linear_backward(nullptr, dw3.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC);
+  expect_bit_identical(dw3, dw1, "dweight alone");
+  std::vector<float> db3(OC, 0.0f);
+  linear_backward(nullptr, nullptr, db3.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+  expect_bit_identical(db3, db1, "dbias alone");
+}
+
+TEST(KernelLinear, BitIdenticalForOneAndTwoThreads) {
+  ThreadGuard guard;
+  for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{1031, 64, 192},
+                          {256, 96, 65}, {777, 129, 67}}) {
+    set_num_threads(1);
+    const LinearOut one = run_linear(N, C, OC, true, false);
+    set_num_threads(2);
+    const LinearOut two = run_linear(N, C, OC, true, false);
+    const std::string what = "N=" + std::to_string(N);
+    expect_bit_identical(one.out, two.out, "out " + what);
+    expect_bit_identical(one.dinp, two.dinp, "dinp " + what);
+    expect_bit_identical(one.dweight, two.dweight, "dweight " + what);
+    expect_bit_identical(one.dbias, two.dbias, "dbias " + what);
+  }
+}
+
+}  // namespace
+}  // namespace atto::kernels

@@ -1,0 +1,367 @@
+// Tests of the pointwise kernels (add, bias, activations, dropout), embedding and
+// cross-entropy: against double-precision formulas (derivatives also against central
+// differences of the formula), naive twins, hand-computed values, and bit-identical results for
+// 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tensor/rng.h"
+
+namespace atto::kernels {
+namespace {
+
+std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+struct ThreadGuard {
+  int saved = num_threads();
+  ~ThreadGuard() { set_num_threads(saved); }
+};
+
+void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
+                          const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); i++)
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+        << what << " differs at " << i << ": " << a[i] << " vs " << b[i];
+}
+
+// Runs f with 1 thread and with 2 threads; the returned buffers must be bit-identical.
+void expect_thread_invariant(const std::function<std::vector<float>()>& f,
+                             const std::string& what) {
+  ThreadGuard guard;
+  set_num_threads(1);
+  const std::vector<float> one = f();
+  set_num_threads(2);
+  const std::vector<float> two = f();
+  expect_bit_identical(one, two, what);
+}
+
+// Inputs covering saturation, zero and the usual range; sizes around the 16-lane tails.
+std::vector<float> activation_inputs(int64_t n) {
+  std::vector<float> x = randn(n, 5, 3.0f);
+  const float special[] = {0.0f, -0.0f, 1e-7f, -30.0f, 30.0f, -100.0f, 100.0f, 5.0f, -5.0f};
+  for (size_t i = 0; i < std::size(special) && i < x.size(); i++) x[i] = special[i];
+  return x;
+}
+
+// ---- Activations against double formulas ---------------------------------------------------
+
+using Fwd = void (*)(float*, const float*, int64_t);
+using Bwd = void (*)(float*, const float*, const float*, int64_t);
+
+struct Activation {
+  const char* name;
+  Fwd fwd;
+  Bwd bwd;
+  std::function<double(double)> ref;
+};
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+const Activation kActivations[] = {
+    {"relu", relu_forward, relu_backward, [](double x) { return x > 0 ? x : 0.0; }},
+    {"gelu_tanh", gelu_tanh_forward, gelu_tanh_backward,
+     [](double x) {
+       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+     }},
+    {"gelu_erf", gelu_erf_forward, gelu_erf_backward,
+     [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+    {"silu", silu_forward, silu_backward, [](double x) { return x * sigmoid(x); }},
+};
+
+TEST(KernelActivation, ForwardAndDerivativeMatchFormula) {
+  for (const Activation& a : kActivations) {
+    for (int64_t n : {1, 5, 16, 17, 67, 100003}) {
+      const std::vector<float> x = activation_inputs(n), dout = randn(n, 6);
+      std::vector<float> out(n), dinp = randn(n, 7);
+      const std::vector<float> dinp0 = dinp;
+      a.fwd(out.data(), x.data(), n);
+      a.bwd(dinp.data(), dout.data(), x.data(), n);
+      for (int64_t i = 0; i < n; i++) {
+        const double xi = x[i], y = a.ref(xi);
+        ASSERT_NEAR(out[i], y, 2e-6 * (1 + std::fabs(y))) << a.name << " x=" << xi;
+        if (std::string(a.name) == "relu" && std::fabs(xi) < 1e-3) continue;  // kink
+        const double h = 1e-4;
+        const double deriv = (a.ref(xi + h) - a.ref(xi - h)) / (2 * h);
+        const double want = dinp0[i] + dout[i] * deriv;
+        ASSERT_NEAR(dinp[i], want, 1e-5 * (1 + std::fabs(want))) << a.name << " x=" << xi;
+      }
+    }
+  }
+}
+
+TEST(KernelActivation, SwigluMatchesFormulaAndSkipsNull) {
+  const int64_t n = 1001;
+  const std::vector<float> g = activation_inputs(n), u = randn(n, 8), dout = randn(n, 9);
+  std::vector<float> out(n), dg(n, 1.0f), du(n, -1.0f);
+  swiglu_forward(out.data(), g.data(), u.data(), n);
+  swiglu_backward(dg.data(), du.data(), dout.data(), g.data(), u.data(), n);
+  for (int64_t i = 0; i < n; i++) {
+    const double gi = g[i], s = sigmoid(gi);
+    ASSERT_NEAR(out[i], gi * s * u[i], 2e-6 * (1 + std::fabs(gi * s * u[i])));
+    const double dgi = 1.0 + dout[i] * u[i] * s * (1 + gi * (1 - s));
+    ASSERT_NEAR(dg[i], dgi, 1e-5 * (1 + std::fabs(dgi)));
+    const double dui = -1.0 + dout[i] * gi * s;
+    ASSERT_NEAR(du[i], dui, 1e-5 * (1 + std::fabs(dui)));
+  }
+  std::vector<float> du2(n, -1.0f);
+  swiglu_backward(nullptr, du2.data(), dout.data(), g.data(), u.data(), n);
+  expect_bit_identical(du2, du, "dup with dgate == nullptr");
+}
+
+TEST(KernelActivation, BitIdenticalForOneAndTwoThreads) {
+  const int64_t n = 100003;  // odd, past the parallel threshold
+  const std::vector<float> x = activation_inputs(n), dout = randn(n, 10);
+  for (const Activation& a : kActivations) {
+    expect_thread_invariant(
+        [&] {
+          std::vector<float> out(n), dinp(n, 0.5f);
+          a.fwd(out.data(), x.data(), n);
+          a.bwd(dinp.data(), dout.data(), x.data(), n);
+          out.insert(out.end(), dinp.begin(), dinp.end());
+          return out;
+        },
+        a.name);
+  }
+  expect_thread_invariant(
+      [&] {
+        std::vector<float> out(n), dg(n, 0.0f), du(n, 0.0f);
+        swiglu_forward(out.data(), x.data(), dout.data(), n);
+        swiglu_backward(dg.data(), du.data(), x.data(), x.data(), dout.data(), n);
+        out.insert(out.end(), dg.begin(), dg.end());
+        out.insert(out.end(), du.begin(), du.end());
+        return out;
+      },
+      "swiglu");
+}
+
+// ---- Add and bias --------------------------------------------------------------------------
+
+TEST(KernelBias, AddAndBiasMatchLoops) {
+  for (int64_t N : {1, 3, 7, 64, 129}) {
+    for (int64_t C : {1, 5, 32, 67, 128}) {
+      const std::vector<float> a = randn(N * C, 1), b = randn(N * C, 2), bias = randn(C, 3);
+      std::vector<float> out(N * C);
+      add_forward(out.data(), a.data(), b.data(), N * C);
+      for (int64_t i = 0; i < N * C; i++) ASSERT_EQ(out[i], a[i] + b[i]);
+      bias_add_forward(out.data(), a.data(), bias.data(), N, C);
+      for (int64_t i = 0; i < N * C; i++) ASSERT_EQ(out[i], a[i] + bias[i % C]);
+      std::vector<float> dinp = randn(N * C, 4), dbias = randn(C, 5);
+      const std::vector<float> dinp0 = dinp, dbias0 = dbias;
+      bias_add_backward(dinp.data(), dbias.data(), b.data(), N, C);
+      for (int64_t i = 0; i < N * C; i++) ASSERT_EQ(dinp[i], dinp0[i] + b[i]);
+      for (int64_t c = 0; c < C; c++) {  // rows summed in order, then added
+        float s = 0.0f;
+        for (int64_t n = 0; n < N; n++) s += b[n * C + c];
+        ASSERT_EQ(dbias[c], dbias0[c] + s) << "N=" << N << " C=" << C << " c=" << c;
+      }
+    }
+  }
+}
+
+TEST(KernelBias, BitIdenticalForOneAndTwoThreads) {
+  const int64_t N = 1031, C = 129;
+  const std::vector<float> x = randn(N * C, 1), bias = randn(C, 2);
+  expect_thread_invariant(
+      [&] {
+        std::vector<float> out(N * C), dinp(N * C, 0.0f), dbias(C, 0.0f);
+        bias_add_forward(out.data(), x.data(), bias.data(), N, C);
+        bias_add_backward(dinp.data(), dbias.data(), x.data(), N, C);
+        out.insert(out.end(), dbias.begin(), dbias.end());
+        return out;
+      },
+      "bias_add");
+}
+
+// ---- Dropout --------------------------------------------------------------------------------
+
+TEST(KernelDropout, KeepsFractionScalesAndBackwardMatchesMask) {
+  const int64_t n = 100000;
+  const std::vector<float> x = randn(n, 1), dout = randn(n, 2);
+  for (float p : {0.1f, 0.5f, 0.9f}) {
+    std::vector<float> out(n), dinp(n, 0.0f);
+    dropout_forward(out.data(), x.data(), n, p, 1234);
+    dropout_backward(dinp.data(), dout.data(), n, p, 1234);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const bool keep = counter_uniform(1234, static_cast<uint64_t>(i)) >= p;
+      kept += keep;
+      ASSERT_EQ(out[i], keep ? x[i] / (1.0f - p) : 0.0f) << "p=" << p << " i=" << i;
+      ASSERT_EQ(dinp[i], keep ? dout[i] / (1.0f - p) : 0.0f) << "p=" << p << " i=" << i;
+    }
+    // Binomial(n, 1-p): sd <= 160; allow 5 sd.
+    EXPECT_NEAR(static_cast<double>(kept), n * (1.0 - p), 800.0) << "p=" << p;
+  }
+  // Another seed gives another mask.
+  std::vector<float> a(n), b(n);
+  dropout_forward(a.data(), x.data(), n, 0.5f, 1);
+  dropout_forward(b.data(), x.data(), n, 0.5f, 2);
+  EXPECT_NE(a, b);
+}
+
+TEST(KernelDropout, ZeroIsIdentityAndThreadInvariant) {
+  const int64_t n = 70001;
+  const std::vector<float> x = randn(n, 3);
+  std::vector<float> out(n), dinp(n, 1.0f);
+  dropout_forward(out.data(), x.data(), n, 0.0f, 99);
+  expect_bit_identical(out, x, "dropout p=0");
+  dropout_backward(dinp.data(), x.data(), n, 0.0f, 99);
+  for (int64_t i = 0; i < n; i++) ASSERT_EQ(dinp[i], 1.0f + x[i]);
+  expect_thread_invariant(
+      [&] {
+        std::vector<float> o(n), d(n, 0.0f);
+        dropout_forward(o.data(), x.data(), n, 0.3f, 7);
+        dropout_backward(d.data(), x.data(), n, 0.3f, 7);
+        o.insert(o.end(), d.begin(), d.end());
+        return o;
+      },
+      "dropout");
+}
+
+// ---- Embedding ------------------------------------------------------------------------------
+
+TEST(KernelEmbedding, GatherAndScatterAddMatchLoops) {
+  for (int64_t C : {1, 5, 32, 67, 128, 200}) {  // both split strategies (C >= 128 by columns)
+    for (int64_t N : {1, 3, 7, 64, 129, 1000}) {
+      const int64_t V = 11;
+      std::vector<int32_t> ids(N);
+      for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>((n * 7 + n / 3) % V);
+      const std::vector<float> w = randn(V * C, 1), dout = randn(N * C, 2);
+      std::vector<float> out(N * C);
+      embedding_forward(out.data(), ids.data(), w.data(), N, C, V);
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) ASSERT_EQ(out[n * C + c], w[ids[n] * C + c]);
+      std::vector<float> dw = randn(V * C, 3), want = dw;
+      embedding_backward(dw.data(), dout.data(), ids.data(), N, C, V);
+      for (int64_t n = 0; n < N; n++)  // the naive scatter-add, in order of n
+        for (int64_t c = 0; c < C; c++) want[ids[n] * C + c] += dout[n * C + c];
+      expect_bit_identical(dw, want, "embedding backward C=" + std::to_string(C));
+    }
+  }
+}
+
+TEST(KernelEmbedding, BitIdenticalForOneAndTwoThreads) {
+  for (int64_t C : {16, 256}) {
+    const int64_t N = 4099, V = 97;
+    std::vector<int32_t> ids(N);
+    for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>((n * n) % V);
+    const std::vector<float> w = randn(V * C, 1), dout = randn(N * C, 2);
+    expect_thread_invariant(
+        [&] {
+          std::vector<float> out(N * C), dw(V * C, 0.0f);
+          embedding_forward(out.data(), ids.data(), w.data(), N, C, V);
+          embedding_backward(dw.data(), dout.data(), ids.data(), N, C, V);
+          out.insert(out.end(), dw.begin(), dw.end());
+          return out;
+        },
+        "embedding C=" + std::to_string(C));
+  }
+}
+
+// ---- Cross-entropy --------------------------------------------------------------------------
+
+// Values from torch.nn.functional.cross_entropy(reduction='none') in float64.
+TEST(KernelCrossEntropy, HandComputedTinyCase) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f, 0.5f, -1.0f, 2.0f};
+  const std::vector<int32_t> targets = {2, 0};
+  const std::vector<float> dloss = {1.0f, 1.0f};
+  struct Want {
+    float ls;
+    std::vector<double> loss, grad;
+  };
+  const Want wants[] = {
+      {0.0f,
+       {0.4076059644443804, 1.7413112966571571},
+       {0.09003057317038043, 0.24472847105479764, -0.3347590442251782, -0.8247096078599633,
+        0.03911257327068745, 0.7855970345892759}},
+      {0.1f,
+       {0.5076059644443804, 1.7413112966571571},
+       {0.0566972398370471, 0.21139513772146432, -0.26809237755851156, -0.7580429411932966,
+        0.0057792399373541165, 0.7522637012559426}},
+  };
+  for (const Want& w : wants) {
+    for (bool naive : {false, true}) {
+      std::vector<float> losses(2), lse(2), dlogits(6, 0.0f);
+      auto fwd = naive ? cross_entropy_forward_naive : cross_entropy_forward;
+      auto bwd = naive ? cross_entropy_backward_naive : cross_entropy_backward;
+      EXPECT_EQ(fwd(losses.data(), lse.data(), logits.data(), targets.data(), 2, 3, -100, w.ls),
+                2);
+      bwd(dlogits.data(), dloss.data(), logits.data(), lse.data(), targets.data(), 2, 3, -100,
+          w.ls);
+      EXPECT_NEAR(lse[0], 3.4076059644443806, 1e-6);
+      EXPECT_NEAR(lse[1], 2.241311296657157, 1e-6);
+      for (int i = 0; i < 2; i++) EXPECT_NEAR(losses[i], w.loss[i], 1e-6) << "ls=" << w.ls;
+      for (int i = 0; i < 6; i++) EXPECT_NEAR(dlogits[i], w.grad[i], 1e-6) << "ls=" << w.ls;
+    }
+  }
+}
+
+struct CeOut {
+  std::vector<float> losses, lse, dlogits;
+  int64_t count = 0;
+};
+
+CeOut run_ce(int64_t N, int64_t V, float ls, bool naive) {
+  const std::vector<float> logits = randn(N * V, 1, 3.0f), dloss = randn(N, 2);
+  std::vector<int32_t> targets(N);
+  for (int64_t n = 0; n < N; n++) targets[n] = n % 4 == 1 ? -1 : static_cast<int32_t>(n % V);
+  CeOut r;
+  r.losses.assign(N, 123.0f);
+  r.lse.assign(N, 0.0f);
+  r.dlogits = randn(N * V, 3);
+  auto fwd = naive ? cross_entropy_forward_naive : cross_entropy_forward;
+  auto bwd = naive ? cross_entropy_backward_naive : cross_entropy_backward;
+  r.count = fwd(r.losses.data(), r.lse.data(), logits.data(), targets.data(), N, V, -1, ls);
+  bwd(r.dlogits.data(), dloss.data(), logits.data(), r.lse.data(), targets.data(), N, V, -1, ls);
+  return r;
+}
+
+TEST(KernelCrossEntropy, MatchesNaiveAndIgnoresRows) {
+  for (int64_t N : {1, 3, 7, 64, 129})
+    for (int64_t V : {1, 5, 32, 67, 128})
+      for (float ls : {0.0f, 0.1f}) {
+        const CeOut f = run_ce(N, V, ls, false), n = run_ce(N, V, ls, true);
+        const std::string what = "N=" + std::to_string(N) + " V=" + std::to_string(V);
+        EXPECT_EQ(f.count, n.count) << what;
+        EXPECT_EQ(f.count, N - (N + 2) / 4) << what;  // rows n % 4 == 1 ignored
+        const std::vector<float> dl0 = randn(N * V, 3);
+        for (int64_t r = 0; r < N; r++) {
+          ASSERT_NEAR(f.lse[r], n.lse[r], 2e-6 * (1 + std::fabs(n.lse[r]))) << what;
+          ASSERT_NEAR(f.losses[r], n.losses[r], 2e-5 * (1 + std::fabs(n.losses[r]))) << what;
+          for (int64_t j = 0; j < V; j++)
+            ASSERT_NEAR(f.dlogits[r * V + j], n.dlogits[r * V + j],
+                        2e-6 * (1 + std::fabs(n.dlogits[r * V + j])))
+                << what;
+          if (r % 4 != 1) continue;
+          EXPECT_EQ(f.losses[r], 0.0f) << what;  // ignored row: no loss, no gradient
+          for (int64_t j = 0; j < V; j++) EXPECT_EQ(f.dlogits[r * V + j], dl0[r * V + j]);
+        }
+      }
+}
+
+TEST(KernelCrossEntropy, BitIdenticalForOneAndTwoThreads) {
+  expect_thread_invariant(
+      [&] {
+        CeOut r = run_ce(257, 1031, 0.1f, false);
+        r.losses.insert(r.losses.end(), r.lse.begin(), r.lse.end());
+        r.losses.insert(r.losses.end(), r.dlogits.begin(), r.dlogits.end());
+        return r.losses;
+      },
+      "cross_entropy");
+}
+
+}  // namespace
+}  // namespace atto::kernels

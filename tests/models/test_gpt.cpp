@@ -1,0 +1,139 @@
+// GPT: nanoGPT parameter names, initialisation, KV-cache decoding equals the full forward,
+// overfitting one batch, configuration errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/gpt.h"
+#include "tensor/error.h"
+
+using namespace atto;
+
+namespace {
+GPTConfig small_config() {
+  GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 8;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  return c;
+}
+std::vector<int32_t> tokens(int64_t n, uint64_t seed, int32_t V) {
+  Rng r(seed);
+  std::vector<int32_t> v(n);
+  for (auto& t : v) t = static_cast<int32_t>(r.below(V));
+  return v;
+}
+}  // namespace
+
+TEST(GPT, NanoGptNamesShapesAndTying) {
+  Rng rng(0);
+  GPT m(small_config(), rng);
+  auto sd = m.state_dict();
+  std::vector<std::string> names;
+  for (auto& [n, t] : sd) names.push_back(n);
+  EXPECT_EQ(names.front(), "transformer.wte.weight");
+  EXPECT_EQ(names[1], "transformer.wpe.weight");
+  EXPECT_EQ(names[2], "transformer.h.0.ln_1.weight");
+  EXPECT_EQ(names.back(), "lm_head.weight");
+  EXPECT_NE(std::find(names.begin(), names.end(), "transformer.h.1.attn.c_attn.weight"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "transformer.ln_f.bias"), names.end());
+  EXPECT_TRUE(m.lm_head.weight.same(m.transformer.wte.weight));
+  // named_parameters lists the tied tensor once; state_dict under both names.
+  EXPECT_EQ(m.named_parameters().size() + 1, sd.size());
+  // GPT-2 init: std 0.02, residual projections 0.02/sqrt(2 n_layer), zero biases.
+  auto stdev = [](const Tensor& t) {
+    double s = 0, s2 = 0;
+    for (float v : t.to_vector()) s += v, s2 += double(v) * v;
+    const double n = t.numel();
+    return std::sqrt(s2 / n - (s / n) * (s / n));
+  };
+  GPTConfig big = small_config();
+  big.n_embd = 64;
+  big.vocab_size = 500;
+  GPT g(big, rng);
+  EXPECT_NEAR(stdev(g.transformer.wte.weight), 0.02, 0.002);
+  EXPECT_NEAR(stdev(g.transformer.h[0]->mlp.c_proj.weight), 0.02 / std::sqrt(4.0), 0.002);
+  EXPECT_EQ(g.transformer.h[0]->attn.c_attn.bias.to_vector(), std::vector<float>(192, 0.0f));
+}
+
+TEST(GPT, KvCacheDecodingEqualsFullForward) {
+  for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal})
+    for (bool pre : {true, false}) {
+      Rng rng(1);
+      GPTConfig c = small_config();
+      c.pos = pos;
+      c.pre_norm = pre;
+      GPT m(c, rng);
+      m.eval();
+      const int64_t B = 2, T = 7;
+      const auto idx = tokens(B * T, 2, 11);
+      NoGradGuard ng;
+      const Tensor full = m.forward(idx, B, T);  // [B, T, V]
+      GPT::Cache cache = m.make_cache(B, T);
+      // A 3-token prefix at once, then one token at a time.
+      auto take = [&](int64_t t0, int64_t n) {
+        std::vector<int32_t> v;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t t = t0; t < t0 + n; ++t) v.push_back(idx[b * T + t]);
+        return v;
+      };
+      Tensor first = m.forward_cached(take(0, 3), B, 3, cache);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < 3; ++t)
+          for (int64_t v = 0; v < 11; ++v) EXPECT_NEAR(first.at({b, t, v}), full.at({b, t, v}), 1e-5);
+      for (int64_t t = 3; t < T; ++t) {
+        Tensor step = m.forward_cached(take(t, 1), B, 1, cache);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t v = 0; v < 11; ++v) EXPECT_NEAR(step.at({b, 0, v}), full.at({b, t, v}), 1e-5) << t;
+      }
+      EXPECT_EQ(cache.len, T);
+      EXPECT_THROW(m.forward_cached(take(0, 1), B, 1, cache), Error);  // cache full
+    }
+}
+
+TEST(GPT, OverfitsOneBatch) {
+  Rng rng(3);
+  GPTConfig c = small_config();
+  c.n_embd = 16;
+  GPT m(c, rng);
+  const int64_t B = 4, T = 8;
+  const auto x = tokens(B * T, 4, 11);
+  auto y = tokens(B * T, 5, 11);
+  y[3] = -1;  // an ignored target
+  float first = 0, last = 0;
+  for (int step = 0; step < 150; ++step) {
+    m.zero_grad();
+    Tensor loss = cross_entropy(m.forward(x, B, T), y);
+    backward(loss);
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    for (auto& p : m.named_parameters()) {  // plain SGD
+      float* w = Tensor(p.tensor).data();
+      const float* g = p.tensor.grad().data();
+      for (int64_t i = 0; i < p.tensor.numel(); ++i) w[i] -= 0.5f * g[i];
+    }
+  }
+  EXPECT_GT(first, 2.0f);
+  EXPECT_LT(last, 0.1f) << "first " << first;
+}
+
+TEST(GPT, ConfigErrorsNameTheField) {
+  Rng rng(0);
+  GPTConfig c = small_config();
+  c.n_head = 3;
+  try {
+    GPT m(c, rng);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n_embd (8) must be a positive multiple of n_head (3)"), std::string::npos);
+  }
+  c = small_config();
+  c.n_layer = 0;
+  EXPECT_THROW(GPT(c, rng), Error);
+  c = small_config();
+  GPT m(c, rng);
+  EXPECT_THROW(m.forward(tokens(9, 1, 11), 1, 9), Error);  // longer than the block
+  EXPECT_THROW(m.forward({0, 1, 99}, 1, 3), Error);       // token outside the vocabulary
+}
