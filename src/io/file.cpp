@@ -106,23 +106,25 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 std::string read_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) fail("file '{}' not found", path);
     fail("cannot read '{}': {}", path, errno_text(err));
   }
-  if (S_ISDIR(st.st_mode)) fail("cannot read '{}': it is a directory, not a file", path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     const int err = errno;
+    ::close(fd);
+    if (S_ISDIR(st.st_mode)) fail("cannot read '{}': it is a directory, not a file", path);
     fail("cannot read '{}': {}", path, errno_text(err));
   }
-  std::string out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
+  // Read straight into the result; sized from stat for regular files, grown if needed.
+  std::string out(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1 : size_t{1} << 16, '\0');
+  size_t len = 0;
   while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (len == out.size()) out.resize(out.size() * 2);
+    const ssize_t n = ::read(fd, out.data() + len, out.size() - len);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -130,8 +132,9 @@ std::string read_file(const std::string& path) {
       ::close(fd);
       fail("cannot read '{}': {}", path, errno_text(err));
     }
-    out.append(buf, static_cast<size_t>(n));
+    len += static_cast<size_t>(n);
   }
+  out.resize(len);
   ::close(fd);
   return out;
 }

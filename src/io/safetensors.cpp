@@ -178,8 +178,8 @@ std::vector<Entry> check_coverage(const std::string& path, std::vector<Entry> en
   const std::string* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < cursor)
-      bad(path, "tensors '{}' and '{}' overlap (data_offsets of '{}' begin at {}, before {})",
-          *prev, e.name, e.name, e.begin, cursor);
+      bad(path, "tensors '{}' and '{}' overlap ('{}' begins at byte {}, before '{}' ends at {})",
+          *prev, e.name, e.name, e.begin, *prev, cursor);
     if (e.begin > cursor)
       bad(path, "bytes [{}, {}) of the data section belong to no tensor (gap before '{}')", cursor,
           e.begin, e.name);

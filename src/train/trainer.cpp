@@ -192,6 +192,10 @@ double train_step(Session& s, float lr) {
 double evaluate_and_save(Session& s, Progress& p) {
   const double val = evaluate_loss(*s.model, *s.data, Split::Val, s.cfg.train.batch_size, s.cfg.model.block_size,
                                    s.cfg.train.eval_batches);
+  if (!std::isfinite(val)) {  // diverged weights never reach a checkpoint
+    p.message(fmt::format("step {:>6}  val loss is not finite: nothing saved", s.st.step));
+    return val;
+  }
   const bool best = s.st.best_step < 0 || val < s.st.best_val_loss;
   if (best) {
     s.st.best_val_loss = val;

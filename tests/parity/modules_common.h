@@ -12,7 +12,8 @@
 // File contract (see ref_modules.py), per case: param.<name>, in.<name>, in.dy, out.y,
 // grad.<input>, grad.param.<name>, and the configuration as metadata strings. All cases come
 // from one run of `ref_modules.py --case all` (one torch start-up instead of one per case),
-// where every name and metadata key is prefixed with "<case>/".
+// where every name and metadata key is prefixed with "<case>/" (cached across processes, see
+// module_refs_cache_path).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,6 +22,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,9 +40,55 @@ namespace atto::test {
 
 using Inputs = std::vector<std::pair<std::string, Tensor>>;  // name (as in "in.<name>") -> leaf
 
-// Every case's reference, computed on first use and kept for the process.
+namespace detail {
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// ctest runs every test in its own process, so the references are cached in
+// $ATTO_BUILD_DIR/parity-cache under a hash (FNV-1a) of the interpreter path and the scripts'
+// text: editing ref_modules.py or st.py makes a new entry. No $ATTO_BUILD_DIR: no cache.
+inline std::string module_refs_cache_path() {
+  const char* build = std::getenv("ATTO_BUILD_DIR");
+  if (!build || !*build) return "";
+  const std::string dir = source_dir() + "/tests/parity/";
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string& part : {python_executable(), read_text(dir + "ref_modules.py"), read_text(dir + "st.py")})
+    for (unsigned char c : part + '\0') h = (h ^ c) * 1099511628211ull;
+  char name[64];
+  std::snprintf(name, sizeof name, "ref_modules-%016llx.safetensors", static_cast<unsigned long long>(h));
+  return std::string(build) + "/parity-cache/" + name;
+}
+
+inline io::SafetensorsFile load_or_make_module_refs() {
+  const std::string cache = module_refs_cache_path();
+  if (!cache.empty() && std::filesystem::exists(cache)) {
+    try {
+      return io::load_safetensors(cache);
+    } catch (const Error&) {  // a damaged entry: make it again
+    }
+  }
+  io::SafetensorsFile file = run_reference("ref_modules.py", "all");
+  if (!cache.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(cache).parent_path(), ec);
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const std::string& n : file.names) tensors.emplace_back(n, file.get(n));
+    try {
+      io::save_safetensors(cache, tensors, file.metadata);  // atomic: parallel runs cannot tear it
+    } catch (const Error& e) {
+      std::fprintf(stderr, "note: not caching the module references: %s\n", e.what());
+    }
+  }
+  return file;
+}
+}  // namespace detail
+
+// Every case's reference: one run of `ref_modules.py --case all` per process (or none, when
+// the cache described above has it), kept for the process.
 inline const io::SafetensorsFile& all_module_refs() {
-  static const io::SafetensorsFile file = run_reference("ref_modules.py", "all");
+  static const io::SafetensorsFile file = detail::load_or_make_module_refs();
   return file;
 }
 

@@ -1,0 +1,89 @@
+// atto/generate/generate.h: batched text generation from a GPT with the KV cache.
+//
+//   gen::GenerateOptions opt;
+//   opt.max_new_tokens = model.config().block_size;
+//   opt.stop_token = tok.boundary_id();              // lines mode: stop at <eos>; stream: -1
+//   opt.sampler.temperature = 0.8f;
+//   Rng rng(1337);
+//   gen::PromptSet ps = gen::make_prompts(tok, "ma", 20, model.config().block_size, rng);
+//   std::vector<gen::Sample> out = gen::generate_batch(model, ps.prompts, opt, rng);
+//   std::string text = ps.text + tok.decode(out[0].tokens);        // "mabel"
+//
+// How it runs
+// - The sequences are decoded together as one batch (chunks of at most opt.max_batch): the
+//   prompts are encoded in one forward_cached call of Tn = prompt length, then every step
+//   feeds each live sequence's newest token (Tn = 1): each new token costs one position.
+// - Draws happen sequence by sequence in batch order, each from the one Rng; so the tokens
+//   depend on the seed, the prompts and opt, never on the thread count.
+// - A sequence ends when it samples opt.stop_token (not included in Sample::tokens) or after
+//   opt.max_new_tokens sampled tokens (the stop token counts). Finished sequences are dropped
+//   from the batch and the KV cache, so they cost nothing afterwards.
+// - The model runs in eval mode (no dropout) under NoGradGuard; its training flag is restored.
+//
+// Block-size policy (a KV cache cannot slide)
+//   A model sees at most block_size positions. When a sequence's cache is full and one more
+//   token must be fed, the cache is rebuilt from the last reencode_length(block_size) =
+//   max(1, block_size / 2) tokens (the new token included), re-encoded in one call at
+//   positions 0..K-1, and decoding continues from there. So every token is predicted from
+//   between K and block_size previous tokens, and the cost stays one position per token plus
+//   one re-encode of K positions per block_size - K tokens. This is exactly the full forward
+//   over the window [start, L) where start jumps to L - K whenever L - start would exceed
+//   block_size (tests/generate checks that equality).
+//
+// Repetition penalty history: the sequence so far (prompt + generated), without a leading
+// stop token (the <eos> that starts a lines-mode sample is not a repetition).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "generate/sampler.h"
+#include "models/gpt.h"
+#include "tokenize/char_tokenizer.h"
+
+namespace atto::gen {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 100;  // sampled tokens per sequence at most (a stop token counts)
+  int32_t stop_token = -1;       // ends a sequence when sampled; -1 = none
+  SamplerOptions sampler;
+  int64_t max_batch = 256;       // sequences decoded together (bounds the KV cache memory)
+};
+
+struct Sample {
+  std::vector<int32_t> tokens;  // the generated tokens, without the prompt and the stop token
+  bool stopped = false;         // true when the sequence ended at the stop token
+};
+
+// max(1, block_size / 2): tokens kept when a full KV cache is rebuilt (see the policy above).
+int64_t reencode_length(int64_t block_size);
+
+// One sample per prompt. The prompts must be non-empty, all of one length, at most block_size
+// tokens, with ids in [0, vocab_size). Throws atto::Error otherwise, or on invalid options.
+std::vector<Sample> generate_batch(GPT& model, const std::vector<std::vector<int32_t>>& prompts,
+                                   const GenerateOptions& opt, Rng& rng);
+// n samples continuing one prompt: generate_batch with n copies of it.
+std::vector<Sample> generate(GPT& model, const std::vector<int32_t>& prompt, int64_t n, const GenerateOptions& opt,
+                             Rng& rng);
+
+// ---- prompts from text --------------------------------------------------------------------
+
+struct PromptSet {
+  std::vector<std::vector<int32_t>> prompts;  // n prompts of one length
+  std::string text;                           // the prompt text to print before each sample
+  int64_t cropped = 0;                        // tokens dropped from the front (0: none)
+};
+
+// The prompts for n samples, in the tokenizer's mode:
+// - lines (the tokenizer has <eos>): [<eos>] + encode(text), as in training.
+// - stream, text given: encode(text).
+// - stream, no text: "\n" if the vocabulary has it (a sample starts like a new line), else one
+//   token drawn uniformly with rng for each sample. That start token is not part of `text`.
+// Unknown characters throw atto::Error naming them and their positions (the tokenizer's check).
+// A prompt longer than block_size keeps its last block_size tokens (`cropped` says how many
+// were dropped; the caller warns).
+PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng);
+
+}  // namespace atto::gen

@@ -1,0 +1,120 @@
+// atto/generate/sampler.h: turning one row of logits into the next token.
+//
+//   gen::SamplerOptions o;
+//   o.temperature = 0.8f;
+//   o.top_p = 0.9f;
+//   o.validate();                                        // atto::UsageError naming the flag
+//   gen::SamplerChain chain = gen::SamplerChain::from_options(o);
+//   Rng rng(1337);
+//   int32_t next = chain.sample(logits, history, rng);  // logits [V], rewritten in place
+//
+// Conventions
+// - A chain is a list of small steps run in llama.cpp's order, then one final strategy:
+//     repetition penalty -> temperature -> top-k -> top-p -> min-p -> draw (or argmax)
+//   Steps that would change nothing (temperature 1, top-k 0, top-p 1, min-p 0, penalty 1)
+//   are left out of the chain.
+// - Steps rewrite the logits in place; a token a step removes gets -inf, so later steps and
+//   the draw never see it. Every filter keeps at least one token (the most likely one).
+// - Ties are broken by the lower token id (top-k, top-p, argmax), so results never depend on
+//   the sort algorithm.
+// - Randomness comes only from the Rng passed to sample(): the draw takes exactly one
+//   rng.uniform() per token, greedy takes none. Same seed, same tokens.
+// - Probabilities are computed in double from the (float) logits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "tensor/rng.h"
+
+namespace atto::gen {
+
+struct SamplerOptions {
+  float temperature = 1.0f;        // logits / temperature; > 0 (ignored by greedy)
+  int top_k = 0;                   // keep the k most likely tokens; 0 = off
+  float top_p = 1.0f;              // nucleus: smallest set with probability >= top_p; 1 = off
+  float min_p = 0.0f;              // keep tokens with p >= min_p * p_max; 0 = off
+  float repetition_penalty = 1.0f; // CTRL-style penalty on tokens seen recently; 1 = off
+  int repetition_last_n = 64;      // how many recent tokens the penalty looks at; 0 = all
+  bool greedy = false;             // argmax instead of a random draw
+
+  // Throws atto::UsageError naming the flag (--temperature, --top-p, ...) and the value.
+  void validate() const;
+};
+
+// ---- steps ------------------------------------------------------------------------------
+// Each step: apply(logits [V], history) rewrites logits in place. history holds the tokens
+// generated so far (prompt included); only RepetitionPenalty reads it.
+
+// CTRL / llama.cpp: for each distinct token among the last `last_n` of history (0 = all), a
+// positive logit is divided by the penalty and a negative one multiplied by it.
+struct RepetitionPenalty {
+  float penalty = 1.0f;
+  int last_n = 64;
+  void apply(std::span<float> logits, std::span<const int32_t> history) const;
+};
+
+// logits = (logits - max) / temperature: softmax(logits / temperature), shifted so that the
+// highest logit is 0 (a tiny temperature cannot overflow to +inf).
+struct Temperature {
+  float temperature = 1.0f;
+  void apply(std::span<float> logits, std::span<const int32_t> history) const;
+};
+
+// Keeps the k highest logits (exactly k when at least k are finite).
+struct TopK {
+  int k = 0;
+  void apply(std::span<float> logits, std::span<const int32_t> history) const;
+};
+
+// Nucleus sampling: sorts by probability and keeps the shortest prefix whose cumulative
+// probability reaches p (a prefix within a relative 1e-6 of p counts as reaching it, so that
+// rounding in the softmax cannot add a token to an exact boundary).
+struct TopP {
+  float p = 1.0f;
+  void apply(std::span<float> logits, std::span<const int32_t> history) const;
+};
+
+// Keeps tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p).
+struct MinP {
+  float min_p = 0.0f;
+  void apply(std::span<float> logits, std::span<const int32_t> history) const;
+};
+
+using SamplerStep = std::variant<RepetitionPenalty, Temperature, TopK, TopP, MinP>;
+
+// ---- strategies ---------------------------------------------------------------------------
+
+// Softmax of the logits (-inf -> 0), in double. Throws atto::Error on a NaN or +inf logit or
+// when every logit is -inf.
+std::vector<double> probabilities(std::span<const float> logits);
+// One token drawn from softmax(logits) by inverse CDF with a single rng.uniform().
+int32_t draw(std::span<const float> logits, Rng& rng);
+// The highest logit; ties -> lowest id. Throws atto::Error on NaN.
+int32_t argmax(std::span<const float> logits);
+
+enum class Strategy { Draw, Greedy };
+
+class SamplerChain {
+ public:
+  SamplerChain() = default;  // no steps, Draw: plain sampling from softmax(logits)
+  // The chain for validated options (see the order above). Greedy keeps only the penalty.
+  static SamplerChain from_options(const SamplerOptions& opt);
+
+  SamplerChain& add(SamplerStep step);
+  SamplerChain& set_strategy(Strategy s);
+
+  // Runs the steps on logits [V] (in place), then the strategy. history: see the steps.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history, Rng& rng) const;
+
+  const std::vector<SamplerStep>& steps() const { return steps_; }
+  Strategy strategy() const { return strategy_; }
+
+ private:
+  std::vector<SamplerStep> steps_;
+  Strategy strategy_ = Strategy::Draw;
+};
+
+}  // namespace atto::gen
