@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
       "Run `atto <command> --help` for the flags of a command.");
   std::vector<atto::cli::Command> commands = {
       atto::cli::add_train(root),
+      atto::cli::add_sample(root),
+      atto::cli::add_score(root),
       atto::cli::add_eval(root),
   };
   try {

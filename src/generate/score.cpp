@@ -5,7 +5,6 @@
 
 #include "autograd/tape.h"
 #include "tensor/error.h"
-#include "tokenize/utf8.h"
 
 namespace atto::gen {
 

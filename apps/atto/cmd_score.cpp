@@ -1,0 +1,104 @@
+// atto score: per-token log-probabilities of texts under a trained GPT.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "data/text_file.h"
+#include "generate/score.h"
+#include "kernels/kernels.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+
+namespace atto::cli {
+
+namespace {
+
+struct ScoreFlags {
+  std::string model, file;
+  std::vector<std::string> texts;
+  int threads = 0;
+  bool json = false;
+};
+
+// The texts: those on the command line, then the non-empty lines of --file.
+std::vector<std::string> gather_texts(const ScoreFlags& f) {
+  std::vector<std::string> texts = f.texts;
+  if (!f.file.empty()) {
+    const TextFile file = read_text_file(f.file);
+    for (const Line& line : split_lines(file.text))
+      if (!line.text.empty()) texts.emplace_back(line.text);
+  }
+  if (texts.empty()) throw UsageError("nothing to score: give texts after the flags, or --file FILE (one per line)");
+  return texts;
+}
+
+void print_table(const CharTokenizer& tok, const std::vector<std::string>& texts,
+                 const std::vector<gen::ScoreResult>& results) {
+  double total = 0.0;
+  int64_t count = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const gen::ScoreResult& r = results[i];
+    fmt::print("{}\n  {:<8} {:>9} {:>9}\n", texts[i], "token", "log p", "p");
+    for (size_t t = 0; t < r.targets.size(); ++t)
+      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", tok.id_to_string(r.targets[t]), r.logprobs[t],
+                 std::exp(r.logprobs[t]));
+    fmt::print("  total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n\n", r.total_nll(),
+               r.targets.size(), r.mean_nll());
+    total += r.total_nll();
+    count += static_cast<int64_t>(r.targets.size());
+  }
+  if (texts.size() > 1)
+    fmt::print("all {} texts: total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n", texts.size(), total,
+               count, count > 0 ? total / count : 0.0);
+}
+
+void print_json(const CharTokenizer& tok, bool lines, const std::vector<std::string>& texts,
+                const std::vector<gen::ScoreResult>& results) {
+  nlohmann::json items = nlohmann::json::array();
+  double total = 0.0;
+  int64_t count = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const gen::ScoreResult& r = results[i];
+    nlohmann::json tokens = nlohmann::json::array();
+    for (size_t t = 0; t < r.targets.size(); ++t)
+      tokens.push_back({{"id", r.targets[t]}, {"token", tok.id_to_string(r.targets[t])}, {"logprob", r.logprobs[t]}});
+    items.push_back({{"text", texts[i]}, {"tokens", tokens}, {"count", r.targets.size()},
+                     {"total_nll", r.total_nll()}, {"mean_nll", r.mean_nll()}});
+    total += r.total_nll();
+    count += static_cast<int64_t>(r.targets.size());
+  }
+  fmt::print("{}\n", nlohmann::json{{"mode", lines ? "lines" : "stream"}, {"texts", items}, {"count", count},
+                                    {"total_nll", total}, {"mean_nll", count > 0 ? total / count : 0.0}}
+                         .dump());
+}
+
+int run_score(const ScoreFlags& f) {
+  const std::vector<std::string> texts = gather_texts(f);
+  kernels::set_num_threads(f.threads);
+  LoadedModel lm = load_run(f.model);
+  std::vector<gen::ScoreResult> results;
+  for (const std::string& t : texts) results.push_back(gen::score_text(*lm.model, lm.tokenizer, t));
+  if (f.json)
+    print_json(lm.tokenizer, lm.tokenizer.has_boundary(), texts, results);
+  else
+    print_table(lm.tokenizer, texts, results);
+  return 0;
+}
+
+}  // namespace
+
+Command add_score(CLI::App& root) {
+  CLI::App* app = root.add_subcommand(
+      "score", "Per-token log-probabilities (natural log) of texts under a trained model");
+  auto f = std::make_shared<ScoreFlags>();
+  app->add_option("--model", f->model, "Run directory of a trained model")->required();
+  app->add_option("texts", f->texts, "Texts to score (lines mode: each framed as <eos> text <eos>, as in training)");
+  app->add_option("--file", f->file, "Score each non-empty line of this file as one text");
+  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  app->add_flag("--json", f->json, "Print one JSON object (per-token log-probabilities, totals)");
+  return {app, [f] { return run_score(*f); }};
+}
+
+}  // namespace atto::cli

@@ -1,0 +1,212 @@
+// Generation: the KV-cache loop equals re-running the full forward (block-size policy
+// included), batched equals one at a time, stop tokens, prompts from text.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "autograd/tape.h"
+#include "generate/generate.h"
+#include "tensor/error.h"
+
+using namespace atto;
+using namespace atto::gen;
+
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+// A tiny GPT with larger-than-init random weights, so that logits differ clearly between
+// tokens and greedy decoding is not decided by rounding.
+std::unique_ptr<GPT> tiny_gpt(int64_t block_size, uint64_t seed = 1, int64_t V = 11) {
+  GPTConfig c;
+  c.vocab_size = V;
+  c.block_size = block_size;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  Rng rng(seed);
+  auto m = std::make_unique<GPT>(c, rng);
+  for (auto& p : m->named_parameters()) p.tensor.copy_from(Tensor::randn(p.tensor.shape(), rng, 0.0f, 0.3f));
+  return m;
+}
+
+// The reference: one full forward per token over the window [start, L), where start jumps to
+// L - K whenever the window would exceed the block size (the documented policy).
+Sample reference_generate(GPT& m, const Ids& prompt, const GenerateOptions& opt, Rng& rng) {
+  NoGradGuard ng;
+  m.eval();
+  const int64_t BS = m.config().block_size, V = m.config().vocab_size, K = reencode_length(BS);
+  const SamplerChain chain = SamplerChain::from_options(opt.sampler);
+  Ids seq = prompt;
+  Sample out;
+  size_t start = 0;
+  const size_t hist = !prompt.empty() && prompt[0] == opt.stop_token ? 1 : 0;
+  for (int64_t s = 0; s < opt.max_new_tokens; ++s) {
+    if (static_cast<int64_t>(seq.size() - start) > BS) start = seq.size() - K;
+    const Ids window(seq.begin() + start, seq.end());
+    const auto T = static_cast<int64_t>(window.size());
+    const std::vector<float> logits = m.forward(window, 1, T).to_vector();
+    std::vector<float> row(logits.end() - V, logits.end());
+    const int32_t tok = chain.sample(row, std::span<const int32_t>(seq).subspan(hist), rng);
+    if (tok == opt.stop_token) {
+      out.stopped = true;
+      break;
+    }
+    seq.push_back(tok);
+    out.tokens.push_back(tok);
+  }
+  return out;
+}
+
+GenerateOptions options(int64_t max_new, bool greedy, int32_t stop = -1) {
+  GenerateOptions o;
+  o.max_new_tokens = max_new;
+  o.stop_token = stop;
+  o.sampler.greedy = greedy;
+  return o;
+}
+
+}  // namespace
+
+TEST(Generate, KvCacheEqualsFullForwardAcrossTheBlockSize) {
+  // Block sizes 8 (K = 4), 5 (odd: K = 2) and 1 (K = 1); 3 * block new tokens each, so the
+  // cache is rebuilt several times.
+  for (int64_t BS : {8, 5, 1}) {
+    auto m = tiny_gpt(BS);
+    const Ids prompt = BS >= 3 ? Ids{3, 1, 4} : Ids{3};
+    for (bool greedy : {true, false}) {
+      GenerateOptions o = options(3 * BS + 2, greedy);
+      o.sampler.temperature = 1.3f;
+      Rng r1(11), r2(11);
+      const Sample ref = reference_generate(*m, prompt, o, r1);
+      const std::vector<Sample> got = generate(*m, prompt, 1, o, r2);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].tokens, ref.tokens) << "block " << BS << (greedy ? " greedy" : " sampled");
+      EXPECT_EQ(static_cast<int64_t>(got[0].tokens.size()), o.max_new_tokens);
+      EXPECT_FALSE(got[0].stopped);
+      EXPECT_GE(std::set<int32_t>(ref.tokens.begin(), ref.tokens.end()).size(), 3u);  // not a constant run
+    }
+  }
+}
+
+TEST(Generate, PromptOfAFullBlockAndPenaltyMatchTheReference) {
+  auto m = tiny_gpt(6, 4);
+  const Ids prompt{0, 5, 2, 7, 7, 1};  // fills the cache: the first feed re-encodes
+  GenerateOptions o = options(15, false, 0);
+  o.sampler.repetition_penalty = 1.5f;
+  o.sampler.repetition_last_n = 4;
+  o.sampler.top_k = 5;
+  Rng r1(2), r2(2);
+  const Sample ref = reference_generate(*m, prompt, o, r1);
+  const std::vector<Sample> got = generate(*m, prompt, 1, o, r2);
+  EXPECT_EQ(got[0].tokens, ref.tokens);
+  EXPECT_EQ(got[0].stopped, ref.stopped);
+}
+
+TEST(Generate, BatchedEqualsOneAtATimeAndStopTokensEndSequences) {
+  auto m = tiny_gpt(8, 2);
+  const std::vector<Ids> prompts{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {2, 9}};
+  // Without a stop token: find a token that some greedy continuations contain and some don't.
+  Rng unused(0);
+  const std::vector<Sample> free = generate_batch(*m, prompts, options(12, true), unused);
+  int32_t stop = -1;
+  for (int32_t t = 0; t < 11 && stop < 0; ++t) {
+    const auto n = std::count_if(free.begin(), free.end(), [&](const Sample& s) {
+      return std::find(s.tokens.begin(), s.tokens.end(), t) != s.tokens.end();
+    });
+    if (n > 0 && n < static_cast<long>(free.size())) stop = t;
+  }
+  ASSERT_GE(stop, 0) << "no token separates the continuations; change the seed";
+  const GenerateOptions o = options(12, true, stop);
+  Rng rng(0);
+  const std::vector<Sample> batched = generate_batch(*m, prompts, o, rng);
+  int stopped = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Rng r(0);
+    const Sample one = generate(*m, prompts[i], 1, o, r)[0];
+    EXPECT_EQ(batched[i].tokens, one.tokens) << i;
+    EXPECT_EQ(batched[i].stopped, one.stopped) << i;
+    // A stopped sequence is the free run cut before the first stop token.
+    const auto cut = std::find(free[i].tokens.begin(), free[i].tokens.end(), stop);
+    EXPECT_EQ(batched[i].tokens, Ids(free[i].tokens.begin(), cut)) << i;
+    EXPECT_EQ(batched[i].stopped, cut != free[i].tokens.end()) << i;
+    EXPECT_EQ(std::count(batched[i].tokens.begin(), batched[i].tokens.end(), stop), 0);
+    stopped += batched[i].stopped;
+  }
+  EXPECT_GT(stopped, 0);
+  EXPECT_LT(stopped, static_cast<int>(prompts.size()));
+  // Chunks of 4 sequences give the same greedy result.
+  GenerateOptions chunked = o;
+  chunked.max_batch = 4;
+  Rng r3(0);
+  const std::vector<Sample> again = generate_batch(*m, prompts, chunked, r3);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(again[i].tokens, batched[i].tokens);
+}
+
+TEST(Generate, SampledBatchIsSeededAndRestoresTrainingMode) {
+  auto m = tiny_gpt(8, 3);
+  m->train(true);
+  GenerateOptions o = options(10, false, 0);
+  o.sampler.top_p = 0.9f;
+  Rng a(5), b(5), c(6);
+  const auto x = generate(*m, {0}, 8, o, a), y = generate(*m, {0}, 8, o, b), z = generate(*m, {0}, 8, o, c);
+  bool all_same = true, any_diff_seed = false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(x[i].tokens, y[i].tokens);
+    all_same = all_same && x[i].tokens == x[0].tokens;
+    any_diff_seed = any_diff_seed || x[i].tokens != z[i].tokens;
+  }
+  EXPECT_FALSE(all_same);  // the samples of one batch differ from each other
+  EXPECT_TRUE(any_diff_seed);
+  EXPECT_TRUE(m->training());
+}
+
+TEST(Generate, RejectsBadInputs) {
+  auto m = tiny_gpt(4);
+  Rng rng(0);
+  EXPECT_THROW(generate_batch(*m, {{1, 2}, {3}}, options(3, true), rng), Error);       // two lengths
+  EXPECT_THROW(generate(*m, {1, 2, 3, 4, 5}, 1, options(3, true), rng), Error);        // > block size
+  EXPECT_THROW(generate(*m, {}, 1, options(3, true), rng), Error);                     // empty prompt
+  EXPECT_THROW(generate(*m, {11}, 1, options(3, true), rng), Error);                   // id >= V
+  EXPECT_THROW(generate(*m, {1}, 0, options(3, true), rng), Error);                    // n < 1
+  EXPECT_THROW(generate(*m, {1}, 1, options(3, true, 11), rng), Error);                // stop id >= V
+  GenerateOptions bad = options(3, false);
+  bad.sampler.temperature = 0;
+  EXPECT_THROW(generate(*m, {1}, 1, bad, rng), UsageError);
+  EXPECT_EQ(generate(*m, {1}, 2, options(0, true), rng)[1].tokens.size(), 0u);
+}
+
+TEST(Prompts, LinesStartWithEosAndStreamWithNewline) {
+  Rng rng(0);
+  const auto lines = CharTokenizer::from_chars({U'a', U'b', U'm'}, true);  // <eos> a b m
+  PromptSet p = make_prompts(lines, "ma", 3, 8, rng);
+  ASSERT_EQ(p.prompts.size(), 3u);
+  EXPECT_EQ(p.prompts[2], (Ids{0, 3, 1}));
+  EXPECT_EQ(p.text, "ma");
+  EXPECT_EQ(make_prompts(lines, "", 1, 8, rng).prompts[0], (Ids{0}));
+  p = make_prompts(lines, "abmab", 1, 4, rng);  // [<eos> a b m a b] -> last 4
+  EXPECT_EQ(p.prompts[0], (Ids{2, 3, 1, 2}));
+  EXPECT_EQ(p.cropped, 2);
+  try {
+    make_prompts(lines, "maz", 1, 8, rng);
+    FAIL() << "no error for an unknown character";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position 2"), std::string::npos) << e.what();
+  }
+
+  const auto stream = CharTokenizer::from_chars({U'\n', U'a', U'b'}, false);
+  EXPECT_EQ(make_prompts(stream, "", 2, 8, rng).prompts, (std::vector<Ids>{{0}, {0}}));
+  EXPECT_EQ(make_prompts(stream, "ba", 1, 8, rng).prompts[0], (Ids{2, 1}));
+  // No newline in the vocabulary: one random start token per sample, from the Rng.
+  const auto no_newline = CharTokenizer::from_chars({U'a', U'b', U'c', U'd'}, false);
+  Rng r1(9), r2(9);
+  const PromptSet a = make_prompts(no_newline, "", 50, 8, r1), b = make_prompts(no_newline, "", 50, 8, r2);
+  EXPECT_EQ(a.prompts, b.prompts);
+  std::set<int32_t> starts;
+  for (const Ids& s : a.prompts) {
+    ASSERT_EQ(s.size(), 1u);
+    starts.insert(s[0]);
+  }
+  EXPECT_EQ(starts, (std::set<int32_t>{0, 1, 2, 3}));
+}
