@@ -83,7 +83,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor embedding(const Tensor& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);
 // Over the last dimension. bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps = 1e-6f);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps = 1e-5f);
 Tensor softmax(const Tensor& x);  // over the last dimension
 
 struct AttentionOptions {

@@ -18,7 +18,7 @@ using Ids = std::vector<int32_t>;
 
 // A tiny GPT with larger-than-init random weights, so that logits differ clearly between
 // tokens and greedy decoding is not decided by rounding.
-std::unique_ptr<GPT> tiny_gpt(int64_t block_size, uint64_t seed = 1, int64_t V = 11) {
+std::unique_ptr<GPT> tiny_gpt(int64_t block_size, uint64_t seed = 1, float std = 0.3f, int64_t V = 11) {
   GPTConfig c;
   c.vocab_size = V;
   c.block_size = block_size;
@@ -27,43 +27,57 @@ std::unique_ptr<GPT> tiny_gpt(int64_t block_size, uint64_t seed = 1, int64_t V =
   c.n_embd = 16;
   Rng rng(seed);
   auto m = std::make_unique<GPT>(c, rng);
-  for (auto& p : m->named_parameters()) p.tensor.copy_from(Tensor::randn(p.tensor.shape(), rng, 0.0f, 0.3f));
+  for (auto& p : m->named_parameters()) p.tensor.copy_from(Tensor::randn(p.tensor.shape(), rng, 0.0f, std));
   return m;
 }
 
-// The reference: one full forward per token over the window [start, L), where start jumps to
-// L - K whenever the window would exceed the block size (the documented policy).
-Sample reference_generate(GPT& m, const Ids& prompt, const GenerateOptions& opt, Rng& rng) {
+// The reference: each sequence on its own, one full forward per token over the window
+// [start, L), where start jumps to L - K whenever the window would exceed the block size (the
+// documented policy). The sequences advance in lockstep and draw in batch order, as the
+// batched decoder does, so even sampled tokens must agree.
+std::vector<Sample> reference_batch(GPT& m, const std::vector<Ids>& prompts, const GenerateOptions& opt, Rng& rng) {
   NoGradGuard ng;
   m.eval();
   const int64_t BS = m.config().block_size, V = m.config().vocab_size, K = reencode_length(BS);
   const SamplerChain chain = SamplerChain::from_options(opt.sampler);
-  Ids seq = prompt;
-  Sample out;
-  size_t start = 0;
-  const size_t hist = !prompt.empty() && prompt[0] == opt.stop_token ? 1 : 0;
+  std::vector<Ids> seq = prompts;
+  std::vector<Sample> out(prompts.size());
+  std::vector<size_t> start(prompts.size(), 0);
   for (int64_t s = 0; s < opt.max_new_tokens; ++s) {
-    if (static_cast<int64_t>(seq.size() - start) > BS) start = seq.size() - K;
-    const Ids window(seq.begin() + start, seq.end());
-    const auto T = static_cast<int64_t>(window.size());
-    const std::vector<float> logits = m.forward(window, 1, T).to_vector();
-    std::vector<float> row(logits.end() - V, logits.end());
-    const int32_t tok = chain.sample(row, std::span<const int32_t>(seq).subspan(hist), rng);
-    if (tok == opt.stop_token) {
-      out.stopped = true;
-      break;
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      if (out[b].stopped) continue;
+      if (static_cast<int64_t>(seq[b].size() - start[b]) > BS) start[b] = seq[b].size() - K;
+      const Ids window(seq[b].begin() + start[b], seq[b].end());
+      const std::vector<float> logits = m.forward(window, 1, static_cast<int64_t>(window.size())).to_vector();
+      std::vector<float> row(logits.end() - V, logits.end());
+      const size_t hist = prompts[b][0] == opt.stop_token ? 1 : 0;
+      const int32_t tok = chain.sample(row, std::span<const int32_t>(seq[b]).subspan(hist), rng);
+      if (tok == opt.stop_token) {
+        out[b].stopped = true;
+        continue;
+      }
+      seq[b].push_back(tok);
+      out[b].tokens.push_back(tok);
     }
-    seq.push_back(tok);
-    out.tokens.push_back(tok);
   }
   return out;
 }
 
+Sample reference_generate(GPT& m, const Ids& prompt, const GenerateOptions& opt, Rng& rng) {
+  return reference_batch(m, {prompt}, opt, rng)[0];
+}
+
+// Greedy decoding of a random model soon repeats one token forever; a repetition penalty over
+// the last few tokens keeps greedy continuations varied (and exercises the history).
 GenerateOptions options(int64_t max_new, bool greedy, int32_t stop = -1) {
   GenerateOptions o;
   o.max_new_tokens = max_new;
   o.stop_token = stop;
   o.sampler.greedy = greedy;
+  if (greedy) {
+    o.sampler.repetition_penalty = 3.0f;
+    o.sampler.repetition_last_n = 3;
+  }
   return o;
 }
 
@@ -95,21 +109,27 @@ TEST(Generate, PromptOfAFullBlockAndPenaltyMatchTheReference) {
   const Ids prompt{0, 5, 2, 7, 7, 1};  // fills the cache: the first feed re-encodes
   GenerateOptions o = options(15, false, 0);
   o.sampler.repetition_penalty = 1.5f;
-  o.sampler.repetition_last_n = 4;
+  o.sampler.repetition_last_n = 0;  // the whole sample: the leading <eos> must stay exempt
   o.sampler.top_k = 5;
-  Rng r1(2), r2(2);
-  const Sample ref = reference_generate(*m, prompt, o, r1);
-  const std::vector<Sample> got = generate(*m, prompt, 1, o, r2);
-  EXPECT_EQ(got[0].tokens, ref.tokens);
-  EXPECT_EQ(got[0].stopped, ref.stopped);
+  // The first seed whose sample runs long enough to rebuild the cache a few times.
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Rng r1(seed), r2(seed);
+    const Sample ref = reference_generate(*m, prompt, o, r1);
+    if (ref.tokens.size() < 8) continue;
+    const std::vector<Sample> got = generate(*m, prompt, 1, o, r2);
+    EXPECT_EQ(got[0].tokens, ref.tokens) << "seed " << seed;
+    EXPECT_EQ(got[0].stopped, ref.stopped);
+    return;
+  }
+  FAIL() << "no seed gave a sample of 8 tokens";
 }
 
 TEST(Generate, BatchedEqualsOneAtATimeAndStopTokensEndSequences) {
-  auto m = tiny_gpt(8, 2);
+  auto m = tiny_gpt(24, 2, 1.0f);
   const std::vector<Ids> prompts{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {2, 9}};
   // Without a stop token: find a token that some greedy continuations contain and some don't.
   Rng unused(0);
-  const std::vector<Sample> free = generate_batch(*m, prompts, options(12, true), unused);
+  const std::vector<Sample> free = generate_batch(*m, prompts, options(20, true), unused);
   int32_t stop = -1;
   for (int32_t t = 0; t < 11 && stop < 0; ++t) {
     const auto n = std::count_if(free.begin(), free.end(), [&](const Sample& s) {
@@ -118,7 +138,7 @@ TEST(Generate, BatchedEqualsOneAtATimeAndStopTokensEndSequences) {
     if (n > 0 && n < static_cast<long>(free.size())) stop = t;
   }
   ASSERT_GE(stop, 0) << "no token separates the continuations; change the seed";
-  const GenerateOptions o = options(12, true, stop);
+  const GenerateOptions o = options(20, true, stop);
   Rng rng(0);
   const std::vector<Sample> batched = generate_batch(*m, prompts, o, rng);
   int stopped = 0;
@@ -142,6 +162,35 @@ TEST(Generate, BatchedEqualsOneAtATimeAndStopTokensEndSequences) {
   Rng r3(0);
   const std::vector<Sample> again = generate_batch(*m, prompts, chunked, r3);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(again[i].tokens, batched[i].tokens);
+}
+
+TEST(Generate, SampledBatchEqualsIndependentSequencesDrawnInBatchOrder) {
+  // Sequences stop at different steps (stop token 0), so finished rows leave the batch and
+  // its cache mid-way; any mix-up of cache rows changes the distributions and the draws.
+  auto m = tiny_gpt(16, 5, 0.6f);
+  std::vector<Ids> prompts;
+  for (int32_t i = 0; i < 8; ++i) prompts.push_back({0, static_cast<int32_t>(1 + i), static_cast<int32_t>(10 - i)});
+  GenerateOptions o = options(40, false);
+  o.sampler.temperature = 1.5f;
+  // The stop token: the one whose first occurrence varies most between the sequences.
+  Rng r0(8);
+  const std::vector<Sample> free = reference_batch(*m, prompts, o, r0);
+  size_t best = 0;
+  for (int32_t t = 0; t < 11; ++t) {
+    std::set<long> firsts;
+    for (const Sample& s : free) firsts.insert(std::find(s.tokens.begin(), s.tokens.end(), t) - s.tokens.begin());
+    if (firsts.size() > best) best = firsts.size(), o.stop_token = t;
+  }
+  Rng r1(8), r2(8);
+  const std::vector<Sample> ref = reference_batch(*m, prompts, o, r1);
+  const std::vector<Sample> got = generate_batch(*m, prompts, o, r2);
+  std::set<size_t> lengths;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, ref[i].tokens) << i;
+    EXPECT_EQ(got[i].stopped, ref[i].stopped) << i;
+    lengths.insert(ref[i].tokens.size());
+  }
+  EXPECT_GE(lengths.size(), 4u) << "stop token " << o.stop_token;  // sequences end at several steps
 }
 
 TEST(Generate, SampledBatchIsSeededAndRestoresTrainingMode) {

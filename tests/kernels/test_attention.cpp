@@ -31,6 +31,13 @@ struct ThreadGuard {
   ~ThreadGuard() { set_num_threads(saved); }
 };
 
+void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
+                          const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); i++)
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << what << " differs at " << i;
+}
+
 enum class Mask { kNone, kPadding, kOneBatchAllMasked };
 
 struct Case {
@@ -240,11 +247,11 @@ TEST(KernelAttention, BitIdenticalForOneAndTwoThreads) {
     set_num_threads(2);
     run_forward(two, false);
     run_backward(two, false);
-    EXPECT_EQ(0, std::memcmp(one.ob.data(), two.ob.data(), one.ob.size() * 4)) << c.name();
-    EXPECT_EQ(0, std::memcmp(one.lse.data(), two.lse.data(), one.lse.size() * 4)) << c.name();
-    EXPECT_EQ(0, std::memcmp(one.dqb.data(), two.dqb.data(), one.dqb.size() * 4)) << c.name();
-    EXPECT_EQ(0, std::memcmp(one.dkb.data(), two.dkb.data(), one.dkb.size() * 4)) << c.name();
-    EXPECT_EQ(0, std::memcmp(one.dvb.data(), two.dvb.data(), one.dvb.size() * 4)) << c.name();
+    expect_bit_identical(one.ob, two.ob, c.name());
+    expect_bit_identical(one.lse, two.lse, c.name());
+    expect_bit_identical(one.dqb, two.dqb, c.name());
+    expect_bit_identical(one.dkb, two.dkb, c.name());
+    expect_bit_identical(one.dvb, two.dvb, c.name());
   }
 }
 

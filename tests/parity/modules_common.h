@@ -47,11 +47,17 @@ inline std::string read_text(const std::string& path) {
 }
 
 // ctest runs every test in its own process, so the references are cached in
-// $ATTO_BUILD_DIR/parity-cache under a hash (FNV-1a) of the interpreter path and the scripts'
-// text: editing ref_modules.py or st.py makes a new entry. No $ATTO_BUILD_DIR: no cache.
+// $ATTO_BUILD_DIR/parity-cache (else in parity-cache next to the test executable) under a hash
+// (FNV-1a) of the interpreter path and the scripts' text: editing ref_modules.py or st.py makes
+// a new entry. ATTO_NO_PARITY_CACHE=1 turns the cache off.
 inline std::string module_refs_cache_path() {
-  const char* build = std::getenv("ATTO_BUILD_DIR");
-  if (!build || !*build) return "";
+  const char* off = std::getenv("ATTO_NO_PARITY_CACHE");
+  if (off && std::string(off) == "1") return "";
+  const char* env = std::getenv("ATTO_BUILD_DIR");
+  std::error_code ec;
+  const std::string build = env && *env ? std::string(env)
+                                        : std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+  if (ec || build.empty()) return "";
   const std::string dir = source_dir() + "/tests/parity/";
   uint64_t h = 1469598103934665603ull;
   for (const std::string& part : {python_executable(), read_text(dir + "ref_modules.py"), read_text(dir + "st.py")})

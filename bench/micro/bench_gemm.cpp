@@ -1,0 +1,95 @@
+// Micro-benchmarks of gemm and linear: atto's deterministic tiled gemm against a direct
+// cblas_sgemm call (OpenBLAS threading itself), and the linear layer at transformer shapes.
+//
+//   OMP_NUM_THREADS=2 build/bench/bench_micro --benchmark_filter=Gemm --benchmark_min_time=0.1
+//
+// FLOP/s counts 2*M*N*K per GEMM.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace {
+
+std::vector<float> randn(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+void set_flops(benchmark::State& state, double flops) {
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// C[S, S] = A[S, S] @ B[S, S]^T (the linear-layer orientation).
+void BM_GemmAtto(benchmark::State& state) {
+  const int64_t S = state.range(0);
+  const auto A = randn(S * S, 1), B = randn(S * S, 2);
+  std::vector<float> C(S * S);
+  for (auto _ : state) {
+    atto::kernels::gemm(false, true, S, S, S, 1.0f, A.data(), S, B.data(), S, 0.0f, C.data(), S);
+    benchmark::DoNotOptimize(C.data());
+  }
+  set_flops(state, 2.0 * S * S * S);
+}
+
+void BM_GemmCblas(benchmark::State& state) {
+  const int S = static_cast<int>(state.range(0));
+  const auto A = randn(S * S, 1), B = randn(S * S, 2);
+  std::vector<float> C(S * S);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, S, S, 1.0f, A.data(), S, B.data(), S,
+                0.0f, C.data(), S);
+    benchmark::DoNotOptimize(C.data());
+  }
+  set_flops(state, 2.0 * S * S * S);
+}
+
+BENCHMARK(BM_GemmAtto)->RangeMultiplier(2)->Range(64, 2048)->UseRealTime();
+BENCHMARK(BM_GemmCblas)->RangeMultiplier(2)->Range(64, 2048)->UseRealTime();
+
+// Linear at GPT-ish shapes: N = B*T rows, C -> OC.
+void linear_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "C", "OC"});
+  for (int64_t C : {384, 768}) {
+    b->Args({1024, C, 3 * C});  // qkv
+    b->Args({1024, C, 4 * C});  // fc
+    b->Args({1024, 4 * C, C});  // proj
+  }
+  b->Args({1024, 384, 65});  // char-level lm head
+  b->UseRealTime();
+}
+
+void BM_LinearForward(benchmark::State& state) {
+  const int64_t N = state.range(0), C = state.range(1), OC = state.range(2);
+  const auto inp = randn(N * C, 1), w = randn(OC * C, 2), b = randn(OC, 3);
+  std::vector<float> out(N * OC);
+  for (auto _ : state) {
+    atto::kernels::linear_forward(out.data(), inp.data(), w.data(), b.data(), N, C, OC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_flops(state, 2.0 * N * C * OC);
+}
+
+void BM_LinearBackward(benchmark::State& state) {
+  const int64_t N = state.range(0), C = state.range(1), OC = state.range(2);
+  const auto inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
+  std::vector<float> dinp(N * C), dw(OC * C), db(OC);
+  for (auto _ : state) {
+    atto::kernels::linear_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
+                                   w.data(), N, C, OC);
+    benchmark::DoNotOptimize(dinp.data());
+  }
+  set_flops(state, 4.0 * N * C * OC);
+}
+
+BENCHMARK(BM_LinearForward)->Apply(linear_args);
+BENCHMARK(BM_LinearBackward)->Apply(linear_args);
+
+}  // namespace

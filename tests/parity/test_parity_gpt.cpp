@@ -1,0 +1,295 @@
+// Whole-model PyTorch parity of atto's GPT (reference: tests/parity/ref_gpt.py, torch 1.13).
+//
+// Direction atto -> PyTorch: atto builds a small GPT with its own GPT-2 initialisation, saves it
+// with save_model_weights (nanoGPT state_dict names), writes a batch idx/targets [B, T] (some
+// targets -1 = ignored), and the reference loads that file into a nanoGPT-style GPT with
+// load_state_dict(strict=True) and no renaming. atto must then reproduce
+//   - the logits, the loss and the gradient of every parameter          max |diff| <= 1e-4
+//   - `kSteps` steps of clip_grad_norm(1.0) + AdamW with default_param_groups (weight decay
+//     on Linear weight matrices only; a tied lm_head counts as the wte embedding):
+//     the loss before every step and after the last one                  max |diff| <= 1e-4
+//     the clip norm of every step                                        relative 1e-4
+//     every parameter after the last step                                max |diff| <= 1e-4
+//     (except the attention key bias, whose gradient is exactly zero: see check_key_bias)
+// and the reference's decay group must be exactly atto's group 0.
+// The reference computes in float64, so the differences are atto's float32 rounding.
+//
+// Cases: nanoGPT's layout (pre-norm, LayerNorm with bias, exact GELU, learned positions, tied
+// lm_head); RMSNorm + SwiGLU + no bias + untied lm_head; post-norm (no ln_f) + sinusoidal
+// positions + ReLU. Each TEST starts the reference once (one torch import, ~2-3 s).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/gpt.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "parity/harness.h"
+#include "train/checkpoint.h"
+
+namespace atto {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr float kTol = 1e-4f;
+constexpr int kSteps = 10;
+constexpr int64_t kB = 3, kT = 8;
+
+struct TrainOptions {
+  float lr = 1e-3f;
+  float weight_decay = 0.1f;
+  optim::AdamOptions adam{.beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
+  float max_norm = 1.0f;
+};
+
+// A temporary directory, removed with everything in it at the end of the test.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() / ("atto_gpt_parity_" + tag + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+GPTConfig base_config() {
+  GPTConfig c;
+  c.vocab_size = 13;
+  c.block_size = kT;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.dropout = 0.0f;
+  return c;
+}
+
+const char* activation_name(nn::Activation a) {
+  switch (a) {
+    case nn::Activation::ReLU: return "relu";
+    case nn::Activation::GELU: return "gelu";
+    case nn::Activation::GELUTanh: return "gelu_tanh";
+    case nn::Activation::SwiGLU: return "swiglu";
+  }
+  return "?";
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(9);
+  s << v;
+  return s.str();
+}
+
+// The model and training configuration as ref_gpt.py's command line.
+std::vector<std::string> reference_args(const GPTConfig& c, const nn::BlockConfig& bc, const TrainOptions& o,
+                                        const std::string& weights, const std::string& batch) {
+  return {"--weights", weights, "--batch", batch,
+          "--vocab", std::to_string(c.vocab_size), "--block", std::to_string(c.block_size),
+          "--n-layer", std::to_string(c.n_layer), "--n-head", std::to_string(c.n_head),
+          "--n-embd", std::to_string(c.n_embd), "--d-ff", std::to_string(bc.d_ff),
+          "--activation", activation_name(c.activation),
+          "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
+          "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
+          "--tie", c.tie_weights ? "1" : "0", "--pos", c.pos == PosKind::Learned ? "learned" : "sinusoidal",
+          "--norm-eps", num(bc.norm_eps), "--steps", std::to_string(kSteps), "--lr", num(o.lr),
+          "--beta1", num(o.adam.beta1), "--beta2", num(o.adam.beta2), "--adam-eps", num(o.adam.eps),
+          "--weight-decay", num(o.weight_decay), "--max-norm", num(o.max_norm)};
+}
+
+// A fixed batch [B, T] over vocab V: next-token-like targets, every fifth one ignored (-1).
+struct Batch {
+  std::vector<int32_t> idx, targets;
+};
+Batch make_batch(int64_t V) {
+  Batch b;
+  for (int64_t i = 0; i < kB; ++i)
+    for (int64_t t = 0; t < kT; ++t) {
+      b.idx.push_back(static_cast<int32_t>((5 * i + 3 * t + i * t * t) % V));
+      b.targets.push_back((i * kT + t) % 5 == 2 ? -1 : static_cast<int32_t>((7 * i + 2 * t + 1) % V));
+    }
+  return b;
+}
+
+Tensor as_float_tensor(const std::vector<int32_t>& v) {
+  return Tensor::from_vector({kB, kT}, std::vector<float>(v.begin(), v.end()));
+}
+
+std::set<std::string> split_names(const io::SafetensorsFile& ref, const std::string& key) {
+  auto it = ref.metadata.find(key);
+  if (it == ref.metadata.end()) fail("ref_gpt.py wrote no '{}' metadata", key);
+  std::set<std::string> out;
+  std::stringstream s(it->second);
+  for (std::string n; std::getline(s, n, ',');)
+    if (!n.empty()) out.insert(n);
+  return out;
+}
+
+float compare(const Tensor& got, const Tensor& want, float tol, const std::string& what) {
+  test::expect_close(got, want, tol, what);
+  return got.shape() == want.shape() ? max_abs_diff(got, want) : INFINITY;
+}
+
+// The forward/backward part: logits, loss, every parameter's gradient. Returns the max diffs.
+struct Diffs {
+  float logits = 0, loss = 0, grad = 0, train_loss = 0, norm_rel = 0, final_param = 0, key_bias = 0;
+  std::string worst_grad = "-", worst_param = "-";
+};
+
+void check_forward_backward(GPT& model, const Batch& batch, const io::SafetensorsFile& ref, Diffs& d) {
+  model.zero_grad();
+  Tensor logits = model.forward(batch.idx, kB, kT);
+  Tensor loss = cross_entropy(logits, batch.targets);
+  backward(loss);
+  d.logits = compare(logits, ref.get("logits"), kTol, "logits");
+  d.loss = std::fabs(loss.item() - ref.get("loss").item());
+  EXPECT_LE(d.loss, kTol) << "loss: atto " << loss.item() << " PyTorch " << ref.get("loss").item();
+
+  std::set<std::string> names;
+  for (const NamedParameter& p : model.named_parameters()) {
+    names.insert(p.name);
+    const std::string key = "grad." + p.name;
+    if (!ref.contains(key)) {
+      ADD_FAILURE() << "the reference has no gradient of " << p.name;
+      continue;
+    }
+    ASSERT_TRUE(p.tensor.grad().defined()) << p.name << " got no gradient";
+    const float e = compare(p.tensor.grad(), ref.get(key), kTol, key);
+    if (!(e <= d.grad)) d.grad = e, d.worst_grad = p.name;
+  }
+  EXPECT_EQ(names, split_names(ref, "params")) << "atto's and PyTorch's parameter names differ";
+}
+
+// The key bias (c_attn.bias[C, 2C)) has an exactly zero gradient: adding q.b_k to every score
+// of a softmax row changes nothing. Both sides' gradients there are rounding noise (~1e-19 in
+// float64), which Adam normalises into updates of up to ~lr each, so after training the two can
+// differ by more than kTol without either being wrong (float32 PyTorch differs from float64
+// PyTorch there by 2.3e-4). Its gradient must be ~0 (checked at the last step) and the
+// parameters may differ by at most the total step size kSteps * lr.
+void check_key_bias(const NamedParameter& p, const Tensor& want, const TrainOptions& o, Diffs& d) {
+  const int64_t C = p.tensor.size(0) / 3;
+  const Tensor g = slice(p.tensor.grad(), 0, C, 2 * C);
+  EXPECT_LE(max_abs_diff(g, Tensor::zeros({C})), 1e-6f) << p.name << ": the key bias has a gradient";
+  const float e = compare(slice(p.tensor, 0, C, 2 * C), slice(want, 0, C, 2 * C), kSteps * o.lr,
+                          "final " + p.name + " (k)");
+  d.key_bias = std::max(d.key_bias, e);
+}
+
+// kSteps of clip + AdamW with atto's default_param_groups, against train.* and final.*.
+void check_training(GPT& model, const Batch& batch, const TrainOptions& o, const io::SafetensorsFile& ref,
+                    Diffs& d) {
+  auto groups = optim::default_param_groups(model.named_parameters(), o.weight_decay);
+  ASSERT_EQ(groups.size(), 2u);
+  std::set<std::string> decay;
+  for (const NamedParameter& p : groups[0].params) decay.insert(p.name);
+  EXPECT_EQ(decay, split_names(ref, "decay")) << "the decayed group differs from the reference's";
+
+  optim::AdamW opt(groups, o.adam);
+  std::vector<float> losses, norms;
+  for (int s = 0; s < kSteps; ++s) {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model.forward(batch.idx, kB, kT), batch.targets);
+    losses.push_back(loss.item());
+    backward(loss);
+    norms.push_back(optim::clip_grad_norm(opt.param_groups(), o.max_norm));
+    opt.step(o.lr);
+  }
+  {
+    NoGradGuard ng;
+    losses.push_back(cross_entropy(model.forward(batch.idx, kB, kT), batch.targets).item());
+  }
+  const Tensor got_losses = Tensor::from_vector({kSteps + 1}, losses);
+  d.train_loss = compare(got_losses, ref.get("train.loss"), kTol, "training losses");
+  const std::vector<float> want_norms = ref.get("train.norm").to_vector();
+  ASSERT_EQ(want_norms.size(), norms.size());
+  for (size_t s = 0; s < norms.size(); ++s) {
+    const float rel = std::fabs(norms[s] - want_norms[s]) / want_norms[s];
+    EXPECT_LE(rel, 1e-4f) << "step " << s << ": clip norm atto " << norms[s] << " PyTorch " << want_norms[s];
+    d.norm_rel = std::max(d.norm_rel, rel);
+  }
+  // The losses must actually move, or the comparison says little about the updates.
+  EXPECT_LT(losses.back(), losses.front() - 1e-3f) << "the loss did not decrease over the steps";
+  NoGradGuard ng;
+  for (const NamedParameter& p : model.named_parameters()) {
+    const Tensor& want = ref.get("final." + p.name);
+    float e = 0.0f;
+    if (p.name.ends_with("attn.c_attn.bias")) {
+      const int64_t C = model.config().n_embd;
+      e = std::max(compare(slice(p.tensor, 0, 0, C), slice(want, 0, 0, C), kTol, "final " + p.name + " (q)"),
+                   compare(slice(p.tensor, 0, 2 * C, 3 * C), slice(want, 0, 2 * C, 3 * C), kTol,
+                           "final " + p.name + " (v)"));
+      check_key_bias(p, want, o, d);
+    } else {
+      e = compare(p.tensor, want, kTol, "final " + p.name);
+    }
+    if (!(e <= d.final_param)) d.final_param = e, d.worst_param = p.name;
+  }
+}
+
+void run_case(const std::string& name, const GPTConfig& cfg) {
+  const TrainOptions opts;
+  TempDir dir(name);
+  Rng rng(1234);
+  GPT model(cfg, rng);
+  const std::string weights = (dir.path / "model.safetensors").string();
+  const std::string batch_path = (dir.path / "batch.safetensors").string();
+  save_model_weights(weights, model);
+  const Batch batch = make_batch(cfg.vocab_size);
+  io::save_safetensors(batch_path, {{"idx", as_float_tensor(batch.idx)}, {"targets", as_float_tensor(batch.targets)}});
+
+  const io::SafetensorsFile ref =
+      test::run_reference("ref_gpt.py", name, reference_args(cfg, cfg.block_config(), opts, weights, batch_path));
+  Diffs d;
+  check_forward_backward(model, batch, ref, d);
+  check_training(model, batch, opts, ref, d);
+  std::printf("[ parity   ] gpt %-10s logits %.2e  loss %.2e  grads %.2e (%s)\n", name.c_str(),
+              static_cast<double>(d.logits), static_cast<double>(d.loss), static_cast<double>(d.grad),
+              d.worst_grad.c_str());
+  std::printf("[ parity   ] gpt %-10s %d AdamW steps: losses %.2e  clip norm rel %.2e  final params %.2e (%s)"
+              "  key bias %.2e\n",
+              name.c_str(), kSteps, static_cast<double>(d.train_loss), static_cast<double>(d.norm_rel),
+              static_cast<double>(d.final_param), d.worst_param.c_str(), static_cast<double>(d.key_bias));
+}
+
+TEST(GptParity, NanoGptLayoutMatchesPyTorch) {
+  ATTO_REQUIRE_TORCH();
+  GPTConfig c = base_config();  // pre-norm, LayerNorm with bias, exact GELU, learned wpe, tied
+  ASSERT_TRUE(c.pre_norm && c.bias && c.tie_weights && c.pos == PosKind::Learned &&
+              c.norm == nn::NormKind::LayerNorm && c.activation == nn::Activation::GELU);
+  run_case("default", c);
+}
+
+TEST(GptParity, RmsNormSwiGluNoBiasUntiedMatchesPyTorch) {
+  ATTO_REQUIRE_TORCH();
+  GPTConfig c = base_config();
+  c.norm = nn::NormKind::RMSNorm;
+  c.activation = nn::Activation::SwiGLU;
+  c.d_ff = 24;
+  c.bias = false;
+  c.tie_weights = false;
+  run_case("rms_swiglu", c);
+}
+
+TEST(GptParity, PostNormSinusoidalReluMatchesPyTorch) {
+  ATTO_REQUIRE_TORCH();
+  GPTConfig c = base_config();
+  c.pre_norm = false;
+  c.pos = PosKind::Sinusoidal;
+  c.activation = nn::Activation::ReLU;
+  run_case("post_norm", c);
+}
+
+}  // namespace
+}  // namespace atto
