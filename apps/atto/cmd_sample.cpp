@@ -74,7 +74,8 @@ void print_samples(const SampleFlags& f, bool lines, const gen::PromptSet& ps, c
       fmt::print("{}{}----------\n", t, t.empty() || t.back() != '\n' ? "\n" : "");
     }
   }
-  if (nov) {
+  if (nov) {  // on stderr, so that stdout stays one sample per line
+    std::fflush(stdout);
     const double n = static_cast<double>(texts.size());
     fmt::print(stderr, "novelty: {:.1f}% in the training set, {:.1f}% in the validation set, {:.1f}% new ({} samples)\n",
                100.0 * nov->train / n, 100.0 * nov->val / n, 100.0 * nov->fresh / n, texts.size());

@@ -55,7 +55,10 @@ void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, co
     const float* a = A + r * ars;
     for (int64_t k = 0; k < K; k++) {
       vf16 b[NV];
-      for (int v = 0; v < NV; v++) b[v] = load(B + k * ldb + v * W);
+      for (int v = 0; v < NV; v++) {
+        b[v] = load(B + k * ldb + v * W);
+        asm("" : "+v"(b[v]));  // keep b in a register: one load per vector, not one per FMA
+      }
       for (int i = 0; i < 4; i++) {
         const float ai = a[i * ars + k * aks];
         for (int v = 0; v < NV; v++) c[i][v] += ai * b[v];

@@ -99,17 +99,24 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
   return lm_head.forward(x);
 }
 
-Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T) {
+Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace* trace) {
   ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T,
              "GPT::forward: {} token ids for B={} T={}", idx.size(), B, T);
   ATTO_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length {} exceeds the block size {}", T,
              cfg_.block_size);
   Tensor tok = transformer.wte.forward(idx, {B, T});                                      // [B, T, C]
   Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(T) : transformer.pe->forward(T);  // [T, C]
-  Tensor x = transformer.drop.forward(add(tok, pos));
+  Tensor emb = add(tok, pos);
+  Tensor x = transformer.drop.forward(emb);
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
-  for (auto& block : transformer.h) x = block->forward(x, causal);
+  if (trace) {
+    trace->embeddings = emb.detach();
+    trace->blocks.assign(transformer.h.size(), {});
+  }
+  for (size_t i = 0; i < transformer.h.size(); ++i)
+    x = transformer.h[i]->forward(x, causal, trace ? &trace->blocks[i] : nullptr);
   if (transformer.ln_f) x = transformer.ln_f->forward(x);
+  if (trace) trace->final_hidden = x.detach();
   return lm_head.forward(x);  // [B, T, V]
 }
 

@@ -52,8 +52,16 @@ class GPT : public nn::Module {
  public:
   GPT(const GPTConfig& cfg, Rng& rng);
 
+  // What inspection looks at: the embedding sum and every block's trace.
+  struct Trace {
+    Tensor embeddings;                    // [B, T, C] token + position (before dropout)
+    std::vector<nn::BlockTrace> blocks;   // one per layer
+    Tensor final_hidden;                  // [B, T, C] after ln_f (the input of lm_head)
+  };
+
   // idx: B*T token ids, row-major [B, T], T <= block_size. Returns logits [B, T, V].
-  Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T);
+  // With a trace, also records the residual stream and attention weights of every layer.
+  Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace* trace = nullptr);
 
   // Incremental decoding: one KV cache per layer. forward_cached takes the next Tn tokens of
   // each of the B sequences ([B, Tn] ids), at positions cache.len .. cache.len + Tn - 1, and

@@ -43,13 +43,33 @@ EncoderBlock::EncoderBlock(const BlockConfig& cfg, Rng& rng)
   register_module("mlp", mlp);
 }
 
-Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask) {
-  if (pre_norm_) {
-    Tensor h = add(x, attn.forward(ln_1.forward(x), mask));
-    return add(h, mlp.forward(ln_2.forward(h)));
+namespace {
+// Runs f with the attention module keeping its weights when a trace is wanted.
+template <typename Attn, typename F>
+Tensor traced(Attn& a, bool on, Tensor* weights, Tensor* update, F&& f) {
+  a.keep_weights = on;
+  Tensor y = f();
+  if (on) {
+    *weights = a.last_weights;
+    *update = y.detach();
+    a.keep_weights = false;
+    a.last_weights = Tensor();
   }
-  Tensor h = ln_1.forward(add(x, attn.forward(x, mask)));
-  return ln_2.forward(add(h, mlp.forward(h)));
+  return y;
+}
+}  // namespace
+
+Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, BlockTrace* trace) {
+  const bool on = trace != nullptr;
+  BlockTrace local;
+  BlockTrace& t = on ? *trace : local;
+  if (on) t.input = x.detach();
+  const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
+  Tensor a = traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, mask); });
+  Tensor h = pre_norm_ ? add(x, a) : ln_1.forward(add(x, a));
+  Tensor f = mlp.forward(pre_norm_ ? ln_2.forward(h) : h);
+  if (on) t.ffn_update = f.detach();
+  return pre_norm_ ? add(h, f) : ln_2.forward(add(h, f));
 }
 
 Tensor EncoderBlock::forward_cached(const Tensor& x, KVCache& cache) {
@@ -78,15 +98,21 @@ DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
-                             const AttentionMask& memory_mask) {
-  if (pre_norm_) {
-    Tensor h = add(x, attn.forward(ln_1.forward(x), self_mask));
-    h = add(h, cross_attn.forward(ln_2.forward(h), memory, memory_mask));
-    return add(h, mlp.forward(ln_3.forward(h)));
-  }
-  Tensor h = ln_1.forward(add(x, attn.forward(x, self_mask)));
-  h = ln_2.forward(add(h, cross_attn.forward(h, memory, memory_mask)));
-  return ln_3.forward(add(h, mlp.forward(h)));
+                             const AttentionMask& memory_mask, BlockTrace* trace) {
+  const bool on = trace != nullptr;
+  BlockTrace local;
+  BlockTrace& t = on ? *trace : local;
+  if (on) t.input = x.detach();
+  const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
+  Tensor a = traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, self_mask); });
+  Tensor h = pre_norm_ ? add(x, a) : ln_1.forward(add(x, a));
+  const Tensor hc = pre_norm_ ? ln_2.forward(h) : h;
+  Tensor c = traced(cross_attn, on, &t.cross_weights, &t.cross_update,
+                    [&] { return cross_attn.forward(hc, memory, memory_mask); });
+  h = pre_norm_ ? add(h, c) : ln_2.forward(add(h, c));
+  Tensor f = mlp.forward(pre_norm_ ? ln_3.forward(h) : h);
+  if (on) t.ffn_update = f.detach();
+  return pre_norm_ ? add(h, f) : ln_3.forward(add(h, f));
 }
 
 }  // namespace atto::nn

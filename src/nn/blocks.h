@@ -56,11 +56,21 @@ struct BlockConfig {
   float norm_eps = 1e-5f;
 };
 
+// What a block adds to the residual stream, for inspection (detached [B, T, C] tensors).
+struct BlockTrace {
+  Tensor input;        // the residual stream entering the block
+  Tensor attn_update;  // what self-attention adds (before any post-norm)
+  Tensor cross_update; // what cross-attention adds (decoder blocks only)
+  Tensor ffn_update;   // what the FFN adds
+  Tensor attn_weights;   // [B, NH, T, T] self-attention weights
+  Tensor cross_weights;  // [B, NH, T, S] cross-attention weights (decoder blocks only)
+};
+
 // Self-attention + FFN: the encoder block, and the GPT block when the mask is causal.
 class EncoderBlock : public Module {
  public:
   EncoderBlock(const BlockConfig& cfg, Rng& rng);
-  Tensor forward(const Tensor& x, const AttentionMask& mask);
+  Tensor forward(const Tensor& x, const AttentionMask& mask, BlockTrace* trace = nullptr);
   // Inference with a causal KV cache (GPT decoding); see SelfAttention::forward_cached.
   Tensor forward_cached(const Tensor& x, KVCache& cache);
   Norm ln_1;
@@ -77,7 +87,7 @@ class DecoderBlock : public Module {
  public:
   DecoderBlock(const BlockConfig& cfg, Rng& rng);
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
-                 const AttentionMask& memory_mask);
+                 const AttentionMask& memory_mask, BlockTrace* trace = nullptr);
   Norm ln_1;
   SelfAttention attn;
   Norm ln_2;

@@ -12,7 +12,9 @@
 //     every parameter after the last step                                max |diff| <= 1e-4
 //     (except the attention key bias, whose gradient is exactly zero: see check_key_bias)
 // and the reference's decay group must be exactly atto's group 0.
-// The reference computes in float64, so the differences are atto's float32 rounding.
+// The reference computes in float64, so the differences are atto's float32 rounding
+// (measured: logits, loss, gradients <= 2.4e-7; training losses 2.4e-7; final parameters
+// 3.6e-7; key bias 2.9e-6).
 //
 // Cases: nanoGPT's layout (pre-norm, LayerNorm with bias, exact GELU, learned positions, tied
 // lm_head); RMSNorm + SwiGLU + no bias + untied lm_head; post-norm (no ln_f) + sinusoidal
@@ -142,12 +144,13 @@ float compare(const Tensor& got, const Tensor& want, float tol, const std::strin
   return got.shape() == want.shape() ? max_abs_diff(got, want) : INFINITY;
 }
 
-// The forward/backward part: logits, loss, every parameter's gradient. Returns the max diffs.
+// The largest differences measured, for the summary lines.
 struct Diffs {
   float logits = 0, loss = 0, grad = 0, train_loss = 0, norm_rel = 0, final_param = 0, key_bias = 0;
   std::string worst_grad = "-", worst_param = "-";
 };
 
+// Logits, loss and every parameter's gradient of one forward/backward.
 void check_forward_backward(GPT& model, const Batch& batch, const io::SafetensorsFile& ref, Diffs& d) {
   model.zero_grad();
   Tensor logits = model.forward(batch.idx, kB, kT);
