@@ -94,7 +94,12 @@ int run_sample(const SampleFlags& f) {
                      " was trained in stream mode");
   const int64_t block = lm.config.model.block_size;
   Rng rng(f.seed);
-  const gen::PromptSet ps = gen::make_prompts(lm.tokenizer, f.prompt, f.n, block, rng);
+  gen::PromptSet ps;
+  try {
+    ps = gen::make_prompts(lm.tokenizer, f.prompt, f.n, block, rng);
+  } catch (const Error& e) {
+    fail("--prompt: {}", e.what());
+  }
   if (ps.cropped > 0)
     fmt::print(stderr, "atto: warning: the prompt is longer than the block size {}: its first {} tokens are dropped\n",
                block, ps.cropped);

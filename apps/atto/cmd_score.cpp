@@ -34,6 +34,11 @@ std::vector<std::string> gather_texts(const ScoreFlags& f) {
   return texts;
 }
 
+// "'a'", "' '", "'\\n'", "<eos>": quoted so that spaces show.
+std::string shown_token(const CharTokenizer& tok, int32_t id) {
+  return tok.is_boundary(id) ? tok.id_to_string(id) : "'" + tok.id_to_string(id) + "'";
+}
+
 void print_table(const CharTokenizer& tok, const std::vector<std::string>& texts,
                  const std::vector<gen::ScoreResult>& results) {
   double total = 0.0;
@@ -42,7 +47,7 @@ void print_table(const CharTokenizer& tok, const std::vector<std::string>& texts
     const gen::ScoreResult& r = results[i];
     fmt::print("{}\n  {:<8} {:>9} {:>9}\n", texts[i], "token", "log p", "p");
     for (size_t t = 0; t < r.targets.size(); ++t)
-      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", tok.id_to_string(r.targets[t]), r.logprobs[t],
+      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", shown_token(tok, r.targets[t]), r.logprobs[t],
                  std::exp(r.logprobs[t]));
     fmt::print("  total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n\n", r.total_nll(),
                r.targets.size(), r.mean_nll());

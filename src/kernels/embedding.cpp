@@ -36,10 +36,12 @@ void embedding_backward(float* dweight, const float* dout, const int32_t* ids, i
     }
     return;
   }
-  constexpr int64_t kRowBlocks = 64;
-  const int64_t vb = (V + kRowBlocks - 1) / kRowBlocks;  // vocabulary rows per block
+  // Narrow rows: each thread scans all ids and adds the rows of its vocabulary range. The
+  // per-element order (n ascending) does not depend on the ranges, so neither does the result.
+  const int64_t nblocks = par ? std::min<int64_t>(omp_get_max_threads(), V) : 1;
+  const int64_t vb = (V + nblocks - 1) / nblocks;  // vocabulary rows per block
 #pragma omp parallel for schedule(static) if (par)
-  for (int64_t blk = 0; blk < kRowBlocks; blk++) {
+  for (int64_t blk = 0; blk < nblocks; blk++) {
     const int64_t v0 = blk * vb, v1 = std::min(V, v0 + vb);
     for (int64_t n = 0; n < N; n++) {
       const int64_t id = ids[n];

@@ -72,8 +72,13 @@ Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const Atte
                  memory.size(0) == x.size(0),
              "CrossAttention: x must be [B, Tq, {}] and memory [B, Tk, {}], got {} and {}", C_, C_,
              shape_str(x.shape()), shape_str(memory.shape()));
-  Tensor q = q_proj.forward(x);         // [B, Tq, C]
-  Tensor kv = kv_proj.forward(memory);  // [B, Tk, 2C]
+  return forward_kv(x, kv_proj.forward(memory), mask);
+}
+
+Tensor CrossAttention::forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask) {
+  ATTO_CHECK(kv.ndim() == 3 && kv.size(2) == 2 * C_ && kv.size(0) == x.size(0),
+             "CrossAttention: memory keys/values must be [B, Tk, {}], got {}", 2 * C_, shape_str(kv.shape()));
+  Tensor q = q_proj.forward(x);  // [B, Tq, C]
   const AttentionOptions o = options(NH_, mask);
   if (keep_weights) last_weights = attention_weights(q, slice(kv, 2, 0, C_), o);
   Tensor y = attention_q_kv(q, kv, o);

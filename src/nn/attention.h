@@ -60,6 +60,10 @@ class CrossAttention : public Module {
   CrossAttention(const AttentionConfig& cfg, Rng& rng);
   // x [B, Tq, C] attends over memory [B, Tk, C]; mask.key_mask masks memory positions.
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask);
+  // The memory's keys and values, [B, Tk, 2C]: computed once per source when decoding.
+  Tensor memory_kv(const Tensor& memory) { return kv_proj.forward(memory); }
+  // forward() with precomputed memory_kv(memory).
+  Tensor forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask);
 
   Linear q_proj, kv_proj, c_proj;
   Dropout resid_dropout;

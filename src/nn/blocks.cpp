@@ -115,4 +115,16 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Attent
   return pre_norm_ ? add(h, f) : ln_3.forward(add(h, f));
 }
 
+Tensor DecoderBlock::forward_cached(const Tensor& x, KVCache& cache, const Tensor& memory_kv,
+                                    const AttentionMask& memory_mask) {
+  if (pre_norm_) {
+    Tensor h = add(x, attn.forward_cached(ln_1.forward(x), cache));
+    h = add(h, cross_attn.forward_kv(ln_2.forward(h), memory_kv, memory_mask));
+    return add(h, mlp.forward(ln_3.forward(h)));
+  }
+  Tensor h = ln_1.forward(add(x, attn.forward_cached(x, cache)));
+  h = ln_2.forward(add(h, cross_attn.forward_kv(h, memory_kv, memory_mask)));
+  return ln_3.forward(add(h, mlp.forward(h)));
+}
+
 }  // namespace atto::nn

@@ -88,6 +88,9 @@ class DecoderBlock : public Module {
   DecoderBlock(const BlockConfig& cfg, Rng& rng);
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
                  const AttentionMask& memory_mask, BlockTrace* trace = nullptr);
+  // Inference: the next positions x given the self-attention cache and the memory's
+  // precomputed keys/values (cross_attn.memory_kv(memory)).
+  Tensor forward_cached(const Tensor& x, KVCache& cache, const Tensor& memory_kv, const AttentionMask& memory_mask);
   Norm ln_1;
   SelfAttention attn;
   Norm ln_2;
