@@ -36,7 +36,7 @@ std::vector<std::string> gather_texts(const ScoreFlags& f) {
 
 // "'a'", "' '", "'\\n'", "<eos>": quoted so that spaces show.
 std::string shown_token(const CharTokenizer& tok, int32_t id) {
-  return tok.is_boundary(id) ? tok.id_to_string(id) : "'" + tok.id_to_string(id) + "'";
+  return tok.is_boundary(id) ? tok.id_to_string(id) : fmt::format("'{}'", tok.id_to_string(id));
 }
 
 void print_table(const CharTokenizer& tok, const std::vector<std::string>& texts,

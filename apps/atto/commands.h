@@ -21,6 +21,7 @@ Command add_train(CLI::App& root);
 Command add_sample(CLI::App& root);
 Command add_score(CLI::App& root);
 Command add_eval(CLI::App& root);
+Command add_inspect(CLI::App& root);
 
 // True when the flag was given on the command line (not just defaulted).
 inline bool given(const CLI::App* app, const std::string& name) { return app->count(name) > 0; }

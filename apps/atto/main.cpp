@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       atto::cli::add_sample(root),
       atto::cli::add_score(root),
       atto::cli::add_eval(root),
+      atto::cli::add_inspect(root),
   };
   try {
     root.parse(argc, argv);

@@ -70,8 +70,8 @@ void BM_AttentionForward(benchmark::State& state) {
     s.forward();
     benchmark::DoNotOptimize(s.out.data());
   }
-  state.counters["FLOP/s"] = benchmark::Counter(4.0 * 64 * s.visible(),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(4.0 * 64 * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AttentionForwardBackward(benchmark::State& state) {
@@ -81,8 +81,8 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
     s.backward();
     benchmark::DoNotOptimize(s.dqkv.data());
   }
-  state.counters["FLOP/s"] = benchmark::Counter(14.0 * 64 * s.visible(),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(14.0 * 64 * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(BM_AttentionForward)->Apply(attention_args);

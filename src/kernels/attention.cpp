@@ -50,8 +50,7 @@ void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, co
   for (int64_t r = 0; r < M; r += 4) {
     vf16 c[4][NV];
     for (int i = 0; i < 4; i++)
-      for (int v = 0; v < NV; v++)
-        c[i][v] = accumulate ? load(C + (r + i) * ldc + v * W) : vf16{};
+      for (int v = 0; v < NV; v++) c[i][v] = accumulate ? load(C + (r + i) * ldc + v * W) : vf16{};
     const float* a = A + r * ars;
     for (int64_t k = 0; k < K; k++) {
       vf16 b[NV];
@@ -69,14 +68,22 @@ void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, co
   }
 }
 
-void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks,
-        const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
+        int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   for (int64_t n0 = 0; n0 < N; n0 += 4 * W) {
     switch (std::min<int64_t>(4, (N - n0) / W)) {
-      case 4: mm_block<4>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
-      case 3: mm_block<3>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
-      case 2: mm_block<2>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
-      default: mm_block<1>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
+      case 4:
+        mm_block<4>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+        break;
+      case 3:
+        mm_block<3>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+        break;
+      case 2:
+        mm_block<2>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+        break;
+      default:
+        mm_block<1>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+        break;
     }
   }
 }
@@ -106,8 +113,8 @@ Problem make_problem(const AttentionDims& dims, const uint8_t* key_mask) {
 }
 
 // Copies n rows of HS floats (row stride ld) into dst[rows_pad, HSp], zero padding.
-void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows_pad,
-               int64_t HS, int64_t HSp) {
+void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows_pad, int64_t HS,
+               int64_t HSp) {
   std::fill(dst, dst + rows_pad * HSp, 0.0f);
   for (int64_t r = 0; r < n; r++) std::memcpy(dst + r * HSp, src + r * ld, sizeof(float) * HS);
 }
@@ -130,8 +137,8 @@ void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int64_t nk)
 
 // S[BQ, BK] = scale * Qs KT^T with masks: the one definition of the scores, shared by forward
 // and backward so that backward's exp(S - lse) matches forward exactly.
-void score_tile(float* S, const float* Qs, const float* KT, const float* kbias,
-                const Problem& p, int64_t i0, int64_t nq, int64_t j0) {
+void score_tile(float* S, const float* Qs, const float* KT, const float* kbias, const Problem& p,
+                int64_t i0, int64_t nq, int64_t j0) {
   const int64_t rows = round_up(nq, 4);
   mm(rows, BK, p.d.HS, Qs, p.HSp, 1, KT, BK, S, BK, false);
   for (int64_t i = 0; i < nq; i++) {
@@ -158,8 +165,7 @@ int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
 struct FwdScratch {
   std::vector<float> Qs, KT, Vs, S, O, m, l, kbias;
   explicit FwdScratch(int64_t HS, int64_t HSp)
-      : Qs(BQ * HSp), KT(HS * BK), Vs(BK * HSp), S(BQ * BK), O(BQ * HSp), m(BQ), l(BQ),
-        kbias(BK) {}
+      : Qs(BQ * HSp), KT(HS * BK), Vs(BK * HSp), S(BQ * BK), O(BQ * HSp), m(BQ), l(BQ), kbias(BK) {}
 };
 
 // Folds one tile of scores into the running (m, l, O) of each row; S becomes P.
@@ -239,14 +245,23 @@ namespace {
 struct BwdScratch {
   std::vector<float> D, dQ, Ks, KT, VT, dK, dV, Qs, dOs, P, dS, kbias;
   BwdScratch(int64_t Tq, int64_t HS, int64_t HSp)
-      : D(round_up(Tq, BQ)), dQ(round_up(Tq, BQ) * HSp), Ks(BK * HSp), KT(HS * BK),
-        VT(HS * BK), dK(BK * HSp), dV(BK * HSp), Qs(BQ * HSp), dOs(BQ * HSp), P(BQ * BK),
-        dS(BQ * BK), kbias(BK) {}
+      : D(round_up(Tq, BQ)),
+        dQ(round_up(Tq, BQ) * HSp),
+        Ks(BK * HSp),
+        KT(HS * BK),
+        VT(HS * BK),
+        dK(BK * HSp),
+        dV(BK * HSp),
+        Qs(BQ * HSp),
+        dOs(BQ * HSp),
+        P(BQ * BK),
+        dS(BQ * BK),
+        kbias(BK) {}
 };
 
 // One (key tile, query tile) step; w.Ks/KT/VT/kbias hold key tile j0.
-void backward_step(const float* q, const float* dout, const float* lse, const Problem& p,
-                   int64_t b, int64_t h, int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
+void backward_step(const float* q, const float* dout, const float* lse, const Problem& p, int64_t b,
+                   int64_t h, int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
   const AttentionDims& d = p.d;
   const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, rows = round_up(nq, 4);
   pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, BQ, d.HS, HSp);
@@ -311,13 +326,12 @@ void backward_head(float* dq, float* dk, float* dv, const float* dout, const flo
       if (key_tiles_end(p, i0, std::min(BQ, d.Tq - i0)) <= kt) continue;  // all masked
       backward_step(q, dout, lse, p, b, h, i0, j0, nk, w);
     }
-    add_rows(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dK.data(), nk,
-             d.HS, HSp);
-    add_rows(dv ? dv + (b * d.Tk + j0) * d.ldv + h * d.HS : nullptr, d.ldv, w.dV.data(), nk,
-             d.HS, HSp);
+    add_rows(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dK.data(), nk, d.HS,
+             HSp);
+    add_rows(dv ? dv + (b * d.Tk + j0) * d.ldv + h * d.HS : nullptr, d.ldv, w.dV.data(), nk, d.HS,
+             HSp);
   }
-  add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS,
-           HSp);
+  add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS, HSp);
 }
 
 }  // namespace

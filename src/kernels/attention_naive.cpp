@@ -53,9 +53,8 @@ float score_row(float* scores, const float* q, const float* k, const uint8_t* ke
 
 }  // namespace
 
-void attention_forward_naive(float* out, float* lse, const float* q, const float* k,
-                             const float* v, const uint8_t* key_mask,
-                             const AttentionDims& dims) {
+void attention_forward_naive(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const uint8_t* key_mask, const AttentionDims& dims) {
   const AttentionDims d = resolve(dims);
   std::vector<float> scores(static_cast<size_t>(d.Tk));
   for (int64_t b = 0; b < d.B; b++) {
@@ -85,10 +84,9 @@ void attention_forward_naive(float* out, float* lse, const float* q, const float
 // p_j = exp(s_j - lse);  D = <dout_i, out_i>
 // dv_j += p_j dout_i;  dp_j = <dout_i, v_j>;  ds_j = p_j (dp_j - D)
 // dq_i += scale sum_j ds_j k_j;  dk_j += scale ds_j q_i
-void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout,
-                              const float* out, const float* lse, const float* q,
-                              const float* k, const float* v, const uint8_t* key_mask,
-                              const AttentionDims& dims) {
+void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                              const float* lse, const float* q, const float* k, const float* v,
+                              const uint8_t* key_mask, const AttentionDims& dims) {
   const AttentionDims d = resolve(dims);
   std::vector<float> scores(static_cast<size_t>(d.Tk));
   for (int64_t b = 0; b < d.B; b++) {

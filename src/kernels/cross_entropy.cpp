@@ -18,8 +18,8 @@ bool worth_threads(int64_t N, int64_t V) { return N > 1 && N * V >= (1 << 15); }
 }  // namespace
 
 int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
-                              const int32_t* targets, int64_t N, int64_t V,
-                              int32_t ignore_index, float label_smoothing) {
+                              const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
+                              float label_smoothing) {
   const float ls = label_smoothing;
   int64_t count = 0;
   const bool par = worth_threads(N, V);
@@ -97,8 +97,8 @@ void cross_entropy_backward_naive(float* dlogits, const float* dloss, const floa
     if (t == ignore_index) continue;
     for (int64_t j = 0; j < V; j++) {
       const float p = std::exp(logits[n * V + j] - lse[n]);
-      const float q = (j == t ? 1.0f - label_smoothing : 0.0f) +
-                      label_smoothing / static_cast<float>(V);
+      const float q =
+          (j == t ? 1.0f - label_smoothing : 0.0f) + label_smoothing / static_cast<float>(V);
       dlogits[n * V + j] += dloss[n] * (p - q);
     }
   }

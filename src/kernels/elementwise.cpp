@@ -109,7 +109,9 @@ void map_vectors(int64_t n, int64_t min_parallel, G g) {
   });
 }
 
-vf16 ld(const float* p, int64_t i, int64_t cnt) { return cnt == W ? load(p + i) : load_part(p + i, cnt); }
+vf16 ld(const float* p, int64_t i, int64_t cnt) {
+  return cnt == W ? load(p + i) : load_part(p + i, cnt);
+}
 void st(float* p, int64_t i, int64_t cnt, vf16 v) {
   if (cnt == W) {
     store(p + i, v);
@@ -247,7 +249,8 @@ void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_
   });
 }
 
-// 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x);  d/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2)/sqrt(2 pi)
+// 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x);  d/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2)/sqrt(2
+// pi)
 void gelu_erf_forward(float* out, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
     const vf16 x = ld(inp, i, cnt);

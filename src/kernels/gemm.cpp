@@ -23,7 +23,7 @@ namespace {
 constexpr double kMinTileFlops = 8.0 * 1024 * 1024;  // below this a tile is not worth a thread
 constexpr int64_t kMaxTiles = 16;
 constexpr int64_t kMinTileEdge = 64;  // tiles are not cut below 64 x 64
-constexpr int64_t kTileAlign = 16;     // tile edges are multiples of 16 (OpenBLAS unroll)
+constexpr int64_t kTileAlign = 16;    // tile edges are multiples of 16 (OpenBLAS unroll)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -34,9 +34,11 @@ struct Tiles {
 };
 
 Tiles plan_tiles(int64_t M, int64_t N, int64_t K) {
-  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const double flops =
+      2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   int64_t target = 1;
-  while (target < kMaxTiles && flops / static_cast<double>(2 * target) >= kMinTileFlops) target *= 2;
+  while (target < kMaxTiles && flops / static_cast<double>(2 * target) >= kMinTileFlops)
+    target *= 2;
   int64_t tm = 1, tn = 1;
   while (tm * tn < target) {
     const int64_t em = ceil_div(M, tm), en = ceil_div(N, tn);
@@ -60,10 +62,9 @@ Tiles plan_tiles(int64_t M, int64_t N, int64_t K) {
 void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                 int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
-              static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-              beta, C, static_cast<int>(ldc));
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
+              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
 // One cblas_sgemm that OpenBLAS runs on one thread. The OpenMP build of OpenBLAS uses one
@@ -72,9 +73,9 @@ void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
 // opened and only its first thread calls.
 constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
 
-void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-                         float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
-                         float beta, float* C, int64_t ldc) {
+void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                         float* C, int64_t ldc) {
   const double mnk = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (mnk <= kOpenblasSerialMNK || omp_in_parallel() || omp_get_max_threads() == 1) {
     sgemm_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -105,9 +106,8 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 // GEMM
 // ============================================================================================
 
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc) {
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
@@ -125,8 +125,8 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
     const int64_t mi = std::min(t.mb, M - i0), nj = std::min(t.nb, N - j0);
     const float* a = transA ? A + i0 : A + i0 * lda;  // rows i0.. of op(A)
     const float* b = transB ? B + j0 * ldb : B + j0;  // columns j0.. of op(B)
-    sgemm_single_thread(transA, transB, mi, nj, K, alpha, a, lda, b, ldb, beta,
-                        C + i0 * ldc + j0, ldc);
+    sgemm_single_thread(transA, transB, mi, nj, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0,
+                        ldc);
   }
 }
 
@@ -171,16 +171,16 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
   }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < batch; i++)
-    sgemm_single_thread(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB,
-                        ldb, beta, C + i * strideC, ldc);
+    sgemm_single_thread(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
+                        beta, C + i * strideC, ldc);
 }
 
 // ============================================================================================
 // Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]
 // ============================================================================================
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
-                    int64_t N, int64_t C, int64_t OC) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                    int64_t C, int64_t OC) {
   float beta = 0.0f;
   if (bias != nullptr) {
     // out starts as the bias rows; the GEMM accumulates onto it (beta = 1).
@@ -192,13 +192,12 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC) {
   // dinp[N, C] += dout[N, OC] @ weight[OC, C]
   if (dinp != nullptr) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
   // dweight[OC, C] += dout[N, OC]^T @ inp[N, C]
-  if (dweight != nullptr)
-    gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dweight != nullptr) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);  // dbias += sum_n dout
 }
 

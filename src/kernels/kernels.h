@@ -35,6 +35,8 @@ int num_threads();
 // C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X^T when transX.
 // A is [M, K] (or [K, M] if transA) with leading dimension lda; likewise B and C.
 // beta == 0 means C is overwritten (its old contents, even NaN, are ignored).
+// Large shapes run OpenBLAS on tiles of C fixed by (M, N, K), one single-threaded call per tile
+// (OpenBLAS's own threading is not bit-reproducible across thread counts for some K).
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc);
@@ -165,7 +167,8 @@ void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout
                               const float* out, const float* lse, const float* q,
                               const float* k, const float* v, const uint8_t* key_mask,
                               const AttentionDims& dims);
-// The attention weights p, [B, NH, Tq, Tk] (masked entries exactly 0), for inspection.
+// The attention weights p, [B, NH, Tq, Tk] (masked entries exactly 0, a fully masked row all
+// 0), for inspection.
 void attention_probs(float* probs, const float* q, const float* k, const uint8_t* key_mask,
                      const AttentionDims& dims);
 

@@ -52,8 +52,8 @@ void add_partials(float* dst, const float* part, int64_t nchunks, int64_t C) {
 // LayerNorm
 // ============================================================================================
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int64_t C, float eps) {
   const bool par = worth_threads(N, C);
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t n = 0; n < N; n++) {
@@ -77,8 +77,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 // dinp += rstd (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
 // dweight += sum_n dout * norm;  dbias += sum_n dout
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int64_t N, int64_t C) {
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int64_t N, int64_t C) {
   const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
   const bool want_w = dweight != nullptr, want_b = dbias != nullptr;
   std::vector<float> pw(want_w ? static_cast<size_t>(nchunks * C) : 0);

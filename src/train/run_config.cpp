@@ -74,6 +74,8 @@ void TrainConfig::validate() const {
   ATTO_CHECK(early_stop >= 0, "--early-stop must be >= 0 (0 = off), got {}", early_stop);
   ATTO_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
   ATTO_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1, got {}", max_bad_steps);
+  ATTO_CHECK(optimizer == "adamw" || optimizer == "adam", "--optimizer must be adamw or adam, got '{}'", optimizer);
+  ATTO_CHECK(best_by == "loss" || best_by == "bleu", "--best-by must be loss or bleu, got '{}'", best_by);
   lr_schedule().validate();
 }
 
@@ -164,7 +166,7 @@ std::vector<Field> train_fields(TrainConfig& t) {
           num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps), num("grad_clip", t.grad_clip),
           num("seed", t.seed), num("threads", t.threads), num("eval_every", t.eval_every),
           num("eval_batches", t.eval_batches), num("early_stop", t.early_stop), num("log_every", t.log_every),
-          num("max_bad_steps", t.max_bad_steps)};
+          num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), text("best_by", t.best_by)};
 }
 
 json section_to_json(const std::vector<Field>& fields) {

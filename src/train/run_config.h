@@ -51,6 +51,8 @@ struct TrainConfig {
   int64_t early_stop = 0;        // stop after N evaluations without improvement; 0 = off
   int64_t log_every = 10;
   int64_t max_bad_steps = 5;     // consecutive non-finite steps before giving up
+  std::string optimizer = "adamw";  // adamw (decoupled weight decay) or adam (L2)
+  std::string best_by = "loss";  // which evaluation keeps the best checkpoint: loss or the task's metric
 
   void validate() const;         // atto::Error naming the flag and the value
   optim::LrSchedule lr_schedule() const;

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/dataset.h"
 #include "io/file.h"
 #include "kernels/kernels.h"
 #include "optim/clip.h"
@@ -15,35 +14,12 @@
 #include "tensor/error.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
+#include "train/task.h"
 
 namespace atto {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// ============================================================================================
-// Evaluation
-// ============================================================================================
-double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches) {
-  NoGradGuard no_grad;
-  const bool was_training = model.training();
-  model.eval();
-  int64_t n = data.num_eval_batches(split, B, T);
-  if (max_batches > 0) n = std::min(n, max_batches);
-  double total = 0.0;
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const Batch b = data.eval_batch(split, i, B, T);
-    const int64_t c = b.num_targets();
-    if (c == 0) continue;
-    Tensor logits = model.forward(b.x, b.B, b.T);
-    total += static_cast<double>(cross_entropy(logits, b.y).item()) * c;
-    count += c;
-  }
-  model.train(was_training);
-  ATTO_CHECK(count > 0, "evaluation: the {} split has no targets to score", to_string(split));
-  return total / count;
-}
 
 namespace {
 
@@ -62,50 +38,27 @@ struct SigintScope {
 struct Session {
   RunConfig cfg;
   std::string dir;
-  TextFile file;
-  CharTokenizer tok;
-  std::unique_ptr<TextDataset> data;
-  std::unique_ptr<GPT> model;
-  std::unique_ptr<optim::AdamW> opt;
+  std::unique_ptr<TrainTask> task;
+  std::unique_ptr<optim::Optimizer> opt;
   TrainState st;
   Rng data_rng, dropout_rng;
 };
 
-void prepare_data(Session& s, bool fresh_tokenizer) {
-  s.file = read_text_file(s.cfg.data.path);
-  const std::string fp = fingerprint_bytes(s.file.text);
-  if (!fresh_tokenizer && !s.cfg.data.fingerprint.empty())
-    ATTO_CHECK(fp == s.cfg.data.fingerprint,
-               "{} has changed since this run started (fingerprint {} vs {} in config.json): resuming on different "
-               "data would not continue the same run; start a new run instead",
-               s.cfg.data.path, fp, s.cfg.data.fingerprint);
-  s.cfg.data.fingerprint = fp;
-  s.cfg.data.mode = resolve_mode(s.file, s.cfg.data.mode);
-  if (fresh_tokenizer) s.tok = build_tokenizer(s.file, s.cfg.data.mode);
-  s.data = make_dataset(s.file, s.tok, s.cfg.data.mode, {.split_seed = s.cfg.data.split_seed});
-  GPTConfig& m = s.cfg.model;
-  if (m.block_size <= 0)  // auto: the longest line (lines mode) or 128 tokens (stream mode)
-    m.block_size = s.cfg.data.mode == DataMode::Lines ? s.data->min_block_size()
-                                                      : std::min<int64_t>(128, s.data->max_block_size());
-  s.data->check_block_size(m.block_size);
-  m.vocab_size = s.tok.vocab_size();
-  m.validate();
-}
-
-void build_model(Session& s) {
+void build_task(Session& s, bool resume) {
   Rng init(s.cfg.train.seed);
-  s.model = std::make_unique<GPT>(s.cfg.model, init);
-  s.model->set_rng(&s.dropout_rng);
-  s.model->train();
-  optim::AdamOptions ao{s.cfg.train.beta1, s.cfg.train.beta2, s.cfg.train.eps};
-  s.opt = std::make_unique<optim::AdamW>(optim::default_param_groups(s.model->named_parameters(),
-                                                                     s.cfg.train.weight_decay),
-                                         ao);
+  s.task = make_task(s.cfg, s.dir, resume, init);
+  nn::Module& m = s.task->model();
+  m.set_rng(&s.dropout_rng);
+  m.train();
+  const TrainConfig& t = s.cfg.train;
+  const optim::AdamOptions ao{t.beta1, t.beta2, t.eps};
+  auto groups = optim::default_param_groups(m.named_parameters(), t.weight_decay);
+  if (t.optimizer == "adam") s.opt = std::make_unique<optim::Adam>(std::move(groups), ao);
+  else s.opt = std::make_unique<optim::AdamW>(std::move(groups), ao);
 }
 
 void start_new(Session& s, const TrainerOptions& o) {
   s.cfg.train.validate();
-  prepare_data(s, /*fresh_tokenizer=*/true);
   if (fs::exists(s.dir)) {
     ATTO_CHECK(fs::is_directory(s.dir), "--out {} exists and is not a directory", s.dir);
     ATTO_CHECK(o.force || !looks_like_run(s.dir),
@@ -113,12 +66,12 @@ void start_new(Session& s, const TrainerOptions& o) {
                "pass --force to overwrite it",
                s.dir, s.dir);
   }
-  fs::create_directories(s.dir);
   s.data_rng.reseed(s.cfg.train.seed ^ 0xDA7A5EEDull);
   s.dropout_rng.reseed(s.cfg.train.seed ^ 0xD50F0D7Eull);
-  build_model(s);
+  build_task(s, /*resume=*/false);  // reads and checks the data before anything is written
+  fs::create_directories(s.dir);
   io::write_json_atomic(run_path(s.dir, "config.json"), to_json(s.cfg));
-  io::write_json_atomic(run_path(s.dir, "tokenizer.json"), s.tok.to_json());
+  s.task->write_files(s.dir);
   io::write_file_atomic(run_path(s.dir, "metrics.jsonl"), "");
   fs::remove(run_path(s.dir, "model.safetensors"));
   fs::remove(run_path(s.dir, "train_state.safetensors"));
@@ -140,10 +93,8 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 void start_resume(Session& s) {
   s.cfg.train.validate();
-  s.tok = load_tokenizer(s.dir);
-  prepare_data(s, /*fresh_tokenizer=*/false);
-  build_model(s);
-  s.st = load_train_state(run_path(s.dir, "train_state.safetensors"), *s.model, *s.opt);
+  build_task(s, /*resume=*/true);
+  s.st = load_train_state(run_path(s.dir, "train_state.safetensors"), s.task->model(), *s.opt);
   s.data_rng.set_state(s.st.data_rng);
   s.dropout_rng.set_state(s.st.dropout_rng);
   ATTO_CHECK(s.cfg.train.steps > s.st.step,
@@ -162,18 +113,18 @@ void append_metrics(const std::string& dir, const nlohmann::json& j) {
 void save_state(Session& s) {
   s.st.data_rng = s.data_rng.state();
   s.st.dropout_rng = s.dropout_rng.state();
-  save_train_state(run_path(s.dir, "train_state.safetensors"), *s.model, *s.opt, s.st);
+  save_train_state(run_path(s.dir, "train_state.safetensors"), s.task->model(), *s.opt, s.st);
 }
 
 // One optimizer step. Returns the mean micro-batch loss, or NaN when the step was skipped.
-double train_step(Session& s, float lr) {
+double train_step(Session& s, float lr, int64_t& tokens) {
   const TrainConfig& t = s.cfg.train;
-  const int64_t T = s.cfg.model.block_size;
   s.opt->zero_grad();
   double loss_sum = 0.0;
+  tokens = 0;
   for (int64_t micro = 0; micro < t.grad_accum; ++micro) {
-    const Batch b = s.data->sample_batch(s.data_rng, t.batch_size, T);
-    Tensor loss = cross_entropy(s.model->forward(b.x, b.B, b.T), b.y);
+    Tensor loss = s.task->micro_batch_loss(s.data_rng);
+    tokens += s.task->last_batch_tokens();
     loss_sum += loss.item();
     backward(t.grad_accum == 1 ? loss : scale(loss, 1.0f / static_cast<float>(t.grad_accum)));
   }
@@ -190,24 +141,34 @@ double train_step(Session& s, float lr) {
 
 // Evaluates, keeps the best checkpoint, saves the training state. Returns the val loss.
 double evaluate_and_save(Session& s, Progress& p) {
-  const double val = evaluate_loss(*s.model, *s.data, Split::Val, s.cfg.train.batch_size, s.cfg.model.block_size,
-                                   s.cfg.train.eval_batches);
+  const Evaluation e = s.task->evaluate();
+  const double val = e.loss;
   if (!std::isfinite(val)) {  // diverged weights never reach a checkpoint
     p.message(fmt::format("step {:>6}  val loss is not finite: nothing saved", s.st.step));
     return val;
   }
-  const bool best = s.st.best_step < 0 || val < s.st.best_val_loss;
+  // The best checkpoint is chosen by the metric when the task has one and --best-by asks for
+  // it (stored negated, so lower is better either way), else by the loss.
+  const bool by_metric = e.has_metric && s.cfg.train.best_by != "loss";
+  const double score = by_metric ? -e.metric : val;
+  const bool best = s.st.best_step < 0 || score < s.st.best_val_loss;
   if (best) {
-    s.st.best_val_loss = val;
+    s.st.best_val_loss = score;
     s.st.best_step = s.st.step;
     s.st.evals_without_improvement = 0;
-    save_model_weights(run_path(s.dir, "model.safetensors"), *s.model);
+    save_model_weights(run_path(s.dir, "model.safetensors"), s.task->model());
   } else {
     s.st.evals_without_improvement++;
   }
   save_state(s);
-  append_metrics(s.dir, {{"step", s.st.step}, {"val_loss", val}, {"best", best}});
-  p.message(fmt::format("step {:>6}  val loss {:.4f}{}", s.st.step, val, best ? "  (best, saved)" : ""));
+  nlohmann::json line = {{"step", s.st.step}, {"val_loss", val}, {"best", best}};
+  std::string metric;
+  if (e.has_metric) {
+    line["val_" + e.metric_name] = e.metric;
+    metric = fmt::format("  val {} {:.2f}", e.metric_name, e.metric);
+  }
+  append_metrics(s.dir, line);
+  p.message(fmt::format("step {:>6}  val loss {:.4f}{}{}", s.st.step, val, metric, best ? "  (best, saved)" : ""));
   return val;
 }
 
@@ -223,25 +184,22 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
 
   Progress p(o.progress);
   TrainResult r;
-  r.num_parameters = s.model->num_parameters();
-  p.message(fmt::format("atto: {} parameters, {} data, vocabulary {}, block {}, {} train / {} val {}",
-                        r.num_parameters, to_string(s.cfg.data.mode), s.cfg.model.vocab_size, s.cfg.model.block_size,
-                        s.data->size(Split::Train), s.data->size(Split::Val),
-                        s.cfg.data.mode == DataMode::Lines ? "lines" : "tokens"));
+  r.num_parameters = s.task->model().num_parameters();
+  p.message("atto: " + s.task->summary());
   if (o.resume) p.message(fmt::format("resuming {} at step {} of {}", s.dir, s.st.step, s.cfg.train.steps));
 
   SigintScope sigint;
   const TrainConfig& t = s.cfg.train;
   const optim::LrSchedule sched = t.lr_schedule();
-  const int64_t tokens_per_step = t.batch_size * t.grad_accum * s.cfg.model.block_size;
   const auto t0 = Clock::now();
   const double base_elapsed = s.st.elapsed_seconds;  // earlier invocations of this run
   auto last_log = t0;
-  int64_t bad_streak = 0, steps_since_log = 0;
+  int64_t bad_streak = 0, steps_since_log = 0, tokens_since_log = 0, steps_done = 0;
   double val = std::nan("");
   while (s.st.step < t.steps) {
     const float lr = sched.at(s.st.step);
-    const double loss = train_step(s, lr);
+    int64_t step_tokens = 0;
+    const double loss = train_step(s, lr, step_tokens);
     if (std::isnan(loss)) {
       s.st.skipped_steps++;
       ATTO_CHECK(++bad_streak < t.max_bad_steps,
@@ -254,15 +212,17 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     bad_streak = 0;
     s.st.step++;
     steps_since_log++;
+    steps_done++;
+    tokens_since_log += step_tokens;
     r.last_train_loss = loss;
-    r.tokens += tokens_per_step;
+    r.tokens += step_tokens;
     const bool last = s.st.step == t.steps;
     if (s.st.step % t.log_every == 0 || last) {
       const auto now = Clock::now();
       const double dt = std::chrono::duration<double>(now - last_log).count();
-      const double tok_s = dt > 0 ? tokens_per_step * steps_since_log / dt : 0.0;
+      const double tok_s = dt > 0 ? tokens_since_log / dt : 0.0;
       const double elapsed = std::chrono::duration<double>(now - t0).count();
-      const double eta = elapsed / std::max<int64_t>(1, r.tokens / tokens_per_step) * (t.steps - s.st.step);
+      const double eta = elapsed / static_cast<double>(steps_done) * static_cast<double>(t.steps - s.st.step);
       append_metrics(s.dir, {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s},
                              {"elapsed_s", base_elapsed + elapsed}});
       p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  val loss {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step,
@@ -270,6 +230,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
                          format_duration(eta)));
       last_log = now;
       steps_since_log = 0;
+      tokens_since_log = 0;
     }
     if (s.st.step % t.eval_every == 0 || last || g_interrupted) {
       s.st.elapsed_seconds = base_elapsed + std::chrono::duration<double>(Clock::now() - t0).count();

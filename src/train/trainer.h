@@ -49,7 +49,7 @@ struct TrainResult {
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
 
-// Mean cross-entropy (nats per counted target) of `model` over a split, as the trainer's
+// Mean cross-entropy (nats per counted target) of a GPT over a split, as the trainer's
 // evaluation computes it: every target once, batches of B x T, at most max_batches (0 = all).
 class GPT;
 class TextDataset;

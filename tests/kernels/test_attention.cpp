@@ -44,7 +44,7 @@ struct Case {
   int64_t B, NH, Tq, Tk, HS;
   bool causal;
   Mask mask;
-  bool fused;  // q, k, v (and dq, dk, dv) are column blocks of one [B, T, 3C] buffer
+  bool fused;       // q, k, v (and dq, dk, dv) are column blocks of one [B, T, 3C] buffer
   int64_t pad = 0;  // extra leading-dimension columns when not fused
 
   std::string name() const {
@@ -122,9 +122,8 @@ void run_forward(Data& x, bool naive) {
 }
 
 void run_backward(Data& x, bool naive) {
-  (naive ? attention_backward_naive : attention_backward)(x.dq, x.dk, x.dv, x.dob.data(),
-                                                          x.ob.data(), x.lse.data(), x.q, x.k,
-                                                          x.v, x.key_mask, x.d);
+  (naive ? attention_backward_naive : attention_backward)(
+      x.dq, x.dk, x.dv, x.dob.data(), x.ob.data(), x.lse.data(), x.q, x.k, x.v, x.key_mask, x.d);
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
@@ -226,9 +225,8 @@ TEST(KernelAttention, BackwardAccumulatesAndSkipsNull) {
     // Only dk wanted.
     std::vector<float> dk(dk1.size(), 0.0f);
     (naive ? attention_backward_naive : attention_backward)(nullptr, dk.data(), nullptr,
-                                                            x.dob.data(), x.ob.data(),
-                                                            x.lse.data(), x.q, x.k, x.v,
-                                                            x.key_mask, x.d);
+                                                            x.dob.data(), x.ob.data(), x.lse.data(),
+                                                            x.q, x.k, x.v, x.key_mask, x.d);
     EXPECT_EQ(dk, dk1) << "naive=" << naive;
   }
 }

@@ -8,10 +8,10 @@
 
 #include <cmath>
 #include <cstring>
-#include <string>
-#include <tuple>
 #include <limits>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -35,8 +35,7 @@ struct ThreadGuard {
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); i++)
-    ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
+  for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
 }
 
 void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
@@ -55,8 +54,8 @@ struct GemmCase {
 };
 
 std::string name(const GemmCase& c) {
-  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" +
-         std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) +
+         " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
          " pad=" + std::to_string(c.pad) + " alpha=" + std::to_string(c.alpha) +
          " beta=" + std::to_string(c.beta);
 }
@@ -96,8 +95,8 @@ TEST(KernelGemm, MatchesNaiveOverSweptShapes) {
 
 TEST(KernelGemm, AlphaBetaAndTiledShapes) {
   const GemmCase cases[] = {
-      {false, false, 5, 7, 3, 2, 0.5f, 0.0f},     {false, true, 5, 7, 3, 0, 1.0f, 1.0f},
-      {true, false, 33, 17, 65, 3, -2.0f, 0.5f},  {true, true, 9, 11, 13, 1, 1.5f, -1.0f},
+      {false, false, 5, 7, 3, 2, 0.5f, 0.0f},       {false, true, 5, 7, 3, 0, 1.0f, 1.0f},
+      {true, false, 33, 17, 65, 3, -2.0f, 0.5f},    {true, true, 9, 11, 13, 1, 1.5f, -1.0f},
       {false, true, 257, 130, 67, 0, 1.0f, 1.0f},  // several tiles
       {true, false, 64, 64, 1031, 7, 1.0f, 0.0f},  // weight-gradient shape, tiles over M and N
       {false, false, 300, 45, 129, 0, 0.25f, 2.0f},
@@ -120,9 +119,9 @@ TEST(KernelGemm, ZeroKScalesC) {
 TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
   ThreadGuard guard;
   const GemmCase cases[] = {
-      {false, true, 128, 128, 128, 0, 1.0f, 0.0f},  {false, true, 384, 384, 384, 0, 1.0f, 0.0f},
-      {false, true, 512, 64, 64, 0, 1.0f, 1.0f},    {true, false, 64, 64, 1031, 0, 1.0f, 1.0f},
-      {true, true, 513, 65, 777, 0, 1.0f, 0.0f},    {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
+      {false, true, 128, 128, 128, 0, 1.0f, 0.0f}, {false, true, 384, 384, 384, 0, 1.0f, 0.0f},
+      {false, true, 512, 64, 64, 0, 1.0f, 1.0f},   {true, false, 64, 64, 1031, 0, 1.0f, 1.0f},
+      {true, true, 513, 65, 777, 0, 1.0f, 0.0f},   {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
       {true, false, 129, 250, 777, 3, 1.0f, 0.5f},
   };
   for (const GemmCase& c : cases) {
@@ -148,14 +147,14 @@ TEST(KernelGemm, BatchedMatchesLoopOfNaive) {
                      0.5f, Cf.data(), S, stride);
         if (threads == 1) {
           for (int64_t i = 0; i < batch; i++)
-            gemm_naive(false, true, S, S, S, 1.0f, A.data() + i * stride, S,
-                       B.data() + i * stride, S, 0.5f, Cn.data() + i * stride, S);
+            gemm_naive(false, true, S, S, S, 1.0f, A.data() + i * stride, S, B.data() + i * stride,
+                       S, 0.5f, Cn.data() + i * stride, S);
           expect_close(Cf, Cn, 1e-6f * S + 1e-5f, "batched S=" + std::to_string(S));
         } else {
           std::vector<float> C1 = C;
           set_num_threads(1);
-          gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S,
-                       stride, 0.5f, C1.data(), S, stride);
+          gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S, stride,
+                       0.5f, C1.data(), S, stride);
           expect_bit_identical(C1, Cf, "batched threads S=" + std::to_string(S));
         }
       }
@@ -181,12 +180,12 @@ LinearOut run_linear(int64_t N, int64_t C, int64_t OC, bool with_bias, bool naiv
   float* dbias = with_bias ? r.dbias.data() : nullptr;
   if (naive) {
     linear_forward_naive(r.out.data(), inp.data(), w.data(), bias, N, C, OC);
-    linear_backward_naive(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(),
-                          w.data(), N, C, OC);
+    linear_backward_naive(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(),
+                          N, C, OC);
   } else {
     linear_forward(r.out.data(), inp.data(), w.data(), bias, N, C, OC);
-    linear_backward(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(), N,
-                    C, OC);
+    linear_backward(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(), N, C,
+                    OC);
   }
   return r;
 }
@@ -199,8 +198,8 @@ TEST(KernelLinear, MatchesNaiveOverSweptShapes) {
           const LinearOut f = run_linear(N, C, OC, with_bias, false);
           const LinearOut n = run_linear(N, C, OC, with_bias, true);
           const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                                   " OC=" + std::to_string(OC) + " bias=" +
-                                   std::to_string(with_bias);
+                                   " OC=" + std::to_string(OC) +
+                                   " bias=" + std::to_string(with_bias);
           expect_close(f.out, n.out, 1e-6f * C + 1e-5f, "out " + what);
           expect_close(f.dinp, n.dinp, 1e-6f * OC + 1e-5f, "dinp " + what);
           expect_close(f.dweight, n.dweight, 1e-6f * N + 1e-5f, "dweight " + what);
@@ -216,8 +215,8 @@ TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
                   OC);
   std::vector<float> dinp2(N * C, 0.0f), dw2(OC * C, 0.0f), db2(OC, 0.0f);
   for (int rep = 0; rep < 2; rep++)
-    linear_backward(dinp2.data(), dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), N,
-                    C, OC);
+    linear_backward(dinp2.data(), dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), N, C,
+                    OC);
   for (size_t i = 0; i < dinp1.size(); i++) EXPECT_FLOAT_EQ(dinp2[i], 2 * dinp1[i]);
   for (size_t i = 0; i < dw1.size(); i++) EXPECT_FLOAT_EQ(dw2[i], 2 * dw1[i]);
   for (size_t i = 0; i < db1.size(); i++) EXPECT_FLOAT_EQ(db2[i], 2 * db1[i]);
@@ -232,8 +231,8 @@ TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
 
 TEST(KernelLinear, BitIdenticalForOneAndTwoThreads) {
   ThreadGuard guard;
-  for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{1031, 64, 192},
-                          {256, 96, 65}, {777, 129, 67}}) {
+  for (auto [N, C, OC] :
+       {std::tuple<int64_t, int64_t, int64_t>{1031, 64, 192}, {256, 96, 65}, {777, 129, 67}}) {
     set_num_threads(1);
     const LinearOut one = run_linear(N, C, OC, true, false);
     set_num_threads(2);

@@ -75,12 +75,11 @@ NormOut run_norm(bool rms, int64_t N, int64_t C, bool naive, bool with_bias = tr
   } else {
     const float* bias = with_bias ? b.data() : nullptr;
     float* db = with_bias ? r.db.data() : nullptr;
-    (naive ? layernorm_forward_naive : layernorm_forward)(r.out.data(), r.mean.data(),
-                                                          r.rstd.data(), x.data(), w.data(),
-                                                          bias, N, C, 1e-5f);
-    (naive ? layernorm_backward_naive : layernorm_backward)(
-        r.dinp.data(), r.dw.data(), db, dout.data(), x.data(), w.data(), r.mean.data(),
-        r.rstd.data(), N, C);
+    (naive ? layernorm_forward_naive : layernorm_forward)(
+        r.out.data(), r.mean.data(), r.rstd.data(), x.data(), w.data(), bias, N, C, 1e-5f);
+    (naive ? layernorm_backward_naive : layernorm_backward)(r.dinp.data(), r.dw.data(), db,
+                                                            dout.data(), x.data(), w.data(),
+                                                            r.mean.data(), r.rstd.data(), N, C);
   }
   return r;
 }
@@ -109,14 +108,13 @@ TEST(KernelNorm, LayerNormWithoutBiasAndNullGradients) {
   // Each gradient alone equals its value when all are requested.
   const std::vector<float> x = randn(N * C, 1), w = randn(C, 2), dout = randn(N * C, 3);
   std::vector<float> out(N * C), mean(N), rstd(N);
-  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), nullptr, N, C,
-                    1e-5f);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), nullptr, N, C, 1e-5f);
   std::vector<float> dinp(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
   layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
                      mean.data(), rstd.data(), N, C);
   std::vector<float> dinp2(N * C, 0.0f), dw2(C, 0.0f), db2(C, 0.0f);
-  layernorm_backward(dinp2.data(), nullptr, nullptr, dout.data(), x.data(), w.data(),
-                     mean.data(), rstd.data(), N, C);
+  layernorm_backward(dinp2.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
   layernorm_backward(nullptr, dw2.data(), nullptr, dout.data(), x.data(), w.data(), mean.data(),
                      rstd.data(), N, C);
   layernorm_backward(nullptr, nullptr, db2.data(), dout.data(), x.data(), w.data(), mean.data(),
@@ -129,8 +127,7 @@ TEST(KernelNorm, LayerNormWithoutBiasAndNullGradients) {
   rmsnorm_backward(nullptr, rdw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
   rmsnorm_backward(rdinp.data(), nullptr, dout.data(), x.data(), w.data(), rstd.data(), N, C);
   std::vector<float> rdinp2(N * C, 0.0f), rdw2(C, 0.0f);
-  rmsnorm_backward(rdinp2.data(), rdw2.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
-                   C);
+  rmsnorm_backward(rdinp2.data(), rdw2.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
   EXPECT_EQ(rdinp2, rdinp);
   EXPECT_EQ(rdw2, rdw);
 }
@@ -147,16 +144,16 @@ TEST(KernelNorm, BackwardAccumulates) {
         rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
                          C);
       } else {
-        layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N,
-                          C, 1e-5f);
+        layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C,
+                          1e-5f);
         layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
                            mean.data(), rstd.data(), N, C);
       }
       if (rep == 0) continue;
       std::vector<float> dinp1(N * C, 0.0f), dw1(C, 0.0f), db1(C, 0.0f);
       if (rms) {
-        rmsnorm_backward(dinp1.data(), dw1.data(), dout.data(), x.data(), w.data(), rstd.data(),
-                         N, C);
+        rmsnorm_backward(dinp1.data(), dw1.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
+                         C);
       } else {
         layernorm_backward(dinp1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(),
                            mean.data(), rstd.data(), N, C);
@@ -192,8 +189,8 @@ TEST(KernelNorm, NaiveBackwardMatchesCentralDifferences) {
       if (rms) {
         rmsnorm_forward_naive(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
       } else {
-        layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
-                                b.data(), N, C, 1e-5f);
+        layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
+                                N, C, 1e-5f);
       }
       double l = 0.0;
       for (int64_t i = 0; i < N * C; i++) l += static_cast<double>(out[i]) * g[i];
@@ -203,11 +200,10 @@ TEST(KernelNorm, NaiveBackwardMatchesCentralDifferences) {
     std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
     if (rms) {
       rmsnorm_forward_naive(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
-      rmsnorm_backward_naive(dx.data(), dw.data(), g.data(), x.data(), w.data(), rstd.data(), N,
-                             C);
+      rmsnorm_backward_naive(dx.data(), dw.data(), g.data(), x.data(), w.data(), rstd.data(), N, C);
     } else {
-      layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
-                              N, C, 1e-5f);
+      layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
+                              C, 1e-5f);
       layernorm_backward_naive(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
                                mean.data(), rstd.data(), N, C);
     }

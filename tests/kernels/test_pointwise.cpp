@@ -297,8 +297,7 @@ TEST(KernelCrossEntropy, HandComputedTinyCase) {
       std::vector<float> losses(2), lse(2), dlogits(6, 0.0f);
       auto fwd = naive ? cross_entropy_forward_naive : cross_entropy_forward;
       auto bwd = naive ? cross_entropy_backward_naive : cross_entropy_backward;
-      EXPECT_EQ(fwd(losses.data(), lse.data(), logits.data(), targets.data(), 2, 3, -100, w.ls),
-                2);
+      EXPECT_EQ(fwd(losses.data(), lse.data(), logits.data(), targets.data(), 2, 3, -100, w.ls), 2);
       bwd(dlogits.data(), dloss.data(), logits.data(), lse.data(), targets.data(), 2, 3, -100,
           w.ls);
       EXPECT_NEAR(lse[0], 3.4076059644443806, 1e-6);

@@ -1,0 +1,50 @@
+// atto inspect: a self-contained HTML report (with SVG figures) of what a trained GPT does with
+// one input: attention maps, residual stream, next-token distribution, embeddings, positions,
+// training curves. See docs/inspect.md.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "kernels/kernels.h"
+#include "viz/report.h"
+
+namespace atto::cli {
+
+namespace {
+
+struct InspectFlags {
+  std::string model, out;
+  viz::InspectOptions opt;
+  int threads = 0;
+};
+
+int run_inspect(const InspectFlags& f) {
+  f.opt.validate();
+  kernels::set_num_threads(f.threads);
+  const viz::Report r = viz::inspect_run(f.model, f.opt);
+  viz::write_report(r, f.out);
+  for (const std::string& n : r.notes) fmt::print(stderr, "atto: note: {}\n", n);
+  fmt::print("wrote {}/index.html and {} SVG figures\n", f.out, r.figures.size());
+  return 0;
+}
+
+}  // namespace
+
+Command add_inspect(CLI::App& root) {
+  CLI::App* app = root.add_subcommand("inspect", "Write an HTML report (SVG figures) of what a model does with a text");
+  auto f = std::make_shared<InspectFlags>();
+  viz::InspectOptions& o = f->opt;
+  app->add_option("--model", f->model, "Run directory of a trained model")->required();
+  app->add_option("--text", o.text, "Input text (lines mode: the model sees <eos> + text)")->required();
+  app->add_option("--out", f->out, "Folder for index.html and the SVG files (created if missing)")->required();
+  app->add_option("--temperature", o.temperature, "Next-token figure: divide the logits by this (> 0)")
+      ->capture_default_str();
+  app->add_option("--top-k", o.top_k, "Next-token figure: keep the k most likely tokens; 0 = off")->capture_default_str();
+  app->add_option("--top-p", o.top_p, "Next-token figure: keep the most likely tokens up to this probability; 1 = off")
+      ->capture_default_str();
+  app->add_option("--max-attention-tokens", o.max_attention_tokens,
+                  "Attention maps show at most the last N positions")->capture_default_str();
+  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  return {app, [f] { return run_inspect(*f); }};
+}
+
+}  // namespace atto::cli

@@ -1,0 +1,107 @@
+// GptTask: a decoder-only GPT learning a text file (lines or stream data).
+#include <fmt/format.h>
+
+#include "data/dataset.h"
+#include "io/file.h"
+#include "models/gpt.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/task.h"
+#include "train/trainer.h"
+
+namespace atto {
+
+double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches) {
+  NoGradGuard no_grad;
+  const bool was_training = model.training();
+  model.eval();
+  int64_t n = data.num_eval_batches(split, B, T);
+  if (max_batches > 0) n = std::min(n, max_batches);
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Batch b = data.eval_batch(split, i, B, T);
+    const int64_t c = b.num_targets();
+    if (c == 0) continue;
+    Tensor logits = model.forward(b.x, b.B, b.T);
+    total += static_cast<double>(cross_entropy(logits, b.y).item()) * c;
+    count += c;
+  }
+  model.train(was_training);
+  ATTO_CHECK(count > 0, "evaluation: the {} split has no targets to score", to_string(split));
+  return total / count;
+}
+
+namespace {
+
+class GptTask final : public TrainTask {
+ public:
+  GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) : cfg_(cfg) {
+    file_ = read_text_file(cfg.data.path);
+    const std::string fp = fingerprint_bytes(file_.text);
+    if (resume && !cfg.data.fingerprint.empty())
+      ATTO_CHECK(fp == cfg.data.fingerprint,
+                 "{} has changed since this run started (fingerprint {} vs {} in config.json): resuming on different "
+                 "data would not continue the same run; start a new run instead",
+                 cfg.data.path, fp, cfg.data.fingerprint);
+    cfg.data.fingerprint = fp;
+    cfg.data.mode = resolve_mode(file_, cfg.data.mode);
+    tok_ = resume ? load_tokenizer(dir) : build_tokenizer(file_, cfg.data.mode);
+    data_ = make_dataset(file_, tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
+    GPTConfig& m = cfg.model;
+    if (m.block_size <= 0)  // auto: the longest line (lines mode) or 128 tokens (stream mode)
+      m.block_size = cfg.data.mode == DataMode::Lines ? data_->min_block_size()
+                                                      : std::min<int64_t>(128, data_->max_block_size());
+    data_->check_block_size(m.block_size);
+    m.vocab_size = tok_.vocab_size();
+    m.validate();
+    model_ = std::make_unique<GPT>(m, init_rng);
+  }
+
+  nn::Module& model() override { return *model_; }
+
+  Tensor micro_batch_loss(Rng& data_rng) override {
+    const Batch b = data_->sample_batch(data_rng, cfg_.train.batch_size, cfg_.model.block_size);
+    last_tokens_ = b.B * b.T;
+    return cross_entropy(model_->forward(b.x, b.B, b.T), b.y);
+  }
+  int64_t last_batch_tokens() const override { return last_tokens_; }
+
+  Evaluation evaluate() override {
+    Evaluation e;
+    e.loss = evaluate_loss(*model_, *data_, Split::Val, cfg_.train.batch_size, cfg_.model.block_size,
+                           cfg_.train.eval_batches);
+    return e;
+  }
+
+  std::string summary() const override {
+    return fmt::format("GPT, {} parameters, {} data, vocabulary {}, block {}, {} train / {} val {}",
+                       model_->num_parameters(), to_string(cfg_.data.mode), cfg_.model.vocab_size,
+                       cfg_.model.block_size, data_->size(Split::Train), data_->size(Split::Val),
+                       cfg_.data.mode == DataMode::Lines ? "lines" : "tokens");
+  }
+
+  void write_files(const std::string& dir) const override {
+    io::write_json_atomic(run_path(dir, "tokenizer.json"), tok_.to_json());
+  }
+
+ private:
+  RunConfig& cfg_;
+  TextFile file_;
+  CharTokenizer tok_;
+  std::unique_ptr<TextDataset> data_;
+  std::unique_ptr<GPT> model_;
+  int64_t last_tokens_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) {
+  return std::make_unique<GptTask>(cfg, dir, resume, init_rng);
+}
+
+std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) {
+  return make_gpt_task(cfg, dir, resume, init_rng);
+}
+
+}  // namespace atto

@@ -1,0 +1,48 @@
+// atto/train/task.h: what the training loop needs from a model family.
+//
+// The loop (trainer.cpp) is one for all models: it asks the task for micro-batch losses, steps
+// the optimizer, asks for evaluations and saves checkpoints. A task owns the model and its data
+// and knows how to turn a batch into a loss: GptTask (language modelling on a text file) and,
+// with the encoder-decoder, Seq2SeqTask (translation on a parallel corpus).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/module.h"
+#include "tensor/rng.h"
+#include "train/run_config.h"
+
+namespace atto {
+
+struct Evaluation {
+  double loss = 0.0;         // mean cross-entropy per target token over the validation split
+  double metric = 0.0;       // e.g. BLEU; valid when has_metric
+  bool has_metric = false;
+  std::string metric_name;   // "bleu"
+};
+
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+  virtual nn::Module& model() = 0;
+  // Samples one training micro-batch with data_rng and returns its loss (on the tape).
+  virtual Tensor micro_batch_loss(Rng& data_rng) = 0;
+  // Tokens (inputs) in the last micro-batch, for throughput.
+  virtual int64_t last_batch_tokens() const = 0;
+  // The validation loss (and metric), dropout off, nothing recorded.
+  virtual Evaluation evaluate() = 0;
+  // One line describing the model and data.
+  virtual std::string summary() const = 0;
+  // Writes the tokenizer(s) into a new run directory.
+  virtual void write_files(const std::string& dir) const = 0;
+};
+
+// Builds the task of cfg.task. Resolves what the data decides (data mode, block size,
+// vocabulary) into cfg. A new run builds its tokenizer(s) from the data; a resumed one loads
+// them from `dir`.
+std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
+
+std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
+
+}  // namespace atto

@@ -1,0 +1,133 @@
+// Gathering what the report shows: the input, one traced forward pass, the training metrics.
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "autograd/tape.h"
+#include "generate/sampler.h"
+#include "tensor/error.h"
+#include "viz/report.h"
+
+namespace atto::viz {
+
+void InspectOptions::validate() const {
+  gen::SamplerOptions s;
+  s.temperature = temperature, s.top_k = top_k, s.top_p = top_p;
+  s.validate();  // names --temperature / --top-k / --top-p
+  if (max_attention_tokens < 1)
+    throw UsageError(fmt::format("--max-attention-tokens must be at least 1, got {}", max_attention_tokens));
+  if (max_pe_positions < 2 || max_pe_dims < 2 || top_n < 1)
+    throw UsageError(fmt::format("inspect: the position caps must be >= 2 and top_n >= 1 (got {}, {}, {})",
+                                 max_pe_positions, max_pe_dims, top_n));
+}
+
+std::string token_label(const CharTokenizer& tok, int32_t id) {
+  std::string s = tok.id_to_string(id);
+  return s == " " ? "\u2423" : s;
+}
+
+std::vector<int32_t> encode_input(const CharTokenizer& tok, const std::string& text, int64_t block_size,
+                                  int64_t* dropped) {
+  std::vector<int32_t> ids;
+  if (tok.has_boundary()) ids.push_back(tok.boundary_id());
+  std::vector<int32_t> body;
+  try {
+    body = tok.encode(text);
+  } catch (const Error& e) {
+    fail("--text: {}", e.what());
+  }
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (ids.empty())
+    throw UsageError("--text is empty: a stream-mode model needs at least one character to look at");
+  const int64_t cut = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - block_size);
+  ids.erase(ids.begin(), ids.begin() + cut);
+  if (dropped) *dropped = cut;
+  return ids;
+}
+
+namespace {
+
+Matrix to_matrix(const Tensor& t, int64_t rows, int64_t cols) {
+  return Matrix(rows, cols, t.contiguous().to_vector());
+}
+
+// L2 norm of each position of a [1, T, C] tensor.
+std::vector<double> row_norms(const Tensor& t) {
+  const std::vector<float> v = t.contiguous().to_vector();
+  const int64_t C = t.size(-1), T = t.numel() / C;
+  std::vector<double> out(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) {
+    double s = 0.0;
+    for (int64_t c = 0; c < C; ++c) s += static_cast<double>(v[static_cast<size_t>(i * C + c)]) * v[static_cast<size_t>(i * C + c)];
+    out[static_cast<size_t>(i)] = std::sqrt(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text) {
+  const GPTConfig& cfg = model.config();
+  ATTO_CHECK(tok.vocab_size() == cfg.vocab_size, "inspect: the tokenizer has {} tokens but the model expects {}",
+             tok.vocab_size(), cfg.vocab_size);
+  ModelView v;
+  v.config = cfg;
+  v.ids = encode_input(tok, text, cfg.block_size, &v.dropped);
+  for (int32_t id : v.ids) v.tokens.push_back(token_label(tok, id));
+  const int64_t T = static_cast<int64_t>(v.ids.size()), C = cfg.n_embd, NH = cfg.n_head, V = cfg.vocab_size;
+
+  const bool was_training = model.training();
+  model.eval();
+  NoGradGuard no_grad;
+  GPT::Trace trace;
+  const Tensor logits = model.forward(v.ids, 1, T, &trace);  // [1, T, V]
+  model.train(was_training);
+
+  for (const nn::BlockTrace& b : trace.blocks) {
+    const std::vector<float> w = b.attn_weights.contiguous().to_vector();  // [1, NH, T, T]
+    std::vector<Matrix> heads;
+    for (int64_t h = 0; h < NH; ++h)
+      heads.emplace_back(T, T, std::vector<float>(w.begin() + h * T * T, w.begin() + (h + 1) * T * T));
+    v.attention.push_back(std::move(heads));
+    v.residual.push_back({row_norms(b.input), row_norms(b.attn_update), row_norms(b.ffn_update)});
+  }
+  const Tensor& table = cfg.pos == PosKind::Learned ? model.transformer.wpe->weight : model.transformer.pe->table();
+  v.positions = to_matrix(table, cfg.block_size, C);
+  v.wte = to_matrix(model.transformer.wte.weight, V, C);
+  for (int32_t id = 0; id < V; ++id) v.vocab.push_back(token_label(tok, id));
+  const std::vector<float> lg = logits.contiguous().to_vector();
+  v.last_logits.assign(lg.end() - V, lg.end());
+  return v;
+}
+
+TrainingCurves read_metrics(const std::string& path, std::vector<std::string>& notes) {
+  TrainingCurves c;
+  std::ifstream in(path);
+  if (!in) {
+    notes.push_back(fmt::format("{} cannot be read", path));
+    return c;
+  }
+  std::string line;
+  int64_t n = 0, skipped = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) {
+      if (++skipped <= 3) notes.push_back(fmt::format("{} line {} is not a metrics record; skipped", path, n));
+      continue;
+    }
+    const double step = j["step"].get<double>();
+    auto num = [&](const char* key, std::vector<double>& xs, std::vector<double>& ys) {
+      if (j.contains(key) && j[key].is_number()) xs.push_back(step), ys.push_back(j[key].get<double>());
+    };
+    num("train_loss", c.train_step, c.train_loss);
+    num("val_loss", c.val_step, c.val_loss);
+    num("lr", c.lr_step, c.lr);
+  }
+  if (skipped > 3) notes.push_back(fmt::format("{}: {} malformed lines skipped in all", path, skipped));
+  return c;
+}
+
+}  // namespace atto::viz

@@ -1,0 +1,360 @@
+// build_report: from a ModelView (plain data) to the figures, the embedded JSON and the page.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "generate/sampler.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/run_config.h"
+#include "viz/pca.h"
+#include "viz/report.h"
+
+namespace atto::viz {
+
+namespace {
+
+// A float as the JSON number with the shortest decimal form that reads back as the same float.
+nlohmann::json jf(float f) {
+  if (!std::isfinite(f)) return nullptr;
+  return std::strtod(fmt::format("{}", f).c_str(), nullptr);
+}
+nlohmann::json jrow(const Matrix& m, int64_t r) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int64_t c = 0; c < m.cols; ++c) a.push_back(jf(m.at(r, c)));
+  return a;
+}
+nlohmann::json jmatrix(const Matrix& m) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int64_t r = 0; r < m.rows; ++r) a.push_back(jrow(m, r));
+  return a;
+}
+nlohmann::json jdoubles(const std::vector<double>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : v) a.push_back(jf(static_cast<float>(x)));
+  return a;
+}
+
+// cap evenly spaced indices of [0, n) (all of them when n <= cap), first and last included.
+std::vector<int64_t> sample_indices(int64_t n, int64_t cap) {
+  std::vector<int64_t> idx;
+  if (n <= cap) {
+    idx.resize(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0);
+    return idx;
+  }
+  for (int64_t i = 0; i < cap; ++i)
+    idx.push_back(static_cast<int64_t>(std::llround(static_cast<double>(i) * static_cast<double>(n - 1) /
+                                                    static_cast<double>(cap - 1))));
+  return idx;
+}
+
+struct Builder {
+  const ModelView& v;
+  const InspectOptions& opt;
+  Report& r;
+  void add(std::string id, std::string section, std::string title, std::string caption, std::string svg) {
+    r.figures.push_back({std::move(id), std::move(section), std::move(title), std::move(caption), std::move(svg)});
+  }
+};
+
+// ---- attention ------------------------------------------------------------------------------
+
+void attention_figures(Builder& b) {
+  const ModelView& v = b.v;
+  const int64_t T = static_cast<int64_t>(v.ids.size());
+  const int64_t start = std::max<int64_t>(0, T - b.opt.max_attention_tokens), n = T - start;
+  const std::vector<std::string> labels(v.tokens.begin() + start, v.tokens.end());
+  const std::string sub = start > 0 ? fmt::format("last {} of {} positions ({}..{}); earlier keys not shown", n, T,
+                                                  start, T - 1)
+                                    : "";
+  if (start > 0)
+    b.r.notes.push_back(fmt::format("attention maps show the last {} of the {} input positions (--max-attention-tokens)",
+                                    n, T));
+  nlohmann::json weights = nlohmann::json::array();
+  for (size_t l = 0; l < v.attention.size(); ++l) {
+    nlohmann::json layer = nlohmann::json::array();
+    for (size_t h = 0; h < v.attention[l].size(); ++h) {
+      Matrix w(n, n);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) w.at(i, j) = v.attention[l][h].at(start + i, start + j);
+      Heatmap hm;
+      hm.title = fmt::format("Layer {} \u00b7 head {}", l, h);
+      hm.subtitle = sub;
+      hm.row_labels = hm.col_labels = labels;
+      hm.row_axis = "query";
+      hm.col_axis = "key";
+      hm.values = w;
+      hm.masked = causal_mask(n, n);
+      hm.vmin = 0, hm.vmax = 1;
+      hm.row_offset = hm.col_offset = start;
+      hm.target_size = 300;
+      hm.id = fmt::format("attn_L{}_H{}", l, h);
+      hm.root = {.css_class = "atto-attn",
+                 .data = {{"layer", std::to_string(l)}, {"head", std::to_string(h)}, {"rows", std::to_string(n)},
+                          {"cols", std::to_string(n)}},
+                 .title = hm.title};
+      layer.push_back(jmatrix(w));
+      b.add(hm.id, "attention", hm.title, fmt::format("Layer {}, head {}.", l, h), heatmap_svg(hm));
+    }
+    weights.push_back(std::move(layer));
+  }
+  b.r.data["attention"] = {{"layers", v.attention.size()},
+                           {"heads", v.attention.empty() ? 0 : v.attention[0].size()},
+                           {"T", T},
+                           {"start", start},
+                           {"tokens", labels},
+                           {"ids", std::vector<int32_t>(v.ids.begin() + start, v.ids.end())},
+                           {"weights", std::move(weights)}};
+}
+
+// ---- residual stream ------------------------------------------------------------------------
+
+void residual_figure(Builder& b) {
+  const ModelView& v = b.v;
+  Grid g;
+  g.title = "Residual stream: L2 norm per position";
+  g.subtitle = "per layer: the stream entering the block, and what attention and the FFN add to it";
+  g.panel_width = 380, g.panel_height = 230;
+  g.columns = 3;
+  nlohmann::json j = nlohmann::json::array();
+  for (size_t l = 0; l < v.residual.size(); ++l) {
+    const ModelView::Residual& rs = v.residual[l];
+    std::vector<double> x(rs.stream.size());
+    std::iota(x.begin(), x.end(), 0.0);
+    LinePlot p;
+    p.title = fmt::format("Layer {}", l);
+    p.x_label = "position";
+    p.width = g.panel_width - 10, p.height = g.panel_height - 6;
+    p.y_from_zero = true;
+    const bool dots = x.size() <= 32;
+    p.series = {{"stream \u2016x\u2016", x, rs.stream, "", dots},
+                {"attention update", x, rs.attn, "", dots},
+                {"FFN update", x, rs.ffn, "", dots}};
+    g.panels.push_back(line_plot_svg(p));
+    j.push_back({{"layer", l}, {"stream", jdoubles(rs.stream)}, {"attn", jdoubles(rs.attn)}, {"ffn", jdoubles(rs.ffn)}});
+  }
+  g.root = {.css_class = "atto-residual", .data = {}, .title = g.title};
+  b.r.data["residual"] = std::move(j);
+  b.add("residual", "residual", g.title,
+        "Each panel is one layer (block). Blue: the norm of the residual stream entering the block; orange and green: "
+        "the norms of the updates that attention and the feed-forward network add. Updates much smaller than the stream "
+        "change little; a position whose stream norm jumps is where a layer writes a lot.",
+        grid_svg(g));
+}
+
+
+// ---- next token -----------------------------------------------------------------------------
+
+// Probabilities of `ids` under logits (after the steps so far); removed = filtered out.
+BarPanel stage(const std::string& name, const std::vector<float>& logits, const std::vector<int32_t>& ids) {
+  const std::vector<double> p = gen::probabilities(logits);
+  BarPanel panel{name, {}, {}};
+  for (int32_t id : ids) {
+    panel.values.push_back(p[static_cast<size_t>(id)]);
+    panel.removed.push_back(std::isinf(logits[static_cast<size_t>(id)]) ? 1 : 0);
+  }
+  double shown = 0;
+  for (double x : panel.values) shown += x;
+  panel.name += fmt::format("  (the {} shown hold {:.1f}%)", ids.size(), 100.0 * shown);
+  return panel;
+}
+
+void next_token_figure(Builder& b) {
+  const ModelView& v = b.v;
+  const InspectOptions& o = b.opt;
+  std::vector<float> logits = v.last_logits;
+  gen::probabilities(logits);  // atto::Error on a NaN or +inf logit, before sorting by them
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return logits[a] > logits[c]; });
+  order.resize(static_cast<size_t>(std::min<int64_t>(o.top_n, static_cast<int64_t>(order.size()))));
+  BarChart ch;
+  ch.title = fmt::format("Next token after \u201c{}\u201d", v.tokens.back());
+  ch.subtitle = "top tokens by raw probability; each panel applies one more sampler step (\u00d7 = filtered out)";
+  for (int32_t id : order) ch.labels.push_back(v.vocab[static_cast<size_t>(id)]);
+  ch.y_label = "probability";
+  ch.panels.push_back(stage("raw: softmax(logits)", logits, order));
+  gen::Temperature{o.temperature}.apply(logits, {});
+  ch.panels.push_back(stage(fmt::format("temperature {}{}", o.temperature, o.temperature == 1.0f ? " (off)" : ""),
+                            logits, order));
+  gen::TopK{o.top_k}.apply(logits, {});
+  ch.panels.push_back(stage(fmt::format("then top-k {}{}", o.top_k, o.top_k == 0 ? " (off)" : ""), logits, order));
+  gen::TopP{o.top_p}.apply(logits, {});
+  ch.panels.push_back(stage(fmt::format("then top-p {}{}", o.top_p, o.top_p >= 1.0f ? " (off)" : ""), logits, order));
+  ch.root = {.css_class = "atto-next", .data = {}, .title = ch.title};
+  nlohmann::json stages = nlohmann::json::array();
+  for (const BarPanel& p : ch.panels) stages.push_back({{"name", p.name}, {"probs", jdoubles(p.values)}, {"removed", p.removed}});
+  b.r.data["next_token"] = {{"tokens", ch.labels}, {"ids", order}, {"temperature", o.temperature}, {"top_k", o.top_k},
+                            {"top_p", o.top_p}, {"stages", std::move(stages)}};
+  b.add("next_token", "next", ch.title,
+        "The model's distribution over the next token at the last position. Panels top to bottom: the raw softmax, "
+        "then temperature (divides the logits: < 1 sharpens, > 1 flattens), then top-k (keeps the k most likely), then "
+        "top-p (keeps the smallest set of most likely tokens whose probability reaches p), each renormalised. "
+        "Set them with --temperature, --top-k, --top-p (the same steps as atto sample).",
+        bar_chart_svg(ch));
+}
+
+// ---- embeddings -----------------------------------------------------------------------------
+
+void embedding_figure(Builder& b) {
+  const ModelView& v = b.v;
+  const int k = static_cast<int>(std::min<int64_t>(2, v.wte.cols));
+  const Pca p = pca(v.wte, k);
+  Scatter sc;
+  sc.title = "Token embeddings (wte), projected by PCA";
+  sc.subtitle = fmt::format("{} tokens in {} dimensions; PC1 and PC2 explain {:.1f}% of the variance", v.wte.rows,
+                            v.wte.cols, 100.0 * std::accumulate(p.explained.begin(), p.explained.end(), 0.0));
+  sc.x_label = fmt::format("PC1 ({:.1f}%)", 100.0 * p.explained[0]);
+  sc.y_label = k > 1 ? fmt::format("PC2 ({:.1f}%)", 100.0 * p.explained[1]) : "(one dimension)";
+  sc.labels = v.vocab;
+  for (int64_t i = 0; i < v.wte.rows; ++i) {
+    sc.x.push_back(p.projected.at(i, 0));
+    sc.y.push_back(k > 1 ? p.projected.at(i, 1) : 0.0);
+  }
+  sc.root = {.css_class = "atto-embeddings", .data = {}, .title = sc.title};
+  b.r.data["embeddings"] = {{"tokens", v.vocab}, {"pc1", jdoubles(sc.x)}, {"pc2", jdoubles(sc.y)},
+                            {"explained", jdoubles(p.explained)}};
+  b.add("embeddings_pca", "embeddings", sc.title,
+        "Each token's embedding vector (a row of wte) projected onto the two directions of largest variance. Tokens "
+        "the model treats alike end up close together (often vowels with vowels, digits with digits). Distances are "
+        "drawn to the same scale on both axes.",
+        scatter_svg(sc));
+}
+
+// ---- positions ------------------------------------------------------------------------------
+
+void position_figures(Builder& b) {
+  const ModelView& v = b.v;
+  const Matrix& P = v.positions;
+  const bool sinus = v.config.pos == PosKind::Sinusoidal;
+  const std::vector<int64_t> rows = sample_indices(P.rows, b.opt.max_pe_positions);
+  const std::vector<int64_t> cols = sample_indices(P.cols, b.opt.max_pe_dims);
+  Heatmap hm;
+  hm.title = sinus ? "Sinusoidal positional encoding" : "Learned position embeddings (wpe)";
+  hm.subtitle = fmt::format("{} positions x {} dimensions", P.rows, P.cols);
+  if (rows.size() < static_cast<size_t>(P.rows) || cols.size() < static_cast<size_t>(P.cols))
+    hm.subtitle += fmt::format("; {} x {} evenly spaced samples shown (exact values)", rows.size(), cols.size());
+  hm.values = Matrix(static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    hm.row_labels.push_back(std::to_string(rows[i]));
+    for (size_t j = 0; j < cols.size(); ++j) hm.values.at(static_cast<int64_t>(i), static_cast<int64_t>(j)) = P.at(rows[i], cols[j]);
+  }
+  for (int64_t c : cols) hm.col_labels.push_back(std::to_string(c));
+  hm.row_axis = "position", hm.col_axis = "dimension";
+  hm.cmap = ColourMap::Diverging;
+  hm.mono_labels = false;
+  hm.target_size = 560;
+  hm.id = "positions";
+  hm.root = {.css_class = "atto-positions", .data = {{"kind", to_string(v.config.pos)}}, .title = hm.title};
+  b.add("positions", "positions", hm.title,
+        sinus ? "PE[pos, 2i] = sin(pos / 10000^(2i/C)), PE[pos, 2i+1] = cos(...): low dimensions oscillate fast along "
+                "the positions, high ones slowly. Blue is negative, red positive."
+              : "The learned vector added to the token embedding at each position. Smooth bands mean neighbouring "
+                "positions got similar vectors; blue is negative, red positive.",
+        heatmap_svg(hm));
+  // Cosine similarity of position 0 with every position k.
+  LinePlot lp;
+  lp.title = "Position similarity: cos(p\u2080, p\u2096)";
+  lp.x_label = "position k", lp.y_label = "cosine similarity";
+  lp.ymin = -1, lp.ymax = 1;
+  lp.legend = false;
+  Series s{"cos(p0, pk)", {}, {}, "", P.rows <= 32};
+  auto dot = [&](int64_t a, int64_t c) {
+    double d = 0;
+    for (int64_t j = 0; j < P.cols; ++j) d += static_cast<double>(P.at(a, j)) * P.at(c, j);
+    return d;
+  };
+  for (int64_t k = 0; k < P.rows; ++k) {
+    const double den = std::sqrt(dot(0, 0) * dot(k, k));
+    s.x.push_back(static_cast<double>(k));
+    s.y.push_back(den > 0 ? dot(0, k) / den : NAN);
+  }
+  lp.series = {s};
+  lp.root = {.css_class = "atto-position-similarity", .data = {}, .title = lp.title};
+  nlohmann::json values = nlohmann::json::array();
+  for (size_t i = 0; i < rows.size(); ++i) values.push_back(jrow(hm.values, static_cast<int64_t>(i)));
+  b.r.data["positions"] = {{"kind", to_string(v.config.pos)}, {"positions", rows}, {"dims", cols},
+                           {"values", std::move(values)}, {"cosine_to_0", jdoubles(s.y)}};
+  b.add("position_similarity", "positions", lp.title,
+        "How similar each position's vector is to position 0's. Sinusoidal encodings fall off smoothly and "
+        "oscillate; learned ones show what the model found useful (noisy where positions were rarely seen).",
+        line_plot_svg(lp));
+}
+
+// ---- training -------------------------------------------------------------------------------
+
+void training_figures(Builder& b, const TrainingCurves* c) {
+  if (!c || (c->train_loss.empty() && c->val_loss.empty())) {
+    b.r.notes.push_back("no loss records in the training metrics: the loss and learning-rate figures are left out");
+    return;
+  }
+  LinePlot loss;
+  loss.title = "Loss";
+  loss.x_label = "step", loss.y_label = "cross-entropy (nats/token)";
+  loss.width = 620;
+  loss.series = {{"train", c->train_step, c->train_loss, "", false}, {"validation", c->val_step, c->val_loss, "", true}};
+  loss.root = {.css_class = "atto-loss", .data = {}, .title = loss.title};
+  b.add("loss", "training", "Loss",
+        "Training loss (logged every few steps, on one batch) and validation loss (each evaluation, on held-out data) "
+        "against the optimizer step. Validation rising while training falls is overfitting.",
+        line_plot_svg(loss));
+  if (c->lr.empty()) return;
+  LinePlot lr;
+  lr.title = "Learning rate";
+  lr.x_label = "step", lr.y_label = "learning rate";
+  lr.width = 620, lr.height = 240;
+  lr.legend = false;
+  lr.y_from_zero = true;
+  lr.series = {{"lr", c->lr_step, c->lr, "", false}};
+  lr.root = {.css_class = "atto-lr", .data = {}, .title = lr.title};
+  b.add("lr", "training", "Learning rate", "The schedule the run used (warmup, then decay), as logged.",
+        line_plot_svg(lr));
+}
+
+}  // namespace
+
+Report build_report(const ModelView& v, const TrainingCurves* curves, const ReportInfo& info,
+                    const InspectOptions& opt) {
+  opt.validate();
+  ATTO_CHECK(!v.ids.empty() && v.tokens.size() == v.ids.size(), "build_report: the view has no input tokens");
+  Report r;
+  if (v.dropped > 0)
+    r.notes.push_back(fmt::format("the input is longer than the block size {}: its first {} tokens were dropped",
+                                  v.config.block_size, v.dropped));
+  const GPTConfig& c = v.config;
+  r.data["format"] = "atto-inspect";
+  r.data["version"] = 1;
+  r.data["model"] = {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size},
+                     {"vocab_size", c.vocab_size}, {"pos", to_string(c.pos)}, {"norm", to_string(c.norm)},
+                     {"pre_norm", c.pre_norm}, {"activation", to_string(c.activation)}};
+  r.data["input"] = {{"text", opt.text}, {"tokens", v.tokens}, {"ids", v.ids}, {"dropped", v.dropped}};
+  Builder b{v, opt, r};
+  next_token_figure(b);
+  attention_figures(b);
+  residual_figure(b);
+  embedding_figure(b);
+  position_figures(b);
+  training_figures(b, curves);
+  r.html = render_html(r.figures, r.data, r.notes, info);
+  return r;
+}
+
+Report inspect_run(const std::string& run_dir, const InspectOptions& opt) {
+  opt.validate();
+  LoadedModel lm = load_run(run_dir);
+  const ModelView v = collect(*lm.model, lm.tokenizer, opt.text);
+  std::vector<std::string> notes;
+  const TrainingCurves curves = read_metrics(run_path(run_dir, "metrics.jsonl"), notes);
+  Report r = build_report(v, &curves, {.title = "atto inspect", .source = run_dir}, opt);
+  if (!notes.empty()) {
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+    r.html = render_html(r.figures, r.data, r.notes, {.title = "atto inspect", .source = run_dir});
+  }
+  return r;
+}
+
+}  // namespace atto::viz
