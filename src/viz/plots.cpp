@@ -97,7 +97,7 @@ namespace {
 
 void bar_panel(Svg& s, const BarChart& b, const BarPanel& p, double x0, double y0, double ymax) {
   const double h = b.panel_height;
-  s.text(x0, y0 - 8, p.name, {.size = 12, .bold = true, .fill = "#333"});
+  s.text(x0, y0 - 8, p.name, {.size = 12, .fill = "#333", .bold = true});
   const Frame f{x0, y0, b.bar_width * static_cast<double>(b.labels.size()), h, 0, 1, 0, ymax};
   for (double t : nice_ticks(0, ymax, 4)) {
     s.line(f.x0, f.py(t), f.x0 + f.w, f.py(t), "#e6e6e6");

@@ -1,0 +1,180 @@
+#include "tokenize/spm_tokenizer.h"
+
+#include <fcntl.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "tensor/error.h"
+#include "tokenize/utf8.h"
+
+namespace atto {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Feeds the non-empty training lines to the trainer without a temporary file.
+class LinesIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit LinesIterator(const std::vector<std::string>& lines) : lines_(lines) { skip_empty(); }
+  bool done() const override { return i_ >= lines_.size(); }
+  void Next() override {
+    ++i_;
+    skip_empty();
+  }
+  const std::string& value() const override { return lines_[i_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  void skip_empty() {
+    while (i_ < lines_.size() && lines_[i_].empty()) ++i_;
+  }
+  const std::vector<std::string>& lines_;
+  size_t i_ = 0;
+};
+
+// Writes bytes to path through a temporary file in the same folder: write, fsync, rename.
+void write_atomically(const fs::path& path, const std::string& bytes) {
+  const fs::path tmp = path.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ATTO_CHECK(fd >= 0, "cannot create '{}': {}", tmp.string(), std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("cannot write '{}': {}", tmp.string(), std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  ATTO_CHECK(synced, "cannot flush '{}' to disk: {}", tmp.string(), std::strerror(err));
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  ATTO_CHECK(!ec, "cannot rename '{}' to '{}': {}", tmp.string(), path.string(), ec.message());
+}
+
+}  // namespace
+
+SpmTokenizer::SpmTokenizer(std::string model_bytes, std::string_view where)
+    : model_(std::move(model_bytes)) {
+  auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  const auto st = sp->LoadFromSerializedProto(model_);
+  ATTO_CHECK(st.ok(), "SentencePiece model {} cannot be loaded: {}; it should be a spm.model file "
+             "written by SentencePiece", where, st.ToString());
+  ATTO_CHECK(sp->pad_id() == kPadId && sp->bos_id() == kBosId && sp->eos_id() == kEosId &&
+                 sp->unk_id() == kUnkId,
+             "SentencePiece model {} has special ids pad={} bos={} eos={} unk={}; atto's seq2seq "
+             "models need 0, 1, 2, 3: train the model with atto (or with --pad_id=0 --bos_id=1 "
+             "--eos_id=2 --unk_id=3)", where, sp->pad_id(), sp->bos_id(), sp->eos_id(), sp->unk_id());
+  sp_ = std::move(sp);
+}
+
+SpmTokenizer SpmTokenizer::train(const std::vector<std::string>& lines, const SpmOptions& opts,
+                                 const std::string& dir) {
+  ATTO_CHECK(opts.model_type == "unigram" || opts.model_type == "bpe", "unknown SentencePiece "
+             "model type '{}'; use unigram or bpe", opts.model_type);
+  ATTO_CHECK(opts.vocab_size > kNumSpecialTokens, "SentencePiece vocabulary size must be above {} "
+             "(the special tokens), got {}", kNumSpecialTokens, opts.vocab_size);
+  size_t non_empty = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    utf8::validate(lines[i], fmt::format("tokenizer training line {}", i + 1));
+    non_empty += lines[i].empty() ? 0 : 1;
+  }
+  ATTO_CHECK(non_empty > 0, "cannot train a SentencePiece model: the training text has no "
+             "non-empty line");
+  const std::unordered_map<std::string, std::string> args = {
+      {"vocab_size", std::to_string(opts.vocab_size)}, {"model_type", opts.model_type},
+      {"character_coverage", "1.0"}, {"pad_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"},
+      {"unk_id", "3"}, {"pad_piece", "<pad>"}, {"bos_piece", "<bos>"}, {"eos_piece", "<eos>"},
+      {"unk_piece", "<unk>"}, {"num_threads", "1"}, {"input_sentence_size", "0"},
+      {"shuffle_input_sentence", "false"}, {"minloglevel", "2"}};
+  sentencepiece::SetRandomGeneratorSeed(opts.seed);
+  LinesIterator it(lines);
+  std::string model;
+  const auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
+  ATTO_CHECK(st.ok(), "SentencePiece training ({}, vocabulary size {}, {} sentences) failed: {}",
+             opts.model_type, opts.vocab_size, non_empty, st.ToString());
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  ATTO_CHECK(!ec, "cannot create directory '{}' for the SentencePiece model: {}", dir, ec.message());
+  const fs::path path = fs::path(dir) / kModelFile;
+  SpmTokenizer tok(std::move(model), fmt::format("'{}'", path.string()));
+  tok.write_files(dir);
+  return tok;
+}
+
+SpmTokenizer SpmTokenizer::load(const std::string& model_path) {
+  std::string bytes = tokenizer_detail::read_file_bytes(model_path, "SentencePiece model");
+  return SpmTokenizer(std::move(bytes), fmt::format("'{}'", model_path));
+}
+
+SpmTokenizer SpmTokenizer::from_json(const nlohmann::json& j, std::string_view where,
+                                     const std::string& dir) {
+  ATTO_CHECK(j.is_object() && j.value("type", "") == "spm", "tokenizer {}: expected a JSON object "
+             "with \"type\": \"spm\"", where);
+  tokenizer_detail::check_seq2seq_header(j, where, "spm");
+  auto model = j.find("model");
+  ATTO_CHECK(model != j.end() && model->is_string() && !model->get<std::string>().empty(),
+             "tokenizer {}: \"model\" must name the SentencePiece model file (e.g. \"{}\")", where,
+             kModelFile);
+  const std::string path = (fs::path(dir) / model->get<std::string>()).string();
+  SpmTokenizer tok = load(path);
+  auto size = j.find("vocab_size");
+  ATTO_CHECK(size == j.end() || (size->is_number_integer() && *size == tok.vocab_size()),
+             "tokenizer {}: \"vocab_size\" is {} but the model '{}' has {} pieces; the model file "
+             "does not belong to this tokenizer.json", where, size->dump(), path, tok.vocab_size());
+  return tok;
+}
+
+int64_t SpmTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const {
+  utf8::validate(text, "text to encode");
+  std::vector<int> ids;
+  const auto st = sp_->Encode(text, &ids);
+  ATTO_CHECK(st.ok(), "SentencePiece cannot encode {}: {}", utf8::quote(text), st.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
+  const int64_t n = vocab_size();
+  for (int32_t id : ids) {
+    ATTO_CHECK(id >= 0 && id < n, "token id {} is outside the SentencePiece vocabulary (size {})",
+               id, n);
+  }
+  std::string out;
+  const auto st = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &out);
+  ATTO_CHECK(st.ok(), "SentencePiece cannot decode {} ids: {}", ids.size(), st.ToString());
+  return out;
+}
+
+std::string SpmTokenizer::id_to_string(int32_t id) const {
+  ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the SentencePiece vocabulary "
+             "(size {})", id, vocab_size());
+  return sp_->IdToPiece(id);
+}
+
+nlohmann::json SpmTokenizer::to_json() const {
+  nlohmann::json special = nlohmann::json::array();
+  for (const char* s : kSpecialTokens) special.push_back(s);
+  return {{"type", "spm"}, {"version", kFormatVersion}, {"special_tokens", special},
+          {"model", kModelFile}, {"vocab_size", vocab_size()}};
+}
+
+void SpmTokenizer::write_files(const std::string& dir) const {
+  write_atomically(fs::path(dir) / kModelFile, model_);
+}
+
+}  // namespace atto
