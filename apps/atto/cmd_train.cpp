@@ -13,7 +13,8 @@ namespace {
 
 struct TrainFlags {
   RunConfig cfg;  // flag values (defaults shown in --help)
-  std::string out, config_file, resume, mode = "auto", ffn, norm, placement, pos, schedule;
+  std::string out, config_file, resume, mode = "auto", ffn, norm, placement, pos, schedule, task = "gpt";
+  int64_t n_enc_layers = 0, n_dec_layers = 0, max_len = 0;
   bool force = false, quiet = false;
 };
 
@@ -26,30 +27,65 @@ struct FlagCopy {
 
 // How each given flag lands in the config (flags override --config, which overrides defaults).
 std::vector<FlagCopy> flag_table() {
+  // A model flag sets the GPT field, and the seq2seq field of the same meaning (if any).
   auto m = [](auto field) { return [field](RunConfig& c, const TrainFlags& f) { c.model.*field = f.cfg.model.*field; }; };
+  auto both = [](auto gpt_field, auto s2s_field) {
+    return [gpt_field, s2s_field](RunConfig& c, const TrainFlags& f) {
+      c.model.*gpt_field = f.cfg.model.*gpt_field;
+      c.seq2seq.*s2s_field = f.cfg.model.*gpt_field;
+    };
+  };
+  auto d = [](auto field) { return [field](RunConfig& c, const TrainFlags& f) { c.data.*field = f.cfg.data.*field; }; };
   auto t = [](auto field) { return [field](RunConfig& c, const TrainFlags& f) { c.train.*field = f.cfg.train.*field; }; };
   return {
       {"--data", [](RunConfig& c, const TrainFlags& f) { c.data.path = f.cfg.data.path; }, false},
       {"--mode", [](RunConfig& c, const TrainFlags& f) { c.data.mode = parse_data_mode(f.mode); }, false},
       {"--split-seed", [](RunConfig& c, const TrainFlags& f) { c.data.split_seed = f.cfg.data.split_seed; }, false},
-      {"--d-model", m(&GPTConfig::n_embd), false},
-      {"--n-heads", m(&GPTConfig::n_head), false},
-      {"--n-layers", m(&GPTConfig::n_layer), false},
+      {"--d-model", both(&GPTConfig::n_embd, &Seq2SeqConfig::d_model), false},
+      {"--n-heads", both(&GPTConfig::n_head, &Seq2SeqConfig::n_head), false},
+      {"--n-layers",
+       [](RunConfig& c, const TrainFlags& f) {
+         c.model.n_layer = f.cfg.model.n_layer;
+         c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = f.cfg.model.n_layer;
+       },
+       false},
+      {"--n-enc-layers", [](RunConfig& c, const TrainFlags& f) { c.seq2seq.n_enc_layers = f.n_enc_layers; }, false},
+      {"--n-dec-layers", [](RunConfig& c, const TrainFlags& f) { c.seq2seq.n_dec_layers = f.n_dec_layers; }, false},
+      {"--max-len", [](RunConfig& c, const TrainFlags& f) { c.seq2seq.max_len = f.max_len; }, false},
       {"--block-size", m(&GPTConfig::block_size), false},
-      {"--d-ff", m(&GPTConfig::d_ff), false},
-      {"--dropout", m(&GPTConfig::dropout), false},
-      {"--bias", m(&GPTConfig::bias), false},
-      {"--tie-weights", m(&GPTConfig::tie_weights), false},
-      {"--ffn", [](RunConfig& c, const TrainFlags& f) { c.model.activation = parse_activation(f.ffn); }, false},
-      {"--norm", [](RunConfig& c, const TrainFlags& f) { c.model.norm = parse_norm(f.norm); }, false},
+      {"--d-ff", both(&GPTConfig::d_ff, &Seq2SeqConfig::d_ff), false},
+      {"--dropout", both(&GPTConfig::dropout, &Seq2SeqConfig::dropout), false},
+      {"--bias", both(&GPTConfig::bias, &Seq2SeqConfig::bias), false},
+      {"--tie-weights", both(&GPTConfig::tie_weights, &Seq2SeqConfig::tie_embeddings), false},
+      {"--ffn",
+       [](RunConfig& c, const TrainFlags& f) { c.model.activation = c.seq2seq.activation = parse_activation(f.ffn); },
+       false},
+      {"--norm", [](RunConfig& c, const TrainFlags& f) { c.model.norm = c.seq2seq.norm = parse_norm(f.norm); }, false},
       {"--norm-placement",
        [](RunConfig& c, const TrainFlags& f) {
          if (f.placement != "pre" && f.placement != "post")
            throw UsageError(fmt::format("--norm-placement must be pre or post, got '{}'", f.placement));
-         c.model.pre_norm = f.placement == "pre";
+         c.model.pre_norm = c.seq2seq.pre_norm = f.placement == "pre";
        },
        false},
-      {"--pos", [](RunConfig& c, const TrainFlags& f) { c.model.pos = parse_pos(f.pos); }, false},
+      {"--pos", [](RunConfig& c, const TrainFlags& f) { c.model.pos = c.seq2seq.pos = parse_pos(f.pos); }, false},
+      {"--src", d(&DataConfig::src), false},
+      {"--tgt", d(&DataConfig::tgt), false},
+      {"--valid-src", d(&DataConfig::valid_src), false},
+      {"--valid-tgt", d(&DataConfig::valid_tgt), false},
+      {"--tokenizer", d(&DataConfig::tokenizer), false},
+      {"--vocab-size", d(&DataConfig::vocab_size), false},
+      {"--shared-vocab",
+       [](RunConfig& c, const TrainFlags& f) {
+         c.data.shared_vocab = f.cfg.data.shared_vocab;
+         c.seq2seq.share_embeddings = f.cfg.data.shared_vocab;
+       },
+       false},
+      {"--label-smoothing", t(&TrainConfig::label_smoothing), false},
+      {"--batch-tokens", t(&TrainConfig::batch_tokens), false},
+      {"--eval-bleu", t(&TrainConfig::eval_bleu), true},
+      {"--optimizer", t(&TrainConfig::optimizer), false},
+      {"--best-by", t(&TrainConfig::best_by), false},
       {"--steps", t(&TrainConfig::steps), true},
       {"--decay-steps", t(&TrainConfig::decay_steps), false},
       {"--batch-size", t(&TrainConfig::batch_size), false},
@@ -76,7 +112,9 @@ std::vector<FlagCopy> flag_table() {
 void add_flags(CLI::App* app, TrainFlags& f) {
   GPTConfig& m = f.cfg.model;
   TrainConfig& t = f.cfg.train;
-  app->add_option("--data", f.cfg.data.path, "Training text file (UTF-8)");
+  app->add_option("--task", f.task, "gpt (language model on --data) or seq2seq (translation on --src/--tgt)")
+      ->default_str("gpt");
+  app->add_option("--data", f.cfg.data.path, "Training text file (UTF-8); for seq2seq, one tab-separated file");
   app->add_option("--out", f.out, "Run directory to create (config, tokenizer, checkpoints, metrics)");
   app->add_option("--resume", f.resume, "Continue the run in this directory (bit-exact; --steps sets the new total)");
   app->add_option("--config", f.config_file, "JSON file with the same keys as the flags (flags override it)");
@@ -125,6 +163,24 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--early-stop", t.early_stop, "Stop after N evaluations without improvement; 0 = off")
       ->capture_default_str();
   app->add_option("--log-every", t.log_every, "Log every N steps")->capture_default_str();
+  // Encoder-decoder (--task seq2seq); its defaults follow the paper (see docs/seq2seq.md).
+  app->add_option("--src", f.cfg.data.src, "seq2seq: source-language file, one sentence per line");
+  app->add_option("--tgt", f.cfg.data.tgt, "seq2seq: target-language file, aligned with --src");
+  app->add_option("--valid-src", f.cfg.data.valid_src, "seq2seq: validation sources (default: a seeded split)");
+  app->add_option("--valid-tgt", f.cfg.data.valid_tgt, "seq2seq: validation targets");
+  app->add_option("--tokenizer", f.cfg.data.tokenizer, "seq2seq: char, word or spm (SentencePiece)")
+      ->capture_default_str();
+  app->add_option("--vocab-size", f.cfg.data.vocab_size, "seq2seq: SentencePiece pieces (spm) or word cap (word)")
+      ->capture_default_str();
+  app->add_flag("--shared-vocab", f.cfg.data.shared_vocab, "seq2seq: one vocabulary and embedding for both sides");
+  app->add_option("--n-enc-layers", f.n_enc_layers, "seq2seq: encoder layers (default --n-layers)");
+  app->add_option("--n-dec-layers", f.n_dec_layers, "seq2seq: decoder layers (default --n-layers)");
+  app->add_option("--max-len", f.max_len, "seq2seq: longest sentence in tokens (longer training pairs are skipped)");
+  app->add_option("--label-smoothing", t.label_smoothing, "Label smoothing (seq2seq default 0.1)");
+  app->add_option("--batch-tokens", t.batch_tokens, "seq2seq: padded tokens per batch (default 4096)");
+  app->add_option("--eval-bleu", t.eval_bleu, "seq2seq: validation sentences decoded for BLEU (-1 all, 0 none)");
+  app->add_option("--optimizer", t.optimizer, "adamw or adam (seq2seq default adam, as the paper)");
+  app->add_option("--best-by", t.best_by, "Keep the checkpoint with the best loss or bleu (seq2seq default bleu)");
 }
 
 int run_train(CLI::App* app, const TrainFlags& f) {
@@ -134,8 +190,10 @@ int run_train(CLI::App* app, const TrainFlags& f) {
     if (given(app, "--out") && f.out != f.resume)
       throw UsageError("--resume continues a run in place: do not also give a different --out");
     if (given(app, "--config")) throw UsageError("--config cannot be combined with --resume");
+    if (given(app, "--task")) throw UsageError("--task cannot be changed when resuming");
     cfg = load_run_config(f.resume);
   } else {
+    cfg = default_run_config(f.task);
     if (!f.config_file.empty()) apply_config_json(cfg, io::read_json(f.config_file), f.config_file);
   }
   for (const FlagCopy& fc : flag_table()) {
@@ -148,7 +206,10 @@ int run_train(CLI::App* app, const TrainFlags& f) {
     fc.copy(cfg, f);
   }
   if (!resume) {
-    if (cfg.data.path.empty()) throw UsageError("no training data: pass --data FILE (or --resume DIR)");
+    if (cfg.task == "gpt" && cfg.data.path.empty())
+      throw UsageError("no training data: pass --data FILE (or --resume DIR)");
+    if (cfg.task == "seq2seq" && cfg.data.path.empty() && (cfg.data.src.empty() || cfg.data.tgt.empty()))
+      throw UsageError("seq2seq needs --src FILE and --tgt FILE (or --data FILE.tsv)");
     if (f.out.empty()) throw UsageError("no output directory: pass --out DIR");
   }
   TrainerOptions opts;
@@ -157,9 +218,10 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   opts.force = f.force;
   opts.progress = f.quiet ? nullptr : stderr;
   const TrainResult r = train_gpt(cfg, opts);
-  fmt::print("trained {} steps in {}s ({:.0f} tokens/s): best val loss {:.4f} at step {}; run saved in {}\n", r.steps,
-             fmt::format("{:.1f}", r.seconds), r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.best_val_loss,
-             r.best_step, opts.out_dir);
+  const bool by_bleu = cfg.task == "seq2seq" && cfg.train.best_by == "bleu" && cfg.train.eval_bleu != 0;
+  fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best val {} {:.4f} at step {}; run saved in {}\n", r.steps,
+             r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, by_bleu ? "BLEU" : "loss",
+             by_bleu ? -r.best_val_loss : r.best_val_loss, r.best_step, opts.out_dir);
   if (r.skipped_steps > 0) fmt::print("{} steps were skipped for a non-finite loss or gradient\n", r.skipped_steps);
   return 0;
 }

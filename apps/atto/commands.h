@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "generate/seq2seq_decode.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,7 +23,12 @@ Command add_train(CLI::App& root);
 Command add_sample(CLI::App& root);
 Command add_score(CLI::App& root);
 Command add_eval(CLI::App& root);
+Command add_data(CLI::App& root);
+Command add_translate(CLI::App& root);
 Command add_inspect(CLI::App& root);
+
+// Beam search flags shared by translate and eval.
+void add_decode_flags(CLI::App* app, gen::DecodeOptions& d);
 
 // True when the flag was given on the command line (not just defaulted).
 inline bool given(const CLI::App* app, const std::string& name) { return app->count(name) > 0; }

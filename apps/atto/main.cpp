@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
       "  atto sample --model runs/names -n 20\n"
       "  atto score --model runs/names emma xqzzt\n"
       "  atto eval --model runs/names --data other.txt\n"
+      "  atto data synth reverse --n 20000 --out data/rev\n"
+      "  atto train --task seq2seq --src data/rev.src --tgt data/rev.tgt --out runs/rev\n"
+      "  atto translate --model runs/rev --beam 5 < test.src\n"
       "Run `atto <command> --help` for the flags of a command.");
   std::vector<atto::cli::Command> commands = {
       atto::cli::add_train(root),
@@ -21,6 +24,8 @@ int main(int argc, char** argv) {
       atto::cli::add_score(root),
       atto::cli::add_eval(root),
       atto::cli::add_inspect(root),
+      atto::cli::add_translate(root),
+      atto::cli::add_data(root),
   };
   try {
     root.parse(argc, argv);

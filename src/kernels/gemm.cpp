@@ -20,9 +20,12 @@ namespace {
 
 // Tiles are large because every tile call packs its own panels of A and B: single-threaded
 // OpenBLAS on 1024^3 keeps ~98 GFLOP/s as one call, ~90 as 2x2 or 4x4 tiles, ~70 as 16x1.
-constexpr double kMinTileFlops = 8.0 * 1024 * 1024;  // below this a tile is not worth a thread
+// Past OpenBLAS's own serial threshold (M*N*K > 65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by
+// default) there are at least 2 tiles when the shape allows; beyond that, tiles of >= 8 MFLOP.
+constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
+constexpr double kMinTileFlops = 8.0 * 1024 * 1024;
 constexpr int64_t kMaxTiles = 16;
-constexpr int64_t kMinTileEdge = 64;  // tiles are not cut below 64 x 64
+constexpr int64_t kMinTileEdge = 32;  // tiles are not cut below 32 x 32
 constexpr int64_t kTileAlign = 16;    // tile edges are multiples of 16 (OpenBLAS unroll)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -36,7 +39,7 @@ struct Tiles {
 Tiles plan_tiles(int64_t M, int64_t N, int64_t K) {
   const double flops =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  int64_t target = 1;
+  int64_t target = flops / 2.0 > kOpenblasSerialMNK ? 2 : 1;
   while (target < kMaxTiles && flops / static_cast<double>(2 * target) >= kMinTileFlops)
     target *= 2;
   int64_t tm = 1, tn = 1;
@@ -69,9 +72,8 @@ void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
 
 // One cblas_sgemm that OpenBLAS runs on one thread. The OpenMP build of OpenBLAS uses one
 // thread when called inside an active parallel region, when OpenMP allows one thread, or when
-// M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default); otherwise a team of two is
-// opened and only its first thread calls.
-constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
+// M*N*K <= kOpenblasSerialMNK; otherwise (a single tile of a large, narrow product) a team of
+// two is opened and only its first thread calls.
 
 void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                          const float* A, int64_t lda, const float* B, int64_t ldb, float beta,

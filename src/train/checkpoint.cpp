@@ -121,6 +121,8 @@ CharTokenizer load_tokenizer(const std::string& dir) {
 LoadedModel load_run(const std::string& dir) {
   LoadedModel lm;
   lm.config = load_run_config(dir);
+  ATTO_CHECK(lm.config.task == "gpt", "{} holds a {} model, not a GPT: use `atto translate --model {}`", dir,
+             lm.config.task, dir);
   lm.tokenizer = load_tokenizer(dir);
   ATTO_CHECK(lm.tokenizer.vocab_size() == lm.config.model.vocab_size,
              "{}: tokenizer.json has {} tokens but config.json says vocab_size {}", dir, lm.tokenizer.vocab_size(),
@@ -129,6 +131,26 @@ LoadedModel load_run(const std::string& dir) {
   ATTO_CHECK(fs::exists(weights), "{} has no model.safetensors: training has not saved a checkpoint yet", dir);
   Rng rng(0);  // the weights are overwritten by the checkpoint
   lm.model = std::make_unique<GPT>(lm.config.model, rng);
+  load_model_weights(weights, *lm.model);
+  lm.model->eval();
+  return lm;
+}
+
+LoadedSeq2Seq load_seq2seq_run(const std::string& dir) {
+  LoadedSeq2Seq lm;
+  lm.config = load_run_config(dir);
+  ATTO_CHECK(lm.config.task == "seq2seq", "{} holds a GPT language model, not an encoder-decoder: use `atto sample "
+             "--model {}`", dir, dir);
+  lm.src_tok = load_tokenizer_file(run_path(run_path(dir, "src"), "tokenizer.json"));
+  lm.tgt_tok = load_tokenizer_file(run_path(run_path(dir, "tgt"), "tokenizer.json"));
+  const Seq2SeqConfig& m = lm.config.seq2seq;
+  ATTO_CHECK(lm.src_tok->vocab_size() == m.src_vocab && lm.tgt_tok->vocab_size() == m.tgt_vocab,
+             "{}: the tokenizers have {} / {} tokens but config.json says {} / {}", dir, lm.src_tok->vocab_size(),
+             lm.tgt_tok->vocab_size(), m.src_vocab, m.tgt_vocab);
+  const std::string weights = run_path(dir, "model.safetensors");
+  ATTO_CHECK(fs::exists(weights), "{} has no model.safetensors: training has not saved a checkpoint yet", dir);
+  Rng rng(0);
+  lm.model = std::make_unique<Seq2Seq>(m, rng);
   load_model_weights(weights, *lm.model);
   lm.model->eval();
   return lm;

@@ -17,6 +17,8 @@
 #include <string>
 
 #include "models/gpt.h"
+#include "models/seq2seq.h"
+#include "tokenize/tokenizer.h"
 #include "optim/optimizer.h"
 #include "tokenize/char_tokenizer.h"
 #include "train/run_config.h"
@@ -56,6 +58,14 @@ struct LoadedModel {
 // they agree (vocabulary size, tensor names and shapes).
 LoadedModel load_run(const std::string& dir);
 RunConfig load_run_config(const std::string& dir);
+
+// A trained encoder-decoder: config, source and target tokenizers (DIR/src, DIR/tgt), weights.
+struct LoadedSeq2Seq {
+  RunConfig config;
+  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  std::unique_ptr<Seq2Seq> model;
+};
+LoadedSeq2Seq load_seq2seq_run(const std::string& dir);
 CharTokenizer load_tokenizer(const std::string& dir);
 
 // True if `dir` holds any of the run files (so a new run must not write there).

@@ -76,6 +76,10 @@ void TrainConfig::validate() const {
   ATTO_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1, got {}", max_bad_steps);
   ATTO_CHECK(optimizer == "adamw" || optimizer == "adam", "--optimizer must be adamw or adam, got '{}'", optimizer);
   ATTO_CHECK(best_by == "loss" || best_by == "bleu", "--best-by must be loss or bleu, got '{}'", best_by);
+  ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "--label-smoothing must be in [0, 1), got {}",
+             label_smoothing);
+  ATTO_CHECK(batch_tokens >= 0, "--batch-tokens must be >= 0, got {}", batch_tokens);
+  ATTO_CHECK(eval_bleu >= -1, "--eval-bleu must be >= -1 (-1 = all, 0 = none), got {}", eval_bleu);
   lr_schedule().validate();
 }
 
@@ -155,9 +159,24 @@ std::vector<Field> model_fields(GPTConfig& m) {
           boolean("bias", m.bias), num("dropout", m.dropout), boolean("tie_weights", m.tie_weights),
           named("pos", m.pos, parse_pos, to_string)};
 }
+std::vector<Field> seq2seq_fields(Seq2SeqConfig& m) {
+  return {num("src_vocab_size", m.src_vocab), num("tgt_vocab_size", m.tgt_vocab), num("max_len", m.max_len),
+          num("n_enc_layers", m.n_enc_layers), num("n_dec_layers", m.n_dec_layers), num("n_heads", m.n_head),
+          num("d_model", m.d_model), num("d_ff", m.d_ff), named("ffn", m.activation, parse_activation, to_string),
+          named("norm", m.norm, parse_norm, to_string),
+          Field{"norm_placement", [&m] { return json(m.pre_norm ? "pre" : "post"); },
+                [&m](const json& v) {
+                  ATTO_CHECK(v.is_string(), "expected a string");
+                  m.pre_norm = parse_placement(v.get<std::string>());
+                }},
+          boolean("bias", m.bias), num("dropout", m.dropout), named("pos", m.pos, parse_pos, to_string),
+          boolean("share_embeddings", m.share_embeddings), boolean("tie_weights", m.tie_embeddings)};
+}
 std::vector<Field> data_fields(DataConfig& d) {
   return {text("data", d.path), named("mode", d.mode, parse_mode_str, to_string), num("split_seed", d.split_seed),
-          text("fingerprint", d.fingerprint)};
+          text("fingerprint", d.fingerprint), text("src", d.src), text("tgt", d.tgt), text("valid_src", d.valid_src),
+          text("valid_tgt", d.valid_tgt), text("tokenizer", d.tokenizer), num("vocab_size", d.vocab_size),
+          boolean("shared_vocab", d.shared_vocab)};
 }
 std::vector<Field> train_fields(TrainConfig& t) {
   return {num("steps", t.steps), num("decay_steps", t.decay_steps), num("batch_size", t.batch_size),
@@ -166,7 +185,9 @@ std::vector<Field> train_fields(TrainConfig& t) {
           num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps), num("grad_clip", t.grad_clip),
           num("seed", t.seed), num("threads", t.threads), num("eval_every", t.eval_every),
           num("eval_batches", t.eval_batches), num("early_stop", t.early_stop), num("log_every", t.log_every),
-          num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), text("best_by", t.best_by)};
+          num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), text("best_by", t.best_by),
+          num("label_smoothing", t.label_smoothing), num("batch_tokens", t.batch_tokens),
+          num("eval_bleu", t.eval_bleu)};
 }
 
 json section_to_json(const std::vector<Field>& fields) {
@@ -197,8 +218,14 @@ json to_json(const RunConfig& cfg_in) {
   RunConfig cfg = cfg_in;  // the field tables bind to mutable references
   json j;
   j["format_version"] = kRunFormatVersion;
-  j["model"] = section_to_json(model_fields(cfg.model));
-  j["model"]["type"] = "gpt";
+  j["task"] = cfg.task;
+  if (cfg.task == "seq2seq") {
+    j["model"] = section_to_json(seq2seq_fields(cfg.seq2seq));
+    j["model"]["type"] = "seq2seq";
+  } else {
+    j["model"] = section_to_json(model_fields(cfg.model));
+    j["model"]["type"] = "gpt";
+  }
   j["data"] = section_to_json(data_fields(cfg.data));
   j["train"] = section_to_json(train_fields(cfg.train));
   return j;
@@ -206,14 +233,23 @@ json to_json(const RunConfig& cfg_in) {
 
 void apply_config_json(RunConfig& cfg, const json& j, const std::string& source) {
   ATTO_CHECK(j.is_object(), "{}: expected a JSON object at the top level", source);
-  auto model = model_fields(cfg.model);
+  if (j.contains("task")) {
+    ATTO_CHECK(j["task"] == "gpt" || j["task"] == "seq2seq", "{}: task {} is not gpt or seq2seq", source,
+               j["task"].dump());
+    const std::string task = j["task"].get<std::string>();
+    if (task != cfg.task) {  // switch to that task's defaults before applying the keys
+      const RunConfig d = default_run_config(task);
+      cfg.task = task;
+      cfg.train = d.train;
+    }
+  }
+  auto model = cfg.task == "seq2seq" ? seq2seq_fields(cfg.seq2seq) : model_fields(cfg.model);
   auto data = data_fields(cfg.data);
   auto train = train_fields(cfg.train);
   auto apply_flat = [&](const json& obj, const std::string& where) {
     for (const auto& [key, v] : obj.items()) {
       if (key == "type" && where == "model") {
-        ATTO_CHECK(v == "gpt", "{}: model type {} is not a GPT run (atto sample/score/eval need one)", source,
-                   v.dump());
+        ATTO_CHECK(v == cfg.task, "{}: model type {} does not match the task '{}'", source, v.dump(), cfg.task);
         continue;
       }
       if (set_field(model, key, v, source) || set_field(data, key, v, source) || set_field(train, key, v, source))
@@ -222,6 +258,7 @@ void apply_config_json(RunConfig& cfg, const json& j, const std::string& source)
     }
   };
   for (const auto& [key, v] : j.items()) {
+    if (key == "task") continue;  // handled above
     if (key == "format_version") {
       ATTO_CHECK(v.is_number_integer() && v.get<int>() >= 1 && v.get<int>() <= kRunFormatVersion,
                  "{}: format_version {} is not supported by this atto (it reads up to {})", source, v.dump(),
@@ -235,10 +272,34 @@ void apply_config_json(RunConfig& cfg, const json& j, const std::string& source)
   }
 }
 
+RunConfig default_run_config(const std::string& task) {
+  RunConfig c;
+  ATTO_CHECK(task == "gpt" || task == "seq2seq", "--task must be gpt or seq2seq, got '{}'", task);
+  c.task = task;
+  if (task == "seq2seq") {
+    TrainConfig& t = c.train;
+    t.optimizer = "adam";
+    t.beta1 = 0.9f;
+    t.beta2 = 0.98f;
+    t.eps = 1e-9f;
+    t.weight_decay = 0.0f;
+    t.schedule = optim::ScheduleKind::InverseSqrt;
+    t.lr = 1e-3f;
+    t.warmup = 400;
+    t.label_smoothing = 0.1f;
+    t.batch_tokens = 4096;
+    t.steps = 3000;
+    t.eval_every = 500;
+    t.eval_bleu = 500;
+    t.best_by = "bleu";
+  }
+  return c;
+}
+
 RunConfig run_config_from_json(const json& j, const std::string& source) {
   ATTO_CHECK(j.is_object() && j.contains("format_version") && j.contains("model"),
              "{}: not an atto run config (no format_version/model)", source);
-  RunConfig cfg;
+  RunConfig cfg = default_run_config(j.value("task", std::string("gpt")));
   apply_config_json(cfg, j, source);
   return cfg;
 }

@@ -19,6 +19,7 @@
 
 #include "data/text_file.h"
 #include "models/gpt.h"
+#include "models/seq2seq.h"
 #include "optim/schedule.h"
 
 namespace atto {
@@ -26,10 +27,16 @@ namespace atto {
 inline constexpr int kRunFormatVersion = 1;
 
 struct DataConfig {
-  std::string path;              // the training text file
+  std::string path;              // gpt: the training text file
   DataMode mode = DataMode::Auto;
-  uint64_t split_seed = 1337;    // lines mode: the train/val shuffle
-  std::string fingerprint;       // FNV-1a 64 of the file's bytes (resume checks it is unchanged)
+  uint64_t split_seed = 1337;    // lines mode / seq2seq: the train/val shuffle
+  std::string fingerprint;       // FNV-1a 64 of the training bytes (resume checks it is unchanged)
+  // seq2seq: aligned source/target files (or one tab-separated file in `path`), optional
+  // explicit validation files, and the subword model.
+  std::string src, tgt, valid_src, valid_tgt;
+  std::string tokenizer = "char";  // char, word or spm
+  int64_t vocab_size = 0;          // spm: pieces; word: cap (0 = all)
+  bool shared_vocab = false;       // one tokenizer (and embedding) for both languages
 };
 
 struct TrainConfig {
@@ -52,6 +59,9 @@ struct TrainConfig {
   int64_t log_every = 10;
   int64_t max_bad_steps = 5;     // consecutive non-finite steps before giving up
   std::string optimizer = "adamw";  // adamw (decoupled weight decay) or adam (L2)
+  float label_smoothing = 0.0f;
+  int64_t batch_tokens = 0;      // seq2seq: padded tokens per batch (0: use batch_size sentences)
+  int64_t eval_bleu = 0;         // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
   std::string best_by = "loss";  // which evaluation keeps the best checkpoint: loss or the task's metric
 
   void validate() const;         // atto::Error naming the flag and the value
@@ -59,10 +69,16 @@ struct TrainConfig {
 };
 
 struct RunConfig {
-  GPTConfig model;
+  std::string task = "gpt";  // gpt or seq2seq
+  GPTConfig model;           // task gpt
+  Seq2SeqConfig seq2seq;     // task seq2seq
   DataConfig data;
   TrainConfig train;
 };
+
+// The defaults of a task: seq2seq follows the paper (Adam 0.9/0.98/1e-9 with inverse-square-root
+// warmup, label smoothing 0.1, dropout 0.1, post-norm, sinusoidal positions).
+RunConfig default_run_config(const std::string& task);
 
 nlohmann::json to_json(const RunConfig& cfg);
 // `source` names the file in error messages.

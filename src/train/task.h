@@ -44,5 +44,6 @@ class TrainTask {
 std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
 
 std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
+std::unique_ptr<TrainTask> make_seq2seq_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
 
 }  // namespace atto

@@ -20,7 +20,7 @@
 //   (the report marks attention maps with class "atto-attn", data-layer, data-head).
 // - Sizes adapt to the data: heatmap cells shrink with the number of rows/columns (between
 //   min_cell and max_cell px); values are written in the cells only when a cell is at least
-//   26 px wide; labels are thinned when they would overlap. Callers cap the data itself
+//   26 x 16 px; labels are thinned when they would overlap. Callers cap the data itself
 //   (the report keeps at most 64 tokens per attention map, 128 x 128 PE entries).
 #pragma once
 
@@ -66,7 +66,8 @@ struct Heatmap {
   int value_decimals = 2;               // digits written in cells (when they fit)
   bool mono_labels = true;              // token labels in monospace
   double min_cell = 3, max_cell = 34;   // cell size bounds in px
-  double target_size = 520;             // the grid's longer side aims at this many px
+  double target_size = 520;             // square cells: the grid's longer side aims at this (px)
+  double target_height = 0;             // > 0: free aspect, grid width target_size, height this
   int64_t row_offset = 0, col_offset = 0;  // index of the first row/column (for tooltips)
   std::string id;                       // document-unique prefix for ids (hatch pattern)
   RootAttrs root;                       // class / data-* on the root <svg>
@@ -125,9 +126,11 @@ struct Grid {
 };
 std::string grid_svg(const Grid& g);
 
-// Shared by the figure kinds: the title block at the top of a figure; returns its height.
+// Shared by the figure kinds: the title block at the top of a figure (the subtitle may hold
+// several lines separated by '\n'); returns its height.
 double draw_title(Svg& s, const std::string& title, const std::string& subtitle);
-// Estimated width of s in px at font size `size` (no font metrics: 0.6 em per code point).
+// Estimated width of s (its longest line) in px at font size `size` (no font metrics: 0.62 em
+// per code point).
 double text_width(std::string_view s, double size);
 
 }  // namespace atto::viz

@@ -23,9 +23,13 @@ std::vector<uint8_t> causal_mask(int64_t rows, int64_t cols) {
 }
 
 double text_width(std::string_view s, double size) {
-  size_t n = 0;  // code points: count bytes that do not continue a UTF-8 sequence
-  for (char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
-  return 0.62 * size * static_cast<double>(n);
+  size_t n = 0, widest = 0;  // code points of the longest line (bytes not continuing a UTF-8 sequence)
+  for (char ch : s) {
+    if (ch == '\n') n = 0;
+    else n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    widest = std::max(widest, n);
+  }
+  return 0.62 * size * static_cast<double>(widest);
 }
 
 double draw_title(Svg& s, const std::string& title, const std::string& subtitle) {
@@ -34,9 +38,12 @@ double draw_title(Svg& s, const std::string& title, const std::string& subtitle)
     s.text(10, y + 10, title, {.size = 14, .bold = true});
     y += 20;
   }
-  if (!subtitle.empty()) {
-    s.text(10, y + 7, subtitle, {.size = 11, .fill = "#555"});
-    y += 16;
+  size_t a = 0;  // one line per '\n'-separated part of the subtitle
+  while (a < subtitle.size()) {
+    const size_t b = std::min(subtitle.find('\n', a), subtitle.size());
+    s.text(10, y + 7, std::string_view(subtitle).substr(a, b - a), {.size = 11, .fill = "#555"});
+    y += 15;
+    a = b + 1;
   }
   return y + 6;
 }
@@ -44,9 +51,10 @@ double draw_title(Svg& s, const std::string& title, const std::string& subtitle)
 namespace {
 
 struct HeatLayout {
-  double cell, font, top, left, label_w, label_h;
+  double cw, ch, font, top, left, label_w, label_h;  // cell width and height in px
   int64_t row_step, col_step;  // draw every n-th label
-  bool rotate_cols, write_values;
+  double room;  // px a column label may take across
+  bool write_values;
 };
 
 double max_label_width(const std::vector<std::string>& labels, double font) {
@@ -57,18 +65,26 @@ double max_label_width(const std::vector<std::string>& labels, double font) {
 
 HeatLayout layout(const Heatmap& h, double title_h) {
   HeatLayout L{};
-  const double n = static_cast<double>(std::max<int64_t>(1, std::max(h.values.rows, h.values.cols)));
-  L.cell = std::clamp(std::floor(h.target_size / n), h.min_cell, h.max_cell);
-  L.font = std::clamp(L.cell * 0.75, 8.0, 11.0);
-  L.row_step = static_cast<int64_t>(std::ceil((L.font + 1) / L.cell));
-  L.col_step = L.row_step;
-  const double col_w = max_label_width(h.col_labels, L.font);
-  L.rotate_cols = col_w > L.cell * static_cast<double>(L.col_step) - 2;
-  L.label_h = h.col_labels.empty() ? 0 : (L.rotate_cols ? col_w : L.font) + 8;
+  const double rows = static_cast<double>(std::max<int64_t>(1, h.values.rows));
+  const double cols = static_cast<double>(std::max<int64_t>(1, h.values.cols));
+  if (h.target_height > 0) {  // free aspect: fill target_size x target_height
+    L.cw = std::clamp(std::floor(h.target_size / cols * 2) / 2, h.min_cell, h.max_cell);
+    L.ch = std::clamp(std::floor(h.target_height / rows * 2) / 2, h.min_cell, h.max_cell);
+  } else {                    // square cells, the longer side at target_size
+    L.cw = L.ch = std::clamp(std::floor(h.target_size / std::max(rows, cols)), h.min_cell, h.max_cell);
+  }
+  L.font = std::clamp(std::min(L.cw, L.ch) * 0.75, 8.0, 11.0);
+  L.row_step = static_cast<int64_t>(std::ceil((L.font + 1) / L.ch));
+  L.col_step = static_cast<int64_t>(std::ceil((L.font + 1) / L.cw));
+  // A column label is written across when it fits its column, else rotated (reads upwards).
+  L.room = L.cw * static_cast<double>(L.col_step) - 2;
+  double col_h = L.font;
+  for (const auto& l : h.col_labels) col_h = std::max(col_h, std::min(140.0, text_width(l, L.font)));
+  L.label_h = h.col_labels.empty() ? 0 : (col_h > L.room ? col_h : L.font) + 8;
   L.label_w = h.row_labels.empty() ? 0 : max_label_width(h.row_labels, L.font) + 8;
   L.left = 10 + (h.row_axis.empty() ? 0 : 18) + L.label_w;
   L.top = title_h + (h.col_axis.empty() ? 0 : 18) + L.label_h;
-  L.write_values = L.cell >= 26;
+  L.write_values = L.cw >= 26 && L.ch >= 16;
   return L;
 }
 
@@ -98,15 +114,15 @@ std::string cell_text(double v, int decimals) {
 void draw_labels(Svg& s, const Heatmap& h, const HeatLayout& L) {
   const TextStyle row_st{.size = L.font, .anchor = "end", .mono = h.mono_labels};
   for (int64_t r = 0; r < h.values.rows && r < static_cast<int64_t>(h.row_labels.size()); r += L.row_step)
-    s.text(L.left - 4, L.top + (static_cast<double>(r) + 0.5) * L.cell, h.row_labels[r], row_st);
+    s.text(L.left - 4, L.top + (static_cast<double>(r) + 0.5) * L.ch, h.row_labels[r], row_st);
   for (int64_t c = 0; c < h.values.cols && c < static_cast<int64_t>(h.col_labels.size()); c += L.col_step) {
-    const double x = L.left + (static_cast<double>(c) + 0.5) * L.cell;
-    if (L.rotate_cols)
+    const double x = L.left + (static_cast<double>(c) + 0.5) * L.cw;
+    if (text_width(h.col_labels[c], L.font) > L.room)
       s.text(x, L.top - 4, h.col_labels[c], {.size = L.font, .mono = h.mono_labels, .rotate = -90});
     else
       s.text(x, L.top - 4 - L.font / 2, h.col_labels[c], {.size = L.font, .anchor = "middle", .mono = h.mono_labels});
   }
-  const double gw = L.cell * static_cast<double>(h.values.cols), gh = L.cell * static_cast<double>(h.values.rows);
+  const double gw = L.cw * static_cast<double>(h.values.cols), gh = L.ch * static_cast<double>(h.values.rows);
   if (!h.col_axis.empty())
     s.text(L.left + gw / 2, L.top - L.label_h - 9, h.col_axis, {.size = 11, .anchor = "middle", .fill = "#555"});
   if (!h.row_axis.empty())
@@ -115,11 +131,11 @@ void draw_labels(Svg& s, const Heatmap& h, const HeatLayout& L) {
 
 void draw_cells(Svg& s, const Heatmap& h, const HeatLayout& L, double lo, double hi, const std::string& hatch) {
   const bool tooltips = !L.write_values && h.values.rows * h.values.cols <= 1600;
-  const double gap = L.cell >= 8 ? 0.5 : 0.0;  // a hairline between cells when they are big enough
+  const double gap = std::min(L.cw, L.ch) >= 8 ? 0.5 : 0.0;  // a hairline between cells when they are big enough
   for (int64_t r = 0; r < h.values.rows; ++r) {
     for (int64_t c = 0; c < h.values.cols; ++c) {
       const size_t i = static_cast<size_t>(r * h.values.cols + c);
-      const double x = L.left + static_cast<double>(c) * L.cell, y = L.top + static_cast<double>(r) * L.cell;
+      const double x = L.left + static_cast<double>(c) * L.cw, y = L.top + static_cast<double>(r) * L.ch;
       const double v = h.values.data[i];
       std::string tip;
       if (tooltips) {
@@ -129,19 +145,19 @@ void draw_cells(Svg& s, const Heatmap& h, const HeatLayout& L, double lo, double
                           c + h.col_offset, cl, format_number(v, 4));
       }
       if (!h.masked.empty() && h.masked[i]) {
-        s.rect(x, y, L.cell - gap, L.cell - gap, "url(#" + hatch + ")", "class=\"cell masked\"",
+        s.rect(x, y, L.cw - gap, L.ch - gap, "url(#" + hatch + ")", "class=\"cell masked\"",
                tooltips ? tip.substr(0, tip.rfind(':')) + ": masked" : "");
         continue;
       }
       const Rgb col = map_colour(h.cmap, v, lo, hi);
-      s.rect(x, y, L.cell - gap, L.cell - gap, hex(col), "class=\"cell\"", tip);
+      s.rect(x, y, L.cw - gap, L.ch - gap, hex(col), "class=\"cell\"", tip);
       if (L.write_values)
-        s.text(x + (L.cell - gap) / 2, y + (L.cell - gap) / 2, cell_text(v, h.value_decimals),
-               {.size = std::min(10.0, L.cell * 0.36), .anchor = "middle",
+        s.text(x + (L.cw - gap) / 2, y + (L.ch - gap) / 2, cell_text(v, h.value_decimals),
+               {.size = std::min({10.0, L.cw * 0.36, L.ch * 0.6}), .anchor = "middle",
                 .fill = luminance(col) > 0.4 ? "#111" : "#fff"});
     }
   }
-  const double gw = L.cell * static_cast<double>(h.values.cols), gh = L.cell * static_cast<double>(h.values.rows);
+  const double gw = L.cw * static_cast<double>(h.values.cols), gh = L.ch * static_cast<double>(h.values.rows);
   s.rect(L.left - 0.5, L.top - 0.5, gw + 0.5, gh + 0.5, "none", "stroke=\"#999\" stroke-width=\"0.5\"");
 }
 
@@ -172,7 +188,7 @@ std::string heatmap_svg(const Heatmap& h) {
   Svg probe(0, 0);
   const double title_h = draw_title(probe, h.title, h.subtitle);
   const HeatLayout L = layout(h, title_h);
-  const double gw = L.cell * static_cast<double>(h.values.cols), gh = L.cell * static_cast<double>(h.values.rows);
+  const double gw = L.cw * static_cast<double>(h.values.cols), gh = L.ch * static_cast<double>(h.values.rows);
   const double bar_x = L.left + gw + 16;
   const double title_w = std::max(text_width(h.title, 14) * 0.9, text_width(h.subtitle, 11)) + 20;
   Svg s(std::max(bar_x + 50, title_w), L.top + std::max(gh, 60.0) + 12);

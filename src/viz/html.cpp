@@ -93,6 +93,14 @@ std::string attention_html(const std::vector<const Figure*>& figs) {
   return s;
 }
 
+// At most max_cp code points of s, with "…" when cut.
+std::string clip(const std::string& s, size_t max_cp) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && n++ == max_cp) return s.substr(0, i) + "\u2026";
+  return s;
+}
+
 std::string header_html(const nlohmann::json& data, const std::vector<std::string>& notes, const ReportInfo& info,
                         const std::vector<const Figure*>& present) {
   const nlohmann::json& m = data["model"];
@@ -106,7 +114,7 @@ std::string header_html(const nlohmann::json& data, const std::vector<std::strin
       escape_xml(m["activation"].get<std::string>()));
   const nlohmann::json& in = data["input"];
   s += fmt::format("<div class=\"meta\">Input text: <b>{}</b> \u2192 {} tokens seen by the model:</div>\n<div class=\"tokens\">",
-                   escape_xml(nlohmann::json(in["text"].get<std::string>()).dump()), in["tokens"].size());
+                   escape_xml(clip(nlohmann::json(in["text"].get<std::string>()).dump(), 240)), in["tokens"].size());
   for (size_t i = 0; i < in["tokens"].size(); ++i) {
     const std::string t = in["tokens"][i].get<std::string>();
     s += fmt::format("<span class=\"tok{}\">{}<i>{}</i></span>", t == "<eos>" ? " special" : "", escape_xml(t), i);
@@ -172,8 +180,10 @@ std::string render_html(const std::vector<Figure>& figures, const nlohmann::json
   s += "<footer><p>Made by atto inspect. Every figure is also a standalone SVG file next to this page; the numbers "
        "behind them are in the JSON block <code>atto-data</code> of this page. <span id=\"atto-check\" "
        "data-status=\"pending\">Self-check did not run (scripts disabled).</span></p></footer>\n";
-  std::string json = data.dump();
-  for (size_t p = 0; (p = json.find("</", p)) != std::string::npos; p += 3) json.replace(p, 2, "<\\/");
+  // '<' only occurs inside JSON strings; as \u003c it cannot end the script element ("</script>")
+  // or open an HTML comment ("<!--"), whatever the input text holds.
+  std::string json;
+  for (char ch : data.dump()) json += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
   s += "<script type=\"application/json\" id=\"atto-data\">" + json + "</script>\n";
   s += kCheckScript;
   return s + "</body></html>\n";

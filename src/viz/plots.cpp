@@ -75,7 +75,10 @@ std::string line_plot_svg(const LinePlot& p) {
   if (!std::isnan(p.ymin)) ya = p.ymin;
   if (!std::isnan(p.ymax)) yb = p.ymax;
   if (xhi == xlo) xhi = xlo + 1;
-  Frame f{58, top + 4, p.width - 58 - 16, p.height - top - 4 - 40, xlo, xhi, ya, yb};
+  double tick_w = 0;  // room for the y tick labels ("0.0015" needs more than "1")
+  for (double t : nice_ticks(ya, yb, 5)) tick_w = std::max(tick_w, text_width(format_number(t, 4), 10));
+  const double x0 = std::max(58.0, 30 + tick_w);
+  Frame f{x0, top + 4, p.width - x0 - 16, p.height - top - 4 - 40, xlo, xhi, ya, yb};
   draw_axes(s, f, p.x_label, p.y_label);
   for (size_t i = 0; i < p.series.size(); ++i) {
     const Series& sr = p.series[i];
@@ -133,7 +136,7 @@ std::string bar_chart_svg(const BarChart& b) {
     for (double v : p.values)
       if (std::isfinite(v)) ymax = std::max(ymax, v);
   }
-  ymax = nice_range(0, ymax > 0 ? ymax : 1, 4).second;
+  ymax = nice_range(0, ymax > 0 ? ymax * 1.12 : 1, 4).second;  // headroom for the value labels
   const double x0 = 58, step = b.panel_height + 48;
   Svg probe(0, 0);
   const double top = draw_title(probe, b.title, b.subtitle) + 14;

@@ -91,7 +91,7 @@ void attention_figures(Builder& b) {
       hm.masked = causal_mask(n, n);
       hm.vmin = 0, hm.vmax = 1;
       hm.row_offset = hm.col_offset = start;
-      hm.target_size = 300;
+      hm.target_size = 384;
       hm.id = fmt::format("attn_L{}_H{}", l, h);
       hm.root = {.css_class = "atto-attn",
                  .data = {{"layer", std::to_string(l)}, {"head", std::to_string(h)}, {"rows", std::to_string(n)},
@@ -118,7 +118,7 @@ void residual_figure(Builder& b) {
   Grid g;
   g.title = "Residual stream: L2 norm per position";
   g.subtitle = "per layer: the stream entering the block, and what attention and the FFN add to it";
-  g.panel_width = 380, g.panel_height = 230;
+  g.panel_width = 400, g.panel_height = 230;
   g.columns = 3;
   nlohmann::json j = nlohmann::json::array();
   for (size_t l = 0; l < v.residual.size(); ++l) {
@@ -131,8 +131,7 @@ void residual_figure(Builder& b) {
     p.width = g.panel_width - 10, p.height = g.panel_height - 6;
     p.y_from_zero = true;
     const bool dots = x.size() <= 32;
-    p.series = {{"stream \u2016x\u2016", x, rs.stream, "", dots},
-                {"attention update", x, rs.attn, "", dots},
+    p.series = {{"stream", x, rs.stream, "", dots}, {"attn update", x, rs.attn, "", dots},
                 {"FFN update", x, rs.ffn, "", dots}};
     g.panels.push_back(line_plot_svg(p));
     j.push_back({{"layer", l}, {"stream", jdoubles(rs.stream)}, {"attn", jdoubles(rs.attn)}, {"ffn", jdoubles(rs.ffn)}});
@@ -174,17 +173,34 @@ void next_token_figure(Builder& b) {
   order.resize(static_cast<size_t>(std::min<int64_t>(o.top_n, static_cast<int64_t>(order.size()))));
   BarChart ch;
   ch.title = fmt::format("Next token after \u201c{}\u201d", v.tokens.back());
-  ch.subtitle = "top tokens by raw probability; each panel applies one more sampler step (\u00d7 = filtered out)";
+  ch.subtitle = "the top tokens by raw probability; each panel below the first applies one more\n"
+                "sampler step and renormalises (\u00d7 = filtered out)";
   for (int32_t id : order) ch.labels.push_back(v.vocab[static_cast<size_t>(id)]);
   ch.y_label = "probability";
+  // Raw, then one panel per step that is on (a step that is off would repeat the panel above).
   ch.panels.push_back(stage("raw: softmax(logits)", logits, order));
-  gen::Temperature{o.temperature}.apply(logits, {});
-  ch.panels.push_back(stage(fmt::format("temperature {}{}", o.temperature, o.temperature == 1.0f ? " (off)" : ""),
-                            logits, order));
-  gen::TopK{o.top_k}.apply(logits, {});
-  ch.panels.push_back(stage(fmt::format("then top-k {}{}", o.top_k, o.top_k == 0 ? " (off)" : ""), logits, order));
-  gen::TopP{o.top_p}.apply(logits, {});
-  ch.panels.push_back(stage(fmt::format("then top-p {}{}", o.top_p, o.top_p >= 1.0f ? " (off)" : ""), logits, order));
+  std::vector<std::string> off;
+  if (o.temperature != 1.0f) {
+    gen::Temperature{o.temperature}.apply(logits, {});
+    ch.panels.push_back(stage(fmt::format("temperature {}", o.temperature), logits, order));
+  } else {
+    off.push_back("temperature 1");
+  }
+  if (o.top_k > 0) {
+    gen::TopK{o.top_k}.apply(logits, {});
+    ch.panels.push_back(stage(fmt::format("then top-k {}", o.top_k), logits, order));
+  } else {
+    off.push_back("top-k 0");
+  }
+  if (o.top_p < 1.0f) {
+    gen::TopP{o.top_p}.apply(logits, {});
+    ch.panels.push_back(stage(fmt::format("then top-p {}", o.top_p), logits, order));
+  } else {
+    off.push_back("top-p 1");
+  }
+  if (!off.empty())
+    ch.subtitle += fmt::format("\noff: {} (set --temperature / --top-k / --top-p to see each one's effect)",
+                               fmt::join(off, ", "));
   ch.root = {.css_class = "atto-next", .data = {}, .title = ch.title};
   nlohmann::json stages = nlohmann::json::array();
   for (const BarPanel& p : ch.panels) stages.push_back({{"name", p.name}, {"probs", jdoubles(p.values)}, {"removed", p.removed}});
@@ -247,7 +263,7 @@ void position_figures(Builder& b) {
   hm.row_axis = "position", hm.col_axis = "dimension";
   hm.cmap = ColourMap::Diverging;
   hm.mono_labels = false;
-  hm.target_size = 560;
+  hm.target_size = 640, hm.target_height = 420;
   hm.id = "positions";
   hm.root = {.css_class = "atto-positions", .data = {{"kind", to_string(v.config.pos)}}, .title = hm.title};
   b.add("positions", "positions", hm.title,

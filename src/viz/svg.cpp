@@ -138,11 +138,22 @@ std::pair<double, double> nice_range(double lo, double hi, int max_ticks) {
 
 // ---- the writer ---------------------------------------------------------------------------
 
+namespace {
+// A coordinate with at most one decimal and no trailing ".0" (files stay small: a heatmap of
+// 64 x 64 cells writes 4096 rects).
+std::string n1(double v) {
+  std::string s = fmt::format("{:.1f}", v);
+  if (s.ends_with(".0")) s.resize(s.size() - 2);
+  if (s == "-0") s = "0";
+  return s;
+}
+}  // namespace
+
 Svg::Svg(double width, double height) : w_(width), h_(height) {}
 
 void Svg::rect(double x, double y, double w, double h, std::string_view fill, std::string_view extra,
                std::string_view tooltip) {
-  body_ += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"", x, y, w, h,
+  body_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"", n1(x), n1(y), n1(w), n1(h),
                        fill);
   if (!extra.empty()) body_ += fmt::format(" {}", extra);
   if (tooltip.empty()) body_ += "/>";
@@ -150,19 +161,19 @@ void Svg::rect(double x, double y, double w, double h, std::string_view fill, st
 }
 
 void Svg::text(double x, double y, std::string_view s, const TextStyle& st) {
-  body_ += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" fill=\"{}\"", x, y, st.size, st.fill);
+  body_ += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" fill=\"{}\"", n1(x), n1(y), st.size, st.fill);
   if (std::string_view(st.anchor) != "start") body_ += fmt::format(" text-anchor=\"{}\"", st.anchor);
   if (st.centre_v) body_ += " dy=\"0.35em\"";
   if (st.bold) body_ += " font-weight=\"bold\"";
   if (st.mono) body_ += " font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\"";
-  if (st.rotate != 0) body_ += fmt::format(" transform=\"rotate({} {:.1f} {:.1f})\"", st.rotate, x, y);
+  if (st.rotate != 0) body_ += fmt::format(" transform=\"rotate({} {} {})\"", st.rotate, n1(x), n1(y));
   body_ += fmt::format(">{}</text>", escape_xml(s));
 }
 
 void Svg::line(double x1, double y1, double x2, double y2, std::string_view stroke, double width,
                std::string_view extra) {
-  body_ += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{}\"",
-                       x1, y1, x2, y2, stroke, width);
+  body_ += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"",
+                       n1(x1), n1(y1), n1(x2), n1(y2), stroke, width);
   if (!extra.empty()) body_ += fmt::format(" {}", extra);
   body_ += "/>";
 }
@@ -170,13 +181,13 @@ void Svg::line(double x1, double y1, double x2, double y2, std::string_view stro
 void Svg::polyline(const std::vector<std::pair<double, double>>& pts, std::string_view stroke, double width) {
   body_ += "<polyline fill=\"none\" stroke-linejoin=\"round\" points=\"";
   for (size_t i = 0; i < pts.size(); ++i)
-    body_ += fmt::format("{}{:.1f},{:.1f}", i ? " " : "", pts[i].first, pts[i].second);
+    body_ += fmt::format("{}{},{}", i ? " " : "", n1(pts[i].first), n1(pts[i].second));
   body_ += fmt::format("\" stroke=\"{}\" stroke-width=\"{}\"/>", stroke, width);
 }
 
 void Svg::circle(double x, double y, double r, std::string_view fill, std::string_view extra,
                  std::string_view tooltip) {
-  body_ += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"", x, y, r, fill);
+  body_ += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\"", n1(x), n1(y), r, fill);
   if (!extra.empty()) body_ += fmt::format(" {}", extra);
   if (tooltip.empty()) body_ += "/>";
   else body_ += fmt::format("><title>{}</title></circle>", escape_xml(tooltip));
@@ -198,7 +209,7 @@ void Svg::embed(double x, double y, std::string_view svg_element) {
     body_ += svg_element;
     return;
   }
-  body_ += fmt::format("<svg x=\"{:.1f}\" y=\"{:.1f}\" ", x, y);
+  body_ += fmt::format("<svg x=\"{}\" y=\"{}\" ", n1(x), n1(y));
   body_ += svg_element.substr(open.size());
 }
 

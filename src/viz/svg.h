@@ -8,8 +8,9 @@
 //   std::string inline_markup = s.element({...});         // the same without the XML declaration
 //
 // Conventions
-// - Coordinates are SVG user units (px), origin top-left, y grows downwards. Numbers are
-//   written with one decimal: figures are pictures, the exact numbers live elsewhere (JSON).
+// - Coordinates are SVG user units (px), origin top-left, y grows downwards. Coordinates are
+//   written with at most one decimal ("12", "12.5"): figures are pictures, the exact numbers
+//   live elsewhere (the report's JSON).
 // - Every string that becomes text or an attribute goes through escape_xml: &, <, >, " and '
 //   become entities, and control characters (invalid in XML 1.0) become visible escapes
 //   ("\x0B"), so a token label can never break the document.

@@ -115,7 +115,7 @@ TEST(KernelGemm, ZeroKScalesC) {
 }
 
 // OpenBLAS 0.3.21 threaded sgemm differs from its single-threaded result for e.g. K = 1031
-// or 777 (see gemm.cpp); atto's gemm must not.
+// or 777 (e.g. 33 x 33 x 1031, 513 x 65 x 777; see gemm.cpp); atto's gemm must not.
 TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
   ThreadGuard guard;
   const GemmCase cases[] = {
@@ -123,6 +123,7 @@ TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
       {false, true, 512, 64, 64, 0, 1.0f, 1.0f},   {true, false, 64, 64, 1031, 0, 1.0f, 1.0f},
       {true, true, 513, 65, 777, 0, 1.0f, 0.0f},   {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
       {true, false, 129, 250, 777, 3, 1.0f, 0.5f},
+      {false, true, 33, 33, 1031, 0, 1.0f, 0.0f},  // one tile: OpenBLAS must stay serial
   };
   for (const GemmCase& c : cases) {
     set_num_threads(1);
@@ -135,8 +136,9 @@ TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
 
 TEST(KernelGemm, BatchedMatchesLoopOfNaive) {
   ThreadGuard guard;
-  for (int64_t batch : {1, 3, 8}) {
-    for (int64_t S : {1, 5, 32, 67}) {  // M = N = K = S; matrices padded apart by 3 floats
+  // 24 x 64^3 takes the parallel-over-batch path (each matrix one serial call).
+  for (int64_t batch : {1, 3, 8, 24}) {
+    for (int64_t S : {1, 5, 32, 64, 67}) {  // M = N = K = S; matrices padded apart by 3 floats
       const int64_t stride = S * S + 3;
       const std::vector<float> A = randn(batch * stride, 11), B = randn(batch * stride, 12);
       std::vector<float> C = randn(batch * stride, 13), Cn = C;

@@ -1,0 +1,146 @@
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "data/parallel.h"
+#include "tensor/error.h"
+#include "tokenize/word_tokenizer.h"
+
+using namespace atto;
+
+namespace {
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected atto::Error";
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "atto_par_XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string p = path + "/" + name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST(Parallel, ReadsAlignedFilesAndSkipsPairsWithAnEmptySide) {
+  TempDir dir;
+  const auto src = dir.write("a.de", "\xEF\xBB\xBFHallo Welt\r\nDanke\n\nGut\n  \nJa");
+  const auto tgt = dir.write("a.en", "Hello world\nThanks\nempty source\nGood\nblank\n\n");
+  // a.de has 6 lines (no final newline); a.en has 6 lines (the 6th is empty).
+  const ParallelCorpus c = read_parallel(src, tgt);
+  ASSERT_EQ(c.pairs.size(), 3u);
+  EXPECT_EQ(c.pairs[0].src, "Hallo Welt");  // BOM dropped, \r\n normalised
+  EXPECT_EQ(c.pairs[0].tgt, "Hello world");
+  EXPECT_EQ(c.pairs[2].src, "Gut");
+  EXPECT_EQ(c.pairs[2].line, 4);
+  EXPECT_EQ(c.lines, 6);
+  EXPECT_EQ(c.skipped_empty, 3);  // line 3 (empty source), 5 (blank source), 6 (empty target)
+  EXPECT_EQ(c.summary(), fmt::format("3 sentence pairs from '{}' and '{}' (3 pairs with an empty "
+                                     "side skipped)", src, tgt));
+  EXPECT_EQ(c.sources(), (std::vector<std::string>{"Hallo Welt", "Danke", "Gut"}));
+  EXPECT_EQ(c.targets(), (std::vector<std::string>{"Hello world", "Thanks", "Good"}));
+}
+
+TEST(Parallel, DifferentLineCountsNameBothFilesAndCounts) {
+  TempDir dir;
+  const auto src = dir.write("s.txt", "a\nb\nc\n");
+  const auto tgt = dir.write("t.txt", "x\ny\n");
+  const std::string e = error_of([&] { read_parallel(src, tgt); });
+  EXPECT_TRUE(contains(e, src) && contains(e, tgt) && contains(e, "has 3 lines") &&
+              contains(e, "has 2")) << e;
+  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.path + "/missing.en"); }),
+                       "missing.en"));
+  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("e.txt", "")); }), "is empty"));
+  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("bad.txt", "ok\n\xFF\nz\n")); }),
+                       "line 2"));
+  EXPECT_TRUE(contains(error_of([] { make_parallel("s", "\n\n", "t", "x\ny\n"); }), "no text"));
+  EXPECT_TRUE(contains(error_of([] { make_parallel("s", " \nb", "t", "x\n "); }),
+                       "none of its 2 line(s)"));
+}
+
+TEST(Parallel, TsvNeedsExactlyOneTabPerLine) {
+  const ParallelCorpus c = make_parallel_tsv("c.tsv", "eins\tone\n\nzwei\t\ndrei\tthree\n");
+  ASSERT_EQ(c.pairs.size(), 2u);
+  EXPECT_EQ(c.pairs[1].src, "drei");
+  EXPECT_EQ(c.pairs[1].tgt, "three");
+  EXPECT_EQ(c.pairs[1].line, 4);
+  EXPECT_EQ(c.skipped_empty, 2);  // the empty line and "zwei\t" (empty target)
+  EXPECT_EQ(c.summary(), "2 sentence pairs from 'c.tsv' (2 pairs with an empty side skipped)");
+  std::string e = error_of([] { make_parallel_tsv("c.tsv", "a\tb\nno tab here\n"); });
+  EXPECT_TRUE(contains(e, "c.tsv") && contains(e, "line 2") && contains(e, "0 tab(s)")) << e;
+  e = error_of([] { make_parallel_tsv("c.tsv", "a\tb\tc\n"); });
+  EXPECT_TRUE(contains(e, "line 1") && contains(e, "2 tab(s)")) << e;
+  TempDir dir;
+  EXPECT_EQ(read_parallel_tsv(dir.write("x.tsv", "a\tb\n")).pairs.size(), 1u);
+}
+
+TEST(Parallel, LengthFilterDropsLongPairsAndReports) {
+  const ParallelCorpus c = make_parallel("s", "a b\na b c d\na\na b c\n", "t", "x\nx\nx y z w\nx y\n");
+  const auto tok = WordTokenizer::build({"a b c d x y z w"});
+  std::vector<EncodedPair> enc = encode_pairs(c, tok, tok);
+  ASSERT_EQ(enc.size(), 4u);
+  EXPECT_EQ(enc[1].src.size(), 4u);
+  const LengthFilterReport r = filter_by_length(enc, 3, 3);
+  EXPECT_EQ(r.dropped, 2);  // line 2 (source 4 > 3) and line 3 (target 4 > 3)
+  EXPECT_EQ(r.kept, 2);
+  EXPECT_EQ(r.first_dropped_line, 2);
+  ASSERT_EQ(enc.size(), 2u);
+  EXPECT_EQ(enc[0].line, 1);
+  EXPECT_EQ(enc[1].line, 4);
+  EXPECT_EQ(r.summary(), "dropped 2 of 4 sentence pairs longer than 3 source / 3 target tokens "
+                         "(first: line 2)");
+  std::vector<EncodedPair> all = encode_pairs(c, tok, tok);
+  EXPECT_EQ(filter_by_length(all, 0, 0).dropped, 0);  // 0 = no limit
+  EXPECT_EQ(filter_by_length(all, 0, 3).dropped, 1);
+  EXPECT_THROW(filter_by_length(all, -1, 0), Error);
+}
+
+TEST(Parallel, SeededValidationSplit) {
+  EXPECT_EQ(parallel_val_size(2), 1);
+  EXPECT_EQ(parallel_val_size(95), 9);
+  EXPECT_EQ(parallel_val_size(50000), 1000);
+  const TrainValSplit a = split_train_val(95, 1337), b = split_train_val(95, 1337);
+  EXPECT_EQ(a.val, b.val);
+  EXPECT_EQ(a.train, b.train);
+  EXPECT_EQ(a.val.size(), 9u);
+  EXPECT_EQ(a.train.size(), 86u);
+  EXPECT_TRUE(std::is_sorted(a.val.begin(), a.val.end()));
+  std::set<int64_t> all(a.val.begin(), a.val.end());
+  all.insert(a.train.begin(), a.train.end());
+  EXPECT_EQ(all.size(), 95u);  // a partition of 0..94
+  EXPECT_EQ(*all.rbegin(), 94);
+  EXPECT_NE(split_train_val(95, 1).val, a.val);  // the seed matters
+  EXPECT_THROW(split_train_val(1, 1337), Error);
+  const std::vector<std::string> items = {"a", "b", "c"};
+  EXPECT_EQ(select(items, {2, 0}), (std::vector<std::string>{"c", "a"}));
+}
