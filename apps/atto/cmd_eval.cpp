@@ -6,6 +6,10 @@
 
 #include "commands.h"
 #include "data/dataset.h"
+#include "data/parallel.h"
+#include "data/seq2seq_batches.h"
+#include "metrics/bleu.h"
+#include "metrics/chrf.h"
 #include "kernels/kernels.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
@@ -16,14 +20,74 @@ namespace atto::cli {
 namespace {
 
 struct EvalFlags {
-  std::string model, data;
+  std::string model, data, src, ref;
   int64_t batch_size = 32;
   int threads = 0;
   bool json = false;
+  gen::DecodeOptions decode;
 };
+
+// seq2seq: translate --src, score against --ref with BLEU and chrF (sacreBLEU defaults), and the
+// loss of the reference translations.
+int run_eval_seq2seq(const EvalFlags& f) {
+  LoadedSeq2Seq lm = load_seq2seq_run(f.model);
+  const ParallelCorpus corpus = read_parallel(f.src, f.ref);
+  ATTO_CHECK(corpus.skipped_empty == 0 || !corpus.pairs.empty(), "{}: no sentence pairs", corpus.summary());
+  const int64_t max_len = lm.config.seq2seq.max_len;
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::string> refs, hyps;
+  for (const auto& p : corpus.pairs) {
+    auto ids = lm.src_tok->encode(p.src);
+    if (static_cast<int64_t>(ids.size()) > max_len) ids.resize(max_len);
+    sources.push_back(std::move(ids));
+    refs.push_back(p.tgt);
+  }
+  for (size_t start = 0; start < sources.size(); start += f.batch_size) {
+    std::vector<std::vector<int32_t>> chunk(sources.begin() + start,
+                                            sources.begin() + std::min(sources.size(), start + f.batch_size));
+    for (const auto& h : gen::translate_batch(*lm.model, chunk, f.decode)) hyps.push_back(lm.tgt_tok->decode(h[0].tokens));
+  }
+  // Loss of the references (teacher forcing), pairs within the model's max_len.
+  std::vector<EncodedPair> pairs = encode_pairs(corpus, *lm.src_tok, *lm.tgt_tok);
+  const LengthFilterReport lf = filter_by_length(pairs, max_len, max_len - 1);
+  double total = 0.0;
+  int64_t count = 0;
+  {
+    NoGradGuard ng;
+    for (const auto& idx : bucket_batches(pairs, {.max_tokens = 4096})) {
+      const Seq2SeqBatch b = make_batch(pairs, idx);
+      Tensor memory = lm.model->encode(b.src, b.B, b.S, b.src_mask);
+      Tensor logits = lm.model->decode(b.tgt_in, b.B, b.T, memory, b.src_mask, b.tgt_mask);
+      total += static_cast<double>(cross_entropy(logits, b.tgt_out).item()) * b.num_targets();
+      count += b.num_targets();
+    }
+  }
+  const double loss = count > 0 ? total / count : 0.0;
+  const metrics::BleuResult bleu = metrics::corpus_bleu(hyps, {refs});
+  const metrics::ChrfResult chrf = metrics::corpus_chrf(hyps, {refs});
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"src", f.src},          {"ref", f.ref},
+                                      {"sentences", hyps.size()}, {"bleu", bleu.score},
+                                      {"bleu_signature", bleu.signature()}, {"chrf", chrf.score},
+                                      {"chrf_signature", chrf.signature()}, {"loss", loss},
+                                      {"beam", f.decode.beam}}
+                           .dump());
+  } else {
+    fmt::print("{} sentences, beam {}\n{}\n{}\nloss {:.4f} nats/token over {} reference tokens{}\n", hyps.size(),
+               f.decode.beam, bleu.format(2, true), chrf.format(2, true), loss, count,
+               lf.dropped > 0 ? " (" + lf.summary() + ")" : "");
+  }
+  return 0;
+}
 
 int run_eval(const EvalFlags& f) {
   kernels::set_num_threads(f.threads);
+  if (!f.src.empty() || !f.ref.empty()) {
+    if (f.src.empty() || f.ref.empty()) throw UsageError("seq2seq evaluation needs both --src and --ref");
+    if (!f.data.empty()) throw UsageError("give --data (GPT) or --src/--ref (seq2seq), not both");
+    return run_eval_seq2seq(f);
+  }
+  if (f.data.empty()) throw UsageError("give --data FILE (GPT) or --src FILE --ref FILE (seq2seq)");
   LoadedModel lm = load_run(f.model);
   const TextFile file = read_text_file(f.data);
   const DataMode mode = lm.config.data.mode;
@@ -60,10 +124,15 @@ int run_eval(const EvalFlags& f) {
 }  // namespace
 
 Command add_eval(CLI::App& root) {
-  CLI::App* app = root.add_subcommand("eval", "Loss, perplexity and bits per character of a model over a text file");
+  CLI::App* app = root.add_subcommand(
+      "eval", "GPT: loss, perplexity, bits per character over a text file; seq2seq: BLEU, chrF and loss");
   auto f = std::make_shared<EvalFlags>();
   app->add_option("--model", f->model, "Run directory of a trained model")->required();
-  app->add_option("--data", f->data, "Text file to score, in the model's data mode")->required();
+  app->add_option("--data", f->data, "GPT: text file to score, in the model's data mode");
+  app->add_option("--src", f->src, "seq2seq: source sentences to translate");
+  app->add_option("--ref", f->ref, "seq2seq: reference translations (aligned with --src)");
+  f->decode.beam = 5;
+  add_decode_flags(app, f->decode);
   app->add_option("--batch-size", f->batch_size, "Sequences per batch")->capture_default_str();
   app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
   app->add_flag("--json", f->json, "Print one JSON object");
