@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
       atto::cli::add_inspect(root),
       atto::cli::add_translate(root),
       atto::cli::add_data(root),
+      atto::cli::add_bench(root),
   };
   try {
     root.parse(argc, argv);

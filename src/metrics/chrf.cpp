@@ -85,6 +85,14 @@ void match_statistics(const Counter& hyp, const Counter& ref, std::vector<int64_
   stats.push_back(match);
 }
 
+// a * b rounded to a double on its own. GCC fuses a * b + c into one FMA by default in C++
+// (-ffp-contract=fast), which changes the last bits against Python's separate roundings when
+// beta^2 * P is inexact (beta = 3); the volatile keeps the two operations apart.
+double product(double a, double b) {
+  volatile double p = a * b;
+  return p;
+}
+
 std::string preprocess(std::string_view s, const ChrfOptions& o) {
   return o.lowercase ? text::lower(s) : std::string(s);
 }
@@ -105,7 +113,7 @@ double chrf_score(const std::vector<int64_t>& stats, const ChrfOptions& o) {
     const auto n_match = static_cast<double>(stats[3 * i + 2]);
     const double prec = n_hyp > 0 ? n_match / n_hyp : eps;
     const double rec = n_ref > 0 ? n_match / n_ref : eps;
-    const double denom = factor * prec + rec;
+    const double denom = product(factor, prec) + rec;
     score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
     if (n_hyp > 0 && n_ref > 0) {
       avg_prec += prec;
@@ -119,7 +127,7 @@ double chrf_score(const std::vector<int64_t>& stats, const ChrfOptions& o) {
   avg_rec /= effective_order;
   if (avg_prec + avg_rec == 0) return 0.0;
   double f = (1 + factor) * avg_prec * avg_rec;
-  f /= factor * avg_prec + avg_rec;
+  f /= product(factor, avg_prec) + avg_rec;
   return 100 * f;
 }
 

@@ -3,8 +3,9 @@
 //
 //   std::vector<std::string> lines = {"the cat sat", "a dog ran"};
 //   auto tok = atto::train_tokenizer({.type = "word"}, lines, run_dir);  // spm writes spm.model
-//   std::vector<int32_t> ids = tok->encode("the dog sat");  // {4+.., .., ..}; unknown -> <unk>
-//   tok->decode(ids);                                        // "the dog sat"
+//   // words by count, ties in byte order: a=4 cat=5 dog=6 ran=7 sat=8 the=9
+//   std::vector<int32_t> ids = tok->encode("the dog sat up"); // {9, 6, 8, 3}: "up" -> <unk>
+//   tok->decode(ids);                                         // "the dog sat <unk>"
 //   nlohmann::json j = tok->to_json();                       // -> run_dir/tokenizer.json
 //   auto back = atto::load_tokenizer_json(j, "run/tokenizer.json", run_dir);
 //

@@ -77,6 +77,19 @@ TEST(Chrf, SacrebleuTestSuiteEpsSmoothingBeta3) {
   EXPECT_NEAR(corpus_chrf({"a", "b"}, {{"a", "c"}}, o).score, 8.3333, 1e-4);
 }
 
+TEST(Chrf, BitExactForAnyBeta) {
+  // Expected: sacreBLEU's CHRF formulas run in Python (repr of the double). With beta = 3,
+  // 9 * P is inexact, so a fused multiply-add (GCC's default contraction) would change the
+  // last digit: 61.796114618343147.
+  const std::string h = "The relationship between Obama and Netanyahu is not exactly friendly.";
+  const std::string r = "The ties between Obama and Netanyahu are not particularly friendly.";
+  EXPECT_EQ(chrf1(h, r, {.beta = 3}), 61.796114618343154);
+  EXPECT_EQ(chrf1(h, r, {.word_order = 2, .beta = 3}), 60.43922531078578);
+  EXPECT_EQ(chrf1(h, r, {.beta = 3, .eps_smoothing = true}), 61.79610792278675);
+  EXPECT_EQ(chrf1(h, r, {.beta = 1}), 60.92645073592662);
+  EXPECT_EQ(chrf1(h, r, {.word_order = 2, .beta = 1, .eps_smoothing = true}), 59.785733776561315);
+}
+
 TEST(Chrf, SacrebleuTestSuiteEffectiveOrderAndWhitespace) {
   const ChrfOptions eff{.beta = 3};
   EXPECT_NEAR(chrf1("a", "a", eff), 100.0, 1e-9);

@@ -1,0 +1,204 @@
+// atto bench train|generate|gemm: speed of training steps, generated tokens and the GEMM.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "tensor/error.h"
+#include "train/bench.h"
+#include "train/run_config.h"
+
+namespace atto::cli {
+
+namespace {
+
+// The model flags of `atto train` (same names, same meaning) plus the vocabulary size.
+struct ModelFlags {
+  GPTConfig cfg;
+  std::string ffn = "gelu", norm = "layernorm", placement = "pre", pos = "learned";
+
+  ModelFlags() { cfg.vocab_size = 65; }
+
+  GPTConfig resolve() const {
+    GPTConfig c = cfg;
+    c.activation = parse_activation(ffn);
+    c.norm = parse_norm(norm);
+    if (placement != "pre" && placement != "post")
+      throw UsageError(fmt::format("--norm-placement must be pre or post, got '{}'", placement));
+    c.pre_norm = placement == "pre";
+    c.pos = parse_pos(pos);
+    c.validate();
+    return c;
+  }
+};
+
+struct CommonFlags {
+  int threads = 0;
+  int64_t warmup = 0, steps = 0;
+  uint64_t seed = 1337;
+  bool json = false;
+};
+
+void add_model_flags(CLI::App* app, ModelFlags& f) {
+  GPTConfig& m = f.cfg;
+  app->add_option("--vocab-size", m.vocab_size, "Vocabulary size (random token ids)")->capture_default_str();
+  app->add_option("--d-model", m.n_embd, "Model width")->capture_default_str();
+  app->add_option("--n-heads", m.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
+  app->add_option("--n-layers", m.n_layer, "Transformer blocks")->capture_default_str();
+  app->add_option("--block-size", m.block_size, "Context length (training batches are [B, block-size])")
+      ->capture_default_str();
+  app->add_option("--d-ff", m.d_ff, "Feed-forward width; 0 = 4 * d-model")->capture_default_str();
+  app->add_option("--ffn", f.ffn, "Feed-forward activation: relu, gelu, gelu_tanh, swiglu")->capture_default_str();
+  app->add_option("--norm", f.norm, "layernorm or rmsnorm")->capture_default_str();
+  app->add_option("--norm-placement", f.placement, "pre (GPT-2) or post (2017 paper)")->capture_default_str();
+  app->add_option("--pos", f.pos, "Positional encoding: learned or sinusoidal")->capture_default_str();
+  app->add_flag("--tie-weights,!--no-tie-weights", m.tie_weights, "Tie the output projection to the token embedding")
+      ->capture_default_str();
+  app->add_flag("--bias,!--no-bias", m.bias, "Biases in Linear layers and LayerNorm")->capture_default_str();
+  app->add_option("--dropout", m.dropout, "Dropout probability")->capture_default_str();
+}
+
+void add_common_flags(CLI::App* app, CommonFlags& f, const char* unit) {
+  app->add_option("--threads", f.threads, "Threads; 0 = all cores")->capture_default_str();
+  app->add_option("--warmup", f.warmup, fmt::format("Untimed {} before measuring", unit))->capture_default_str();
+  app->add_option("--steps", f.steps, fmt::format("Timed {}", unit))->capture_default_str();
+  app->add_option("--seed", f.seed, "Seed of the weights and the random tokens")->capture_default_str();
+  app->add_flag("--json", f.json, "Print one JSON object instead of the table");
+}
+
+double mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
+
+std::string describe(const GPTConfig& m) {
+  return fmt::format("GPT {} layers, d_model {}, {} heads, block {}, vocab {}, {}, {}, {}-norm, {} positions{}{}",
+                     m.n_layer, m.n_embd, m.n_head, m.block_size, m.vocab_size, to_string(m.activation),
+                     to_string(m.norm), m.pre_norm ? "pre" : "post", to_string(m.pos),
+                     m.tie_weights ? ", tied" : "", m.dropout > 0 ? fmt::format(", dropout {}", m.dropout) : "");
+}
+
+std::string stats_line(const bench::StepStats& s, const char* what) {
+  return fmt::format("{:<12} median {:.3f} ms   p10 {:.3f} ms   p90 {:.3f} ms   ({} timed)", what, s.median_ms,
+                     s.p10_ms, s.p90_ms, s.count);
+}
+
+struct TrainBenchFlags {
+  ModelFlags model;
+  CommonFlags common{.warmup = 3, .steps = 20};
+  bench::TrainBenchOptions opt;
+};
+
+int run_train_bench(const TrainBenchFlags& f) {
+  bench::TrainBenchOptions o = f.opt;
+  o.model = f.model.resolve();
+  o.threads = f.common.threads;
+  o.warmup = f.common.warmup;
+  o.steps = f.common.steps;
+  o.seed = f.common.seed;
+  const bench::TrainBenchResult r = bench::bench_train(o);
+  if (f.common.json) {
+    nlohmann::json j = bench::to_json(r);
+    j["model"] = describe(o.model);
+    j["batch_size"] = o.batch_size;
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("atto bench train: {}; batch {}; {} parameters; {} threads\n", describe(o.model), o.batch_size,
+             r.num_parameters, r.threads);
+  fmt::print("{}\n", stats_line(r.step, "step"));
+  fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
+  fmt::print("{:<12} {:.2f} GFLOP/s ({:.4g} FLOP/token = 6 N + 12 L C T, N = {})\n", "model", r.model_gflops,
+             r.flops_per_token, r.flop_parameters);
+  if (r.peak_gflops > 0)
+    fmt::print("{:<12} {:.1f}% of the sgemm peak {:.2f} GFLOP/s\n", "MFU", 100.0 * r.mfu, r.peak_gflops);
+  fmt::print("{:<12} {:.1f} MiB peak resident (ru_maxrss)\n", "memory", mib(r.peak_rss_kib));
+  fmt::print("{:<12} {:.4f} first, {:.4f} last\n", "loss", r.losses.front(), r.losses.back());
+  return 0;
+}
+
+struct GenerateBenchFlags {
+  ModelFlags model;
+  CommonFlags common{.warmup = 1, .steps = 5};
+  bench::GenerateBenchOptions opt;
+};
+
+int run_generate_bench(const GenerateBenchFlags& f) {
+  bench::GenerateBenchOptions o = f.opt;
+  o.model = f.model.resolve();
+  o.threads = f.common.threads;
+  o.warmup = f.common.warmup;
+  o.steps = f.common.steps;
+  o.seed = f.common.seed;
+  const bench::GenerateBenchResult r = bench::bench_generate(o);
+  if (f.common.json) {
+    nlohmann::json j = bench::to_json(r);
+    j["model"] = describe(o.model);
+    j["batch_size"] = o.batch_size;
+    j["new_tokens"] = o.new_tokens;
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; {} threads\n",
+             describe(o.model), o.batch_size, o.new_tokens, r.num_parameters, r.threads);
+  fmt::print("{}\n", stats_line(r.token, "per token"));
+  fmt::print("{:<12} {:.0f} tokens/s\n", "throughput", r.tokens_per_s);
+  fmt::print("{:<12} {:.1f} MiB peak resident (ru_maxrss)\n", "memory", mib(r.peak_rss_kib));
+  return 0;
+}
+
+struct GemmBenchFlags {
+  CommonFlags common{.warmup = 2, .steps = 10};
+  bench::GemmBenchOptions opt;
+};
+
+int run_gemm_bench(const GemmBenchFlags& f) {
+  bench::GemmBenchOptions o = f.opt;
+  o.threads = f.common.threads;
+  o.warmup = f.common.warmup;
+  o.steps = f.common.steps;
+  o.seed = f.common.seed;
+  const bench::GemmBenchResult r = bench::bench_gemm(o);
+  if (f.common.json) {
+    fmt::print("{}\n", bench::to_json(r).dump());
+    return 0;
+  }
+  fmt::print("atto bench gemm: C[{0}, {0}] = A[{0}, {0}] @ B[{0}, {0}]^T (kernels::gemm); {1} threads\n", r.size,
+             r.threads);
+  fmt::print("{}\n", stats_line(r.call, "call"));
+  fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best (the peak MFU is measured against)\n", "sgemm",
+             r.median_gflops, r.best_gflops);
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& root) {
+  CLI::App* app = root.add_subcommand("bench", "Measure training, generation and GEMM speed (see docs/bench.md)");
+  app->require_subcommand(1);
+
+  CLI::App* train = app->add_subcommand("train", "Time training steps (forward, loss, backward, clip, AdamW)");
+  auto tf = std::make_shared<TrainBenchFlags>();
+  add_model_flags(train, tf->model);
+  train->add_option("--batch-size", tf->opt.batch_size, "Sequences per step")->capture_default_str();
+  add_common_flags(train, tf->common, "steps");
+  train->add_option("--peak-gflops", tf->opt.peak_gflops,
+                    "sgemm peak for MFU (e.g. from `atto bench gemm`); 0 = measure it after the steps, < 0 = no MFU")
+      ->capture_default_str();
+
+  CLI::App* gen = app->add_subcommand("generate", "Time token generation with the KV cache");
+  auto gf = std::make_shared<GenerateBenchFlags>();
+  add_model_flags(gen, gf->model);
+  gen->add_option("--batch-size", gf->opt.batch_size, "Sequences generated together")->capture_default_str();
+  gen->add_option("--new-tokens", gf->opt.new_tokens, "Tokens generated per sequence in one run")
+      ->capture_default_str();
+  add_common_flags(gen, gf->common, "runs");
+
+  CLI::App* gemm = app->add_subcommand("gemm", "Measure the sgemm peak (kernels::gemm, square matrices)");
+  auto mf = std::make_shared<GemmBenchFlags>();
+  gemm->add_option("--size", mf->opt.size, "M = N = K")->capture_default_str();
+  add_common_flags(gemm, mf->common, "calls");
+
+  return {app, [train, gen, tf, gf, mf] {
+            if (train->parsed()) return run_train_bench(*tf);
+            if (gen->parsed()) return run_generate_bench(*gf);
+            return run_gemm_bench(*mf);
+          }};
+}
+
+}  // namespace atto::cli

@@ -1,0 +1,233 @@
+#include "train/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "generate/generate.h"
+#include "kernels/kernels.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "tensor/error.h"
+
+namespace atto::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The optimiser settings (as nanoGPT's small configs and `atto train`'s defaults).
+constexpr float kLr = 1e-3f, kBeta1 = 0.9f, kBeta2 = 0.99f, kEps = 1e-8f, kWeightDecay = 0.1f, kClip = 1.0f;
+
+void check_counts(int64_t warmup, int64_t steps, int64_t batch, int threads, const char* what) {
+  ATTO_CHECK(warmup >= 0, "bench {}: --warmup must be >= 0, got {}", what, warmup);
+  ATTO_CHECK(steps >= 1, "bench {}: --steps must be >= 1 (timed steps), got {}", what, steps);
+  ATTO_CHECK(batch >= 1, "bench {}: --batch-size must be >= 1, got {}", what, batch);
+  ATTO_CHECK(threads >= 0, "bench {}: --threads must be >= 0 (0 = all cores), got {}", what, threads);
+}
+
+// One training batch of uniform random tokens: x = seq[0:T], y = seq[1:T+1] per row.
+struct TokenBatch {
+  std::vector<int32_t> x, y;
+};
+TokenBatch random_batch(Rng& rng, int64_t B, int64_t T, int64_t V) {
+  TokenBatch b;
+  b.x.reserve(static_cast<size_t>(B * T));
+  b.y.reserve(static_cast<size_t>(B * T));
+  for (int64_t r = 0; r < B; ++r) {
+    std::vector<int32_t> seq(static_cast<size_t>(T + 1));
+    for (auto& t : seq) t = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+    b.x.insert(b.x.end(), seq.begin(), seq.end() - 1);
+    b.y.insert(b.y.end(), seq.begin() + 1, seq.end());
+  }
+  return b;
+}
+
+// zero_grad, forward, loss, backward, clip, AdamW: one trainer step. Returns the loss.
+float train_step(GPT& model, optim::AdamW& opt, const TokenBatch& b, int64_t B, int64_t T) {
+  opt.zero_grad();
+  Tensor loss = cross_entropy(model.forward(b.x, B, T), b.y);
+  const float value = loss.item();
+  backward(loss);
+  const float norm = optim::clip_grad_norm(opt.param_groups(), kClip);
+  if (std::isfinite(norm)) opt.step(kLr);  // as the trainer: a non-finite step is skipped
+  return value;
+}
+
+}  // namespace
+
+double quantile(std::vector<double> samples, double q) {
+  ATTO_CHECK(!samples.empty(), "quantile of an empty list of timings");
+  ATTO_CHECK(q >= 0.0 && q <= 1.0, "quantile: q must be in [0, 1], got {}", q);
+  std::sort(samples.begin(), samples.end());
+  const double pos = q * static_cast<double>(samples.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, samples.size() - 1);
+  return samples[lo] + (pos - static_cast<double>(lo)) * (samples[hi] - samples[lo]);
+}
+
+StepStats step_stats(std::vector<double> ms) {
+  ATTO_CHECK(!ms.empty(), "step_stats: no timings");
+  StepStats s;
+  s.count = static_cast<int64_t>(ms.size());
+  s.median_ms = quantile(ms, 0.5);
+  s.p10_ms = quantile(ms, 0.1);
+  s.p90_ms = quantile(ms, 0.9);
+  s.mean_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+  s.min_ms = *std::min_element(ms.begin(), ms.end());
+  s.max_ms = *std::max_element(ms.begin(), ms.end());
+  return s;
+}
+
+int64_t peak_rss_kib() {
+  rusage u{};
+  ATTO_CHECK(getrusage(RUSAGE_SELF, &u) == 0, "getrusage(RUSAGE_SELF) failed");
+  return static_cast<int64_t>(u.ru_maxrss);  // KiB on Linux
+}
+
+// ---- GEMM -------------------------------------------------------------------------------
+
+GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
+  check_counts(opt.warmup, opt.steps, 1, opt.threads, "gemm");
+  ATTO_CHECK(opt.size >= 1 && opt.size <= 16384, "bench gemm: --size must be in [1, 16384], got {}", opt.size);
+  kernels::set_num_threads(opt.threads);
+  const int64_t n = opt.size;
+  Rng rng(opt.seed);
+  const Tensor a = Tensor::randn({n, n}, rng), b = Tensor::randn({n, n}, rng);
+  Tensor c = Tensor::zeros({n, n});
+  std::vector<double> ms;
+  for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
+    const auto t0 = Clock::now();
+    // C[M, N] = A[M, K] @ B[N, K]^T: the layout of linear_forward.
+    kernels::gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    if (i >= opt.warmup) ms.push_back(ms_since(t0));
+  }
+  GemmBenchResult r;
+  r.size = n;
+  r.threads = kernels::num_threads();
+  r.call = step_stats(ms);
+  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  r.median_gflops = flop / (r.call.median_ms * 1e6);
+  r.best_gflops = flop / (r.call.min_ms * 1e6);
+  return r;
+}
+
+// ---- training ---------------------------------------------------------------------------
+
+int64_t flop_parameters(const GPT& model) {
+  int64_t n = model.num_parameters();
+  if (model.transformer.wpe) n -= model.transformer.wpe->weight.numel();
+  if (!model.config().tie_weights) n -= model.transformer.wte.weight.numel();
+  return n;
+}
+
+double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params) {
+  return 6.0 * static_cast<double>(flop_params) +
+         12.0 * static_cast<double>(cfg.n_layer) * static_cast<double>(cfg.n_embd) * static_cast<double>(cfg.block_size);
+}
+
+TrainBenchResult bench_train(const TrainBenchOptions& opt) {
+  check_counts(opt.warmup, opt.steps, opt.batch_size, opt.threads, "train");
+  ATTO_CHECK(opt.data_batches >= 0, "bench train: data_batches must be >= 0, got {}", opt.data_batches);
+  opt.model.validate();
+  kernels::set_num_threads(opt.threads);
+  const int64_t B = opt.batch_size, T = opt.model.block_size, total = opt.warmup + opt.steps;
+
+  Rng init_rng(opt.seed), data_rng(opt.seed ^ 0xDA7A5EEDull), dropout_rng(opt.seed ^ 0xD50F0D7Eull);
+  GPT model(opt.model, init_rng);
+  model.set_rng(&dropout_rng);
+  model.train();
+  optim::AdamW adamw(optim::default_param_groups(model.named_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
+  std::vector<TokenBatch> batches;
+  const int64_t nb = opt.data_batches > 0 ? std::min(opt.data_batches, total) : total;
+  for (int64_t i = 0; i < nb; ++i) batches.push_back(random_batch(data_rng, B, T, opt.model.vocab_size));
+
+  TrainBenchResult r;
+  std::vector<double> ms;
+  for (int64_t i = 0; i < total; ++i) {
+    const auto t0 = Clock::now();
+    r.losses.push_back(train_step(model, adamw, batches[static_cast<size_t>(i % nb)], B, T));
+    if (i >= opt.warmup) ms.push_back(ms_since(t0));
+  }
+  r.peak_rss_kib = peak_rss_kib();  // before any GEMM buffers exist
+  r.threads = kernels::num_threads();
+  r.tokens_per_step = B * T;
+  r.step = step_stats(ms);
+  r.tokens_per_s = static_cast<double>(r.tokens_per_step) / (r.step.median_ms / 1e3);
+  r.num_parameters = model.num_parameters();
+  r.flop_parameters = flop_parameters(model);
+  r.flops_per_token = train_flops_per_token(opt.model, r.flop_parameters);
+  r.model_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
+  if (opt.peak_gflops > 0.0) r.peak_gflops = opt.peak_gflops;
+  else if (opt.peak_gflops == 0.0) r.peak_gflops = bench_gemm({.threads = opt.threads}).best_gflops;
+  r.mfu = r.peak_gflops > 0.0 ? r.model_gflops / r.peak_gflops : 0.0;
+  return r;
+}
+
+// ---- generation -------------------------------------------------------------------------
+
+GenerateBenchResult bench_generate(const GenerateBenchOptions& opt) {
+  check_counts(opt.warmup, opt.steps, opt.batch_size, opt.threads, "generate");
+  ATTO_CHECK(opt.new_tokens >= 1, "bench generate: --new-tokens must be >= 1, got {}", opt.new_tokens);
+  opt.model.validate();
+  kernels::set_num_threads(opt.threads);
+  Rng init_rng(opt.seed), rng(opt.seed ^ 0x5A3B1E00ull);
+  GPT model(opt.model, init_rng);
+  std::vector<std::vector<int32_t>> prompts;  // one random token per sequence
+  for (int64_t b = 0; b < opt.batch_size; ++b)
+    prompts.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(opt.model.vocab_size)))});
+  gen::GenerateOptions g;
+  g.max_new_tokens = opt.new_tokens;
+  g.max_batch = opt.batch_size;
+
+  GenerateBenchResult r;
+  std::vector<double> ms_per_token;
+  for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
+    const auto t0 = Clock::now();
+    const std::vector<gen::Sample> out = gen::generate_batch(model, prompts, g, rng);
+    const double ms = ms_since(t0);
+    if (i >= opt.warmup) ms_per_token.push_back(ms / static_cast<double>(opt.new_tokens));
+    r.generated = 0;
+    for (const auto& s : out) r.generated += static_cast<int64_t>(s.tokens.size());
+  }
+  r.peak_rss_kib = peak_rss_kib();
+  r.threads = kernels::num_threads();
+  r.token = step_stats(ms_per_token);
+  r.tokens_per_s = static_cast<double>(opt.batch_size) / (r.token.median_ms / 1e3);
+  r.num_parameters = model.num_parameters();
+  return r;
+}
+
+// ---- JSON -------------------------------------------------------------------------------
+
+nlohmann::json to_json(const StepStats& s) {
+  return {{"count", s.count}, {"median_ms", s.median_ms}, {"p10_ms", s.p10_ms}, {"p90_ms", s.p90_ms},
+          {"mean_ms", s.mean_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms}};
+}
+
+nlohmann::json to_json(const GemmBenchResult& r) {
+  return {{"size", r.size}, {"threads", r.threads}, {"call", to_json(r.call)}, {"median_gflops", r.median_gflops},
+          {"best_gflops", r.best_gflops}};
+}
+
+nlohmann::json to_json(const TrainBenchResult& r) {
+  return {{"threads", r.threads}, {"tokens_per_step", r.tokens_per_step}, {"step", to_json(r.step)},
+          {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
+          {"flop_parameters", r.flop_parameters}, {"flops_per_token", r.flops_per_token},
+          {"model_gflops", r.model_gflops}, {"peak_gflops", r.peak_gflops}, {"mfu", r.mfu},
+          {"peak_rss_kib", r.peak_rss_kib}, {"losses", r.losses}};
+}
+
+nlohmann::json to_json(const GenerateBenchResult& r) {
+  return {{"threads", r.threads}, {"token", to_json(r.token)}, {"tokens_per_s", r.tokens_per_s},
+          {"num_parameters", r.num_parameters}, {"peak_rss_kib", r.peak_rss_kib}, {"generated", r.generated}};
+}
+
+}  // namespace atto::bench
