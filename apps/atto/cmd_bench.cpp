@@ -99,7 +99,7 @@ int run_train_bench(const TrainBenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench train: {}; batch {}; {} parameters; {} threads\n", describe(o.model), o.batch_size,
+  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}\n", describe(o.model), o.batch_size,
              r.num_parameters, r.threads);
   fmt::print("{}\n", stats_line(r.step, "step"));
   fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
@@ -134,7 +134,7 @@ int run_generate_bench(const GenerateBenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; {} threads\n",
+  fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; threads {}\n",
              describe(o.model), o.batch_size, o.new_tokens, r.num_parameters, r.threads);
   fmt::print("{}\n", stats_line(r.token, "per token"));
   fmt::print("{:<12} {:.0f} tokens/s\n", "throughput", r.tokens_per_s);
@@ -158,7 +158,7 @@ int run_gemm_bench(const GemmBenchFlags& f) {
     fmt::print("{}\n", bench::to_json(r).dump());
     return 0;
   }
-  fmt::print("atto bench gemm: C[{0}, {0}] = A[{0}, {0}] @ B[{0}, {0}]^T (kernels::gemm); {1} threads\n", r.size,
+  fmt::print("atto bench gemm: C[{0}, {0}] = A[{0}, {0}] @ B[{0}, {0}]^T (kernels::gemm); threads {1}\n", r.size,
              r.threads);
   fmt::print("{}\n", stats_line(r.call, "call"));
   fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best (the peak MFU is measured against)\n", "sgemm",

@@ -74,14 +74,54 @@ const char* bin_name(BinOp op) {
   return "?";
 }
 
+// The common fast case: a and b contiguous and b's shape a suffix of a's (same shape, or b
+// broadcast over a's leading dimensions, like positions over a batch). Returns b's size, or 0.
+int64_t suffix_broadcast(const Tensor& a, const Tensor& b) {
+  if (!a.is_contiguous() || !b.is_contiguous() || b.ndim() > a.ndim() || b.numel() == 0) return 0;
+  for (int i = 1; i <= b.ndim(); ++i)
+    if (b.shape()[b.ndim() - i] != a.shape()[a.ndim() - i]) return 0;
+  return b.numel();
+}
+
+Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) {
+  const int64_t outer = a.numel() / inner;
+  Tensor out = Tensor::empty(a.shape());
+  if (op == BinOp::Add && outer == 1) {
+    kernels::add_forward(out.data(), a.data(), b.data(), inner);
+  } else {
+    const float* pa = a.data();
+    const float* pb = b.data();
+    float* po = out.data();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) po[o * inner + i] = apply(op, pa[o * inner + i], pb[i]);
+  }
+  if (any_requires_grad({&a, &b})) {
+    detail::mark_output(out);
+    tape().record(bin_name(op), [op, a, b, out, outer, inner]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      float* ga = detail::grad_ptr(a);
+      float* gb = detail::grad_ptr(b);
+      const float* pa = a.data();
+      const float* pb = b.data();
+      for (int64_t o = 0; o < outer; ++o)  // serial over o: b's gradient sums in a fixed order
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t k = o * inner + i;
+          if (ga) ga[k] += op == BinOp::Add ? g[k] : partial_a(op, pa[k], pb[i], g[k]);
+          if (gb) gb[i] += op == BinOp::Add ? g[k] : partial_b(op, pa[k], pb[i], g[k]);
+        }
+    });
+  }
+  return out;
+}
+
 Tensor binary(BinOp op, const Tensor& a, const Tensor& b) {
   const char* name = bin_name(op);
   const Shape shape = broadcast_shape(name, a.shape(), b.shape());
+  if (const int64_t inner = suffix_broadcast(a, b); inner > 0 && shape == a.shape())
+    return binary_suffix(op, a, b, inner);
   Tensor out = Tensor::empty(shape);
-  const bool same = a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous();
-  if (same && op == BinOp::Add) {
-    kernels::add_forward(out.data(), a.data(), b.data(), out.numel());
-  } else {
+  {
     const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
     const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
     const float* pa = a.data();

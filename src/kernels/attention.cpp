@@ -12,6 +12,11 @@
 //
 // All tile products go through one register-blocked micro-kernel on zero-padded copies
 // (head size rounded up to 16 lanes), so any HS, Tq, Tk and leading dimension work.
+
+// 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
+// would still warn that their calling convention differs between targets.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -27,6 +32,7 @@ namespace atto::kernels {
 namespace {
 
 typedef float vf16 __attribute__((vector_size(64)));
+#define VINLINE inline __attribute__((always_inline))
 constexpr int64_t W = 16;
 constexpr int64_t BQ = 64;  // query rows per tile
 constexpr int64_t BK = 64;  // keys per tile
@@ -34,12 +40,12 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-vf16 load(const float* p) {
+VINLINE vf16 load(const float* p) {
   vf16 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
+VINLINE void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
 
 // ---- Micro-kernel: C[M, N] (+)= A[M, K] B[K, N] ------------------------------------------------
 // A(r, k) = A[r * ars + k * aks] (so A can be read transposed); B row-major with ldb; C row-major
@@ -56,7 +62,9 @@ void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, co
       vf16 b[NV];
       for (int v = 0; v < NV; v++) {
         b[v] = load(B + k * ldb + v * W);
+#ifdef __AVX512F__
         asm("" : "+v"(b[v]));  // keep b in a register: one load per vector, not one per FMA
+#endif
       }
       for (int i = 0; i < 4; i++) {
         const float ai = a[i * ars + k * aks];
@@ -135,8 +143,8 @@ void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int64_t nk)
   }
 }
 
-// S[BQ, BK] = scale * Qs KT^T with masks: the one definition of the scores, shared by forward
-// and backward so that backward's exp(S - lse) matches forward exactly.
+// S[BQ, BK] = scale * Qs[BQ, HS] KT[HS, BK], masked to -inf: the one definition of the scores,
+// shared by forward and backward so that backward's exp(S - lse) matches forward exactly.
 void score_tile(float* S, const float* Qs, const float* KT, const float* kbias, const Problem& p,
                 int64_t i0, int64_t nq, int64_t j0) {
   const int64_t rows = round_up(nq, 4);
@@ -151,7 +159,7 @@ void score_tile(float* S, const float* Qs, const float* KT, const float* kbias, 
   }
 }
 
-// Key tiles [kt_begin, kt_end) that query tile [i0, i0 + nq) can see.
+// Query tile [i0, i0 + nq) sees key tiles [0, key_tiles_end) (fewer under a causal mask).
 int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
   const int64_t ntiles = (p.d.Tk + BK - 1) / BK;
   if (!p.d.causal) return ntiles;

@@ -3,6 +3,11 @@
 //
 // Every element goes through the same 16-lane code (the tail is padded, never a scalar
 // epilogue), so an element's value does not depend on how the range was split over threads.
+
+// 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
+// would still warn that their calling convention differs between targets.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -20,28 +25,29 @@ namespace {
 // ---- 16-lane vectors (GCC vector extensions: AVX-512 with -march=native, split otherwise) ----
 typedef float vf16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
+#define VINLINE inline __attribute__((always_inline))
 constexpr int64_t W = 16;
 
-vf16 splat(float x) { return vf16{} + x; }
-vf16 load(const float* p) {
+VINLINE vf16 splat(float x) { return vf16{} + x; }
+VINLINE vf16 load(const float* p) {
   vf16 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
+VINLINE vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
   vf16 v = splat(fill);
   std::memcpy(&v, p, sizeof(float) * static_cast<size_t>(n));
   return v;
 }
-void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
-void store_part(float* p, vf16 v, int64_t n) {
+VINLINE void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
+VINLINE void store_part(float* p, vf16 v, int64_t n) {
   std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
 }
-vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
-vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
+VINLINE vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
+VINLINE vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
 
 // exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
-vf16 vexp(vf16 x) {
+VINLINE vf16 vexp(vf16 x) {
   const vf16 lo = splat(-87.0f), hi = splat(88.0f);
   const vf16 xc = vmin(vmax(x, lo), hi);
   const vf16 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
@@ -62,12 +68,12 @@ vf16 vexp(vf16 x) {
   e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
   return x != x ? x : e;  // NaN in, NaN out
 }
-vf16 vsigmoid(vf16 x) { return 1.0f / (1.0f + vexp(-x)); }
+VINLINE vf16 vsigmoid(vf16 x) { return 1.0f / (1.0f + vexp(-x)); }
 
 // Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2), the standard normal CDF. erfc(z),
 // z >= 0, by the Chebyshev fit of Numerical Recipes (erfcc): relative error < 1.2e-7 for all z,
 // so the lower tail keeps its relative accuracy (no 1 - erf cancellation).
-vf16 vnormal_cdf(vf16 x) {
+VINLINE vf16 vnormal_cdf(vf16 x) {
   const vf16 z = (x < 0.0f ? -x : x) * 0.70710678118654752f;
   const vf16 t = 1.0f / (1.0f + 0.5f * z);
   vf16 p = splat(0.17087277f);
@@ -109,10 +115,10 @@ void map_vectors(int64_t n, int64_t min_parallel, G g) {
   });
 }
 
-vf16 ld(const float* p, int64_t i, int64_t cnt) {
+VINLINE vf16 ld(const float* p, int64_t i, int64_t cnt) {
   return cnt == W ? load(p + i) : load_part(p + i, cnt);
 }
-void st(float* p, int64_t i, int64_t cnt, vf16 v) {
+VINLINE void st(float* p, int64_t i, int64_t cnt, vf16 v) {
   if (cnt == W) {
     store(p + i, v);
   } else {

@@ -16,9 +16,20 @@ namespace atto {
 // ============================================================================================
 namespace {
 
+// Size classes: small buffers round up to 16 floats; larger ones to one of 8 steps per power of
+// two (at most 12.5% waste), so batches of varying shape (seq2seq buckets, the last evaluation
+// batch) reuse each other's buffers instead of going back to the system.
+size_t size_class(size_t n) {
+  if (n <= 1024) return std::max<size_t>(16, (n + 15) / 16 * 16);
+  size_t p = 1;
+  while (p * 2 <= n) p *= 2;         // p <= n < 2p
+  const size_t step = p / 8;
+  return (n + step - 1) / step * step;
+}
+
 struct Allocator {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<float*>> free_lists;  // key: element count
+  std::unordered_map<size_t, std::vector<float*>> free_lists;  // key: size class (floats)
   AllocatorStats stats;
 #ifdef ATTO_NO_ALLOC_CACHE
   static constexpr bool kCache = false;
@@ -27,6 +38,7 @@ struct Allocator {
 #endif
 
   float* get(size_t n) {
+    n = size_class(n);
     std::lock_guard<std::mutex> lock(mu);
     stats.bytes_in_use += n * sizeof(float);
     stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
@@ -39,13 +51,14 @@ struct Allocator {
       return p;
     }
     stats.system_allocs++;
-    const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
     if (!p) fail("out of memory allocating a tensor of {} floats", n);
     return static_cast<float*>(p);
   }
 
   void put(float* p, size_t n) {
+    n = size_class(n);
     std::lock_guard<std::mutex> lock(mu);
     stats.bytes_in_use -= n * sizeof(float);
     if (kCache) {
