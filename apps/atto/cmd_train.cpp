@@ -12,7 +12,7 @@ namespace atto::cli {
 namespace {
 
 struct TrainFlags {
-  RunConfig cfg;  // flag values (defaults shown in --help)
+  RunConfig cfg = default_run_config("gpt");  // flag values (defaults shown in --help)
   std::string out, config_file, resume, mode = "auto", ffn, norm, placement, pos, schedule, task = "gpt";
   int64_t n_enc_layers = 0, n_dec_layers = 0, max_len = 0;
   bool force = false, quiet = false;

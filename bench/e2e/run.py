@@ -187,6 +187,10 @@ def mib(kib):
     return f"{kib / 1024:.0f} MiB"
 
 
+def spread(s):
+    return f"{s['median_ms']:.2f} [{s['p10_ms']:.2f} .. {s['p90_ms']:.2f}]"
+
+
 def describe(cfg):
     return f"L{cfg['n_layers']} C{cfg['d_model']} H{cfg['n_heads']} T{cfg['block_size']}"
 
@@ -225,6 +229,11 @@ def print_train_table(b, peak):
               f"{mib(tr['peak_rss_kib']):>9}")
         if ar["num_parameters"] != tr["num_parameters"]:
             print(f"    WARNING: parameter counts differ: atto {ar['num_parameters']}, torch {tr['num_parameters']}")
+    print("step time, ms: median [p10 .. p90] of the kept process; first loss (ln 65 = 4.174)")
+    for name in b.a.configs:
+        at, to = b.best("train", name, "atto"), b.best("train", name, "torch")
+        print(f"({name}) atto {spread(at['result']['step'])}  loss {at['result']['losses'][0]:.3f}   "
+              f"torch {spread(to['result']['step'])}  loss {to['result']['losses'][0]:.3f}")
 
 
 def print_generate_table(b):
@@ -244,6 +253,10 @@ def print_generate_table(b):
               f"{kv['threads']:>4} {ar['tokens_per_s'] / kr['tokens_per_s']:>8.2f} {nr['tokens_per_s']:>8.1f} "
               f"{ng['threads']:>4} {ar['tokens_per_s'] / nr['tokens_per_s']:>9.2f} {mib(ar['peak_rss_kib']):>9} "
               f"{mib(kr['peak_rss_kib']):>8} {mib(nr['peak_rss_kib']):>8}")
+    print("time per token, ms: median [p10 .. p90] over the kept process's runs")
+    for name in b.a.gen_configs:
+        r = [b.best("generate", name, side)["result"]["token"] for side in ("atto", "torch-kvcache", "torch-nanogpt")]
+        print(f"({name}) atto {spread(r[0])}   torch KV {spread(r[1])}   torch nanoGPT {spread(r[2])}")
 
 
 def main(argv):

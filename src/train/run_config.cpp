@@ -274,6 +274,7 @@ void apply_config_json(RunConfig& cfg, const json& j, const std::string& source)
 
 RunConfig default_run_config(const std::string& task) {
   RunConfig c;
+  c.model.block_size = 0;  // auto: decided by the data (longest line + 1, or 128 tokens of a stream)
   ATTO_CHECK(task == "gpt" || task == "seq2seq", "--task must be gpt or seq2seq, got '{}'", task);
   c.task = task;
   if (task == "seq2seq") {
