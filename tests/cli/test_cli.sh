@@ -107,5 +107,30 @@ expect_fail "has shape" "$ATTO" eval --model "$W/shapes" --data "$W/names.txt"
 expect_fail "not an atto run directory" "$ATTO" eval --model "$W" --data "$W/names.txt"
 [ "$(snapshot)" = "$before" ] && ok || bad "the good run directory changed during the bad-input tests"
 
+# ---- seq2seq ------------------------------------------------------------------------------------
+expect_ok "$ATTO" data synth reverse --n 300 --out "$W/rev" --seed 3
+[ "$(wc -l <"$W/rev.src")" = 300 ] && ok || bad "synth wrote the wrong number of pairs"
+S2S=(--task seq2seq --n-layers 1 --d-model 16 --n-heads 2 --steps 20 --eval-every 10 --eval-bleu 20 --warmup 5 -q)
+expect_ok "$ATTO" train "${S2S[@]}" --src "$W/rev.src" --tgt "$W/rev.tgt" --out "$W/s2s"
+head -5 "$W/rev.src" >"$W/five.src"
+head -5 "$W/rev.tgt" >"$W/five.tgt"
+[ "$("$ATTO" translate --model "$W/s2s" --beam 3 <"$W/five.src" | wc -l)" = 5 ] && ok || bad "translate: one line per source"
+[ "$(printf '1 2 3
+
+4 5
+' | "$ATTO" translate --model "$W/s2s" | wc -l)" = 3 ] && ok || bad "translate: empty lines keep their place"
+"$ATTO" translate --model "$W/s2s" --beam 3 --n-best 2 --input "$W/five.src" | grep -q '^0 ||| ' && ok || bad "n-best output"
+"$ATTO" translate --model "$W/s2s" --json --attention --input "$W/five.src" | head -1 | grep -q '"cross_attention"' && ok || bad "json attention"
+"$ATTO" eval --model "$W/s2s" --src "$W/five.src" --ref "$W/five.tgt" | grep -q 'BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp' && ok || bad "eval BLEU signature"
+head -4 "$W/rev.tgt" >"$W/four.tgt"
+expect_fail "4" "$ATTO" train --task seq2seq --src "$W/rev.src" --tgt "$W/four.tgt" --out "$W/x20"
+expect_fail "300" "$ATTO" eval --model "$W/s2s" --src "$W/rev.src" --ref "$W/four.tgt"
+expect_fail "use \`atto sample" "$ATTO" translate --model "$RUN" --input "$W/five.src"
+expect_fail "use \`atto translate" "$ATTO" sample --model "$W/s2s"
+cp -r "$W/s2s" "$W/missing-spm"
+echo '{"type":"spm","version":1,"special_tokens":["<pad>","<bos>","<eos>","<unk>"],"model":"spm.model","vocab_size":15}' >"$W/missing-spm/src/tokenizer.json"
+expect_fail "spm.model" "$ATTO" translate --model "$W/missing-spm" --input "$W/five.src"
+expect_fail "--beam" "$ATTO" translate --model "$W/s2s" --beam 0 --input "$W/five.src"
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
