@@ -1,10 +1,13 @@
 // atto inspect: a self-contained HTML report (with SVG figures) of what a trained GPT does with
-// one input: attention maps, residual stream, next-token distribution, embeddings, positions,
+// one input (a GPT run: --text; a seq2seq run: --src, with cross-attention): attention maps, residual stream, next-token distribution, embeddings, positions,
 // training curves. See docs/inspect.md.
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "kernels/kernels.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/run_config.h"
 #include "viz/report.h"
 
 namespace atto::cli {
@@ -15,12 +18,24 @@ struct InspectFlags {
   std::string model, out;
   viz::InspectOptions opt;
   int threads = 0;
+  bool text_given = false;
+  std::string tgt;
+  bool tgt_given = false;
 };
 
 int run_inspect(const InspectFlags& f) {
-  f.opt.validate();
+  viz::InspectOptions opt = f.opt;
+  opt.validate();
+  if (f.tgt_given) opt.tgt = f.tgt;
+  const bool seq2seq = load_run_config(f.model).task == "seq2seq";
+  if (seq2seq && f.text_given)
+    throw UsageError(fmt::format("--text is for GPT runs; {} is a seq2seq run: give the source sentence with --src",
+                                 f.model));
+  if (!seq2seq && !f.text_given)
+    throw UsageError(fmt::format("{} is a GPT run: give the input with --text (--src/--tgt are for seq2seq runs)",
+                                 f.model));
   kernels::set_num_threads(f.threads);
-  const viz::Report r = viz::inspect_run(f.model, f.opt);
+  const viz::Report r = viz::inspect_run(f.model, opt);
   viz::write_report(r, f.out);
   for (const std::string& n : r.notes) fmt::print(stderr, "atto: note: {}\n", n);
   fmt::print("wrote {}/index.html and {} SVG figures\n", f.out, r.figures.size());
@@ -34,7 +49,9 @@ Command add_inspect(CLI::App& root) {
   auto f = std::make_shared<InspectFlags>();
   viz::InspectOptions& o = f->opt;
   app->add_option("--model", f->model, "Run directory of a trained model")->required();
-  app->add_option("--text", o.text, "Input text (lines mode: the model sees <eos> + text)")->required();
+  app->add_option("--text", o.text, "GPT runs: input text (lines mode: the model sees <eos> + text)");
+  app->add_option("--src", o.src, "Seq2seq runs: the source sentence (translated greedily; cross-attention shown)");
+  app->add_option("--tgt", f->tgt, "Seq2seq runs: force this target instead of the greedy translation");
   app->add_option("--out", f->out, "Folder for index.html and the SVG files (created if missing)")->required();
   app->add_option("--temperature", o.temperature, "Next-token figure: divide the logits by this (> 0)")
       ->capture_default_str();
@@ -44,7 +61,11 @@ Command add_inspect(CLI::App& root) {
   app->add_option("--max-attention-tokens", o.max_attention_tokens,
                   "Attention maps show at most the last N positions")->capture_default_str();
   app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
-  return {app, [f] { return run_inspect(*f); }};
+  return {app, [f, app] {
+            f->text_given = app->count("--text") > 0;
+            f->tgt_given = app->count("--tgt") > 0;
+            return run_inspect(*f);
+          }};
 }
 
 }  // namespace atto::cli

@@ -40,9 +40,9 @@ struct DataConfig {
 };
 
 struct TrainConfig {
-  int64_t steps = 3000;          // total optimizer steps of the run
+  int64_t steps = 14000;         // total optimizer steps of the run
   int64_t decay_steps = 0;       // schedule length; 0 = steps
-  int64_t batch_size = 32;
+  int64_t batch_size = 64;
   int64_t grad_accum = 1;        // micro-batches per step
   float lr = 2e-3f;
   float min_lr = 1e-4f;

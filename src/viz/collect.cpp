@@ -125,6 +125,7 @@ TrainingCurves read_metrics(const std::string& path, std::vector<std::string>& n
     num("train_loss", c.train_step, c.train_loss);
     num("val_loss", c.val_step, c.val_loss);
     num("lr", c.lr_step, c.lr);
+    num("val_bleu", c.val_bleu_step, c.val_bleu);
   }
   if (skipped > 3) notes.push_back(fmt::format("{}: {} malformed lines skipped in all", path, skipped));
   return c;

@@ -62,6 +62,16 @@ const std::vector<SectionText>& sections() {
        "itself and earlier positions only, so the cells above the diagonal are masked (hatched grey, not zero-"
        "coloured). Scale: 0 (dark purple) to 1 (yellow); weights are written in the cells when there is room and "
        "shown on hover otherwise."},
+      {"enc_attention", "Encoder self-attention",
+       "One map per encoder layer and head: source token i (row) attending to source token j (column). The encoder "
+       "is not causal, so every cell is live; each row sums to 1. Scale 0 (dark purple) to 1 (yellow)."},
+      {"cross_attention", "Cross-attention",
+       "One map per decoder layer and head: target position i (row, the decoder input [<bos>] + target) attending to "
+       "source token j (column) of the encoder output. Each row sums to 1; an alignment between the languages shows "
+       "as a bright path through the map."},
+      {"dec_attention", "Decoder self-attention",
+       "One map per decoder layer and head: target position i attending to target position j. The decoder is causal, "
+       "so the cells above the diagonal are masked (hatched grey). Each row sums to 1."},
       {"residual", "Residual stream",
        "How large the residual stream is at each position as it flows through the layers, and how much each "
        "attention and feed-forward sublayer adds to it."},
@@ -82,7 +92,9 @@ std::string attention_html(const std::vector<const Figure*>& figs) {
   std::map<int64_t, std::vector<const Figure*>> by_layer;
   for (const Figure* f : figs) {
     int64_t l = 0, h = 0;
-    if (std::sscanf(f->id.c_str(), "attn_L%ld_H%ld", &l, &h) == 2) by_layer[l].push_back(f);
+    const size_t at = f->id.find("attn_L");
+    if (at != std::string::npos && std::sscanf(f->id.c_str() + at, "attn_L%ld_H%ld", &l, &h) == 2)
+      by_layer[l].push_back(f);
   }
   std::string s;
   for (const auto& [l, fs] : by_layer) {
@@ -101,25 +113,62 @@ std::string clip(const std::string& s, size_t max_cp) {
   return s;
 }
 
+std::string token_boxes(const nlohmann::json& tokens) {
+  std::string s = "<div class=\"tokens\">";
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string t = tokens[i].get<std::string>();
+    const bool special = t == "<eos>" || t == "<bos>" || t == "<pad>" || t == "<unk>";
+    s += fmt::format("<span class=\"tok{}\">{}<i>{}</i></span>", special ? " special" : "", escape_xml(t), i);
+  }
+  return s + "</div>\n";
+}
+
+std::string seq2seq_meta_html(const nlohmann::json& data) {
+  const nlohmann::json& m = data["model"];
+  std::string s = fmt::format(
+      "<div class=\"meta\">Seq2seq: <b>{}</b> encoder + <b>{}</b> decoder layers \u00b7 <b>{}</b> heads \u00b7 d_model "
+      "<b>{}</b> \u00b7 max length <b>{}</b> \u00b7 vocabularies <b>{}</b> / <b>{}</b>{} \u00b7 {} positions \u00b7 {} ({}) "
+      "\u00b7 {}</div>\n",
+      m["n_enc_layers"].get<int64_t>(), m["n_dec_layers"].get<int64_t>(), m["n_head"].get<int64_t>(),
+      m["d_model"].get<int64_t>(), m["max_len"].get<int64_t>(), m["src_vocab"].get<int64_t>(),
+      m["tgt_vocab"].get<int64_t>(), m["share_embeddings"].get<bool>() ? " (shared)" : "",
+      escape_xml(m["pos"].get<std::string>()), escape_xml(m["norm"].get<std::string>()),
+      m["pre_norm"].get<bool>() ? "pre-norm" : "post-norm", escape_xml(m["activation"].get<std::string>()));
+  const nlohmann::json& in = data["input"];
+  s += fmt::format("<div class=\"meta translation\">Source: <b>{}</b></div>\n",
+                   escape_xml(clip(in["src_text"].get<std::string>(), 240)));
+  s += fmt::format("<div class=\"meta translation\" id=\"atto-translation\">{}: <b>{}</b></div>\n",
+                   in["forced"].get<bool>() ? "Target (given with --tgt)" : "Translation (greedy)",
+                   escape_xml(clip(in["translation"].get<std::string>(), 240)));
+  s += fmt::format("<div class=\"meta\">{} source tokens (encoder input):</div>\n", in["src_tokens"].size());
+  s += token_boxes(in["src_tokens"]);
+  s += fmt::format("<div class=\"meta\">{} target tokens (decoder input):</div>\n", in["tgt_tokens"].size());
+  return s + token_boxes(in["tgt_tokens"]);
+}
+
 std::string header_html(const nlohmann::json& data, const std::vector<std::string>& notes, const ReportInfo& info,
                         const std::vector<const Figure*>& present) {
   const nlohmann::json& m = data["model"];
   std::string s = fmt::format("<header><h1>{} <small>{}</small></h1>\n", escape_xml(info.title), escape_xml(info.source));
-  s += fmt::format(
-      "<div class=\"meta\">GPT: <b>{}</b> layers \u00b7 <b>{}</b> heads \u00b7 d_model <b>{}</b> \u00b7 block size "
-      "<b>{}</b> \u00b7 vocabulary <b>{}</b> \u00b7 {} positions \u00b7 {} ({}) \u00b7 {}</div>\n",
-      m["n_layer"].get<int64_t>(), m["n_head"].get<int64_t>(), m["n_embd"].get<int64_t>(),
-      m["block_size"].get<int64_t>(), m["vocab_size"].get<int64_t>(), escape_xml(m["pos"].get<std::string>()),
-      escape_xml(m["norm"].get<std::string>()), m["pre_norm"].get<bool>() ? "pre-norm" : "post-norm",
-      escape_xml(m["activation"].get<std::string>()));
-  const nlohmann::json& in = data["input"];
-  s += fmt::format("<div class=\"meta\">Input text: <b>{}</b> \u2192 {} tokens seen by the model:</div>\n<div class=\"tokens\">",
-                   escape_xml(clip(nlohmann::json(in["text"].get<std::string>()).dump(), 240)), in["tokens"].size());
-  for (size_t i = 0; i < in["tokens"].size(); ++i) {
-    const std::string t = in["tokens"][i].get<std::string>();
-    s += fmt::format("<span class=\"tok{}\">{}<i>{}</i></span>", t == "<eos>" ? " special" : "", escape_xml(t), i);
+  if (data.value("task", "gpt") == "seq2seq") {
+    s += seq2seq_meta_html(data);
+  } else {
+    s += fmt::format(
+        "<div class=\"meta\">GPT: <b>{}</b> layers \u00b7 <b>{}</b> heads \u00b7 d_model <b>{}</b> \u00b7 block size "
+        "<b>{}</b> \u00b7 vocabulary <b>{}</b> \u00b7 {} positions \u00b7 {} ({}) \u00b7 {}</div>\n",
+        m["n_layer"].get<int64_t>(), m["n_head"].get<int64_t>(), m["n_embd"].get<int64_t>(),
+        m["block_size"].get<int64_t>(), m["vocab_size"].get<int64_t>(), escape_xml(m["pos"].get<std::string>()),
+        escape_xml(m["norm"].get<std::string>()), m["pre_norm"].get<bool>() ? "pre-norm" : "post-norm",
+        escape_xml(m["activation"].get<std::string>()));
+    const nlohmann::json& in = data["input"];
+    s += fmt::format("<div class=\"meta\">Input text: <b>{}</b> \u2192 {} tokens seen by the model:</div>\n<div class=\"tokens\">",
+                     escape_xml(clip(nlohmann::json(in["text"].get<std::string>()).dump(), 240)), in["tokens"].size());
+    for (size_t i = 0; i < in["tokens"].size(); ++i) {
+      const std::string t = in["tokens"][i].get<std::string>();
+      s += fmt::format("<span class=\"tok{}\">{}<i>{}</i></span>", t == "<eos>" ? " special" : "", escape_xml(t), i);
+    }
+    s += "</div>\n";
   }
-  s += "</div>\n";
   if (!notes.empty()) {
     s += "<ul class=\"notes\">";
     for (const std::string& n : notes) s += "<li>" + escape_xml(n) + "</li>";
@@ -141,7 +190,17 @@ constexpr const char* kCheckScript = R"(<script>
   try {
     var d = JSON.parse(document.getElementById('atto-data').textContent);
     var maps = document.querySelectorAll('svg.atto-attn').length;
-    var want = d.attention.layers * d.attention.heads;
+    var want = 0;
+    if (d.task === 'seq2seq') {
+      d.attention.kinds.forEach(function (k) {
+        var a = d.attention[k], n = document.querySelectorAll('svg.atto-attn[data-kind="' + k + '"]').length;
+        if (n !== a.layers * a.heads) throw new Error(n + ' ' + k + ' attention maps for ' + a.layers * a.heads + ' layer/head pairs');
+        out.setAttribute('data-' + k + '-maps', String(n));
+        want += n;
+      });
+    } else {
+      want = d.attention.layers * d.attention.heads;
+    }
     if (maps !== want) throw new Error(maps + ' attention maps on the page for ' + want + ' layer/head pairs');
     out.setAttribute('data-status', 'ok');
     out.setAttribute('data-attention-maps', String(maps));
@@ -172,7 +231,7 @@ std::string render_html(const std::vector<Figure>& figures, const nlohmann::json
       if (f->section == sec.id) figs.push_back(f);
     if (figs.empty()) continue;
     s += fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"lead\">{}</p>\n", sec.id, sec.title, escape_xml(sec.lead));
-    if (std::string_view(sec.id) == "attention") s += attention_html(figs);
+    if (std::string_view(sec.id).ends_with("attention")) s += attention_html(figs);
     else
       for (const Figure* f : figs) s += figure_html(*f, false);
     s += "</section>\n";

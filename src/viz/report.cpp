@@ -12,12 +12,13 @@
 #include "train/run_config.h"
 #include "viz/pca.h"
 #include "viz/report.h"
+#include "viz/report_parts.h"
+#include "viz/seq2seq_report.h"
 
 namespace atto::viz {
 
-namespace {
+namespace detail {
 
-// A float as the JSON number with the shortest decimal form that reads back as the same float.
 nlohmann::json jf(float f) {
   if (!std::isfinite(f)) return nullptr;
   return std::strtod(fmt::format("{}", f).c_str(), nullptr);
@@ -38,7 +39,6 @@ nlohmann::json jdoubles(const std::vector<double>& v) {
   return a;
 }
 
-// cap evenly spaced indices of [0, n) (all of them when n <= cap), first and last included.
 std::vector<int64_t> sample_indices(int64_t n, int64_t cap) {
   std::vector<int64_t> idx;
   if (n <= cap) {
@@ -51,6 +51,12 @@ std::vector<int64_t> sample_indices(int64_t n, int64_t cap) {
                                                     static_cast<double>(cap - 1))));
   return idx;
 }
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
 
 struct Builder {
   const ModelView& v;
@@ -162,20 +168,21 @@ BarPanel stage(const std::string& name, const std::vector<float>& logits, const 
   return panel;
 }
 
-void next_token_figure(Builder& b) {
-  const ModelView& v = b.v;
-  const InspectOptions& o = b.opt;
-  std::vector<float> logits = v.last_logits;
+}  // namespace
+
+void detail::next_token_figure(Report& r, const InspectOptions& o, const std::vector<float>& last_logits,
+                               const std::vector<std::string>& vocab, const std::string& after) {
+  std::vector<float> logits = last_logits;
   gen::probabilities(logits);  // atto::Error on a NaN or +inf logit, before sorting by them
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return logits[a] > logits[c]; });
   order.resize(static_cast<size_t>(std::min<int64_t>(o.top_n, static_cast<int64_t>(order.size()))));
   BarChart ch;
-  ch.title = fmt::format("Next token after \u201c{}\u201d", v.tokens.back());
+  ch.title = fmt::format("Next token after \u201c{}\u201d", after);
   ch.subtitle = "the top tokens by raw probability; each panel below the first applies one more\n"
                 "sampler step and renormalises (\u00d7 = filtered out)";
-  for (int32_t id : order) ch.labels.push_back(v.vocab[static_cast<size_t>(id)]);
+  for (int32_t id : order) ch.labels.push_back(vocab[static_cast<size_t>(id)]);
   ch.y_label = "probability";
   // Raw, then one panel per step that is on (a step that is off would repeat the panel above).
   ch.panels.push_back(stage("raw: softmax(logits)", logits, order));
@@ -204,51 +211,49 @@ void next_token_figure(Builder& b) {
   ch.root = {.css_class = "atto-next", .data = {}, .title = ch.title};
   nlohmann::json stages = nlohmann::json::array();
   for (const BarPanel& p : ch.panels) stages.push_back({{"name", p.name}, {"probs", jdoubles(p.values)}, {"removed", p.removed}});
-  b.r.data["next_token"] = {{"tokens", ch.labels}, {"ids", order}, {"temperature", o.temperature}, {"top_k", o.top_k},
+  r.data["next_token"] = {{"tokens", ch.labels}, {"ids", order}, {"temperature", o.temperature}, {"top_k", o.top_k},
                             {"top_p", o.top_p}, {"stages", std::move(stages)}};
-  b.add("next_token", "next", ch.title,
+  r.figures.push_back({"next_token", "next", ch.title,
         "The model's distribution over the next token at the last position. Panels top to bottom: the raw softmax, "
         "then temperature (divides the logits: < 1 sharpens, > 1 flattens), then top-k (keeps the k most likely), then "
         "top-p (keeps the smallest set of most likely tokens whose probability reaches p), each renormalised. "
         "Set them with --temperature, --top-k, --top-p (the same steps as atto sample).",
-        bar_chart_svg(ch));
+        bar_chart_svg(ch)});
 }
 
 // ---- embeddings -----------------------------------------------------------------------------
 
-void embedding_figure(Builder& b) {
-  const ModelView& v = b.v;
-  const int k = static_cast<int>(std::min<int64_t>(2, v.wte.cols));
-  const Pca p = pca(v.wte, k);
+void detail::embedding_figure(Report& r, const Matrix& wte, const std::vector<std::string>& vocab,
+                              const EmbeddingFigure& f) {
+  const int k = static_cast<int>(std::min<int64_t>(2, wte.cols));
+  const Pca p = pca(wte, k);
   Scatter sc;
-  sc.title = "Token embeddings (wte), projected by PCA";
-  sc.subtitle = fmt::format("{} tokens in {} dimensions; PC1 and PC2 explain {:.1f}% of the variance", v.wte.rows,
-                            v.wte.cols, 100.0 * std::accumulate(p.explained.begin(), p.explained.end(), 0.0));
+  sc.title = f.title;
+  sc.subtitle = fmt::format("{} tokens in {} dimensions; PC1 and PC2 explain {:.1f}% of the variance", wte.rows,
+                            wte.cols, 100.0 * std::accumulate(p.explained.begin(), p.explained.end(), 0.0));
   sc.x_label = fmt::format("PC1 ({:.1f}%)", 100.0 * p.explained[0]);
   sc.y_label = k > 1 ? fmt::format("PC2 ({:.1f}%)", 100.0 * p.explained[1]) : "(one dimension)";
-  sc.labels = v.vocab;
-  for (int64_t i = 0; i < v.wte.rows; ++i) {
+  sc.labels = vocab;
+  for (int64_t i = 0; i < wte.rows; ++i) {
     sc.x.push_back(p.projected.at(i, 0));
     sc.y.push_back(k > 1 ? p.projected.at(i, 1) : 0.0);
   }
   sc.root = {.css_class = "atto-embeddings", .data = {}, .title = sc.title};
-  b.r.data["embeddings"] = {{"tokens", v.vocab}, {"pc1", jdoubles(sc.x)}, {"pc2", jdoubles(sc.y)},
+  r.data[f.key] = {{"tokens", vocab}, {"pc1", jdoubles(sc.x)}, {"pc2", jdoubles(sc.y)},
                             {"explained", jdoubles(p.explained)}};
-  b.add("embeddings_pca", "embeddings", sc.title,
+  r.figures.push_back({f.id, "embeddings", sc.title, !f.caption.empty() ? f.caption :
         "Each token's embedding vector (a row of wte) projected onto the two directions of largest variance. Tokens "
         "the model treats alike end up close together (often vowels with vowels, digits with digits). Distances are "
         "drawn to the same scale on both axes.",
-        scatter_svg(sc));
+        scatter_svg(sc)});
 }
 
 // ---- positions ------------------------------------------------------------------------------
 
-void position_figures(Builder& b) {
-  const ModelView& v = b.v;
-  const Matrix& P = v.positions;
-  const bool sinus = v.config.pos == PosKind::Sinusoidal;
-  const std::vector<int64_t> rows = sample_indices(P.rows, b.opt.max_pe_positions);
-  const std::vector<int64_t> cols = sample_indices(P.cols, b.opt.max_pe_dims);
+void detail::position_figures(Report& r, const InspectOptions& opt, const Matrix& P, PosKind kind) {
+  const bool sinus = kind == PosKind::Sinusoidal;
+  const std::vector<int64_t> rows = sample_indices(P.rows, opt.max_pe_positions);
+  const std::vector<int64_t> cols = sample_indices(P.cols, opt.max_pe_dims);
   Heatmap hm;
   hm.title = sinus ? "Sinusoidal positional encoding" : "Learned position embeddings (wpe)";
   hm.subtitle = fmt::format("{} positions x {} dimensions", P.rows, P.cols);
@@ -265,13 +270,13 @@ void position_figures(Builder& b) {
   hm.mono_labels = false;
   hm.target_size = 640, hm.target_height = 420;
   hm.id = "positions";
-  hm.root = {.css_class = "atto-positions", .data = {{"kind", to_string(v.config.pos)}}, .title = hm.title};
-  b.add("positions", "positions", hm.title,
+  hm.root = {.css_class = "atto-positions", .data = {{"kind", to_string(kind)}}, .title = hm.title};
+  r.figures.push_back({"positions", "positions", hm.title,
         sinus ? "PE[pos, 2i] = sin(pos / 10000^(2i/C)), PE[pos, 2i+1] = cos(...): low dimensions oscillate fast along "
                 "the positions, high ones slowly. Blue is negative, red positive."
               : "The learned vector added to the token embedding at each position. Smooth bands mean neighbouring "
                 "positions got similar vectors; blue is negative, red positive.",
-        heatmap_svg(hm));
+        heatmap_svg(hm)});
   // Cosine similarity of position 0 with every position k.
   LinePlot lp;
   lp.title = "Position similarity: cos(p\u2080, p\u2096)";
@@ -293,19 +298,19 @@ void position_figures(Builder& b) {
   lp.root = {.css_class = "atto-position-similarity", .data = {}, .title = lp.title};
   nlohmann::json values = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) values.push_back(jrow(hm.values, static_cast<int64_t>(i)));
-  b.r.data["positions"] = {{"kind", to_string(v.config.pos)}, {"positions", rows}, {"dims", cols},
+  r.data["positions"] = {{"kind", to_string(kind)}, {"positions", rows}, {"dims", cols},
                            {"values", std::move(values)}, {"cosine_to_0", jdoubles(s.y)}};
-  b.add("position_similarity", "positions", lp.title,
+  r.figures.push_back({"position_similarity", "positions", lp.title,
         "How similar each position's vector is to position 0's. Sinusoidal encodings fall off smoothly and "
         "oscillate; learned ones show what the model found useful (noisy where positions were rarely seen).",
-        line_plot_svg(lp));
+        line_plot_svg(lp)});
 }
 
 // ---- training -------------------------------------------------------------------------------
 
-void training_figures(Builder& b, const TrainingCurves* c) {
+void detail::training_figures(Report& r, const TrainingCurves* c) {
   if (!c || (c->train_loss.empty() && c->val_loss.empty())) {
-    b.r.notes.push_back("no loss records in the training metrics: the loss and learning-rate figures are left out");
+    r.notes.push_back("no loss records in the training metrics: the loss and learning-rate figures are left out");
     return;
   }
   LinePlot loss;
@@ -314,10 +319,23 @@ void training_figures(Builder& b, const TrainingCurves* c) {
   loss.width = 620;
   loss.series = {{"train", c->train_step, c->train_loss, "", false}, {"validation", c->val_step, c->val_loss, "", true}};
   loss.root = {.css_class = "atto-loss", .data = {}, .title = loss.title};
-  b.add("loss", "training", "Loss",
+  r.figures.push_back({"loss", "training", "Loss",
         "Training loss (logged every few steps, on one batch) and validation loss (each evaluation, on held-out data) "
         "against the optimizer step. Validation rising while training falls is overfitting.",
-        line_plot_svg(loss));
+        line_plot_svg(loss)});
+  if (!c->val_bleu.empty()) {
+    LinePlot bleu;
+    bleu.title = "Validation BLEU";
+    bleu.x_label = "step", bleu.y_label = "BLEU";
+    bleu.width = 620, bleu.height = 240;
+    bleu.legend = false;
+    bleu.y_from_zero = true;
+    bleu.series = {{"val_bleu", c->val_bleu_step, c->val_bleu, "", true}};
+    bleu.root = {.css_class = "atto-bleu", .data = {}, .title = bleu.title};
+    r.figures.push_back({"bleu", "training", bleu.title,
+                         "Corpus BLEU of greedy translations of validation sentences at each evaluation (0-100).",
+                         line_plot_svg(bleu)});
+  }
   if (c->lr.empty()) return;
   LinePlot lr;
   lr.title = "Learning rate";
@@ -327,11 +345,9 @@ void training_figures(Builder& b, const TrainingCurves* c) {
   lr.y_from_zero = true;
   lr.series = {{"lr", c->lr_step, c->lr, "", false}};
   lr.root = {.css_class = "atto-lr", .data = {}, .title = lr.title};
-  b.add("lr", "training", "Learning rate", "The schedule the run used (warmup, then decay), as logged.",
-        line_plot_svg(lr));
+  r.figures.push_back({"lr", "training", "Learning rate", "The schedule the run used (warmup, then decay), as logged.",
+                       line_plot_svg(lr)});
 }
-
-}  // namespace
 
 Report build_report(const ModelView& v, const TrainingCurves* curves, const ReportInfo& info,
                     const InspectOptions& opt) {
@@ -349,18 +365,26 @@ Report build_report(const ModelView& v, const TrainingCurves* curves, const Repo
                      {"pre_norm", c.pre_norm}, {"activation", to_string(c.activation)}};
   r.data["input"] = {{"text", opt.text}, {"tokens", v.tokens}, {"ids", v.ids}, {"dropped", v.dropped}};
   Builder b{v, opt, r};
-  next_token_figure(b);
+  next_token_figure(r, opt, v.last_logits, v.vocab, v.tokens.back());
   attention_figures(b);
   residual_figure(b);
-  embedding_figure(b);
-  position_figures(b);
-  training_figures(b, curves);
+  embedding_figure(r, v.wte, v.vocab, {});
+  position_figures(r, opt, v.positions, v.config.pos);
+  training_figures(r, curves);
   r.html = render_html(r.figures, r.data, r.notes, info);
   return r;
 }
 
 Report inspect_run(const std::string& run_dir, const InspectOptions& opt) {
+  if (load_run_config(run_dir).task == "seq2seq") return inspect_seq2seq_run(run_dir, opt);
+  return inspect_gpt_run(run_dir, opt);
+}
+
+Report inspect_gpt_run(const std::string& run_dir, const InspectOptions& opt) {
   opt.validate();
+  if (!opt.src.empty() || opt.tgt)
+    throw UsageError(fmt::format("--src and --tgt are for seq2seq runs; {} is a GPT run: give the input with --text",
+                                 run_dir));
   LoadedModel lm = load_run(run_dir);
   const ModelView v = collect(*lm.model, lm.tokenizer, opt.text);
   std::vector<std::string> notes;

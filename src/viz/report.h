@@ -1,5 +1,5 @@
-// atto/viz/report.h: "atto inspect": what a trained GPT does with one input, as a
-// self-contained HTML report with one SVG file per figure.
+// atto/viz/report.h: "atto inspect": what a trained GPT does with one input (seq2seq runs: see
+// viz/seq2seq_report.h), as a self-contained HTML report with one SVG file per figure.
 //
 //   viz::InspectOptions opt;
 //   opt.text = "emma";
@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,9 @@
 namespace atto::viz {
 
 struct InspectOptions {
-  std::string text;                    // the input text
+  std::string text;                    // the input text (GPT runs: --text)
+  std::string src;                     // seq2seq runs (--src): the source sentence
+  std::optional<std::string> tgt;      // seq2seq runs (--tgt): force this target; none = greedy translation
   float temperature = 1.0f;            // next-token figure: the sampler steps to show
   int top_k = 0;                       // 0 = off
   float top_p = 1.0f;                  // 1 = off
@@ -81,6 +84,7 @@ ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text)
 // JSON objects are skipped with a note naming the line.
 struct TrainingCurves {
   std::vector<double> train_step, train_loss, val_step, val_loss, lr_step, lr;
+  std::vector<double> val_bleu_step, val_bleu;  // seq2seq runs that evaluate BLEU
 };
 TrainingCurves read_metrics(const std::string& path, std::vector<std::string>& notes);
 
@@ -107,8 +111,11 @@ struct Report {
 // curves: nullptr (or empty) leaves the training figures out, with a note.
 Report build_report(const ModelView& v, const TrainingCurves* curves, const ReportInfo& info,
                     const InspectOptions& opt);
-// load_run(run_dir) + collect + read_metrics + build_report.
+// load_run(run_dir) + collect + read_metrics + build_report; for a seq2seq run (run.json task
+// "seq2seq") inspect_seq2seq_run (viz/seq2seq_report.h). atto::UsageError for the wrong input
+// flag (--src on a GPT run, --text on a seq2seq run).
 Report inspect_run(const std::string& run_dir, const InspectOptions& opt);
+Report inspect_gpt_run(const std::string& run_dir, const InspectOptions& opt);
 // Writes out_dir/index.html and out_dir/<figure id>.svg (atomically, creating out_dir).
 // Refuses a run directory (atto::Error), so a report never lands among checkpoints.
 void write_report(const Report& r, const std::string& out_dir);

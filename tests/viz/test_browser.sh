@@ -144,6 +144,37 @@ else
   grep -q -- "--top-p" "$W/bad.log" || bad "message for --top-p 0: $(cat "$W/bad.log")"
 fi
 
+# ---- report 4: a seq2seq run (encoder, cross and decoder attention) -----------------------------------
+for rep in 1 2 3; do
+  printf 'a dog runs\na cat sleeps\nthe dog sleeps\nthe cat runs\n'
+done >"$W/s2s.en"
+for rep in 1 2 3; do
+  printf 'ein hund laeuft\neine katze schlaeft\nder hund schlaeft\ndie katze laeuft\n'
+done >"$W/s2s.de"
+R4="$W/report4"
+if ! "$ATTO" train --task seq2seq --src "$W/s2s.en" --tgt "$W/s2s.de" --tokenizer word --d-model 16 --n-heads 2 \
+  --n-layers 2 --steps 60 --warmup 10 --lr 3e-3 --eval-every 30 --out "$W/s2s" -q >"$W/s2s.log" 2>&1; then
+  bad "atto train --task seq2seq: $(cat "$W/s2s.log")"
+elif ! "$ATTO" inspect --model "$W/s2s" --src "a dog runs" --out "$R4" >"$W/i4.log" 2>&1; then
+  bad "atto inspect (seq2seq): $(cat "$W/i4.log")"
+else
+  chrome_run "$R4/dom" "file://$R4/index.html" --dump-dom
+  dom="$R4/dom.out"
+  grep -q 'id="atto-check" data-status="ok"' "$dom" ||
+    bad "seq2seq: the page's self-check did not pass: $(grep -o '<span id="atto-check"[^<]*' "$dom")"
+  for kind in encoder cross decoder; do  # 2 layers x 2 heads each, distinct (layer, head) pairs
+    n=$(grep -o "class=\"atto-attn\" data-kind=\"$kind\" data-layer=\"[0-9]*\" data-head=\"[0-9]*\"" "$dom" | sort -u | wc -l)
+    [ "$n" -eq 4 ] || bad "seq2seq: $n distinct $kind attention maps in the DOM, want 4"
+  done
+  grep -q 'id="atto-translation"' "$dom" || bad "seq2seq: no translation at the top of the page"
+  grep -q ':CONSOLE' "$R4/dom.err" && bad "seq2seq: console messages: $(grep ':CONSOLE' "$R4/dom.err")"
+fi
+if "$ATTO" inspect --model "$W/s2s" --text "a dog" --out "$W/y" >/dev/null 2>"$W/bad.log"; then
+  bad "--text accepted for a seq2seq run"
+else
+  grep -q -- "--src" "$W/bad.log" || bad "message for --text on a seq2seq run: $(cat "$W/bad.log")"
+fi
+
 if [ $fail -ne 0 ]; then
   echo "test_browser: $fail failure(s)"
   exit 1
