@@ -7,7 +7,9 @@
 // mismatch the test prints the new curve in full precision as a C++ initializer; after checking
 // that the change is intended (and the other tests, parity included, still pass), paste it
 // over kStoredLosses. The curve is for this machine's CPU family (-march=native, OpenBLAS's
-// runtime kernel choice); another CPU may round differently.
+// runtime kernel choice); another CPU may round differently. The sanitizer build compiles at
+// -O1, where GCC rounds kernels/elementwise.cpp differently in the last bit: there the stored
+// curve is compared to within 1e-6 (relative), and 1 vs 2 threads still exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,7 +50,7 @@ const std::vector<float> kStoredLosses = {
     2.75910044f, 2.74006271f, 2.72817612f, 2.71711707f,
     2.69706583f, 2.68447661f, 2.66923952f, 2.66016841f,
     2.65478587f, 2.63777781f, 2.63042736f, 2.6092813f,
-    2.61193395f, 2.58765697f, 2.57131672f, 2.5688f,
+    2.61193395f, 2.58765697f, 2.57131672f, 2.56878519f,
 };
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -61,7 +63,8 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 
 
 std::string as_initializer(const std::vector<float>& v) {
   std::string s = "const std::vector<float> kStoredLosses = {\n";
-  for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{:.9g}f,{}", i % 4 == 0 ? "    " : " ", v[i], i % 4 == 3 ? "\n" : "");
+  for (size_t i = 0; i < v.size(); ++i)
+    s += fmt::format("{}{:.9g}f,{}", i % 4 == 0 ? "    " : " ", v[i], i % 4 == 3 ? "\n" : "");
   if (v.size() % 4 != 0) s += "\n";
   return s + "};\n";
 }
@@ -79,8 +82,7 @@ TEST(LossCurve, MatchesStoredCurveWithOneAndTwoThreads) {
   ASSERT_EQ(kStoredLosses.size(), one.size()) << "replace kStoredLosses with:\n" << as_initializer(one);
   for (size_t i = 0; i < one.size(); ++i) {
     const float a = one[i], b = kStoredLosses[i];
-    // The sanitizer build compiles at -O1, which rounds some kernels (kernels/elementwise.cpp)
-    // differently in the last bit; there the curve must agree to a few ulps, elsewhere exactly.
+    // Exactly, except in the sanitizer build (see the header comment).
     const bool ok = kExactBuild ? same_bits(a, b) : std::fabs(a - b) <= 1e-6f * std::fabs(b);
     ASSERT_TRUE(ok) << fmt::format("the loss curve differs from the stored one first at step {}: {:.9g} vs stored "
                                    "{:.9g}. If the change is deliberate, replace kStoredLosses with:\n{}",
