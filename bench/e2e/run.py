@@ -202,8 +202,10 @@ def print_header(b, load_start, load_end):
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores; load average (1/5/15 min) at start {load_start}, "
           f"at end {load_end}")
     torch_v = next((m["result"].get("torch") for m in b.raw if m["side"].startswith("torch")), "?")
-    print(f"torch {torch_v} at {a.python}; atto {a.atto}, {a.atto_threads} threads; torch threads tried "
+    print(f"torch {torch_v} at {a.python}; atto {a.atto}, threads {a.atto_threads}; torch threads tried "
           f"(set_num_threads:OPENBLAS_NUM_THREADS) {', '.join(f'{t}:{o}' for t, o in a.torch_threads)}")
+    env = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT") if k in os.environ}
+    print("environment of both sides: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "no OpenMP variables set"))
     print(f"each figure: the best of {a.rounds} round(s) of the median of one process's timed steps "
           f"({a.steps} training steps after {a.warmup} untimed)")
     if peaks:
