@@ -78,6 +78,21 @@ std::string stats_line(const bench::StepStats& s, const char* what) {
                      s.p10_ms, s.p90_ms, s.count);
 }
 
+// The --profile tables: phases of a step, then op kinds by total time (ms per timed step).
+void print_profile(const bench::TrainBenchResult& r) {
+  double step = 0.0;
+  for (const auto& p : r.phases) step += p.ms;
+  fmt::print("\nprofile (mean ms per timed step; profiling adds a little time to each op)\n");
+  for (const auto& p : r.phases)
+    fmt::print("  {:<22} {:9.3f} ms  {:5.1f}%\n", p.phase, p.ms, step > 0 ? 100.0 * p.ms / step : 0.0);
+  fmt::print("\n  {:<22} {:>6} {:>12} {:>12} {:>7}\n", "op", "calls", "forward ms", "backward ms", "step");
+  for (const auto& o : r.ops) {
+    const double calls = static_cast<double>(o.calls) / static_cast<double>(r.step.count);
+    fmt::print("  {:<22} {:6.0f} {:12.3f} {:12.3f} {:6.1f}%\n", o.op, calls, o.forward_ms, o.backward_ms,
+               step > 0 ? 100.0 * (o.forward_ms + o.backward_ms) / step : 0.0);
+  }
+}
+
 struct TrainBenchFlags {
   ModelFlags model;
   CommonFlags common{.warmup = 3, .steps = 20};
@@ -109,6 +124,7 @@ int run_train_bench(const TrainBenchFlags& f) {
     fmt::print("{:<12} {:.1f}% of the sgemm peak {:.2f} GFLOP/s\n", "MFU", 100.0 * r.mfu, r.peak_gflops);
   fmt::print("{:<12} {:.1f} MiB peak resident (ru_maxrss)\n", "memory", mib(r.peak_rss_kib));
   fmt::print("{:<12} {:.4f} first, {:.4f} last\n", "loss", r.losses.front(), r.losses.back());
+  if (!r.phases.empty()) print_profile(r);
   return 0;
 }
 
@@ -180,6 +196,8 @@ Command add_bench(CLI::App& root) {
   train->add_option("--peak-gflops", tf->opt.peak_gflops,
                     "sgemm peak for MFU (e.g. from `atto bench gemm`); 0 = measure it after the steps, < 0 = no MFU")
       ->capture_default_str();
+  train->add_flag("--profile", tf->opt.profile,
+                  "Also print where a step's time goes: its phases and each op kind's forward and backward");
 
   CLI::App* gen = app->add_subcommand("generate", "Time token generation with the KV cache");
   auto gf = std::make_shared<GenerateBenchFlags>();

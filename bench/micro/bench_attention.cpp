@@ -1,5 +1,5 @@
-// Micro-benchmarks of the fused attention, causal, HS = 64, q/k/v inside one [B, T, 3C]
-// buffer as the model uses them.
+// Micro-benchmarks of the fused attention, q/k/v inside one [B, T, 3C] buffer as the model uses
+// them: the four GPT shapes of the speed issue's configurations (a) to (d), and longer ones.
 //
 //   OMP_NUM_THREADS=2 build/bench/bench_micro --benchmark_filter=Attention --benchmark_min_time=0.1
 //
@@ -30,8 +30,8 @@ struct Setup {
     d.B = state.range(0);
     d.NH = state.range(1);
     d.Tq = d.Tk = state.range(2);
-    d.HS = 64;
-    d.causal = state.range(3) != 0;
+    d.HS = state.range(3);
+    d.causal = state.range(4) != 0;
     C = d.NH * d.HS;
     d.ldq = d.ldk = d.ldv = 3 * C;
     qkv = randn(d.B * d.Tq * 3 * C, 1);
@@ -56,11 +56,13 @@ struct Setup {
 };
 
 void attention_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "NH", "T", "causal"});
-  b->Args({4, 6, 64, 1});
-  b->Args({4, 6, 256, 1});
-  b->Args({1, 4, 1024, 1});
-  b->Args({1, 4, 1024, 0});
+  b->ArgNames({"B", "NH", "T", "HS", "causal"});
+  b->Args({64, 4, 16, 8, 1});   // (a)
+  b->Args({32, 4, 32, 16, 1});  // (b)
+  b->Args({12, 4, 64, 32, 1});  // (c)
+  b->Args({8, 6, 256, 64, 1});  // (d)
+  b->Args({1, 4, 1024, 64, 1});
+  b->Args({1, 4, 1024, 64, 0});
   b->UseRealTime();
 }
 
@@ -71,7 +73,7 @@ void BM_AttentionForward(benchmark::State& state) {
     benchmark::DoNotOptimize(s.out.data());
   }
   state.counters["FLOP/s"] =
-      benchmark::Counter(4.0 * 64 * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(4.0 * static_cast<double>(s.d.HS) * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AttentionForwardBackward(benchmark::State& state) {
@@ -82,7 +84,7 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
     benchmark::DoNotOptimize(s.dqkv.data());
   }
   state.counters["FLOP/s"] =
-      benchmark::Counter(14.0 * 64 * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(14.0 * static_cast<double>(s.d.HS) * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(BM_AttentionForward)->Apply(attention_args);

@@ -57,19 +57,43 @@ Tensor attention_blocks(const char* op, Block q, Block k, Block v, int64_t C, co
                              v.src.data() + v.col, mask, d);
   if (any_requires_grad({&q.src, &k.src, &v.src})) {
     detail::mark_output(out);
-    tape().record(op, [q, k, v, out, lse, d, key_mask = opt.key_mask]() mutable {
+    tape().record(op, out, [q, k, v, out, lse, d, key_mask = opt.key_mask]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      auto at = [](Block& b) -> float* {
-        float* p = detail::grad_ptr(b.src);
-        return p ? p + b.col : nullptr;
-      };
-      float* dq = at(q);
-      float* dk = at(k);
-      float* dv = at(v);
-      kernels::attention_backward(dq, dk, dv, g, out.data(), lse.data(), q.src.data() + q.col,
+      // Gradient buffers. When every wanted source's buffer is new and its blocks tile it
+      // exactly (qkv: 3 blocks of C; kv: 2; a plain source: 1), the kernel writes them instead
+      // of accumulating into zeros; otherwise new buffers are zeroed and it accumulates.
+      Block* blocks[3] = {&q, &k, &v};
+      float* base[3] = {nullptr, nullptr, nullptr};
+      bool fresh[3] = {false, false, false};
+      bool overwrite = true;
+      for (int i = 0; i < 3; ++i) {
+        int same = -1;
+        for (int j = 0; j < i; ++j)
+          if (blocks[j]->src.data() == blocks[i]->src.data()) same = j;
+        if (same >= 0) {
+          base[i] = base[same];
+          fresh[i] = fresh[same];
+          if (blocks[same]->col == blocks[i]->col) overwrite = false;  // overlapping blocks
+          continue;
+        }
+        base[i] = detail::grad_ptr_fresh(blocks[i]->src, &fresh[i]);
+        if (base[i] == nullptr) continue;
+        if (!fresh[i]) overwrite = false;
+        int64_t nblocks = 0;
+        for (int j = i; j < 3; ++j) nblocks += blocks[j]->src.data() == blocks[i]->src.data() ? 1 : 0;
+        if (nblocks * d.NH * d.HS != blocks[i]->src.size(2)) overwrite = false;  // not tiled
+      }
+      if (!overwrite)
+        for (int i = 0; i < 3; ++i)
+          if (fresh[i] && (i == 0 || base[i] != base[i - 1]) && (i < 2 || base[2] != base[0]))
+            std::fill_n(base[i], blocks[i]->src.numel(), 0.0f);
+      kernels::AttentionDims dd = d;
+      dd.accumulate = !overwrite;
+      auto at = [&](int i) { return base[i] ? base[i] + blocks[i]->col : nullptr; };
+      kernels::attention_backward(at(0), at(1), at(2), g, out.data(), lse.data(), q.src.data() + q.col,
                                   k.src.data() + k.col, v.src.data() + v.col,
-                                  key_mask.empty() ? nullptr : key_mask.data(), d);
+                                  key_mask.empty() ? nullptr : key_mask.data(), dd);
     });
   }
   return out;

@@ -1,5 +1,6 @@
 // Elementwise ops: broadcasting binary arithmetic, unary math, activations, dropout.
 #include <cmath>
+#include <cstring>
 
 #include "autograd/detail.h"
 #include "autograd/ops.h"
@@ -97,9 +98,22 @@ Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) 
   }
   if (any_requires_grad({&a, &b})) {
     detail::mark_output(out);
-    tape().record(bin_name(op), [op, a, b, out, outer, inner]() mutable {
+    tape().record(bin_name(op), out, [op, a, b, out, outer, inner]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
+      if (op == BinOp::Add && outer == 1) {  // same shapes (a residual): both get g
+        for (const Tensor* t : {&a, &b}) {
+          bool fresh = false;
+          float* gt = detail::grad_ptr_fresh(*t, &fresh);
+          if (gt == nullptr) continue;
+          if (fresh) {
+            std::memcpy(gt, g, sizeof(float) * static_cast<size_t>(inner));
+          } else {
+            kernels::add_forward(gt, gt, g, inner);
+          }
+        }
+        return;
+      }
       float* ga = detail::grad_ptr(a);
       float* gb = detail::grad_ptr(b);
       const float* pa = a.data();
@@ -133,7 +147,7 @@ Tensor binary(BinOp op, const Tensor& a, const Tensor& b) {
   }
   if (any_requires_grad({&a, &b})) {
     detail::mark_output(out);
-    tape().record(name, [op, a, b, out]() mutable {
+    tape().record(name, out, [op, a, b, out]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       float* ga = detail::grad_ptr(a);
@@ -167,13 +181,32 @@ Tensor unary(const char* name, const Tensor& x_in, F f, DF df) {
   for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record(name, [x, out, df, n]() mutable {
+    tape().record(name, out, [x, out, df, n]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       float* gx = detail::grad_ptr(x);
       const float* px = x.data();
       const float* po = out.data();
       for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * df(px[i], po[i]);
+    });
+  }
+  return out;
+}
+
+// GELU (erf): backward from the saved output (kernels::gelu_erf_backward_from_out), writing
+// the input's gradient directly when its buffer is new.
+Tensor gelu_erf(const Tensor& x_in) {
+  Tensor x = contiguous(x_in);
+  Tensor out = Tensor::empty(x.shape());
+  kernels::gelu_erf_forward(out.data(), x.data(), x.numel());
+  if (any_requires_grad({&x})) {
+    detail::mark_output(out);
+    tape().record("gelu_erf", out, [x, out]() mutable {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      bool fresh = false;
+      float* gx = detail::grad_ptr_fresh(x, &fresh);
+      kernels::gelu_erf_backward_from_out(gx, g, x.data(), out.data(), x.numel(), !fresh);
     });
   }
   return out;
@@ -190,7 +223,7 @@ Tensor activation(const char* name, const Tensor& x_in, FwdKernel fwd, BwdKernel
   fwd(out.data(), x.data(), x.numel());
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record(name, [x, out, bwd]() mutable {
+    tape().record(name, out, [x, out, bwd]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       bwd(detail::grad_ptr(x), g, x.data(), x.numel());
@@ -230,7 +263,7 @@ Tensor silu(const Tensor& x) { return activation("silu", x, kernels::silu_forwar
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   if (approx == GeluApprox::Tanh)
     return activation("gelu_tanh", x, kernels::gelu_tanh_forward, kernels::gelu_tanh_backward);
-  return activation("gelu_erf", x, kernels::gelu_erf_forward, kernels::gelu_erf_backward);
+  return gelu_erf(x);
 }
 
 Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
@@ -241,7 +274,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   kernels::swiglu_forward(out.data(), gate.data(), up.data(), out.numel());
   if (any_requires_grad({&gate, &up})) {
     detail::mark_output(out);
-    tape().record("swiglu", [gate, up, out]() mutable {
+    tape().record("swiglu", out, [gate, up, out]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       kernels::swiglu_backward(detail::grad_ptr(gate), detail::grad_ptr(up), g, gate.data(), up.data(),
@@ -260,7 +293,7 @@ Tensor dropout(const Tensor& x_in, float p, bool training, Rng& rng) {
   kernels::dropout_forward(out.data(), x.data(), x.numel(), p, seed);
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record("dropout", [x, out, p, seed]() mutable {
+    tape().record("dropout", out, [x, out, p, seed]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       kernels::dropout_backward(detail::grad_ptr(x), g, x.numel(), p, seed);

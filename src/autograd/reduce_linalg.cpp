@@ -16,7 +16,7 @@ Tensor sum(const Tensor& x_in) {
   Tensor out = Tensor::scalar(static_cast<float>(acc));
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record("sum", [x, out]() mutable {
+    tape().record("sum", out, [x, out]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       float* gx = detail::grad_ptr(x);
@@ -44,7 +44,7 @@ Tensor sum(const Tensor& x_in, int dim, bool keepdim) {
       for (int64_t i = 0; i < inner; ++i) po[o * inner + i] += px[(o * D + j) * inner + i];
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record("sum_dim", [x, out, outer, D, inner]() mutable {
+    tape().record("sum_dim", out, [x, out, outer, D, inner]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       float* gx = detail::grad_ptr(x);
@@ -92,7 +92,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                         out.data(), N, M * N);
   if (any_requires_grad({&a, &b})) {
     detail::mark_output(out);
-    tape().record("matmul", [a, b, out, batch, M, N, K, sb, shared_b]() mutable {
+    tape().record("matmul", out, [a, b, out, batch, M, N, K, sb, shared_b]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       if (float* ga = detail::grad_ptr(a))  // da += g @ b^T
@@ -130,11 +130,23 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   kernels::linear_forward(out.data(), x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, N, C, OC);
   if (any_requires_grad({&x, &weight, &bias})) {
     detail::mark_output(out);
-    tape().record("linear", [x, weight, bias, out, N, C, OC]() mutable {
+    tape().record("linear", out, [x, weight, bias, out, N, C, OC]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      kernels::linear_backward(detail::grad_ptr(x), detail::grad_ptr(weight), detail::grad_ptr(bias), g,
-                               x.data(), weight.data(), N, C, OC);
+      // dx = g @ W and dW = g^T @ x are written directly (beta 0) when the buffer is new: an
+      // activation's gradient usually is, a weight's after zero_grad(set_to_none).
+      bool fresh_x = false, fresh_w = false;
+      float* gx = detail::grad_ptr_fresh(x, &fresh_x);
+      float* gw = detail::grad_ptr_fresh(weight, &fresh_w);
+      if (fresh_x) {
+        kernels::gemm(false, false, N, C, OC, 1.0f, g, OC, weight.data(), C, 0.0f, gx, C);
+        gx = nullptr;
+      }
+      if (fresh_w) {
+        kernels::gemm(true, false, OC, C, N, 1.0f, g, OC, x.data(), C, 0.0f, gw, C);
+        gw = nullptr;
+      }
+      kernels::linear_backward(gx, gw, detail::grad_ptr(bias), g, x.data(), weight.data(), N, C, OC);
     });
   }
   return out;

@@ -18,7 +18,43 @@ Tape& tape() {
   return t;
 }
 
-void Tape::record(const char* op, BackwardFn fn) { nodes_.push_back(Node{op, std::move(fn)}); }
+void Tape::record(const char* op, const Tensor& out, BackwardFn fn) {
+  nodes_.push_back(Node{op, out, std::move(fn)});
+  if (profiling_) {
+    const auto now = Clock::now();
+    OpTime& t = times_[op];
+    t.calls++;
+    t.forward_ms += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = Clock::now();
+  }
+}
+
+void Tape::run_node(Node& node) {
+  node.fn();
+  if (node.out.defined()) node.out.clear_grad();
+}
+
+void Tape::set_profiling(bool on) {
+  profiling_ = on;
+  last_ = Clock::now();
+}
+
+void Tape::mark() { last_ = Clock::now(); }
+
+std::vector<OpTime> Tape::profile() const {
+  std::vector<OpTime> out;
+  for (const auto& [name, t] : times_) {
+    out.push_back(t);
+    out.back().op = name;
+  }
+  std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) {
+    const double ta = a.forward_ms + a.backward_ms, tb = b.forward_ms + b.backward_ms;
+    return ta != tb ? ta > tb : a.op < b.op;
+  });
+  return out;
+}
+
+void Tape::reset_profile() { times_.clear(); }
 
 void Tape::backward(Tensor loss, const Tensor& grad_output) {
   ATTO_CHECK(loss.defined(), "backward: the loss is an undefined tensor");
@@ -44,7 +80,16 @@ void Tape::backward(Tensor loss, const Tensor& grad_output) {
   const bool prev = grad_enabled();
   set_grad_enabled(false);
   try {
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) it->fn();
+    if (profiling_) {
+      for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+        const auto t0 = Clock::now();
+        run_node(*it);
+        times_[it->op].backward_ms +=
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      }
+    } else {
+      for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) run_node(*it);
+    }
   } catch (...) {
     set_grad_enabled(prev);
     clear();

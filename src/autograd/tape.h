@@ -13,13 +13,18 @@
 //   the order the forward ran, so when a node runs, every consumer of its output has already
 //   added its share to that output's gradient. Gradients accumulate (+=) into
 //   tensor.grad(), as in PyTorch: call zero_grad() on parameters between steps.
+// - A node releases its output's gradient after it runs (nothing reads it later), so backward
+//   holds only the gradients still in flight, not one per activation. Leaves (parameters and
+//   inputs) are never op outputs: their gradients stay.
 // - After backward the tape is cleared, releasing saved activations; their buffers go back to
 //   the caching allocator and the next step reuses them.
 // - One tape per thread. There is no retain_graph: backward consumes the tape.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -42,11 +47,22 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Time spent per op kind while profiling (see Tape::set_profiling).
+struct OpTime {
+  std::string op;
+  int64_t calls = 0;         // forward calls recorded
+  double forward_ms = 0.0;   // time charged to the op's forwards
+  double backward_ms = 0.0;  // time of its backward nodes
+};
+
 class Tape {
  public:
   using BackwardFn = std::function<void()>;
 
-  void record(const char* op, BackwardFn fn);
+  // `out` is the op's output: once the node has run, every consumer of `out` has run before it,
+  // so out's gradient is dead and is released (as PyTorch frees non-leaf gradients); its buffer
+  // goes back to the caching allocator for the next node. Pass an undefined tensor to keep it.
+  void record(const char* op, const Tensor& out, BackwardFn fn);
   // Seeds loss.grad with `grad_output` (ones for a one-element loss when undefined), runs
   // every node newest first, then clears the tape.
   void backward(Tensor loss, const Tensor& grad_output = Tensor());
@@ -55,12 +71,29 @@ class Tape {
   // Names of the recorded ops, oldest first (for tests and debugging).
   std::vector<std::string> op_names() const;
 
+  // Profiling (off by default; what `atto bench train --profile` uses). When on, record()
+  // charges the wall time since the previous record() or mark() to the recorded op's forward
+  // (the op's checks, allocation and kernel, plus any module code since the previous op), and
+  // backward() times each node. Ops that run without recording (NoGradGuard) are not seen.
+  void set_profiling(bool on);
+  bool profiling() const { return profiling_; }
+  void mark();  // the next recorded op's forward time starts now
+  std::vector<OpTime> profile() const;  // sorted by total time, largest first
+  void reset_profile();
+
  private:
+  using Clock = std::chrono::steady_clock;
+  bool profiling_ = false;
+  Clock::time_point last_{};
+  std::unordered_map<std::string, OpTime> times_;
+
   struct Node {
     const char* op;
+    Tensor out;
     BackwardFn fn;
   };
   std::vector<Node> nodes_;
+  void run_node(Node& node);
 };
 
 // The calling thread's tape.

@@ -25,7 +25,7 @@ Tensor embedding(const Tensor& weight_in, const std::vector<int32_t>& ids, const
   kernels::embedding_forward(out.data(), ids.data(), weight.data(), N, C, V);
   if (any_requires_grad({&weight})) {
     detail::mark_output(out);
-    tape().record("embedding", [weight, ids, out, N, C, V]() mutable {
+    tape().record("embedding", out, [weight, ids, out, N, C, V]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       kernels::embedding_backward(detail::grad_ptr(weight), g, ids.data(), N, C, V);
@@ -59,7 +59,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
                              bias.defined() ? bias.data() : nullptr, N, C, eps);
   if (any_requires_grad({&x, &weight, &bias})) {
     detail::mark_output(out);
-    tape().record("layer_norm", [x, weight, bias, out, mu, rstd, N, C]() mutable {
+    tape().record("layer_norm", out, [x, weight, bias, out, mu, rstd, N, C]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       kernels::layernorm_backward(detail::grad_ptr(x), detail::grad_ptr(weight), detail::grad_ptr(bias), g,
@@ -81,7 +81,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, float eps) {
   kernels::rmsnorm_forward(out.data(), rstd.data(), x.data(), weight.data(), N, C, eps);
   if (any_requires_grad({&x, &weight})) {
     detail::mark_output(out);
-    tape().record("rms_norm", [x, weight, out, rstd, N, C]() mutable {
+    tape().record("rms_norm", out, [x, weight, out, rstd, N, C]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       kernels::rmsnorm_backward(detail::grad_ptr(x), detail::grad_ptr(weight), g, x.data(), weight.data(),
@@ -99,7 +99,7 @@ Tensor softmax(const Tensor& x_in) {
   kernels::softmax_forward(out.data(), x.data(), N, C);
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record("softmax", [x, out, N, C]() mutable {
+    tape().record("softmax", out, [x, out, N, C]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       kernels::softmax_backward(detail::grad_ptr(x), g, out.data(), N, C);
@@ -139,7 +139,7 @@ Tensor cross_entropy(const Tensor& logits_in, const std::vector<int32_t>& target
   Tensor out = Tensor::scalar(count == 0 ? 0.0f : static_cast<float>(total / denom));
   if (any_requires_grad({&logits})) {
     detail::mark_output(out);
-    tape().record("cross_entropy", [logits, targets, out, lse, N, V, opt, denom, count]() mutable {
+    tape().record("cross_entropy", out, [logits, targets, out, lse, N, V, opt, denom, count]() mutable {
       const float* g = detail::out_grad(out);
       if (!g || count == 0) return;
       std::vector<float> dloss(static_cast<size_t>(N), g[0] / denom);

@@ -34,7 +34,7 @@ Tensor make_view(const Tensor& x, const char* op, const ViewFn& fn) {
   Tensor out = x.detach().as_strided(l.shape, l.strides, l.offset);
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record(op, [x, out, fn]() mutable {
+    tape().record(op, out, [x, out, fn]() mutable {
       if (!detail::out_grad(out)) return;
       detail::grad_ptr(x);
       Tensor gx = x.grad();
@@ -52,7 +52,7 @@ Tensor contiguous(const Tensor& x) {
   Tensor out = x.detach().clone();
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record("contiguous", [x, out]() mutable {
+    tape().record("contiguous", out, [x, out]() mutable {
       if (!detail::out_grad(out)) return;
       detail::grad_ptr(x);
       add_into(x.grad(), out.grad());
@@ -157,7 +157,7 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   for (const Tensor& t : xs) need = need || any_requires_grad({&t});
   if (need) {
     detail::mark_output(out);
-    tape().record("concat", [xs, out, starts, d]() mutable {
+    tape().record("concat", out, [xs, out, starts, d]() mutable {
       if (!detail::out_grad(out)) return;
       Tensor g = out.grad();
       for (size_t i = 0; i < xs.size(); ++i) {

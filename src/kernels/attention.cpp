@@ -17,6 +17,7 @@
 // would still warn that their calling convention differs between targets.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -26,26 +27,37 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 namespace atto::kernels {
 
 namespace {
 
-typedef float vf16 __attribute__((vector_size(64)));
-#define VINLINE inline __attribute__((always_inline))
-constexpr int64_t W = 16;
-constexpr int64_t BQ = 64;  // query rows per tile
-constexpr int64_t BK = 64;  // keys per tile
+using namespace simd;
+constexpr int64_t BQ = 64;  // query rows per tile (at most)
+constexpr int64_t BK = 64;  // keys per tile (at most; Problem::bk is the width in use)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-VINLINE vf16 load(const float* p) {
-  vf16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
+// Rows of scores are bk floats, a multiple of 16: whole vectors, no tails. Inlined so that the
+// exps of consecutive rows overlap in the pipeline (a call per row left them serialised).
+VINLINE float row_max(const float* s, int64_t n) {
+  vf16 m = load(s);
+  for (int64_t j = W; j < n; j += W) m = vmax(m, load(s + j));
+  return hmax(m);
 }
-VINLINE void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
+// s = exp(s - shift) in place; returns the sum (lane partial sums, then the fixed tree).
+VINLINE float row_exp_sum(float* s, int64_t n, float shift) {
+  const vf16 sh = splat(shift);
+  vf16 acc = splat(0.0f);
+  for (int64_t j = 0; j < n; j += W) {
+    const vf16 e = vexp(load(s + j) - sh);
+    store(s + j, e);
+    acc += e;
+  }
+  return hsum(acc);
+}
 
 // ---- Micro-kernel: C[M, N] (+)= A[M, K] B[K, N] ------------------------------------------------
 // A(r, k) = A[r * ars + k * aks] (so A can be read transposed); B row-major with ldb; C row-major
@@ -102,6 +114,10 @@ struct Problem {
   AttentionDims d;  // ld and scale resolved
   int64_t HSp = 0;  // HS rounded up to 16
   int64_t off = 0;  // causal: row i sees keys j <= i + off
+  // Keys per tile: BK, or Tk rounded up to 16 when shorter (T = 16 scores 16 columns, not 64).
+  // With Tk < BK there is one key tile either way, and the extra columns were -inf scores whose
+  // exp adds exact zeros, so the width changes the work, not the results.
+  int64_t bk = BK;
   const uint8_t* key_mask = nullptr;
 };
 
@@ -116,56 +132,77 @@ Problem make_problem(const AttentionDims& dims, const uint8_t* key_mask) {
   if (p.d.scale == 0.0f) p.d.scale = 1.0f / std::sqrt(static_cast<float>(dims.HS));
   p.HSp = round_up(dims.HS, W);
   p.off = dims.Tk - dims.Tq;
+  p.bk = std::min(BK, round_up(std::max<int64_t>(dims.Tk, 1), W));
   p.key_mask = key_mask;
   return p;
+}
+
+// dst[0, 16 * ceil(n / 16)) = src[0, n) then zeros. Rows here are a few dozen floats: a libc
+// memcpy call per row cost more than the copy, so AVX-512 masked loads do it inline (lanes
+// past n are neither read nor faulted on).
+VINLINE void copy_row_padded(float* dst, const float* src, int64_t n) {
+#ifdef __AVX512F__
+  int64_t e = 0;
+  for (; e + W <= n; e += W) _mm512_storeu_ps(dst + e, _mm512_loadu_ps(src + e));
+  if (e < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - e)) - 1u);
+    _mm512_storeu_ps(dst + e, _mm512_maskz_loadu_ps(m, src + e));
+  }
+#else
+  std::memcpy(dst, src, sizeof(float) * n);
+  std::fill(dst + n, dst + round_up(n, W), 0.0f);
+#endif
 }
 
 // Copies n rows of HS floats (row stride ld) into dst[rows_pad, HSp], zero padding.
 void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows_pad, int64_t HS,
                int64_t HSp) {
-  std::fill(dst, dst + rows_pad * HSp, 0.0f);
-  for (int64_t r = 0; r < n; r++) std::memcpy(dst + r * HSp, src + r * ld, sizeof(float) * HS);
+  for (int64_t r = 0; r < n; r++) {
+    copy_row_padded(dst + r * HSp, src + r * ld, HS);
+    if (HSp > round_up(HS, W)) std::fill(dst + r * HSp + round_up(HS, W), dst + (r + 1) * HSp, 0.0f);
+  }
+  std::fill(dst + n * HSp, dst + rows_pad * HSp, 0.0f);
 }
 
-// dst[HS, BK] = the transpose of n rows of HS floats (row stride ld), zero padding.
-void pack_transposed(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS) {
-  std::fill(dst, dst + HS * BK, 0.0f);
+// dst[HS, bk] = the transpose of n rows of HS floats (row stride ld), zero padding.
+void pack_transposed(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS, int64_t bk) {
+  std::fill(dst, dst + HS * bk, 0.0f);
   for (int64_t j = 0; j < n; j++)
-    for (int64_t e = 0; e < HS; e++) dst[e * BK + j] = src[j * ld + e];
+    for (int64_t e = 0; e < HS; e++) dst[e * bk + j] = src[j * ld + e];
 }
 
 // Key tile [j0, j0 + nk) of batch b: kbias[j] = 0, or -inf for padding and masked keys.
 void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int64_t nk) {
-  for (int64_t j = 0; j < BK; j++) {
+  for (int64_t j = 0; j < p.bk; j++) {
     const bool pad = j >= nk;
     const bool masked = !pad && p.key_mask != nullptr && p.key_mask[b * p.d.Tk + j0 + j] == 0;
     kbias[j] = pad || masked ? kNegInf : 0.0f;
   }
 }
 
-// S[BQ, BK] = scale * Qs[BQ, HS] KT[HS, BK], masked to -inf: the one definition of the scores,
+// S[BQ, bk] = scale * Qs[BQ, HS] KT[HS, bk], masked to -inf: the one definition of the scores,
 // shared by forward and backward so that backward's exp(S - lse) matches forward exactly.
 void score_tile(float* S, const float* Qs, const float* KT, const float* kbias, const Problem& p,
                 int64_t i0, int64_t nq, int64_t j0) {
-  const int64_t rows = round_up(nq, 4);
-  mm(rows, BK, p.d.HS, Qs, p.HSp, 1, KT, BK, S, BK, false);
+  const int64_t rows = round_up(nq, 4), bk = p.bk;
+  mm(rows, bk, p.d.HS, Qs, p.HSp, 1, KT, bk, S, bk, false);
   for (int64_t i = 0; i < nq; i++) {
-    float* s = S + i * BK;
-    for (int64_t j = 0; j < BK; j++) s[j] = s[j] * p.d.scale + kbias[j];
+    float* s = S + i * bk;
+    for (int64_t j = 0; j < bk; j++) s[j] = s[j] * p.d.scale + kbias[j];
     if (p.d.causal) {
-      const int64_t visible = std::clamp<int64_t>(i0 + i + p.off - j0 + 1, 0, BK);
-      for (int64_t j = visible; j < BK; j++) s[j] = kNegInf;
+      const int64_t visible = std::clamp<int64_t>(i0 + i + p.off - j0 + 1, 0, bk);
+      for (int64_t j = visible; j < bk; j++) s[j] = kNegInf;
     }
   }
 }
 
 // Query tile [i0, i0 + nq) sees key tiles [0, key_tiles_end) (fewer under a causal mask).
 int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
-  const int64_t ntiles = (p.d.Tk + BK - 1) / BK;
+  const int64_t ntiles = (p.d.Tk + p.bk - 1) / p.bk;
   if (!p.d.causal) return ntiles;
   const int64_t last_key = i0 + nq - 1 + p.off;  // the last query row's last visible key
   if (last_key < 0) return 0;
-  return std::min(ntiles, last_key / BK + 1);
+  return std::min(ntiles, last_key / p.bk + 1);
 }
 
 // ---- Forward ------------------------------------------------------------------------------------
@@ -177,16 +214,16 @@ struct FwdScratch {
 };
 
 // Folds one tile of scores into the running (m, l, O) of each row; S becomes P.
-void online_softmax_tile(FwdScratch& w, int64_t nq, int64_t HSp) {
+void online_softmax_tile(FwdScratch& w, int64_t nq, int64_t HSp, int64_t bk) {
   for (int64_t i = 0; i < nq; i++) {
-    float* s = w.S.data() + i * BK;
-    const float m_new = std::max(w.m[i], max_of(s, BK));
+    float* s = w.S.data() + i * bk;
+    const float m_new = std::max(w.m[i], row_max(s, bk));
     if (m_new == kNegInf) {  // nothing visible yet in this row
-      std::fill(s, s + BK, 0.0f);
+      std::fill(s, s + bk, 0.0f);
       continue;
     }
     const float corr = std::exp(w.m[i] - m_new);  // 0 when m was -inf
-    const float sum = exp_shift_sum(s, s, BK, m_new);
+    const float sum = row_exp_sum(s, bk, m_new);
     w.l[i] = w.l[i] * corr + sum;
     w.m[i] = m_new;
     float* o = w.O.data() + i * HSp;
@@ -194,28 +231,28 @@ void online_softmax_tile(FwdScratch& w, int64_t nq, int64_t HSp) {
       for (int64_t e = 0; e < HSp; e++) o[e] *= corr;
   }
   // Padding rows (up to a multiple of 4) take no part in P V.
-  std::fill(w.S.data() + nq * BK, w.S.data() + round_up(nq, 4) * BK, 0.0f);
+  std::fill(w.S.data() + nq * bk, w.S.data() + round_up(nq, 4) * bk, 0.0f);
 }
 
 void forward_tile(float* out, float* lse, const float* q, const float* k, const float* v,
                   const Problem& p, int64_t b, int64_t h, int64_t i0, FwdScratch& w) {
   const AttentionDims& d = p.d;
-  const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp;
-  pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, BQ, d.HS, HSp);
-  std::fill(w.O.begin(), w.O.end(), 0.0f);
+  const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, bk = p.bk, rows = round_up(nq, 4);
+  pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, rows, d.HS, HSp);
+  std::fill(w.O.begin(), w.O.begin() + rows * HSp, 0.0f);
   std::fill(w.m.begin(), w.m.end(), kNegInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   const int64_t kt_end = key_tiles_end(p, i0, nq);
   for (int64_t kt = 0; kt < kt_end; kt++) {
-    const int64_t j0 = kt * BK, nk = std::min(BK, d.Tk - j0);
+    const int64_t j0 = kt * bk, nk = std::min(bk, d.Tk - j0);
     const float* kp = k + (b * d.Tk + j0) * d.ldk + h * d.HS;
     const float* vp = v + (b * d.Tk + j0) * d.ldv + h * d.HS;
-    pack_transposed(w.KT.data(), kp, d.ldk, nk, d.HS);
-    pack_rows(w.Vs.data(), vp, d.ldv, nk, BK, d.HS, HSp);
+    pack_transposed(w.KT.data(), kp, d.ldk, nk, d.HS, bk);
+    pack_rows(w.Vs.data(), vp, d.ldv, nk, bk, d.HS, HSp);
     key_bias(w.kbias.data(), p, b, j0, nk);
     score_tile(w.S.data(), w.Qs.data(), w.KT.data(), w.kbias.data(), p, i0, nq, j0);
-    online_softmax_tile(w, nq, HSp);
-    mm(round_up(nq, 4), HSp, nk, w.S.data(), BK, 1, w.Vs.data(), HSp, w.O.data(), HSp, true);
+    online_softmax_tile(w, nq, HSp, bk);
+    mm(rows, HSp, nk, w.S.data(), bk, 1, w.Vs.data(), HSp, w.O.data(), HSp, true);
   }
   for (int64_t i = 0; i < nq; i++) {
     float* o = out + (b * d.Tq + i0 + i) * d.ldo + h * d.HS;
@@ -271,36 +308,46 @@ struct BwdScratch {
 void backward_step(const float* q, const float* dout, const float* lse, const Problem& p, int64_t b,
                    int64_t h, int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
   const AttentionDims& d = p.d;
-  const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, rows = round_up(nq, 4);
-  pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, BQ, d.HS, HSp);
-  pack_rows(w.dOs.data(), dout + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, nq, BQ, d.HS, HSp);
+  const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, rows = round_up(nq, 4), bk = p.bk;
+  pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, rows, d.HS, HSp);
+  pack_rows(w.dOs.data(), dout + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, nq, rows, d.HS, HSp);
   score_tile(w.P.data(), w.Qs.data(), w.KT.data(), w.kbias.data(), p, i0, nq, j0);
   // dP = dO V^T
-  mm(rows, BK, d.HS, w.dOs.data(), HSp, 1, w.VT.data(), BK, w.dS.data(), BK, false);
+  mm(rows, bk, d.HS, w.dOs.data(), HSp, 1, w.VT.data(), bk, w.dS.data(), bk, false);
   for (int64_t i = 0; i < rows; i++) {
-    float* pr = w.P.data() + i * BK;
-    float* ds = w.dS.data() + i * BK;
+    float* pr = w.P.data() + i * bk;
+    float* ds = w.dS.data() + i * bk;
     const float l = i < nq ? lse[(b * d.NH + h) * d.Tq + i0 + i] : kNegInf;
     if (l == kNegInf) {  // padding row or fully masked row: no gradient
-      std::fill(pr, pr + BK, 0.0f);
-      std::fill(ds, ds + BK, 0.0f);
+      std::fill(pr, pr + bk, 0.0f);
+      std::fill(ds, ds + bk, 0.0f);
       continue;
     }
-    exp_shift_sum(pr, pr, BK, l);  // P = exp(S - lse)
-    const float Di = w.D[i0 + i];
-    for (int64_t j = 0; j < BK; j++) ds[j] = d.scale * pr[j] * (ds[j] - Di);
+    // P = exp(S - lse);  dS = scale P (dP - D_i)
+    const vf16 lv = splat(l), Di = splat(w.D[i0 + i]), sc = splat(d.scale);
+    for (int64_t j = 0; j < bk; j += W) {
+      const vf16 pv = vexp(load(pr + j) - lv);
+      store(pr + j, pv);
+      store(ds + j, sc * pv * (load(ds + j) - Di));
+    }
   }
   const int64_t krows = round_up(nk, 4);
-  // dV[BK, HS] += P^T dO;  dK += dS^T Q   (A read transposed: A(r, k) = P[k, r])
-  mm(krows, HSp, nq, w.P.data(), 1, BK, w.dOs.data(), HSp, w.dV.data(), HSp, true);
-  mm(krows, HSp, nq, w.dS.data(), 1, BK, w.Qs.data(), HSp, w.dK.data(), HSp, true);
+  // dV[bk, HS] += P^T dO;  dK += dS^T Q   (A read transposed: A(r, k) = P[k, r])
+  mm(krows, HSp, nq, w.P.data(), 1, bk, w.dOs.data(), HSp, w.dV.data(), HSp, true);
+  mm(krows, HSp, nq, w.dS.data(), 1, bk, w.Qs.data(), HSp, w.dK.data(), HSp, true);
   // dQ[BQ, HS] += dS K
-  mm(rows, HSp, nk, w.dS.data(), BK, 1, w.Ks.data(), HSp, w.dQ.data() + i0 * HSp, HSp, true);
+  mm(rows, HSp, nk, w.dS.data(), bk, 1, w.Ks.data(), HSp, w.dQ.data() + i0 * HSp, HSp, true);
 }
 
-// dst rows (stride ld) += src rows [n, HSp] (first HS columns).
-void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_t HS, int64_t HSp) {
+// dst rows (stride ld) += src rows [n, HSp] (first HS columns); = when !accumulate.
+void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_t HS, int64_t HSp,
+              bool accumulate) {
   if (dst == nullptr) return;
+  if (!accumulate) {
+    for (int64_t r = 0; r < n; r++)
+      for (int64_t e = 0; e < HS; e++) dst[r * ld + e] = src[r * HSp + e];
+    return;
+  }
   for (int64_t r = 0; r < n; r++)
     for (int64_t e = 0; e < HS; e++) dst[r * ld + e] += src[r * HSp + e];
 }
@@ -318,28 +365,29 @@ void backward_head(float* dq, float* dk, float* dv, const float* dout, const flo
     w.D[i] = s;
   }
   std::fill(w.dQ.begin(), w.dQ.end(), 0.0f);
-  const int64_t qtiles = (d.Tq + BQ - 1) / BQ, ktiles = (d.Tk + BK - 1) / BK;
+  const int64_t bk = p.bk, qtiles = (d.Tq + BQ - 1) / BQ, ktiles = (d.Tk + bk - 1) / bk;
   for (int64_t kt = 0; kt < ktiles; kt++) {
-    const int64_t j0 = kt * BK, nk = std::min(BK, d.Tk - j0);
+    const int64_t j0 = kt * bk, nk = std::min(bk, d.Tk - j0);
     const float* kp = k + (b * d.Tk + j0) * d.ldk + h * d.HS;
     const float* vp = v + (b * d.Tk + j0) * d.ldv + h * d.HS;
-    pack_rows(w.Ks.data(), kp, d.ldk, nk, BK, d.HS, HSp);
-    pack_transposed(w.KT.data(), kp, d.ldk, nk, d.HS);
-    pack_transposed(w.VT.data(), vp, d.ldv, nk, d.HS);
+    pack_rows(w.Ks.data(), kp, d.ldk, nk, bk, d.HS, HSp);
+    pack_transposed(w.KT.data(), kp, d.ldk, nk, d.HS, bk);
+    pack_transposed(w.VT.data(), vp, d.ldv, nk, d.HS, bk);
     key_bias(w.kbias.data(), p, b, j0, nk);
-    std::fill(w.dK.begin(), w.dK.end(), 0.0f);
-    std::fill(w.dV.begin(), w.dV.end(), 0.0f);
+    std::fill(w.dK.begin(), w.dK.begin() + round_up(nk, 4) * HSp, 0.0f);
+    std::fill(w.dV.begin(), w.dV.begin() + round_up(nk, 4) * HSp, 0.0f);
     for (int64_t qt = 0; qt < qtiles; qt++) {
       const int64_t i0 = qt * BQ;
       if (key_tiles_end(p, i0, std::min(BQ, d.Tq - i0)) <= kt) continue;  // all masked
       backward_step(q, dout, lse, p, b, h, i0, j0, nk, w);
     }
     add_rows(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dK.data(), nk, d.HS,
-             HSp);
+             HSp, d.accumulate);
     add_rows(dv ? dv + (b * d.Tk + j0) * d.ldv + h * d.HS : nullptr, d.ldv, w.dV.data(), nk, d.HS,
-             HSp);
+             HSp, d.accumulate);
   }
-  add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS, HSp);
+  add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS, HSp,
+           d.accumulate);
 }
 
 }  // namespace

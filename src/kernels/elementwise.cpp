@@ -16,58 +16,15 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 #include "tensor/rng.h"
 
 namespace atto::kernels {
 
 namespace {
 
-// ---- 16-lane vectors (GCC vector extensions: AVX-512 with -march=native, split otherwise) ----
-typedef float vf16 __attribute__((vector_size(64)));
-typedef int32_t vi16 __attribute__((vector_size(64)));
-#define VINLINE inline __attribute__((always_inline))
-constexpr int64_t W = 16;
+using namespace simd;
 
-VINLINE vf16 splat(float x) { return vf16{} + x; }
-VINLINE vf16 load(const float* p) {
-  vf16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-VINLINE vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
-  vf16 v = splat(fill);
-  std::memcpy(&v, p, sizeof(float) * static_cast<size_t>(n));
-  return v;
-}
-VINLINE void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
-VINLINE void store_part(float* p, vf16 v, int64_t n) {
-  std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
-}
-VINLINE vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
-VINLINE vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
-
-// exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
-VINLINE vf16 vexp(vf16 x) {
-  const vf16 lo = splat(-87.0f), hi = splat(88.0f);
-  const vf16 xc = vmin(vmax(x, lo), hi);
-  const vf16 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const vf16 n = (xc * 1.44269504088896341f + magic) - magic;
-  const vf16 r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  vf16 p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const vf16 y = p * r * r + r + 1.0f;
-  const vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
-  vf16 pow2;
-  std::memcpy(&pow2, &bits, sizeof(pow2));
-  vf16 e = y * pow2;
-  e = x < lo ? splat(0.0f) : e;
-  e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
-  return x != x ? x : e;  // NaN in, NaN out
-}
 VINLINE vf16 vsigmoid(vf16 x) { return 1.0f / (1.0f + vexp(-x)); }
 
 // Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2), the standard normal CDF. erfc(z),
@@ -149,9 +106,7 @@ float exp_shift_sum(float* out, const float* x, int64_t n, float shift) {
     if (out != nullptr) store_part(out + i, e, n - i);
     acc += e;
   }
-  float sum = 0.0f;
-  for (int l = 0; l < W; l++) sum += acc[l];
-  return sum;
+  return hsum(acc);
 }
 
 float sum_of(const float* x, int64_t n) {
@@ -159,9 +114,7 @@ float sum_of(const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + W <= n; i += W) acc += load(x + i);
   if (i < n) acc += load_part(x + i, n - i);
-  float sum = 0.0f;
-  for (int l = 0; l < W; l++) sum += acc[l];
-  return sum;
+  return hsum(acc);
 }
 
 float max_of(const float* x, int64_t n) {
@@ -170,9 +123,7 @@ float max_of(const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + W <= n; i += W) m = vmax(m, load(x + i));
   if (i < n) m = vmax(m, load_part(x + i, n - i, ninf));
-  float r = ninf;
-  for (int l = 0; l < W; l++) r = std::max(r, m[l]);
-  return r;
+  return hmax(m);
 }
 
 // ============================================================================================
@@ -269,6 +220,20 @@ void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t
     const vf16 x = ld(inp, i, cnt);
     const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
     st(dinp, i, cnt, ld(dinp, i, cnt) + ld(dout, i, cnt) * (vnormal_cdf(x) + x * pdf));
+  });
+}
+
+void gelu_erf_backward_from_out(float* dinp, const float* dout, const float* inp, const float* out,
+                                int64_t n, bool accumulate) {
+  constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
+    const vf16 x = ld(inp, i, cnt);
+    const vf16 pdf = vexp(-0.5f * x * x) * kInvSqrt2Pi;
+    const vf16 ax = x < 0.0f ? -x : x;
+    const vf16 cdf = ax < 1e-6f ? 0.5f + x * kInvSqrt2Pi : ld(out, i, cnt) / x;
+    vf16 d = ld(dout, i, cnt) * (cdf + x * pdf);
+    if (accumulate) d += ld(dinp, i, cnt);
+    st(dinp, i, cnt, d);
   });
 }
 

@@ -81,6 +81,11 @@ void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_
 // GELU, exact: 0.5 x (1 + erf(x / sqrt 2))
 void gelu_erf_forward(float* out, const float* inp, int64_t n);
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n);
+// The same derivative using the forward's output: Phi(x) = out / x (|x| >= 1e-6; 0.5 + x phi(0)
+// below), so only phi(x) = exp(-x^2 / 2) / sqrt(2 pi) is evaluated: about half the work of
+// gelu_erf_backward. accumulate = false overwrites dinp instead of adding to it.
+void gelu_erf_backward_from_out(float* dinp, const float* dout, const float* inp, const float* out,
+                                int64_t n, bool accumulate = true);
 // SiLU: x * sigmoid(x)
 void silu_forward(float* out, const float* inp, int64_t n);
 void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n);
@@ -154,10 +159,15 @@ struct AttentionDims {
   int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // 0 means NH*HS
   bool causal = false;
   float scale = 0.0f;  // 0 means 1/sqrt(HS)
+  // Backward only: false makes attention_backward overwrite dq, dk, dv (every element of their
+  // B x T x HS x NH blocks is written) instead of accumulating; dk and dv must not overlap.
+  // The naive twin always accumulates.
+  bool accumulate = true;
 };
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const uint8_t* key_mask, const AttentionDims& dims);
-// dq, dk, dv use the same layouts (and ld) as q, k, v; they are accumulated into.
+// dq, dk, dv use the same layouts (and ld) as q, k, v; they are accumulated into (or
+// overwritten: AttentionDims::accumulate).
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v,
                         const uint8_t* key_mask, const AttentionDims& dims);

@@ -15,8 +15,9 @@ namespace atto::kernels {
 
 namespace {
 
-// sum_{i < n} term(i) with 16 interleaved partial sums (lane l takes i = l mod 16), added in
-// lane order at the end: a fixed order the compiler can vectorise.
+// sum_{i < n} term(i) with 16 interleaved partial sums (lane l takes i = l mod 16), combined
+// at the end by a fixed pairwise tree (l + l+8, +4, +2, +1): a fixed order the compiler can
+// vectorise, with a short dependency chain.
 template <class F>
 float lane_sum(int64_t n, F term) {
   float acc[16] = {};
@@ -24,9 +25,9 @@ float lane_sum(int64_t n, F term) {
   for (; i + 16 <= n; i += 16)
     for (int l = 0; l < 16; l++) acc[l] += term(i + l);
   for (int l = 0; i + l < n; l++) acc[l] += term(i + l);
-  float s = 0.0f;
-  for (int l = 0; l < 16; l++) s += acc[l];
-  return s;
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+  return acc[0];
 }
 
 constexpr int64_t kParallelElems = 1 << 15;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -12,13 +13,12 @@
 namespace atto {
 
 // ============================================================================================
-// Caching allocator: exact-size free lists of 64-byte aligned buffers.
+// Caching allocator: free lists of 64-byte aligned buffers by size class, best fit.
 // ============================================================================================
 namespace {
 
 // Size classes: small buffers round up to 16 floats; larger ones to one of 8 steps per power of
-// two (at most 12.5% waste), so batches of varying shape (seq2seq buckets, the last evaluation
-// batch) reuse each other's buffers instead of going back to the system.
+// two (at most 12.5% waste).
 size_t size_class(size_t n) {
   if (n <= 1024) return std::max<size_t>(16, (n + 15) / 16 * 16);
   size_t p = 1;
@@ -27,9 +27,15 @@ size_t size_class(size_t n) {
   return (n + step - 1) / step * step;
 }
 
+// A request is served by the smallest cached buffer of its class up to kMaxFit times its class.
+// Exact classes alone are not enough when shapes vary from step to step (seq2seq batches of
+// varying lengths): every new size would add a whole step's worth of buffers to the cache, and a
+// Multi30k run grew to 6 GB resident. Best fit bounds the cache by the largest step instead.
+constexpr size_t kMaxFit = 2;
+
 struct Allocator {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<float*>> free_lists;  // key: size class (floats)
+  std::map<size_t, std::vector<float*>> free_lists;  // key: capacity in floats; no empty lists
   AllocatorStats stats;
 #ifdef ATTO_NO_ALLOC_CACHE
   static constexpr bool kCache = false;
@@ -37,33 +43,38 @@ struct Allocator {
   static constexpr bool kCache = true;
 #endif
 
-  float* get(size_t n) {
+  // Returns a buffer of at least n floats; *cap receives its capacity (what put() needs).
+  float* get(size_t n, size_t* cap) {
     n = size_class(n);
     std::lock_guard<std::mutex> lock(mu);
-    stats.bytes_in_use += n * sizeof(float);
-    stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
-    auto it = free_lists.find(n);
-    if (it != free_lists.end() && !it->second.empty()) {
+    auto it = free_lists.lower_bound(n);
+    if (it != free_lists.end() && it->first <= kMaxFit * n) {
+      *cap = it->first;
       float* p = it->second.back();
       it->second.pop_back();
+      if (it->second.empty()) free_lists.erase(it);
       stats.cache_hits++;
-      stats.bytes_cached -= n * sizeof(float);
+      stats.bytes_cached -= *cap * sizeof(float);
+      stats.bytes_in_use += *cap * sizeof(float);
+      stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
       return p;
     }
+    *cap = n;
     stats.system_allocs++;
+    stats.bytes_in_use += n * sizeof(float);
+    stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
     const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
     if (!p) fail("out of memory allocating a tensor of {} floats", n);
     return static_cast<float*>(p);
   }
 
-  void put(float* p, size_t n) {
-    n = size_class(n);
+  void put(float* p, size_t cap) {
     std::lock_guard<std::mutex> lock(mu);
-    stats.bytes_in_use -= n * sizeof(float);
+    stats.bytes_in_use -= cap * sizeof(float);
     if (kCache) {
-      free_lists[n].push_back(p);
-      stats.bytes_cached += n * sizeof(float);
+      free_lists[cap].push_back(p);
+      stats.bytes_cached += cap * sizeof(float);
     } else {
       std::free(p);
     }
@@ -85,8 +96,8 @@ Allocator& allocator() {
 
 }  // namespace
 
-Storage::Storage(size_t n) : data_(allocator().get(n)), n_(n) {}
-Storage::~Storage() { allocator().put(data_, n_); }
+Storage::Storage(size_t n) : n_(n) { data_ = allocator().get(n, &cap_); }
+Storage::~Storage() { allocator().put(data_, cap_); }
 
 AllocatorStats allocator_stats() {
   std::lock_guard<std::mutex> lock(allocator().mu);
@@ -143,7 +154,11 @@ Tensor Tensor::empty(const Shape& shape) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape) { return full(shape, 0.0f); }
+Tensor Tensor::zeros(const Shape& shape) {
+  Tensor t = empty(shape);
+  std::memset(t.data(), 0, sizeof(float) * static_cast<size_t>(t.numel()));
+  return t;
+}
 Tensor Tensor::ones(const Shape& shape) { return full(shape, 1.0f); }
 
 Tensor Tensor::full(const Shape& shape, float value) {

@@ -46,7 +46,8 @@ class Storage {
 
  private:
   float* data_ = nullptr;
-  size_t n_ = 0;
+  size_t n_ = 0;    // floats requested
+  size_t cap_ = 0;  // floats in the buffer (>= n_: its size class, or a larger cached one)
 };
 
 // Statistics of the caching allocator (for tests and benchmarks).

@@ -51,15 +51,32 @@ TokenBatch random_batch(Rng& rng, int64_t B, int64_t T, int64_t V) {
 }
 
 // zero_grad, forward, loss, backward, clip, AdamW: one trainer step. Returns the loss.
-float train_step(GPT& model, optim::AdamW& opt, const TokenBatch& b, int64_t B, int64_t T) {
-  opt.zero_grad();
+// `phase_ms` (5 entries, or nullptr) accumulates the wall time of each phase.
+float train_step(GPT& model, optim::AdamW& opt, const TokenBatch& b, int64_t B, int64_t T,
+                 double* phase_ms = nullptr) {
+  auto t = Clock::now();
+  auto lap = [&](int i) {
+    if (phase_ms == nullptr) return;
+    const auto now = Clock::now();
+    phase_ms[i] += std::chrono::duration<double, std::milli>(now - t).count();
+    t = now;
+  };
+  opt.zero_grad(/*set_to_none=*/true);  // as the trainer
+  lap(0);
+  tape().mark();
   Tensor loss = cross_entropy(model.forward(b.x, B, T), b.y);
   const float value = loss.item();
+  lap(1);
   backward(loss);
+  lap(2);
   const float norm = optim::clip_grad_norm(opt.param_groups(), kClip);
+  lap(3);
   if (std::isfinite(norm)) opt.step(kLr);  // as the trainer: a non-finite step is skipped
+  lap(4);
   return value;
 }
+
+constexpr const char* kPhases[5] = {"zero_grad", "forward", "backward", "clip", "optimizer"};
 
 }  // namespace
 
@@ -152,10 +169,28 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
 
   TrainBenchResult r;
   std::vector<double> ms;
+  double phase_ms[5] = {0, 0, 0, 0, 0};
   for (int64_t i = 0; i < total; ++i) {
+    const bool timed = i >= opt.warmup;
+    if (opt.profile && i == opt.warmup) {
+      tape().reset_profile();
+      tape().set_profiling(true);
+    }
     const auto t0 = Clock::now();
-    r.losses.push_back(train_step(model, adamw, batches[static_cast<size_t>(i % nb)], B, T));
-    if (i >= opt.warmup) ms.push_back(ms_since(t0));
+    r.losses.push_back(train_step(model, adamw, batches[static_cast<size_t>(i % nb)], B, T,
+                                  opt.profile && timed ? phase_ms : nullptr));
+    if (timed) ms.push_back(ms_since(t0));
+  }
+  if (opt.profile) {
+    tape().set_profiling(false);
+    const auto n = static_cast<double>(opt.steps);
+    for (int i = 0; i < 5; ++i) r.phases.push_back({kPhases[i], phase_ms[i] / n});
+    r.ops = tape().profile();
+    for (auto& o : r.ops) {
+      o.forward_ms /= n;
+      o.backward_ms /= n;
+    }
+    tape().reset_profile();
   }
   r.peak_rss_kib = peak_rss_kib();  // before any GEMM buffers exist
   r.threads = kernels::num_threads();
@@ -219,11 +254,20 @@ nlohmann::json to_json(const GemmBenchResult& r) {
 }
 
 nlohmann::json to_json(const TrainBenchResult& r) {
-  return {{"threads", r.threads}, {"tokens_per_step", r.tokens_per_step}, {"step", to_json(r.step)},
+  nlohmann::json j = {{"threads", r.threads}, {"tokens_per_step", r.tokens_per_step}, {"step", to_json(r.step)},
           {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
           {"flop_parameters", r.flop_parameters}, {"flops_per_token", r.flops_per_token},
           {"model_gflops", r.model_gflops}, {"peak_gflops", r.peak_gflops}, {"mfu", r.mfu},
           {"peak_rss_kib", r.peak_rss_kib}, {"losses", r.losses}};
+  if (!r.phases.empty()) {
+    nlohmann::json phases = nlohmann::json::object(), ops = nlohmann::json::array();
+    for (const auto& p : r.phases) phases[p.phase] = p.ms;
+    for (const auto& o : r.ops)
+      ops.push_back({{"op", o.op}, {"calls", o.calls}, {"forward_ms", o.forward_ms},
+                     {"backward_ms", o.backward_ms}});
+    j["profile"] = {{"phases_ms_per_step", phases}, {"ops_per_step", ops}};
+  }
+  return j;
 }
 
 nlohmann::json to_json(const GenerateBenchResult& r) {

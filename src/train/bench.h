@@ -45,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/tape.h"
 #include "models/gpt.h"
 
 namespace atto::bench {
@@ -89,6 +90,12 @@ struct TrainBenchOptions {
   int threads = 0;          // 0 = all cores
   int64_t data_batches = 0; // distinct random batches, cycled; 0 = a fresh batch every step
   double peak_gflops = 0.0; // sgemm peak for MFU; 0 = measure it (bench_gemm defaults); < 0 = skip
+  bool profile = false;     // also time the step's phases and every op kind (slightly slower steps)
+};
+// With TrainBenchOptions::profile: mean milliseconds per timed step.
+struct PhaseTime {
+  std::string phase;  // zero_grad, forward (incl. the loss), backward, clip, optimizer
+  double ms = 0.0;
 };
 struct TrainBenchResult {
   int threads = 0;
@@ -103,6 +110,8 @@ struct TrainBenchResult {
   double mfu = 0.0;              // model_gflops / peak_gflops (0 when no peak)
   int64_t peak_rss_kib = 0;      // after the timed steps, before any GEMM measurement
   std::vector<float> losses;     // every step's loss, warm-up steps first
+  std::vector<PhaseTime> phases; // profile only: per phase, mean ms per timed step
+  std::vector<OpTime> ops;       // profile only: per op kind, calls and ms per timed step
 };
 TrainBenchResult bench_train(const TrainBenchOptions& opt);
 

@@ -119,7 +119,9 @@ void save_state(Session& s) {
 // One optimizer step. Returns the mean micro-batch loss, or NaN when the step was skipped.
 double train_step(Session& s, float lr, int64_t& tokens) {
   const TrainConfig& t = s.cfg.train;
-  s.opt->zero_grad();
+  // set_to_none (PyTorch's default since 2.0): the first backward writes each gradient instead
+  // of adding to a zeroed buffer (a Linear weight's gradient is then one GEMM with beta 0).
+  s.opt->zero_grad(/*set_to_none=*/true);
   double loss_sum = 0.0;
   tokens = 0;
   for (int64_t micro = 0; micro < t.grad_accum; ++micro) {

@@ -159,6 +159,46 @@ TEST(KernelAttention, FastMatchesNaiveSweep) {
         }
 }
 
+// accumulate = false (what the autograd op uses for new gradient buffers): every element of the
+// q, k, v blocks is written, equal bit for bit to accumulating into zeros; pad columns untouched.
+TEST(KernelAttention, OverwriteEqualsAccumulateIntoZeros) {
+  const Case cases[] = {
+      {2, 3, 16, 16, 8, true, Mask::kNone, true, 0},      // fused qkv, one short key tile
+      {2, 2, 130, 130, 16, true, Mask::kPadding, true, 0},
+      {2, 3, 5, 130, 8, true, Mask::kPadding, false, 3},  // separate buffers, padded ld
+      {3, 1, 40, 129, 20, false, Mask::kOneBatchAllMasked, false, 2},
+  };
+  for (const Case& c : cases) {
+    Data zero = make_data(c), over = make_data(c);
+    run_forward(zero, false);
+    run_forward(over, false);
+    const int64_t C = c.NH * c.HS;
+    // Zero (resp. NaN) exactly the q/k/v columns, leaving any pad columns as they are.
+    auto fill_blocks = [&](Data& x, float value) {
+      const int64_t ld = x.d.ldq;
+      auto fill = [&](std::vector<float>& buf, int64_t T, int64_t col0, int64_t ncol) {
+        for (int64_t r = 0; r < c.B * T; r++)
+          for (int64_t e = 0; e < ncol; e++) buf[r * ld + col0 + e] = value;
+      };
+      if (c.fused) {
+        fill(x.dqb, c.Tq, 0, 3 * C);
+      } else {
+        fill(x.dqb, c.Tq, 0, C);
+        fill(x.dkb, c.Tk, 0, C);
+        fill(x.dvb, c.Tk, 0, C);
+      }
+    };
+    fill_blocks(zero, 0.0f);
+    fill_blocks(over, NAN);
+    run_backward(zero, false);
+    over.d.accumulate = false;
+    run_backward(over, false);
+    expect_bit_identical(over.dqb, zero.dqb, "dq " + c.name());
+    expect_bit_identical(over.dkb, zero.dkb, "dk " + c.name());
+    expect_bit_identical(over.dvb, zero.dvb, "dv " + c.name());
+  }
+}
+
 TEST(KernelAttention, FastMatchesNaiveTqNotTkAndPaddedLd) {
   const Case cases[] = {
       {2, 3, 1, 67, 16, true, Mask::kNone, false, 5},     // decoding: one query, many keys

@@ -58,6 +58,26 @@ TEST(Tensor, RngIsSeededAndReproducible) {
   EXPECT_EQ(q.next_u64(), v1);
 }
 
+// Varying shapes (seq2seq batches) must reuse larger cached buffers (up to twice the request),
+// not grow the cache by one buffer per distinct size.
+TEST(Tensor, AllocatorReusesLargerBuffersWithinTwice) {
+#ifndef ATTO_NO_ALLOC_CACHE
+  allocator_release_cached();
+  { Tensor big = Tensor::empty({50000}); }
+  const auto before = allocator_stats();
+  { Tensor t = Tensor::empty({30000}); }  // served by the 50000 buffer
+  const auto mid = allocator_stats();
+  EXPECT_EQ(mid.system_allocs, before.system_allocs);
+  EXPECT_EQ(mid.cache_hits, before.cache_hits + 1);
+  { Tensor t = Tensor::empty({20000}); }  // under half: a new buffer of its own size
+  const auto after = allocator_stats();
+  EXPECT_EQ(after.system_allocs, mid.system_allocs + 1);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+#else
+  GTEST_SKIP() << "allocator cache disabled in this build";
+#endif
+}
+
 TEST(Tensor, AllocatorReusesBuffers) {
   { Tensor warm = Tensor::empty({1234}); }
   const auto before = allocator_stats();

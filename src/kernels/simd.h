@@ -1,0 +1,105 @@
+// atto/kernels/simd.h: the 16-lane float vectors the kernels share (internal to src/kernels).
+//
+// GCC vector extensions: one AVX-512 register with -march=native on this machine, split into
+// narrower instructions elsewhere. Everything is always inlined, so 64-byte vectors never cross
+// a call (hence the -Wpsabi note being silenced by the including files).
+//
+// Determinism: reductions (hsum) use one fixed order, so a value never depends on how work was
+// split over threads; the tail of a range goes through the same 16-lane code, padded.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+namespace atto::kernels::simd {
+
+// ---- 16-lane vectors (GCC vector extensions: AVX-512 with -march=native, split otherwise) ----
+typedef float vf16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+#define VINLINE inline __attribute__((always_inline))
+constexpr int64_t W = 16;
+
+VINLINE vf16 splat(float x) { return vf16{} + x; }
+VINLINE vf16 load(const float* p) {
+  vf16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+// The first n (< 16) lanes from p, the others `fill`; lanes past n are not read.
+VINLINE vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
+#ifdef __AVX512F__
+  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+  const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(fill), m, p);
+  vf16 r;
+  std::memcpy(&r, &v, sizeof(r));
+  return r;
+#else
+  vf16 v = splat(fill);
+  std::memcpy(&v, p, sizeof(float) * static_cast<size_t>(n));
+  return v;
+#endif
+}
+VINLINE void store(float* p, vf16 v) { std::memcpy(p, &v, sizeof(v)); }
+VINLINE void store_part(float* p, vf16 v, int64_t n) {  // the first n (< 16) lanes
+#ifdef __AVX512F__
+  __m512 x;
+  std::memcpy(&x, &v, sizeof(x));
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), x);
+#else
+  std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
+#endif
+}
+VINLINE vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
+
+// Sum of the 16 lanes as a fixed pairwise tree (lane l + lane l+8, then +4, +2, +1): the same
+// order on every call, in 4 dependent adds instead of a 15-add chain. Register shuffles only:
+// splitting the vector through memory made every call wait on a store-forwarding stall.
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+VINLINE float hsum(vf16 v) {
+  const vf8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                 __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const vf4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) +
+                 __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+VINLINE float hmax(vf16 v) {  // max is exact: any order gives the same value
+  const vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const vf8 b = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const vf8 m8 = a > b ? a : b;
+  const vf4 c = __builtin_shufflevector(m8, m8, 0, 1, 2, 3);
+  const vf4 d = __builtin_shufflevector(m8, m8, 4, 5, 6, 7);
+  const vf4 m4 = c > d ? c : d;
+  return std::max(std::max(m4[0], m4[2]), std::max(m4[1], m4[3]));
+}
+VINLINE vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
+
+// exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
+VINLINE vf16 vexp(vf16 x) {
+  const vf16 lo = splat(-87.0f), hi = splat(88.0f);
+  const vf16 xc = vmin(vmax(x, lo), hi);
+  const vf16 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const vf16 n = (xc * 1.44269504088896341f + magic) - magic;
+  const vf16 r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  vf16 p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const vf16 y = p * r * r + r + 1.0f;
+  const vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
+  vf16 pow2;
+  std::memcpy(&pow2, &bits, sizeof(pow2));
+  vf16 e = y * pow2;
+  e = x < lo ? splat(0.0f) : e;
+  e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
+  return x != x ? x : e;  // NaN in, NaN out
+}
+}  // namespace atto::kernels::simd
