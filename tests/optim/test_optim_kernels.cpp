@@ -72,7 +72,7 @@ TEST(OptimKernels, SgdMatchesEquationsAndAcceptsNullBuffer) {
   EXPECT_EQ(buf, g) << "first step: buf = g";
   std::vector<float> q = p0;
   sgd_update(q.data(), nullptr, g.data(), n, 0.1f, 0.0f, 0.0f, false, true);
-  for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(q[i], p0[i] - 0.1f * g[i]);
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(q[i], p0[i] - 0.1 * g[i], 1e-6);
 }
 
 TEST(OptimKernels, SumSquaresAndScale) {
