@@ -7,6 +7,7 @@
 // gradient buffers, so the fused projection never needs split copies.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "autograd/detail.h"
 #include "autograd/ops.h"
@@ -65,29 +66,29 @@ Tensor attention_blocks(const char* op, Block q, Block k, Block v, int64_t C, co
       // of accumulating into zeros; otherwise new buffers are zeroed and it accumulates.
       Block* blocks[3] = {&q, &k, &v};
       float* base[3] = {nullptr, nullptr, nullptr};
-      bool fresh[3] = {false, false, false};
+      std::vector<Tensor*> new_sources;  // sources whose gradient buffer was just created
       bool overwrite = true;
       for (int i = 0; i < 3; ++i) {
-        int same = -1;
-        for (int j = 0; j < i; ++j)
-          if (blocks[j]->src.data() == blocks[i]->src.data()) same = j;
-        if (same >= 0) {
-          base[i] = base[same];
-          fresh[i] = fresh[same];
-          if (blocks[same]->col == blocks[i]->col) overwrite = false;  // overlapping blocks
+        Tensor& src = blocks[i]->src;
+        int first = i;  // the first block of the same source
+        for (int j = i - 1; j >= 0; --j)
+          if (blocks[j]->src.data() == src.data()) first = j;
+        if (first < i) {
+          base[i] = base[first];
+          if (blocks[first]->col == blocks[i]->col) overwrite = false;  // overlapping blocks
           continue;
         }
-        base[i] = detail::grad_ptr_fresh(blocks[i]->src, &fresh[i]);
+        bool fresh = false;
+        base[i] = detail::grad_ptr_fresh(src, &fresh);
         if (base[i] == nullptr) continue;
-        if (!fresh[i]) overwrite = false;
+        if (fresh) new_sources.push_back(&src);
+        else overwrite = false;
         int64_t nblocks = 0;
-        for (int j = i; j < 3; ++j) nblocks += blocks[j]->src.data() == blocks[i]->src.data() ? 1 : 0;
-        if (nblocks * d.NH * d.HS != blocks[i]->src.size(2)) overwrite = false;  // not tiled
+        for (const Block* b : blocks) nblocks += b->src.data() == src.data() ? 1 : 0;
+        if (nblocks * d.NH * d.HS != src.size(2)) overwrite = false;  // not tiled exactly
       }
       if (!overwrite)
-        for (int i = 0; i < 3; ++i)
-          if (fresh[i] && (i == 0 || base[i] != base[i - 1]) && (i < 2 || base[2] != base[0]))
-            std::fill_n(base[i], blocks[i]->src.numel(), 0.0f);
+        for (Tensor* src : new_sources) src->grad().fill(0.0f);
       kernels::AttentionDims dd = d;
       dd.accumulate = !overwrite;
       auto at = [&](int i) { return base[i] ? base[i] + blocks[i]->col : nullptr; };

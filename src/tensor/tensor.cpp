@@ -6,7 +6,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "tensor/error.h"
 
@@ -47,26 +46,24 @@ struct Allocator {
   float* get(size_t n, size_t* cap) {
     n = size_class(n);
     std::lock_guard<std::mutex> lock(mu);
+    float* p = nullptr;
     auto it = free_lists.lower_bound(n);
     if (it != free_lists.end() && it->first <= kMaxFit * n) {
       *cap = it->first;
-      float* p = it->second.back();
+      p = it->second.back();
       it->second.pop_back();
       if (it->second.empty()) free_lists.erase(it);
       stats.cache_hits++;
       stats.bytes_cached -= *cap * sizeof(float);
-      stats.bytes_in_use += *cap * sizeof(float);
-      stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
-      return p;
+    } else {
+      *cap = n;
+      stats.system_allocs++;
+      p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+      if (!p) fail("out of memory allocating a tensor of {} floats", n);
     }
-    *cap = n;
-    stats.system_allocs++;
-    stats.bytes_in_use += n * sizeof(float);
+    stats.bytes_in_use += *cap * sizeof(float);
     stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
-    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
-    if (!p) fail("out of memory allocating a tensor of {} floats", n);
-    return static_cast<float*>(p);
+    return p;
   }
 
   void put(float* p, size_t cap) {
