@@ -6,6 +6,10 @@
 // depend on (M, N, K) only, each tile is one single-threaded cblas_sgemm over the full K, and
 // OpenMP spreads the tiles over threads. A C element is then always computed by the same call
 // with the same operands, whatever the thread count.
+
+// 64-byte vectors never cross a call here (simd.h helpers are always inlined).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -13,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 namespace atto::kernels {
 
@@ -181,8 +186,76 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 // Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]
 // ============================================================================================
 
+namespace {
+
+using simd::vf16;
+
+// ---- A few rows (decoding): out[n, o] = <inp[n], weight[o]> + bias[o] -------------------------
+// One token per sequence makes N tiny, and the product a matrix-vector one that only streams the
+// weights: OpenBLAS's small-matrix kernel plus a threaded GEMM per call ran at ~15 GB/s on
+// (d)'s weights. Here each thread walks its own contiguous run of weight rows, one row at a
+// time (a single sequential stream: blocks of 4 interleaved rows ran at half the speed), dotted
+// with all N rows while it is in L1. Every output is one dot product in a fixed order (two
+// 16-lane accumulators over alternate 16-float blocks, the tail in the second, then the fixed
+// hsum tree, then + bias), whatever N and the thread count.
+constexpr int64_t kFewRows = 8;               // N at most this takes the matrix-vector path
+constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread does it all
+
+// out[g * ldo] = <x[g * C ..], w> + b for g < G: the weight row is loaded once per 16 floats
+// and used for all G rows (G <= 4: 8 accumulators). Each output's order is that of G = 1.
+template <int G>
+VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, float b, int64_t C) {
+  constexpr int64_t W = simd::W;
+  vf16 a0[G], a1[G];
+  for (int g = 0; g < G; g++) a0[g] = a1[g] = vf16{};
+  int64_t c = 0;
+  for (; c + 2 * W <= C; c += 2 * W) {
+    const vf16 w0 = simd::load(w + c), w1 = simd::load(w + c + W);
+    for (int g = 0; g < G; g++) {
+      a0[g] += simd::load(x + g * C + c) * w0;
+      a1[g] += simd::load(x + g * C + c + W) * w1;
+    }
+  }
+  if (c + W <= C) {
+    const vf16 w0 = simd::load(w + c);
+    for (int g = 0; g < G; g++) a0[g] += simd::load(x + g * C + c) * w0;
+    c += W;
+  }
+  if (c < C) {
+    const vf16 w1 = simd::load_part(w + c, C - c);
+    for (int g = 0; g < G; g++) a1[g] += simd::load_part(x + g * C + c, C - c) * w1;
+  }
+  for (int g = 0; g < G; g++) out[g * ldo] = simd::hsum(a0[g] + a1[g]) + b;
+}
+
+void linear_forward_few_rows(float* out, const float* inp, const float* weight, const float* bias,
+                             int64_t N, int64_t C, int64_t OC) {
+  const bool par = N * C * OC >= kFewRowsParMacs;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t o = 0; o < OC; o++) {
+    const float b = bias != nullptr ? bias[o] : 0.0f;
+    const float* w = weight + o * C;
+    for (int64_t n = 0; n < N; n += 4) {
+      float* y = out + n * OC + o;
+      const float* x = inp + n * C;
+      switch (std::min<int64_t>(4, N - n)) {
+        case 4: dot_rows<4>(y, OC, x, w, b, C); break;
+        case 3: dot_rows<3>(y, OC, x, w, b, C); break;
+        case 2: dot_rows<2>(y, OC, x, w, b, C); break;
+        default: dot_rows<1>(y, OC, x, w, b, C); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
                     int64_t C, int64_t OC) {
+  if (N <= kFewRows) {
+    linear_forward_few_rows(out, inp, weight, bias, N, C, OC);
+    return;
+  }
   float beta = 0.0f;
   if (bias != nullptr) {
     // out starts as the bias rows; the GEMM accumulates onto it (beta = 1).

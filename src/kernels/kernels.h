@@ -53,6 +53,8 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 // ============================================================================================
 // Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]   (bias may be nullptr)
 // ============================================================================================
+// N <= 8 (decoding: one token per sequence) runs as matrix-vector products that stream the
+// weights once; there a row's outputs are the same bits whatever N and the thread count.
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
                     int64_t N, int64_t C, int64_t OC);
 // dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]

@@ -209,6 +209,43 @@ TEST(KernelLinear, MatchesNaiveOverSweptShapes) {
         }
 }
 
+// N <= 8 rows (one token per sequence while decoding) take a matrix-vector path: checked over
+// widths with and without a 16-lane tail, and output counts with and without a 4-row tail,
+// including shapes big enough to be split over threads.
+TEST(KernelLinear, FewRowsMatchNaive) {
+  for (int64_t N : {1, 2, 3, 4, 5, 8, 9})
+    for (int64_t C : {16, 17, 48, 384, 1536})
+      for (int64_t OC : {3, 65, 1152})
+        for (bool with_bias : {false, true}) {
+          const LinearOut f = run_linear(N, C, OC, with_bias, false);
+          const LinearOut n = run_linear(N, C, OC, with_bias, true);
+          const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                                   " OC=" + std::to_string(OC) + " bias=" + std::to_string(with_bias);
+          expect_close(f.out, n.out, 2e-6f * C + 1e-5f, "out " + what);
+        }
+}
+
+// A row's outputs do not depend on how many rows come with it (batched decoding gives each
+// sequence the bits it gets alone), nor on the thread count.
+TEST(KernelLinear, FewRowsAreIndependentOfBatchAndThreads) {
+  ThreadGuard guard;
+  const int64_t C = 384, OC = 1152;
+  const int64_t N = 7;
+  const std::vector<float> inp = randn(N * C, 31), w = randn(OC * C, 32), b = randn(OC, 33);
+  set_num_threads(2);
+  std::vector<float> all(N * OC);
+  linear_forward(all.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t n = 0; n < N; n++) {
+      std::vector<float> one(OC);
+      linear_forward(one.data(), inp.data() + n * C, w.data(), b.data(), 1, C, OC);
+      expect_bit_identical(one, std::vector<float>(all.begin() + n * OC, all.begin() + (n + 1) * OC),
+                           "row " + std::to_string(n) + " threads " + std::to_string(threads));
+    }
+  }
+}
+
 TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
   const int64_t N = 9, C = 6, OC = 5;
   const std::vector<float> inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
