@@ -211,6 +211,20 @@ TEST(KernelAttention, FastMatchesNaiveTqNotTkAndPaddedLd) {
   for (const Case& c : cases) expect_fast_matches_naive(c);
 }
 
+// Up to 4 query rows take the direct (decoding) path: widths with and without a 16-lane tail
+// and past 64 columns, keys past one tile, masks, rows that see nothing, padded ld.
+TEST(KernelAttention, FewQueryRowsMatchNaive) {
+  const Case cases[] = {
+      {1, 6, 1, 190, 64, true, Mask::kNone, false, 0},      // (d) decoding step
+      {2, 3, 1, 200, 20, true, Mask::kPadding, false, 3},   // cross-attention step, tail lanes
+      {2, 2, 4, 130, 80, true, Mask::kOneBatchAllMasked, false, 1},
+      {1, 2, 3, 2, 8, true, Mask::kNone, false, 0},         // first row sees nothing
+      {2, 1, 2, 70, 1, false, Mask::kPadding, false, 0},
+      {3, 2, 4, 4, 16, true, Mask::kPadding, true, 0},      // fused qkv
+  };
+  for (const Case& c : cases) expect_fast_matches_naive(c);
+}
+
 TEST(KernelAttention, FullyMaskedRowsGiveZeroOutInfLseNoGradient) {
   for (bool naive : {false, true}) {
     // Batch 0 fully masked; with Tq > Tk and causal, rows i < Tq - Tk see no key either.
@@ -276,6 +290,7 @@ TEST(KernelAttention, BitIdenticalForOneAndTwoThreads) {
   const Case cases[] = {
       {2, 3, 130, 130, 16, true, Mask::kPadding, true, 0},
       {1, 4, 67, 200, 64, false, Mask::kNone, false, 3},
+      {2, 6, 1, 250, 64, true, Mask::kPadding, false, 0},  // decoding path, split over threads
   };
   for (const Case& c : cases) {
     Data one = make_data(c), two = make_data(c);
