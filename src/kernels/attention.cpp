@@ -1,13 +1,14 @@
 // atto/kernels/attention.cpp: fused flash-attention style forward and backward on the CPU.
 //
-// Forward: one task per (b, h, query tile of BQ rows). For each key tile of BK keys the task
-// computes the BQ x BK scores, applies the masks, and folds them into running row maxima m,
+// Forward: one task per (b, h, query tile of BQ rows), each thread taking a contiguous run of
+// tasks and packing each of its heads' keys and values once. For each key tile of BK keys the
+// task computes the BQ x BK scores, applies the masks, and folds them into running row maxima m,
 // sums l and output accumulators O (online softmax); at the end out = O / l, lse = m + log l.
 // Only one tile of scores per thread ever exists. Up to 4 query rows (decoding) skip the tiles:
 // each row's scores, softmax and weighted sum of values are computed directly (forward_row).
 //
 // Backward (FlashAttention-2): one task per (b, h), so each thread owns the dq, dk, dv columns
-// of its heads and the sums run in a fixed order. Per key tile (outer) and query tile (inner):
+// of its heads and the sums run in a fixed order; the head's q and dout are packed once. Per key tile (outer) and query tile (inner):
 //   P = exp(S - lse);  dV += P^T dO;  dP = dO V^T;  dS = P (dP - D), D_i = <dO_i, O_i>;
 //   dQ += scale dS K;  dK += scale dS^T Q.
 //
@@ -165,11 +166,13 @@ void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows
   std::fill(dst + n * HSp, dst + rows_pad * HSp, 0.0f);
 }
 
-// dst[HS, bk] = the transpose of n rows of HS floats (row stride ld), zero padding.
-void pack_transposed(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS, int64_t bk) {
-  std::fill(dst, dst + HS * bk, 0.0f);
+// dst[HS, bk] (row stride ldd) = the transpose of n rows of HS floats (row stride ld), zero
+// padding.
+void pack_transposed(float* dst, int64_t ldd, const float* src, int64_t ld, int64_t n, int64_t HS,
+                     int64_t bk) {
+  for (int64_t e = 0; e < HS; e++) std::fill(dst + e * ldd + n, dst + e * ldd + bk, 0.0f);
   for (int64_t j = 0; j < n; j++)
-    for (int64_t e = 0; e < HS; e++) dst[e * bk + j] = src[j * ld + e];
+    for (int64_t e = 0; e < HS; e++) dst[e * ldd + j] = src[j * ld + e];
 }
 
 // Key tile [j0, j0 + nk) of batch b: kbias[j] = 0, or -inf for padding and masked keys.
@@ -181,12 +184,13 @@ void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int64_t nk)
   }
 }
 
-// S[BQ, bk] = scale * Qs[BQ, HS] KT[HS, bk], masked to -inf: the one definition of the scores,
-// shared by forward and backward so that backward's exp(S - lse) matches forward exactly.
-void score_tile(float* S, const float* Qs, const float* KT, const float* kbias, const Problem& p,
-                int64_t i0, int64_t nq, int64_t j0) {
+// S[BQ, bk] = scale * Qs[BQ, HS] KT[HS, bk] (KT's row stride ldkt), masked to -inf: the one
+// definition of the scores, shared by forward and backward so that backward's exp(S - lse)
+// matches forward exactly.
+void score_tile(float* S, const float* Qs, const float* KT, int64_t ldkt, const float* kbias,
+                const Problem& p, int64_t i0, int64_t nq, int64_t j0) {
   const int64_t rows = round_up(nq, 4), bk = p.bk;
-  mm(rows, bk, p.d.HS, Qs, p.HSp, 1, KT, bk, S, bk, false);
+  mm(rows, bk, p.d.HS, Qs, p.HSp, 1, KT, ldkt, S, bk, false);
   for (int64_t i = 0; i < nq; i++) {
     float* s = S + i * bk;
     for (int64_t j = 0; j < bk; j++) s[j] = s[j] * p.d.scale + kbias[j];
@@ -208,10 +212,23 @@ int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
 
 // ---- Forward ------------------------------------------------------------------------------------
 
+// KT and Vs hold the keys (transposed, row stride ldkt) and values of one head, packed one key
+// tile at a time as query tiles first need them (tiles [0, packed) of head `bh` are there), so
+// a head's keys are packed once, not once per query tile.
 struct FwdScratch {
+  int64_t ldkt;
   std::vector<float> Qs, KT, Vs, S, O, m, l, kbias;
-  explicit FwdScratch(int64_t HS, int64_t HSp)
-      : Qs(BQ * HSp), KT(HS * BK), Vs(BK * HSp), S(BQ * BK), O(BQ * HSp), m(BQ), l(BQ), kbias(BK) {}
+  int64_t bh = -1, packed = 0;
+  FwdScratch(int64_t HS, int64_t HSp, int64_t ktiles, int64_t bk)
+      : ldkt(ktiles * bk),
+        Qs(BQ * HSp),
+        KT(HS * ktiles * bk),
+        Vs(ktiles * bk * HSp),
+        S(BQ * BK),
+        O(BQ * HSp),
+        m(BQ),
+        l(BQ),
+        kbias(BK) {}
 };
 
 // Folds one tile of scores into the running (m, l, O) of each row; S becomes P.
@@ -244,16 +261,23 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
   std::fill(w.m.begin(), w.m.end(), kNegInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   const int64_t kt_end = key_tiles_end(p, i0, nq);
+  if (w.bh != b * d.NH + h) {
+    w.bh = b * d.NH + h;
+    w.packed = 0;
+  }
+  for (; w.packed < kt_end; w.packed++) {
+    const int64_t j0 = w.packed * bk, nk = std::min(bk, d.Tk - j0);
+    pack_transposed(w.KT.data() + j0, w.ldkt, k + (b * d.Tk + j0) * d.ldk + h * d.HS, d.ldk, nk,
+                    d.HS, bk);
+    pack_rows(w.Vs.data() + j0 * HSp, v + (b * d.Tk + j0) * d.ldv + h * d.HS, d.ldv, nk, bk, d.HS,
+              HSp);
+  }
   for (int64_t kt = 0; kt < kt_end; kt++) {
     const int64_t j0 = kt * bk, nk = std::min(bk, d.Tk - j0);
-    const float* kp = k + (b * d.Tk + j0) * d.ldk + h * d.HS;
-    const float* vp = v + (b * d.Tk + j0) * d.ldv + h * d.HS;
-    pack_transposed(w.KT.data(), kp, d.ldk, nk, d.HS, bk);
-    pack_rows(w.Vs.data(), vp, d.ldv, nk, bk, d.HS, HSp);
     key_bias(w.kbias.data(), p, b, j0, nk);
-    score_tile(w.S.data(), w.Qs.data(), w.KT.data(), w.kbias.data(), p, i0, nq, j0);
+    score_tile(w.S.data(), w.Qs.data(), w.KT.data() + j0, w.ldkt, w.kbias.data(), p, i0, nq, j0);
     online_softmax_tile(w, nq, HSp, bk);
-    mm(rows, HSp, nk, w.S.data(), bk, 1, w.Vs.data(), HSp, w.O.data(), HSp, true);
+    mm(rows, HSp, nk, w.S.data(), bk, 1, w.Vs.data() + j0 * HSp, HSp, w.O.data(), HSp, true);
   }
   for (int64_t i = 0; i < nq; i++) {
     float* o = out + (b * d.Tq + i0 + i) * d.ldo + h * d.HS;
@@ -364,9 +388,10 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);
 #pragma omp parallel if (par)
   {
-    FwdScratch w(d.HS, p.HSp);
-    // Round-robin over (b, h, query tile): under a causal mask later tiles cost more.
-#pragma omp for schedule(static, 1)
+    FwdScratch w(d.HS, p.HSp, (d.Tk + p.bk - 1) / p.bk, p.bk);
+    // Contiguous runs of (b, h, query tile): a thread packs each of its heads' keys once. Every
+    // head costs the same, so only the head at the split is shared.
+#pragma omp for schedule(static)
     for (int64_t u = 0; u < units; u++) {
       const int64_t bh = u / qtiles, qt = u % qtiles;
       forward_tile(out, lse, q, k, v, p, bh / d.NH, bh % d.NH, qt * BQ, w);
@@ -378,6 +403,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 namespace {
 
+// Qs and dOs hold all Tq rows of the head's queries and output gradients (packed once per head).
 struct BwdScratch {
   std::vector<float> D, dQ, Ks, KT, VT, dK, dV, Qs, dOs, P, dS, kbias;
   BwdScratch(int64_t Tq, int64_t HS, int64_t HSp)
@@ -388,8 +414,8 @@ struct BwdScratch {
         VT(HS * BK),
         dK(BK * HSp),
         dV(BK * HSp),
-        Qs(BQ * HSp),
-        dOs(BQ * HSp),
+        Qs(round_up(Tq, BQ) * HSp),
+        dOs(round_up(Tq, BQ) * HSp),
         P(BQ * BK),
         dS(BQ * BK),
         kbias(BK) {}
@@ -400,11 +426,11 @@ void backward_step(const float* q, const float* dout, const float* lse, const Pr
                    int64_t h, int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
   const AttentionDims& d = p.d;
   const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, rows = round_up(nq, 4), bk = p.bk;
-  pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, rows, d.HS, HSp);
-  pack_rows(w.dOs.data(), dout + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, nq, rows, d.HS, HSp);
-  score_tile(w.P.data(), w.Qs.data(), w.KT.data(), w.kbias.data(), p, i0, nq, j0);
+  const float* Qs = w.Qs.data() + i0 * HSp;
+  const float* dOs = w.dOs.data() + i0 * HSp;
+  score_tile(w.P.data(), Qs, w.KT.data(), bk, w.kbias.data(), p, i0, nq, j0);
   // dP = dO V^T
-  mm(rows, bk, d.HS, w.dOs.data(), HSp, 1, w.VT.data(), bk, w.dS.data(), bk, false);
+  mm(rows, bk, d.HS, dOs, HSp, 1, w.VT.data(), bk, w.dS.data(), bk, false);
   for (int64_t i = 0; i < rows; i++) {
     float* pr = w.P.data() + i * bk;
     float* ds = w.dS.data() + i * bk;
@@ -424,8 +450,8 @@ void backward_step(const float* q, const float* dout, const float* lse, const Pr
   }
   const int64_t krows = round_up(nk, 4);
   // dV[bk, HS] += P^T dO;  dK += dS^T Q   (A read transposed: A(r, k) = P[k, r])
-  mm(krows, HSp, nq, w.P.data(), 1, bk, w.dOs.data(), HSp, w.dV.data(), HSp, true);
-  mm(krows, HSp, nq, w.dS.data(), 1, bk, w.Qs.data(), HSp, w.dK.data(), HSp, true);
+  mm(krows, HSp, nq, w.P.data(), 1, bk, dOs, HSp, w.dV.data(), HSp, true);
+  mm(krows, HSp, nq, w.dS.data(), 1, bk, Qs, HSp, w.dK.data(), HSp, true);
   // dQ[BQ, HS] += dS K
   mm(rows, HSp, nk, w.dS.data(), bk, 1, w.Ks.data(), HSp, w.dQ.data() + i0 * HSp, HSp, true);
 }
@@ -456,14 +482,17 @@ void backward_head(float* dq, float* dk, float* dv, const float* dout, const flo
     w.D[i] = s;
   }
   std::fill(w.dQ.begin(), w.dQ.end(), 0.0f);
+  const int64_t Tqp = round_up(d.Tq, BQ);
+  pack_rows(w.Qs.data(), q + b * d.Tq * d.ldq + h * d.HS, d.ldq, d.Tq, Tqp, d.HS, HSp);
+  pack_rows(w.dOs.data(), dout + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, Tqp, d.HS, HSp);
   const int64_t bk = p.bk, qtiles = (d.Tq + BQ - 1) / BQ, ktiles = (d.Tk + bk - 1) / bk;
   for (int64_t kt = 0; kt < ktiles; kt++) {
     const int64_t j0 = kt * bk, nk = std::min(bk, d.Tk - j0);
     const float* kp = k + (b * d.Tk + j0) * d.ldk + h * d.HS;
     const float* vp = v + (b * d.Tk + j0) * d.ldv + h * d.HS;
     pack_rows(w.Ks.data(), kp, d.ldk, nk, bk, d.HS, HSp);
-    pack_transposed(w.KT.data(), kp, d.ldk, nk, d.HS, bk);
-    pack_transposed(w.VT.data(), vp, d.ldv, nk, d.HS, bk);
+    pack_transposed(w.KT.data(), bk, kp, d.ldk, nk, d.HS, bk);
+    pack_transposed(w.VT.data(), bk, vp, d.ldv, nk, d.HS, bk);
     key_bias(w.kbias.data(), p, b, j0, nk);
     std::fill(w.dK.begin(), w.dK.begin() + round_up(nk, 4) * HSp, 0.0f);
     std::fill(w.dV.begin(), w.dV.begin() + round_up(nk, 4) * HSp, 0.0f);
