@@ -68,7 +68,10 @@ TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
   EXPECT_EQ(translate_lines(lm, en, 3), es);
 }
 
-// The ctest budget: >= 95% exact-match accuracy on held-out reversals.
+// The ctest budget: >= 95% exact-match accuracy on held-out reversals. 700 steps at
+// lr 2e-3 sat on the edge: rounding-level changes to the kernels moved the accuracy between
+// 0.74 and 1.0, and at 1200 steps one of seven seeds still fell below 0.95 (at lr 2e-3 and at
+// 1e-3). At 1500 steps and lr 1e-3, seeds 1, 3, 5, 6 and the default gave 0.987 to 1.0.
 TEST(SlowSeq2SeqTraining, ReversesDigitSequences) {
   TempDir dir;
   write_synth(SynthTask::Reverse, 6000, {.seed = 1}, dir / "rev");
@@ -82,11 +85,11 @@ TEST(SlowSeq2SeqTraining, ReversesDigitSequences) {
   c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = 2;
   c.seq2seq.max_len = 16;
   c.seq2seq.dropout = 0.0f;
-  c.train.steps = 700;
+  c.train.steps = 1500;
   c.train.warmup = 100;
-  c.train.lr = 2e-3f;
+  c.train.lr = 1e-3f;
   c.train.batch_tokens = 2048;
-  c.train.eval_every = 700;
+  c.train.eval_every = c.train.steps;
   c.train.eval_bleu = 0;
   c.train.best_by = "loss";
   train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
