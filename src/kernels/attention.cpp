@@ -8,7 +8,8 @@
 // each row's scores, softmax and weighted sum of values are computed directly (forward_row).
 //
 // Backward (FlashAttention-2): one task per (b, h), so each thread owns the dq, dk, dv columns
-// of its heads and the sums run in a fixed order; the head's q and dout are packed once. Per key tile (outer) and query tile (inner):
+// of its heads and the sums run in a fixed order; the head's q and dout are packed once.
+// Per key tile (outer) and query tile (inner):
 //   P = exp(S - lse);  dV += P^T dO;  dP = dO V^T;  dS = P (dP - D), D_i = <dO_i, O_i>;
 //   dQ += scale dS K;  dK += scale dS^T Q.
 //

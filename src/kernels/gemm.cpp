@@ -3,9 +3,10 @@
 // Determinism. OpenBLAS 0.3.21 with 2 threads does not give the same bits as with 1 thread for
 // some shapes (K not a multiple of its K-block, e.g. K = 777, 1031, 4097: the threaded driver
 // splits K differently). So gemm never lets OpenBLAS thread: C is cut into tiles whose sizes
-// depend on (M, N, K) only, each tile is one single-threaded cblas_sgemm over the full K, and
-// OpenMP spreads the tiles over threads. A C element is then always computed by the same call
-// with the same operands, whatever the thread count.
+// depend on (M, N, K) only (and, past 2 threads, on the thread count: see max_tiles), each tile
+// is one single-threaded cblas_sgemm over the full K, and OpenMP spreads the tiles over threads.
+// A C element is then always computed by the same call with the same operands, for 1 or 2
+// threads alike.
 
 // 64-byte vectors never cross a call here (simd.h helpers are always inlined).
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -35,14 +36,14 @@ namespace {
 constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
 constexpr double kMinTileFlops = 8.0 * 1024 * 1024;
 constexpr int64_t kMaxTiles = 16;
+constexpr int64_t kMinTileEdge = 32;  // tiles are not cut below 32 x 32
+constexpr int64_t kTileAlign = 16;    // tile edges are multiples of 16 (OpenBLAS unroll)
 
 int64_t max_tiles() {
   int64_t t = 2;
   while (t < kMaxTiles && t < omp_get_max_threads()) t *= 2;
   return t;
 }
-constexpr int64_t kMinTileEdge = 32;  // tiles are not cut below 32 x 32
-constexpr int64_t kTileAlign = 16;    // tile edges are multiples of 16 (OpenBLAS unroll)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -204,12 +205,13 @@ using simd::vf16;
 
 // ---- A few rows (decoding): out[n, o] = <inp[n], weight[o]> + bias[o] -------------------------
 // One token per sequence makes N tiny, and the product a matrix-vector one that only streams the
-// weights: OpenBLAS's small-matrix kernel plus a threaded GEMM per call ran at ~15 GB/s on
-// (d)'s weights. Here each thread walks its own contiguous run of weight rows, one row at a
-// time (a single sequential stream: blocks of 4 interleaved rows ran at half the speed), dotted
-// with all N rows while it is in L1. Every output is one dot product in a fixed order (two
-// 16-lane accumulators over alternate 16-float blocks, the tail in the second, then the fixed
-// hsum tree, then + bias), whatever N and the thread count.
+// weights. Through gemm (OpenBLAS's small-matrix kernel in tiles) (d)'s 24 layers ran at 19-31
+// GB/s of weights with N = 1; this path runs them at 44-55 GB/s. Each thread walks its own
+// contiguous run of weight rows, one row at a time (a single sequential stream: blocks of 4
+// interleaved rows ran at half the speed), dotted with all N rows while it is in L1. Every
+// output is one dot product in a fixed order (two 16-lane accumulators over alternate 16-float
+// blocks, the tail in the second, then the fixed hsum tree, then + bias), whatever N and the
+// thread count.
 constexpr int64_t kFewRows = 8;               // N at most this takes the matrix-vector path
 constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread does it all
 

@@ -220,7 +220,8 @@ TEST(KernelLinear, FewRowsMatchNaive) {
           const LinearOut f = run_linear(N, C, OC, with_bias, false);
           const LinearOut n = run_linear(N, C, OC, with_bias, true);
           const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                                   " OC=" + std::to_string(OC) + " bias=" + std::to_string(with_bias);
+                                   " OC=" + std::to_string(OC) +
+                                   " bias=" + std::to_string(with_bias);
           expect_close(f.out, n.out, 2e-6f * C + 1e-5f, "out " + what);
         }
 }
@@ -240,7 +241,8 @@ TEST(KernelLinear, FewRowsAreIndependentOfBatchAndThreads) {
     for (int64_t n = 0; n < N; n++) {
       std::vector<float> one(OC);
       linear_forward(one.data(), inp.data() + n * C, w.data(), b.data(), 1, C, OC);
-      expect_bit_identical(one, std::vector<float>(all.begin() + n * OC, all.begin() + (n + 1) * OC),
+      const std::vector<float> row(all.begin() + n * OC, all.begin() + (n + 1) * OC);
+      expect_bit_identical(one, row,
                            "row " + std::to_string(n) + " threads " + std::to_string(threads));
     }
   }
