@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -192,38 +193,36 @@ LinearOut run_linear(int64_t N, int64_t C, int64_t OC, bool with_bias, bool naiv
   return r;
 }
 
-TEST(KernelLinear, MatchesNaiveOverSweptShapes) {
-  for (int64_t N : {1, 3, 7, 64, 129})
-    for (int64_t C : {1, 5, 32, 67})
-      for (int64_t OC : {1, 5, 32, 67})
+// Forward and backward against the naive kernels over every (N, C, OC, bias) combination; out's
+// tolerance grows by out_tol_per_c per summed product.
+void expect_linear_matches_naive(std::initializer_list<int64_t> Ns,
+                                 std::initializer_list<int64_t> Cs,
+                                 std::initializer_list<int64_t> OCs, float out_tol_per_c) {
+  for (int64_t N : Ns)
+    for (int64_t C : Cs)
+      for (int64_t OC : OCs)
         for (bool with_bias : {false, true}) {
           const LinearOut f = run_linear(N, C, OC, with_bias, false);
           const LinearOut n = run_linear(N, C, OC, with_bias, true);
           const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
                                    " OC=" + std::to_string(OC) +
                                    " bias=" + std::to_string(with_bias);
-          expect_close(f.out, n.out, 1e-6f * C + 1e-5f, "out " + what);
+          expect_close(f.out, n.out, out_tol_per_c * C + 1e-5f, "out " + what);
           expect_close(f.dinp, n.dinp, 1e-6f * OC + 1e-5f, "dinp " + what);
           expect_close(f.dweight, n.dweight, 1e-6f * N + 1e-5f, "dweight " + what);
           expect_close(f.dbias, n.dbias, 1e-6f * N + 1e-5f, "dbias " + what);
         }
 }
 
+TEST(KernelLinear, MatchesNaiveOverSweptShapes) {
+  expect_linear_matches_naive({1, 3, 7, 64, 129}, {1, 5, 32, 67}, {1, 5, 32, 67}, 1e-6f);
+}
+
 // N <= 8 rows (one token per sequence while decoding) take a matrix-vector path: checked over
 // widths with and without a 16-lane tail, and output counts with and without a 4-row tail,
 // including shapes big enough to be split over threads.
 TEST(KernelLinear, FewRowsMatchNaive) {
-  for (int64_t N : {1, 2, 3, 4, 5, 8, 9})
-    for (int64_t C : {16, 17, 48, 384, 1536})
-      for (int64_t OC : {3, 65, 1152})
-        for (bool with_bias : {false, true}) {
-          const LinearOut f = run_linear(N, C, OC, with_bias, false);
-          const LinearOut n = run_linear(N, C, OC, with_bias, true);
-          const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                                   " OC=" + std::to_string(OC) +
-                                   " bias=" + std::to_string(with_bias);
-          expect_close(f.out, n.out, 2e-6f * C + 1e-5f, "out " + what);
-        }
+  expect_linear_matches_naive({1, 2, 3, 4, 5, 8, 9}, {16, 17, 48, 384, 1536}, {3, 65, 1152}, 2e-6f);
 }
 
 // A row's outputs do not depend on how many rows come with it (batched decoding gives each
