@@ -1,12 +1,18 @@
-// atto/kernels/gemm.cpp: GEMM (OpenBLAS, deterministic tiling) and the linear layer.
+// atto/kernels/gemm.cpp: GEMM (a register-blocked kernel for cache-sized products, OpenBLAS
+// with deterministic tiling for large ones) and the linear layer.
 //
-// Determinism. OpenBLAS 0.3.21 with 2 threads does not give the same bits as with 1 thread for
-// some shapes (K not a multiple of its K-block, e.g. K = 777, 1031, 4097: the threaded driver
-// splits K differently). So gemm never lets OpenBLAS thread: C is cut into tiles whose sizes
-// depend on (M, N, K) only (and, past 2 threads, on the thread count: see max_tiles), each tile
-// is one single-threaded cblas_sgemm over the full K, and OpenMP spreads the tiles over threads.
-// A C element is then always computed by the same call with the same operands, for 1 or 2
-// threads alike.
+// Products with M*N*K <= 2^29 and K <= 2048 (every GEMM of the benchmark's models (a) to (c),
+// and (d)'s d_model x d_model ones, not its 4x-wide MLP products) run atto's own AVX-512 kernel
+// (gemm_blocked): on such shapes OpenBLAS spent much of its time packing operands.
+// Each C element is one in-order FMA chain over k, so the bits never depend on the thread count.
+//
+// Determinism of the OpenBLAS path. OpenBLAS 0.3.21 with 2 threads does not give the same bits
+// as with 1 thread for some shapes (K not a multiple of its K-block, e.g. K = 777, 1031, 4097:
+// the threaded driver splits K differently). So gemm never lets OpenBLAS thread: C is cut into
+// tiles whose sizes depend on (M, N, K) only (and, past 2 threads, on the thread count: see
+// max_tiles), each tile is one single-threaded cblas_sgemm over the full K, and OpenMP spreads
+// the tiles over threads. A C element is then always computed by the same call with the same
+// operands, for 1 or 2 threads alike.
 
 // 64-byte vectors never cross a call here (simd.h helpers are always inlined).
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -16,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/simd.h"
@@ -23,6 +30,9 @@
 namespace atto::kernels {
 
 namespace {
+
+using simd::vf16;
+using simd::W;
 
 // Tiles are large because every tile call packs its own panels of A and B: single-threaded
 // OpenBLAS on 1024^3 keeps ~98 GFLOP/s as one call, ~90 as 2x2 or 4x4 tiles, ~70 as 16x1.
@@ -38,6 +48,8 @@ constexpr double kMinTileFlops = 8.0 * 1024 * 1024;
 constexpr int64_t kMaxTiles = 16;
 constexpr int64_t kMinTileEdge = 32;  // tiles are not cut below 32 x 32
 constexpr int64_t kTileAlign = 16;    // tile edges are multiples of 16 (OpenBLAS unroll)
+constexpr double kBlockedMaxMNK = 512.0 * 1024 * 1024;  // larger products go to OpenBLAS
+constexpr double kBlockedParFlops = 256.0 * 1024;        // smaller blocked products: 1 thread
 
 int64_t max_tiles() {
   int64_t t = 2;
@@ -120,6 +132,148 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
+// ---- Cache-sized products: a register-blocked AVX-512 kernel, no packing of A ----------------
+// For the small shapes of small models ([1024, 32] @ [32, 96], weight gradients [32, 1024] @
+// [1024, 32]), OpenBLAS spends much of its time packing both operands into its panel layout and
+// in its driver. Here each task computes R rows x up to 64 columns of C in registers: for each k
+// it loads V vectors of row k of op(B) and broadcasts R elements of column k of op(A), so
+// neither operand needs packing when op(B) is B itself (row-major rows of B are vectors, and
+// op(A) is read through strides either way). Only op(B) = B^T (a linear layer's forward,
+// weight^T) is packed, into [K, 64] column panels. Every C element is one accumulation over
+// k = 0, 1, ..., K-1 in order from zero (one FMA per k), then alpha * acc + beta * C, so its
+// bits do not depend on the blocking, the task split or the thread count.
+constexpr int64_t kPanel = 64;  // columns of C per task (4 vectors)
+
+template <int V>
+constexpr int rows_for() {  // 24 accumulators (of 32 registers) for V = 2..4
+  return V == 1 ? 16 : V == 2 ? 12 : V == 3 ? 8 : 6;
+}
+
+// C[R, nc] = alpha * A(R x K) op B(K x nc) + beta * C, nc in ((V-1) * 16, V * 16].
+// A(i, k) = A[i * ars + k * aks]; row k of B at B + k * ldb (only nc floats are read).
+template <int R, int V>
+void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
+                  int64_t ldb, float* C, int64_t ldc, int64_t nc, float alpha, float beta) {
+  const int64_t tail = nc - (V - 1) * W;  // lanes of the last vector, 1..16
+  // Every loop over i and v is unrolled (the pragmas): one left rolled indexes acc at run time,
+  // and GCC then keeps the accumulators in memory, storing all of them on every k.
+  vf16 acc[R][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) acc[i][v] = vf16{};
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < K; k++) {
+    const float* b = B + k * ldb;
+    vf16 bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V - 1; v++) bv[v] = simd::load(b + v * W);
+    bv[V - 1] = simd::load_part(b + (V - 1) * W, tail);  // tail == 16: a whole vector
+    const float* a = A + k * aks;
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) {
+      const vf16 ai = simd::splat(a[i * ars]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; v++) acc[i][v] += ai * bv[v];
+    }
+  }
+  const vf16 va = simd::splat(alpha), vb = simd::splat(beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < R; i++) {
+    float* c = C + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) {
+      vf16 r = va * acc[i][v];
+      if (v < V - 1 || tail == W) {
+        if (beta != 0.0f) r += vb * simd::load(c + v * W);
+        simd::store(c + v * W, r);
+      } else {
+        if (beta != 0.0f) r += vb * simd::load_part(c + v * W, tail);
+        simd::store_part(c + v * W, r, tail);
+      }
+    }
+  }
+}
+
+// Rows [0, M) of one column panel: full blocks of rows_for<V>() rows, then 4, 2, 1.
+template <int V>
+void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
+                int64_t ldb, float* C, int64_t ldc, int64_t nc, float alpha, float beta) {
+  constexpr int R = rows_for<V>();
+  int64_t i = 0;
+  for (; i + R <= M; i += R)
+    block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+  for (; i + 4 <= M; i += 4)
+    block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+  for (; i + 2 <= M; i += 2)
+    block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+  for (; i < M; i++)
+    block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+}
+
+void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks,
+                    const float* B, int64_t ldb, float* C, int64_t ldc, int64_t nc, float alpha,
+                    float beta) {
+  switch ((nc + W - 1) / W) {
+    case 4: panel_rows<4>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
+    case 3: panel_rows<3>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
+    case 2: panel_rows<2>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
+    default: panel_rows<1>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
+  }
+}
+
+// Whether gemm takes the register-blocked path: a [K, 64] panel of op(B) stays in L2
+// (K <= 2048: 512 KB) and the product is small enough that OpenBLAS's packing is a large share.
+bool use_blocked(int64_t M, int64_t N, int64_t K) {
+  const double mnk = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  return K <= 2048 && mnk <= kBlockedMaxMNK;
+}
+
+void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc) {
+  const int64_t ars = transA ? 1 : lda, aks = transA ? lda : 1;
+  const int64_t npanels = ceil_div(N, kPanel);
+  // Rows per task: 48 (a multiple of every rows_for), halved while there are few tasks.
+  int64_t mb = 48;
+  while (mb > 12 && ceil_div(M, mb) * npanels < 4 * omp_get_max_threads()) mb /= 2;
+  const int64_t tm = ceil_div(M, mb), ntasks = tm * npanels;
+  // op(B) = B^T: panel p holds columns [64 p, 64 p + 64) of op(B) as K rows of 64 floats.
+  thread_local std::vector<float> packed_store;
+  float* packed = nullptr;
+  if (transB) {
+    packed_store.resize(static_cast<size_t>(npanels * K * kPanel));
+    packed = packed_store.data();
+  }
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const bool par = ntasks > 1 && flops >= kBlockedParFlops;
+#pragma omp parallel if (par)
+  {
+    if (transB) {
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < npanels; p++) {
+        const int64_t j0 = p * kPanel, nj = std::min(kPanel, N - j0);
+        float* dst = packed + p * K * kPanel;
+        for (int64_t j = 0; j < nj; j++) {
+          const float* src = B + (j0 + j) * ldb;
+          for (int64_t k = 0; k < K; k++) dst[k * kPanel + j] = src[k];
+        }
+      }
+    }
+    // Row-block-major order: each thread gets a contiguous run of row blocks with all their
+    // panels, so a narrow last panel (N = 96: 64 + 32 columns) does not unbalance the threads.
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < ntasks; t++) {
+      const int64_t p = t % npanels, i0 = (t / npanels) * mb;
+      const int64_t j0 = p * kPanel, nj = std::min(kPanel, N - j0), mi = std::min(mb, M - i0);
+      const float* b = transB ? packed + p * K * kPanel : B + j0;
+      const int64_t bld = transB ? kPanel : ldb;
+      panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, alpha,
+                     beta);
+    }
+  }
+}
+
 }  // namespace
 
 // ============================================================================================
@@ -131,6 +285,10 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  if (use_blocked(M, N, K)) {
+    gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const Tiles t = plan_tiles(M, N, K);
@@ -201,8 +359,6 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 
 namespace {
 
-using simd::vf16;
-
 // ---- A few rows (decoding): out[n, o] = <inp[n], weight[o]> + bias[o] -------------------------
 // One token per sequence makes N tiny, and the product a matrix-vector one that only streams the
 // weights. Through gemm (OpenBLAS's small-matrix kernel in tiles) (d)'s 24 layers ran at 19-31
@@ -219,7 +375,6 @@ constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread
 // and used for all G rows (G <= 4: 8 accumulators). Each output's order is that of G = 1.
 template <int G>
 VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, float b, int64_t C) {
-  constexpr int64_t W = simd::W;
   vf16 a0[G], a1[G];
   for (int g = 0; g < G; g++) a0[g] = a1[g] = vf16{};
   int64_t c = 0;

@@ -35,8 +35,9 @@ int num_threads();
 // C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X^T when transX.
 // A is [M, K] (or [K, M] if transA) with leading dimension lda; likewise B and C.
 // beta == 0 means C is overwritten (its old contents, even NaN, are ignored).
-// Large shapes run OpenBLAS on tiles of C fixed by (M, N, K), one single-threaded call per tile
-// (OpenBLAS's own threading is not bit-reproducible across thread counts for some K).
+// Cache-sized products run atto's register-blocked AVX-512 kernel (one in-order FMA chain per
+// element); large ones run OpenBLAS on tiles of C fixed by (M, N, K), one single-threaded call
+// per tile (OpenBLAS's own threading is not bit-reproducible across thread counts for some K).
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc);

@@ -25,7 +25,17 @@ typedef int32_t vi16 __attribute__((vector_size(64)));
 #define VINLINE inline __attribute__((always_inline))
 constexpr int64_t W = 16;
 
-VINLINE vf16 splat(float x) { return vf16{} + x; }
+// A broadcast (vf16{} + x would cost an add per call, and turn -0 into +0).
+VINLINE vf16 splat(float x) {
+#ifdef __AVX512F__
+  const __m512 v = _mm512_set1_ps(x);
+  vf16 r;
+  std::memcpy(&r, &v, sizeof(r));
+  return r;
+#else
+  return vf16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#endif
+}
 VINLINE vf16 load(const float* p) {
   vf16 v;
   std::memcpy(&v, p, sizeof(v));

@@ -106,6 +106,30 @@ TEST(KernelGemm, AlphaBetaAndTiledShapes) {
     expect_close(run_gemm(c, false, 7), run_gemm(c, true, 7), 1e-6f * c.K + 1e-5f, name(c));
 }
 
+// Products that fit in cache take atto's register-blocked kernel: every panel width (1 to 4
+// vectors, partial last vectors), every row tail (blocks of 6, 8, 12, 16 rows, then 4, 2, 1),
+// both layouts of each operand, leading-dimension padding and alpha/beta.
+TEST(KernelGemm, BlockedKernelCoversPanelWidthsAndRowTails) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t M : {5, 12, 13, 49, 100})
+        for (int64_t N : {16, 17, 33, 48, 50, 96})
+          for (int64_t K : {1, 32, 65}) {
+            const GemmCase c{ta, tb, M, N, K, (M + N) % 2 == 0 ? 3 : 0, 0.75f, (K % 2) ? 0.5f : 0.0f};
+            expect_close(run_gemm(c, false, 5), run_gemm(c, true, 5), 1e-6f * K + 1e-5f, name(c));
+          }
+}
+
+// Large products (and K past 2048) stay on OpenBLAS's tiled path.
+TEST(KernelGemm, LargeProductsMatchNaive) {
+  const GemmCase cases[] = {
+      {false, true, 1040, 1024, 520, 0, 1.0f, 0.0f},  // M*N*K past the blocked kernel's bound
+      {true, false, 40, 36, 2100, 2, 1.0f, 1.0f},     // K past 2048
+  };
+  for (const GemmCase& c : cases)
+    expect_close(run_gemm(c, false, 9), run_gemm(c, true, 9), 1e-6f * c.K + 1e-5f, name(c));
+}
+
 TEST(KernelGemm, ZeroKScalesC) {
   std::vector<float> C = {1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f, 4.0f};
   gemm(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, C.data(), 2);
@@ -125,6 +149,8 @@ TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
       {true, true, 513, 65, 777, 0, 1.0f, 0.0f},   {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
       {true, false, 129, 250, 777, 3, 1.0f, 0.5f},
       {false, true, 33, 33, 1031, 0, 1.0f, 0.0f},  // one tile: OpenBLAS must stay serial
+      {false, true, 1040, 1024, 520, 0, 1.0f, 0.0f},  // OpenBLAS tiles
+      {true, false, 96, 130, 1024, 0, 1.0f, 1.0f},    // blocked kernel, tasks over both threads
   };
   for (const GemmCase& c : cases) {
     set_num_threads(1);
