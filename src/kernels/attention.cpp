@@ -167,13 +167,16 @@ void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows
   std::fill(dst + n * HSp, dst + rows_pad * HSp, 0.0f);
 }
 
+
 // dst[HS, bk] (row stride ldd) = the transpose of n rows of HS floats (row stride ld), zero
-// padding.
+// padding (bk is a multiple of 16).
 void pack_transposed(float* dst, int64_t ldd, const float* src, int64_t ld, int64_t n, int64_t HS,
                      int64_t bk) {
-  for (int64_t e = 0; e < HS; e++) std::fill(dst + e * ldd + n, dst + e * ldd + bk, 0.0f);
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t e = 0; e < HS; e++) dst[e * ldd + j] = src[j * ld + e];
+  for (int64_t j0 = 0; j0 < bk; j0 += W) {
+    const int64_t nr = std::clamp<int64_t>(n - j0, 0, W);
+    for (int64_t e0 = 0; e0 < HS; e0 += W)
+      transpose16(dst + e0 * ldd + j0, ldd, src + j0 * ld + e0, ld, nr, std::min<int64_t>(W, HS - e0));
+  }
 }
 
 // Key tile [j0, j0 + nk) of batch b: kbias[j] = 0, or -inf for padding and masked keys.
@@ -404,19 +407,20 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 namespace {
 
-// Qs and dOs hold all Tq rows of the head's queries and output gradients (packed once per head).
+// Qs and dOs hold all Tq rows of the head's queries and output gradients (packed once per head),
+// padded to a multiple of 4 rows: a query tile [i0, i0 + nq) uses rows up to i0 + round_up(nq, 4).
 struct BwdScratch {
   std::vector<float> D, dQ, Ks, KT, VT, dK, dV, Qs, dOs, P, dS, kbias;
   BwdScratch(int64_t Tq, int64_t HS, int64_t HSp)
-      : D(round_up(Tq, BQ)),
-        dQ(round_up(Tq, BQ) * HSp),
+      : D(round_up(Tq, 4)),
+        dQ(round_up(Tq, 4) * HSp),
         Ks(BK * HSp),
         KT(HS * BK),
         VT(HS * BK),
         dK(BK * HSp),
         dV(BK * HSp),
-        Qs(round_up(Tq, BQ) * HSp),
-        dOs(round_up(Tq, BQ) * HSp),
+        Qs(round_up(Tq, 4) * HSp),
+        dOs(round_up(Tq, 4) * HSp),
         P(BQ * BK),
         dS(BQ * BK),
         kbias(BK) {}
@@ -461,13 +465,20 @@ void backward_step(const float* q, const float* dout, const float* lse, const Pr
 void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_t HS, int64_t HSp,
               bool accumulate) {
   if (dst == nullptr) return;
-  if (!accumulate) {
-    for (int64_t r = 0; r < n; r++)
-      for (int64_t e = 0; e < HS; e++) dst[r * ld + e] = src[r * HSp + e];
-    return;
+  for (int64_t r = 0; r < n; r++) {
+    float* d = dst + r * ld;
+    const float* x = src + r * HSp;
+    for (int64_t e = 0; e < HS; e += W) {
+      const int64_t cnt = std::min<int64_t>(W, HS - e);
+      vf16 v = load(x + e);  // src rows are HSp (a multiple of 16) floats
+      if (accumulate) v += cnt == W ? load(d + e) : load_part(d + e, cnt);
+      if (cnt == W) {
+        store(d + e, v);
+      } else {
+        store_part(d + e, v, cnt);
+      }
+    }
   }
-  for (int64_t r = 0; r < n; r++)
-    for (int64_t e = 0; e < HS; e++) dst[r * ld + e] += src[r * HSp + e];
 }
 
 void backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out,
@@ -476,14 +487,11 @@ void backward_head(float* dq, float* dk, float* dv, const float* dout, const flo
   const AttentionDims& d = p.d;
   const int64_t HSp = p.HSp;
   for (int64_t i = 0; i < d.Tq; i++) {  // D_i = <dout_i, out_i>
-    const float* o = out + (b * d.Tq + i) * d.ldo + h * d.HS;
-    const float* g = dout + (b * d.Tq + i) * d.ldo + h * d.HS;
-    float s = 0.0f;
-    for (int64_t e = 0; e < d.HS; e++) s += o[e] * g[e];
-    w.D[i] = s;
+    const int64_t at = (b * d.Tq + i) * d.ldo + h * d.HS;
+    w.D[i] = dot_hs(out + at, dout + at, d.HS);
   }
   std::fill(w.dQ.begin(), w.dQ.end(), 0.0f);
-  const int64_t Tqp = round_up(d.Tq, BQ);
+  const int64_t Tqp = round_up(d.Tq, 4);
   pack_rows(w.Qs.data(), q + b * d.Tq * d.ldq + h * d.HS, d.ldq, d.Tq, Tqp, d.HS, HSp);
   pack_rows(w.dOs.data(), dout + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, Tqp, d.HS, HSp);
   const int64_t bk = p.bk, qtiles = (d.Tq + BQ - 1) / BQ, ktiles = (d.Tk + bk - 1) / bk;

@@ -59,7 +59,7 @@ void parallel_ranges(int64_t n, int64_t min_parallel, F f) {
   for (int64_t t = 0; t < nt; t++) f(n * t / nt, n * (t + 1) / nt);
 }
 
-constexpr int64_t kCheap = 1 << 16;  // memory-bound ops: threads from 64K elements
+constexpr int64_t kCheap = 1 << 14;  // memory-bound ops: threads from 16K elements
 constexpr int64_t kMath = 1 << 13;   // ops with an exp per element
 
 // Applies a 16-lane op g(offset, count) over [0, n): full vectors, then one padded tail.

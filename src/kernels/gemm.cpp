@@ -142,18 +142,26 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 // weight^T) is packed, into [K, 64] column panels. Every C element is one accumulation over
 // k = 0, 1, ..., K-1 in order from zero (one FMA per k), then alpha * acc + beta * C, so its
 // bits do not depend on the blocking, the task split or the thread count.
-constexpr int64_t kPanel = 64;  // columns of C per task (4 vectors)
+constexpr int64_t kPanel = 64;     // columns of C per kernel call (4 vectors)
+constexpr int64_t kRowBlock = 48;  // rows of A kept in cache while they meet every panel
 
 template <int V>
 constexpr int rows_for() {  // 24 accumulators (of 32 registers) for V = 2..4
   return V == 1 ? 16 : V == 2 ? 12 : V == 3 ? 8 : 6;
 }
 
-// C[R, nc] = alpha * A(R x K) op B(K x nc) + beta * C, nc in ((V-1) * 16, V * 16].
+// What happens to a block's sums: C = alpha * acc + beta * C (+ bias[j] when bias is set; a
+// linear layer's forward, beta = 0).
+struct Epilogue {
+  float alpha = 1.0f, beta = 0.0f;
+  const float* bias = nullptr;  // indexed by the column of C
+};
+
+// C[R, nc] = epilogue(A(R x K) B(K x nc)), nc in ((V-1) * 16, V * 16].
 // A(i, k) = A[i * ars + k * aks]; row k of B at B + k * ldb (only nc floats are read).
 template <int R, int V>
 void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
-                  int64_t ldb, float* C, int64_t ldc, int64_t nc, float alpha, float beta) {
+                  int64_t ldb, float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
   const int64_t tail = nc - (V - 1) * W;  // lanes of the last vector, 1..16
   // Every loop over i and v is unrolled (the pragmas): one left rolled indexes acc at run time,
   // and GCC then keeps the accumulators in memory, storing all of them on every k.
@@ -177,7 +185,14 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
       for (int v = 0; v < V; v++) acc[i][v] += ai * bv[v];
     }
   }
-  const vf16 va = simd::splat(alpha), vb = simd::splat(beta);
+  const float beta = ep.beta;
+  const vf16 va = simd::splat(ep.alpha), vb = simd::splat(beta);
+  vf16 bias[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++)
+    bias[v] = ep.bias == nullptr ? vf16{}
+              : v < V - 1        ? simd::load(ep.bias + v * W)
+                                 : simd::load_part(ep.bias + v * W, tail);
 #pragma GCC unroll 16
   for (int i = 0; i < R; i++) {
     float* c = C + i * ldc;
@@ -186,9 +201,11 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
       vf16 r = va * acc[i][v];
       if (v < V - 1 || tail == W) {
         if (beta != 0.0f) r += vb * simd::load(c + v * W);
+        if (ep.bias != nullptr) r += bias[v];
         simd::store(c + v * W, r);
       } else {
         if (beta != 0.0f) r += vb * simd::load_part(c + v * W, tail);
+        if (ep.bias != nullptr) r += bias[v];
         simd::store_part(c + v * W, r, tail);
       }
     }
@@ -198,27 +215,27 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
 // Rows [0, M) of one column panel: full blocks of rows_for<V>() rows, then 4, 2, 1.
 template <int V>
 void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
-                int64_t ldb, float* C, int64_t ldc, int64_t nc, float alpha, float beta) {
+                int64_t ldb, float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
   constexpr int R = rows_for<V>();
   int64_t i = 0;
   for (; i + R <= M; i += R)
-    block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+    block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
   for (; i + 4 <= M; i += 4)
-    block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+    block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
   for (; i + 2 <= M; i += 2)
-    block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+    block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
   for (; i < M; i++)
-    block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, alpha, beta);
+    block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
 }
 
 void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks,
-                    const float* B, int64_t ldb, float* C, int64_t ldc, int64_t nc, float alpha,
-                    float beta) {
+                    const float* B, int64_t ldb, float* C, int64_t ldc, int64_t nc,
+                    const Epilogue& ep) {
   switch ((nc + W - 1) / W) {
-    case 4: panel_rows<4>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
-    case 3: panel_rows<3>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
-    case 2: panel_rows<2>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
-    default: panel_rows<1>(M, K, A, ars, aks, B, ldb, C, ldc, nc, alpha, beta); break;
+    case 4: panel_rows<4>(M, K, A, ars, aks, B, ldb, C, ldc, nc, ep); break;
+    case 3: panel_rows<3>(M, K, A, ars, aks, B, ldb, C, ldc, nc, ep); break;
+    case 2: panel_rows<2>(M, K, A, ars, aks, B, ldb, C, ldc, nc, ep); break;
+    default: panel_rows<1>(M, K, A, ars, aks, B, ldb, C, ldc, nc, ep); break;
   }
 }
 
@@ -229,16 +246,25 @@ bool use_blocked(int64_t M, int64_t N, int64_t K) {
   return K <= 2048 && mnk <= kBlockedMaxMNK;
 }
 
-void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc) {
+// Packs rows [k0, k1) of op(B) = B^T into column panels: panel p holds columns [64 p, 64 p + 64)
+// of op(B) as K rows of 64 floats (16 x 16 register transposes; lanes past N are not read).
+void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t K, int64_t k0,
+                 int64_t k1) {
+  for (int64_t j0 = 0; j0 < N; j0 += kPanel) {
+    float* dst = packed + (j0 / kPanel) * K * kPanel;
+    const int64_t nj = std::min(kPanel, N - j0);
+    for (int64_t k = k0; k < k1; k += W)
+      for (int64_t jj = 0; jj < nj; jj += W)
+        simd::transpose16(dst + k * kPanel + jj, kPanel, B + (j0 + jj) * ldb + k, ldb,
+                          std::min(W, nj - jj), std::min(W, k1 - k));
+  }
+}
+
+void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                  const Epilogue& ep) {
   const int64_t ars = transA ? 1 : lda, aks = transA ? lda : 1;
   const int64_t npanels = ceil_div(N, kPanel);
-  // Rows per task: 48 (a multiple of every rows_for), halved while there are few tasks.
-  int64_t mb = 48;
-  while (mb > 12 && ceil_div(M, mb) * npanels < 4 * omp_get_max_threads()) mb /= 2;
-  const int64_t tm = ceil_div(M, mb), ntasks = tm * npanels;
-  // op(B) = B^T: panel p holds columns [64 p, 64 p + 64) of op(B) as K rows of 64 floats.
   thread_local std::vector<float> packed_store;
   float* packed = nullptr;
   if (transB) {
@@ -246,30 +272,36 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, flo
     packed = packed_store.data();
   }
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const bool par = ntasks > 1 && flops >= kBlockedParFlops;
+  const bool par = flops >= kBlockedParFlops && omp_get_max_threads() > 1;
 #pragma omp parallel if (par)
   {
-    if (transB) {
-#pragma omp for schedule(static)
-      for (int64_t p = 0; p < npanels; p++) {
-        const int64_t j0 = p * kPanel, nj = std::min(kPanel, N - j0);
-        float* dst = packed + p * K * kPanel;
-        for (int64_t j = 0; j < nj; j++) {
-          const float* src = B + (j0 + j) * ldb;
-          for (int64_t k = 0; k < K; k++) dst[k * kPanel + j] = src[k];
-        }
-      }
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    if (transB) {  // each thread packs its share of the K rows of every panel
+      pack_panels(packed, B, ldb, N, K, round_up(K * t / nt, W),
+                  std::min(K, round_up(K * (t + 1) / nt, W)));
+#pragma omp barrier
     }
-    // Row-block-major order: each thread gets a contiguous run of row blocks with all their
-    // panels, so a narrow last panel (N = 96: 64 + 32 columns) does not unbalance the threads.
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < ntasks; t++) {
-      const int64_t p = t % npanels, i0 = (t / npanels) * mb;
-      const int64_t j0 = p * kPanel, nj = std::min(kPanel, N - j0), mi = std::min(mb, M - i0);
-      const float* b = transB ? packed + p * K * kPanel : B + j0;
-      const int64_t bld = transB ? kPanel : ldb;
-      panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, alpha,
-                     beta);
+    // Each thread takes an equal share of the rows (all panels), or of the panels when there
+    // are few rows: every element costs the same, so the shares are balanced whatever the
+    // shape. Within a share, blocks of 48 rows, each against every panel.
+    int64_t r0 = 0, r1 = M, p0 = 0, p1 = npanels;
+    if (M >= 16 * nt || npanels < nt) {
+      r0 = M * t / nt;
+      r1 = M * (t + 1) / nt;
+    } else {
+      p0 = npanels * t / nt;
+      p1 = npanels * (t + 1) / nt;
+    }
+    for (int64_t i0 = r0; i0 < r1; i0 += kRowBlock) {
+      const int64_t mi = std::min(kRowBlock, r1 - i0);
+      for (int64_t p = p0; p < p1; p++) {
+        const int64_t j0 = p * kPanel, nj = std::min(kPanel, N - j0);
+        const float* b = transB ? packed + p * K * kPanel : B + j0;
+        const int64_t bld = transB ? kPanel : ldb;
+        Epilogue e = ep;
+        if (e.bias != nullptr) e.bias += j0;
+        panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, e);
+      }
     }
   }
 }
@@ -288,7 +320,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
     return;
   }
   if (use_blocked(M, N, K)) {
-    gemm_blocked(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_blocked(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, Epilogue{alpha, beta, nullptr});
     return;
   }
   const Tiles t = plan_tiles(M, N, K);
@@ -423,6 +455,10 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
                     int64_t C, int64_t OC) {
   if (N <= kFewRows) {
     linear_forward_few_rows(out, inp, weight, bias, N, C, OC);
+    return;
+  }
+  if (use_blocked(N, OC, C)) {  // the bias is added in the kernel's epilogue
+    gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias});
     return;
   }
   float beta = 0.0f;

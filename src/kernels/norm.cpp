@@ -30,7 +30,7 @@ float lane_sum(int64_t n, F term) {
   return acc[0];
 }
 
-constexpr int64_t kParallelElems = 1 << 15;
+constexpr int64_t kParallelElems = 1 << 14;
 bool worth_threads(int64_t N, int64_t C) { return N > 1 && N * C >= kParallelElems; }
 
 // Row chunks for the weight-gradient reductions: at most 64 chunks, a function of N only.

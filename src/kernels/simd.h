@@ -112,4 +112,50 @@ VINLINE vf16 vexp(vf16 x) {
   e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
   return x != x ? x : e;  // NaN in, NaN out
 }
+#ifdef __AVX512F__
+// dst rows e < ncols (stride ldd), 16 floats each, = column e of the nrows x ncols block at src
+// (row stride lds); lanes past nrows are 0. nrows, ncols <= 16. A 16 x 16 register transpose in
+// four rounds of shuffles (pairs of floats, pairs of pairs, 128-bit lanes twice): a scalar loop
+// (in attention's key packing) was a quarter of the attention backward's own time at head
+// size 8.
+// (GCC 12 flags the intrinsics' own undefined-register idiom as maybe-uninitialized.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
+                         int64_t ncols) {
+  const __mmask16 cm = static_cast<__mmask16>((1u << ncols) - 1u);
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; i++)
+    r[i] = i < nrows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
+  for (int i = 0; i < 16; i += 2) {  // t[i] lane L: r_i[4L], r_i+1[4L], r_i[4L+1], r_i+1[4L+1]
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // r[g + c] lane L: column 4L + c of rows g..g+3
+    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int c = 0; c < 4; c++) {
+    const __m512 x0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);  // lanes 0, 1 of each
+    const __m512 x1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);  // lanes 2, 3
+    const __m512 y0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512 y1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+    const __m512 out[4] = {_mm512_shuffle_f32x4(x0, y0, 0x88), _mm512_shuffle_f32x4(x0, y0, 0xDD),
+                           _mm512_shuffle_f32x4(x1, y1, 0x88), _mm512_shuffle_f32x4(x1, y1, 0xDD)};
+    for (int L = 0; L < 4; L++)  // column 4L + c
+      if (4 * L + c < ncols) _mm512_storeu_ps(dst + (4 * L + c) * ldd, out[L]);
+  }
+}
+#pragma GCC diagnostic pop
+#else
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
+                         int64_t ncols) {
+  for (int64_t e = 0; e < ncols; e++)
+    for (int64_t i = 0; i < W; i++) dst[e * ldd + i] = i < nrows ? src[i * lds + e] : 0.0f;
+}
+#endif
 }  // namespace atto::kernels::simd
