@@ -1,6 +1,7 @@
 // Tests of attention: the fused kernels against the naive ones (causal, key mask, both,
 // Tq != Tk, fully masked rows, q/k/v inside one [B, T, 3C] buffer, padded leading dimensions,
-// HS in {1, 8, 16, 64}, lengths across tile boundaries), accumulation, nullptr gradients,
+// HS in {1, 8, 16, 64} and others, lengths across tile boundaries and across the short-sequence
+// path's bound (Tk <= 64, HS <= 64)), accumulation, nullptr gradients,
 // bit-identical results for 1 and 2 threads, attention_probs, the naive forward against a
 // direct double-precision softmax, and central differences of the naive backward.
 //
@@ -167,6 +168,7 @@ TEST(KernelAttention, OverwriteEqualsAccumulateIntoZeros) {
       {2, 2, 130, 130, 16, true, Mask::kPadding, true, 0},
       {2, 3, 5, 130, 8, true, Mask::kPadding, false, 3},  // separate buffers, padded ld
       {3, 1, 40, 129, 20, false, Mask::kOneBatchAllMasked, false, 2},
+      {3, 2, 40, 50, 20, true, Mask::kOneBatchAllMasked, false, 1},  // short path, dead rows
   };
   for (const Case& c : cases) {
     Data zero = make_data(c), over = make_data(c);
@@ -207,6 +209,11 @@ TEST(KernelAttention, FastMatchesNaiveTqNotTkAndPaddedLd) {
       {2, 2, 70, 9, 24, false, Mask::kPadding, false, 0},
       {3, 1, 40, 129, 20, false, Mask::kOneBatchAllMasked, false, 2},
       {2, 2, 65, 65, 32, true, Mask::kOneBatchAllMasked, true, 0},
+      // Short path (Tk <= 64, HS <= 64): head sizes of 3 vectors with a tail, 4 vectors.
+      {2, 2, 33, 33, 40, true, Mask::kPadding, true, 0},
+      {1, 3, 20, 50, 48, false, Mask::kPadding, false, 2},
+      {2, 1, 12, 64, 64, true, Mask::kNone, false, 1},
+      {1, 1, 10, 10, 65, true, Mask::kNone, false, 0},  // HS past 64: tiled
   };
   for (const Case& c : cases) expect_fast_matches_naive(c);
 }
@@ -291,6 +298,7 @@ TEST(KernelAttention, BitIdenticalForOneAndTwoThreads) {
       {2, 3, 130, 130, 16, true, Mask::kPadding, true, 0},
       {1, 4, 67, 200, 64, false, Mask::kNone, false, 3},
       {2, 6, 1, 250, 64, true, Mask::kPadding, false, 0},  // decoding path, split over threads
+      {16, 4, 16, 16, 8, true, Mask::kNone, true, 0},      // short path, heads over threads
   };
   for (const Case& c : cases) {
     Data one = make_data(c), two = make_data(c);
