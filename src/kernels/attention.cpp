@@ -15,6 +15,9 @@
 //
 // All tile products go through one register-blocked micro-kernel on zero-padded copies
 // (head size rounded up to 16 lanes), so any HS, Tq, Tk and leading dimension work.
+//
+// Short sequences (Tk <= 64, HS <= 64) skip the tiles in both directions: one head at a time
+// with the keys in vector lanes and query rows in small groups (forward_small, backward_small).
 
 // 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
 // would still warn that their calling convention differs between targets.
