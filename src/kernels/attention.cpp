@@ -392,7 +392,9 @@ void forward_few_rows(float* out, float* lse, const float* q, const float* k, co
 constexpr int64_t kSmallKeys = 64;   // Tk at most this takes the short path
 constexpr int64_t kSmallHead = 64;   // and HS at most this
 
-bool use_small(const AttentionDims& d) { return d.Tk <= kSmallKeys && d.HS <= kSmallHead; }
+bool use_small(const AttentionDims& d) {
+  return d.Tk >= 1 && d.Tk <= kSmallKeys && d.HS <= kSmallHead;
+}
 
 struct SmallScratch {
   int64_t ldkt = 0;  // Tk rounded up to 16
@@ -517,10 +519,7 @@ void small_pack(SmallScratch& w, const Problem& p, const float* k, const float* 
   if (v != nullptr)
     pack_transposed(w.VT.data(), w.ldkt, v + b * d.Tk * d.ldv + h * d.HS, d.ldv, d.Tk, d.HS,
                     w.ldkt);
-  for (int64_t j = 0; j < w.ldkt; j++) {
-    const bool masked = j >= d.Tk || (p.key_mask != nullptr && p.key_mask[b * d.Tk + j] == 0);
-    w.kb[j] = masked ? kNegInf : 0.0f;
-  }
+  key_bias(w.kb.data(), p, b, 0, d.Tk);  // one key tile: p.bk == ldkt here
 }
 
 constexpr int64_t kPbStride = kSmallKeys;  // floats per row of the weights buffer
@@ -570,24 +569,35 @@ void small_forward_rows(float* out, float* lse, const float* q, const float* v, 
   }
 }
 
-template <int HV>
-void small_forward_head(float* out, float* lse, const float* q, const float* v, const Problem& p,
-                        int64_t b, int64_t h, SmallScratch& w) {
-  // Groups of 4 rows while a row's scores fit in 2 vectors (Tk <= 32), else of 2 (registers).
+// Calls rows.template operator()<NV, HV, G>(i0) for the groups of the head's query rows:
+// groups of 4 rows while a row's scores fit in 2 vectors (Tk <= 32), else of 2 (registers);
+// NV from the group's widest row (rows of a causal group differ by < 4 keys), HV from HS.
+template <int HV, class F>
+void small_row_groups_hv(const Problem& p, F& rows) {
   for (int64_t i0 = 0; i0 < p.d.Tq;) {
-    // The group's widest row decides the vectors (rows of a causal group differ by < 4 keys).
     const int64_t nv4 = (visible_keys(p, std::min(i0 + 3, p.d.Tq - 1)) + W - 1) / W;
     switch (std::clamp<int64_t>(nv4, 1, 4)) {
-      case 1: small_forward_rows<1, HV, 4>(out, lse, q, v, p, b, h, i0, w); i0 += 4; break;
-      case 2: small_forward_rows<2, HV, 4>(out, lse, q, v, p, b, h, i0, w); i0 += 4; break;
-      case 3: small_forward_rows<3, HV, 2>(out, lse, q, v, p, b, h, i0, w); i0 += 2; break;
-      default: small_forward_rows<4, HV, 2>(out, lse, q, v, p, b, h, i0, w); i0 += 2; break;
+      case 1: rows.template operator()<1, HV, 4>(i0); i0 += 4; break;
+      case 2: rows.template operator()<2, HV, 4>(i0); i0 += 4; break;
+      case 3: rows.template operator()<3, HV, 2>(i0); i0 += 2; break;
+      default: rows.template operator()<4, HV, 2>(i0); i0 += 2; break;
     }
   }
 }
 
-void forward_small(float* out, float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p) {
+template <class F>
+void small_row_groups(const Problem& p, F&& rows) {
+  switch ((p.d.HS + W - 1) / W) {
+    case 1: small_row_groups_hv<1>(p, rows); break;
+    case 2: small_row_groups_hv<2>(p, rows); break;
+    case 3: small_row_groups_hv<3>(p, rows); break;
+    default: small_row_groups_hv<4>(p, rows); break;
+  }
+}
+
+// head(b, h, scratch) for every head, a contiguous run of heads per thread.
+template <class F>
+void for_each_small_head(const Problem& p, F&& head) {
   const AttentionDims& d = p.d;
   const int64_t heads = d.B * d.NH;
   const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
@@ -595,17 +605,18 @@ void forward_small(float* out, float* lse, const float* q, const float* k, const
   {
     SmallScratch w(d.Tk, d.HS);
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < heads; bh++) {
-      const int64_t b = bh / d.NH, h = bh % d.NH;
-      small_pack(w, p, k, nullptr, b, h);
-      switch ((d.HS + W - 1) / W) {
-        case 1: small_forward_head<1>(out, lse, q, v, p, b, h, w); break;
-        case 2: small_forward_head<2>(out, lse, q, v, p, b, h, w); break;
-        case 3: small_forward_head<3>(out, lse, q, v, p, b, h, w); break;
-        default: small_forward_head<4>(out, lse, q, v, p, b, h, w); break;
-      }
-    }
+    for (int64_t bh = 0; bh < heads; bh++) head(bh / d.NH, bh % d.NH, w);
   }
+}
+
+void forward_small(float* out, float* lse, const float* q, const float* k, const float* v,
+                   const Problem& p) {
+  for_each_small_head(p, [&](int64_t b, int64_t h, SmallScratch& w) {
+    small_pack(w, p, k, nullptr, b, h);
+    small_row_groups(p, [&]<int NV, int HV, int G>(int64_t i0) {
+      small_forward_rows<NV, HV, G>(out, lse, q, v, p, b, h, i0, w);
+    });
+  });
 }
 
 }  // namespace
@@ -818,21 +829,6 @@ void small_backward_rows(float* dq, const float* dout, const float* out, const f
   }
 }
 
-template <int HV>
-void small_backward_head(float* dq, const float* dout, const float* out, const float* lse,
-                         const float* q, const float* k, const Problem& p, int64_t b, int64_t h,
-                         SmallScratch& w) {
-  for (int64_t i0 = 0; i0 < p.d.Tq;) {
-    const int64_t nv4 = (visible_keys(p, std::min(i0 + 3, p.d.Tq - 1)) + W - 1) / W;
-    switch (std::clamp<int64_t>(nv4, 1, 4)) {
-      case 1: small_backward_rows<1, HV, 4>(dq, dout, out, lse, q, k, p, b, h, i0, w); i0 += 4; break;
-      case 2: small_backward_rows<2, HV, 4>(dq, dout, out, lse, q, k, p, b, h, i0, w); i0 += 4; break;
-      case 3: small_backward_rows<3, HV, 2>(dq, dout, out, lse, q, k, p, b, h, i0, w); i0 += 2; break;
-      default: small_backward_rows<4, HV, 2>(dq, dout, out, lse, q, k, p, b, h, i0, w); i0 += 2; break;
-    }
-  }
-}
-
 // dst rows [Tk, HS] (stride ld) (+)= the transpose of src [HS, ldkt].
 void small_store_transposed(float* dst, int64_t ld, const float* src, const Problem& p,
                             SmallScratch& w) {
@@ -850,30 +846,19 @@ void backward_small(float* dq, float* dk, float* dv, const float* dout, const fl
                     const float* lse, const float* q, const float* k, const float* v,
                     const Problem& p) {
   const AttentionDims& d = p.d;
-  const int64_t heads = d.B * d.NH;
-  const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
-#pragma omp parallel if (par)
-  {
-    SmallScratch w(d.Tk, d.HS);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < heads; bh++) {
-      const int64_t b = bh / d.NH, h = bh % d.NH;
-      small_pack(w, p, k, v, b, h);
-      std::fill(w.dKT.begin(), w.dKT.end(), 0.0f);
-      std::fill(w.dVT.begin(), w.dVT.end(), 0.0f);
-      switch ((d.HS + W - 1) / W) {
-        case 1: small_backward_head<1>(dq, dout, out, lse, q, k, p, b, h, w); break;
-        case 2: small_backward_head<2>(dq, dout, out, lse, q, k, p, b, h, w); break;
-        case 3: small_backward_head<3>(dq, dout, out, lse, q, k, p, b, h, w); break;
-        default: small_backward_head<4>(dq, dout, out, lse, q, k, p, b, h, w); break;
-      }
-      const int64_t at = b * d.Tk;
-      small_store_transposed(dk != nullptr ? dk + at * d.ldk + h * d.HS : nullptr, d.ldk,
-                             w.dKT.data(), p, w);
-      small_store_transposed(dv != nullptr ? dv + at * d.ldv + h * d.HS : nullptr, d.ldv,
-                             w.dVT.data(), p, w);
-    }
-  }
+  for_each_small_head(p, [&](int64_t b, int64_t h, SmallScratch& w) {
+    small_pack(w, p, k, v, b, h);
+    std::fill(w.dKT.begin(), w.dKT.end(), 0.0f);
+    std::fill(w.dVT.begin(), w.dVT.end(), 0.0f);
+    small_row_groups(p, [&]<int NV, int HV, int G>(int64_t i0) {
+      small_backward_rows<NV, HV, G>(dq, dout, out, lse, q, k, p, b, h, i0, w);
+    });
+    const int64_t at = b * d.Tk;
+    small_store_transposed(dk != nullptr ? dk + at * d.ldk + h * d.HS : nullptr, d.ldk,
+                           w.dKT.data(), p, w);
+    small_store_transposed(dv != nullptr ? dv + at * d.ldv + h * d.HS : nullptr, d.ldv,
+                           w.dVT.data(), p, w);
+  });
 }
 
 }  // namespace

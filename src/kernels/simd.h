@@ -115,9 +115,9 @@ VINLINE vf16 vexp(vf16 x) {
 #ifdef __AVX512F__
 // dst rows e < ncols (stride ldd), 16 floats each, = column e of the nrows x ncols block at src
 // (row stride lds); lanes past nrows are 0. nrows, ncols <= 16. A 16 x 16 register transpose in
-// four rounds of shuffles (pairs of floats, pairs of pairs, 128-bit lanes twice): a scalar loop
-// (in attention's key packing) was a quarter of the attention backward's own time at head
-// size 8.
+// four rounds of shuffles (pairs of floats, pairs of pairs, 128-bit lanes twice). Used by
+// attention's key packing (a scalar loop there was a quarter of the attention backward's own
+// time at head size 8) and by GEMM's packing of B^T panels.
 // (GCC 12 flags the intrinsics' own undefined-register idiom as maybe-uninitialized.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
