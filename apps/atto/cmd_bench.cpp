@@ -82,7 +82,8 @@ std::string stats_line(const bench::StepStats& s, const char* what) {
 void print_profile(const bench::TrainBenchResult& r) {
   double step = 0.0;
   for (const auto& p : r.phases) step += p.ms;
-  fmt::print("\nprofile (mean ms per timed step; profiling adds a little time to each op)\n");
+  fmt::print("\nprofile (mean ms per timed step; profiling adds a little time to each op{})\n",
+             r.shards > 1 ? "; ops: shard 0's, beside the other shards" : "");
   for (const auto& p : r.phases)
     fmt::print("  {:<22} {:9.3f} ms  {:5.1f}%\n", p.phase, p.ms, step > 0 ? 100.0 * p.ms / step : 0.0);
   fmt::print("\n  {:<22} {:>6} {:>12} {:>12} {:>7}\n", "op", "calls", "forward ms", "backward ms", "step");
@@ -114,8 +115,8 @@ int run_train_bench(const TrainBenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}\n", describe(o.model), o.batch_size,
-             r.num_parameters, r.threads);
+  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}\n", describe(o.model),
+             o.batch_size, r.num_parameters, r.threads, r.shards);
   fmt::print("{}\n", stats_line(r.step, "step"));
   fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
   fmt::print("{:<12} {:.2f} GFLOP/s ({:.4g} FLOP/token = 6 N + 12 L C T, N = {})\n", "model", r.model_gflops,
@@ -192,6 +193,9 @@ Command add_bench(CLI::App& root) {
   auto tf = std::make_shared<TrainBenchFlags>();
   add_model_flags(train, tf->model);
   train->add_option("--batch-size", tf->opt.batch_size, "Sequences per step")->capture_default_str();
+  train->add_option("--shards", tf->opt.shards,
+                    "Data-parallel shards of each batch, run side by side (as `atto train`); 0 = auto (2)")
+      ->capture_default_str();
   add_common_flags(train, tf->common, "steps");
   train->add_option("--peak-gflops", tf->opt.peak_gflops,
                     "sgemm peak for MFU (e.g. from `atto bench gemm`); 0 = measure it after the steps, < 0 = no MFU")

@@ -102,6 +102,7 @@ std::vector<FlagCopy> flag_table() {
       {"--grad-clip", t(&TrainConfig::grad_clip), false},
       {"--seed", t(&TrainConfig::seed), false},
       {"--threads", t(&TrainConfig::threads), true},
+      {"--shards", t(&TrainConfig::shards), false},
       {"--eval-every", t(&TrainConfig::eval_every), true},
       {"--eval-batches", t(&TrainConfig::eval_batches), true},
       {"--early-stop", t(&TrainConfig::early_stop), true},
@@ -157,6 +158,10 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--grad-clip", t.grad_clip, "Clip the global gradient norm; 0 = off")->capture_default_str();
   app->add_option("--seed", t.seed, "Seed of the initial weights, batches and dropout")->capture_default_str();
   app->add_option("--threads", t.threads, "Threads; 0 = all cores")->capture_default_str();
+  app->add_option("--shards", t.shards,
+                  "gpt: split each batch into N data-parallel shards, run side by side (one thread each); the "
+                  "result does not depend on --threads. 0 = auto (2)")
+      ->capture_default_str();
   app->add_option("--eval-every", t.eval_every, "Evaluate the validation split every N steps")->capture_default_str();
   app->add_option("--eval-batches", t.eval_batches, "Batches per evaluation; 0 = the whole split")
       ->capture_default_str();

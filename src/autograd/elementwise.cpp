@@ -284,19 +284,21 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   return out;
 }
 
-Tensor dropout(const Tensor& x_in, float p, bool training, Rng& rng) {
+Tensor dropout(const Tensor& x_in, float p, bool training, Rng& rng, int64_t first_in) {
   ATTO_CHECK(p >= 0.0f && p < 1.0f, "dropout: p = {} is outside [0, 1)", p);
+  ATTO_CHECK(first_in >= 0, "dropout: first = {} must be >= 0", first_in);
+  const auto first = static_cast<uint64_t>(first_in);
   if (!training || p == 0.0f) return x_in;
   Tensor x = contiguous(x_in);
   const uint64_t seed = rng.next_u64();
   Tensor out = Tensor::empty(x.shape());
-  kernels::dropout_forward(out.data(), x.data(), x.numel(), p, seed);
+  kernels::dropout_forward(out.data(), x.data(), x.numel(), p, seed, first);
   if (any_requires_grad({&x})) {
     detail::mark_output(out);
-    tape().record("dropout", out, [x, out, p, seed]() mutable {
+    tape().record("dropout", out, [x, out, p, seed, first]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      kernels::dropout_backward(detail::grad_ptr(x), g, x.numel(), p, seed);
+      kernels::dropout_backward(detail::grad_ptr(x), g, x.numel(), p, seed, first);
     });
   }
   return out;

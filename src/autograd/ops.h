@@ -56,8 +56,10 @@ Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::Tanh);
 Tensor silu(const Tensor& x);
 Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up, same shapes
 // Inverted dropout; identity when !training or p == 0. p in [0, 1). The mask comes from one
-// draw of rng (a seed), so it is reproducible and independent of the thread count.
-Tensor dropout(const Tensor& x, float p, bool training, Rng& rng);
+// draw of rng (a seed), so it is reproducible and independent of the thread count. Element i's
+// mask bit is that of element first + i of a larger tensor drawn with the same seed (a
+// data-parallel shard takes its rows' part of the whole batch's mask).
+Tensor dropout(const Tensor& x, float p, bool training, Rng& rng, int64_t first = 0);
 
 // ============================================================================================
 // Reductions

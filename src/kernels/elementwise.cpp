@@ -273,10 +273,10 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 }
 
 // ============================================================================================
-// Dropout: keep(i) = counter_uniform(seed, i) >= p; kept elements are divided by 1 - p
+// Dropout: keep(i) = counter_uniform(seed, first + i) >= p; kept elements are divided by 1 - p
 // ============================================================================================
 
-void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed) {
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed, uint64_t first) {
   if (p == 0.0f) {
     if (out != inp) std::memmove(out, inp, sizeof(float) * static_cast<size_t>(n));
     return;
@@ -284,17 +284,17 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
   const float q = 1.0f - p;
   parallel_ranges(n, kMath, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) {
-      const bool keep = counter_uniform(seed, static_cast<uint64_t>(i)) >= p;
+      const bool keep = counter_uniform(seed, first + static_cast<uint64_t>(i)) >= p;
       out[i] = keep ? inp[i] / q : 0.0f;
     }
   });
 }
 
-void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed) {
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed, uint64_t first) {
   const float q = 1.0f - p;
   parallel_ranges(n, kMath, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) {
-      const bool keep = p == 0.0f || counter_uniform(seed, static_cast<uint64_t>(i)) >= p;
+      const bool keep = p == 0.0f || counter_uniform(seed, first + static_cast<uint64_t>(i)) >= p;
       dinp[i] += keep ? dout[i] / q : 0.0f;
     }
   });

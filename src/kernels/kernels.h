@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace atto::kernels {
 
@@ -28,6 +29,12 @@ namespace atto::kernels {
 // Sets the thread count of both OpenMP and OpenBLAS. n <= 0 means "all cores".
 void set_num_threads(int n);
 int num_threads();
+// Runs fn(s) for every s in [0, shards), the shards spread over up to num_threads() threads
+// (shard s on thread s mod threads); within a shard, kernels use num_threads() / shards
+// threads (at least 1). Independent work that shares nothing writable: data-parallel shards of
+// a training batch. Each shard's exception is kept; the first (lowest s) is rethrown after all
+// shards have ended.
+void run_shards(int shards, const std::function<void(int)>& fn);
 
 // ============================================================================================
 // GEMM
@@ -98,10 +105,11 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
                      const float* up, int64_t n);
 
 // Inverted dropout: out[i] = keep(i) ? inp[i] / (1 - p) : 0, with keep(i) decided by
-// counter_uniform(seed, i) >= p (tensor/rng.h). The mask is not stored: backward recomputes it
-// from the seed. p in [0, 1).
-void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed);
-void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed);
+// counter_uniform(seed, first + i) >= p (tensor/rng.h). The mask is not stored: backward
+// recomputes it from the seed. p in [0, 1). `first` is the index of element 0 in a larger
+// tensor whose mask this range is part of (a data-parallel shard's rows of a batch).
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed, uint64_t first = 0);
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed, uint64_t first = 0);
 
 // ============================================================================================
 // Embedding: out[N, C] = weight[ids[n], :]

@@ -1,6 +1,11 @@
-// atto/kernels/threads.cpp: one knob for the thread count of OpenMP and OpenBLAS.
+// atto/kernels/threads.cpp: one knob for the thread count of OpenMP and OpenBLAS, and the
+// shard runner data-parallel training uses.
 #include <cblas.h>
 #include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -14,5 +19,34 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+void run_shards(int shards, const std::function<void(int)>& fn) {
+  if (shards <= 0) return;
+  const int total = num_threads();
+  const int outer = std::min(shards, total);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(shards));
+  auto run_one = [&](int s) {
+    try {
+      fn(s);
+    } catch (...) {
+      errors[static_cast<size_t>(s)] = std::current_exception();
+    }
+  };
+  if (outer <= 1 || omp_in_parallel()) {
+    for (int s = 0; s < shards; ++s) run_one(s);
+  } else {
+    // Each shard's kernels open their own (nested) regions of `inner` threads. nthreads-var is
+    // per task: omp_set_num_threads inside the region leaves the caller's setting alone.
+    const int inner = std::max(1, total / shards);
+    if (inner > 1 && omp_get_max_active_levels() < 2) omp_set_max_active_levels(2);
+#pragma omp parallel num_threads(outer)
+    {
+      omp_set_num_threads(inner);
+      for (int s = omp_get_thread_num(); s < shards; s += outer) run_one(s);
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 }  // namespace atto::kernels

@@ -56,7 +56,9 @@ Dropout::Dropout(float p_) : p(p_) {
 Tensor Dropout::forward(const Tensor& x) const {
   if (!training() || p == 0.0f) return x;
   ATTO_CHECK(rng() != nullptr, "Dropout in training mode needs an Rng: call set_rng(&rng) on the model");
-  return dropout(x, p, true, *rng());
+  // A shard of a batch takes its rows' part of the whole batch's mask (Module::set_rng).
+  const int64_t per_row = x.ndim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) : 0;
+  return dropout(x, p, true, *rng(), first_row() * per_row);
 }
 
 SinusoidalPositions::SinusoidalPositions(int64_t max_len, int64_t dim) {

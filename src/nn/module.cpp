@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -70,9 +71,35 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
-void Module::set_rng(Rng* rng) {
+void Module::set_rng(Rng* rng, int64_t first_row) {
+  ATTO_CHECK(first_row >= 0, "set_rng: first_row = {} must be >= 0", first_row);
   rng_ = rng;
-  for (auto& [name, child] : children_) child->set_rng(rng);
+  first_row_ = first_row;
+  for (auto& [name, child] : children_) child->set_rng(rng, first_row);
+}
+
+void Module::alias_parameters(const Module& src) {
+  std::vector<std::tuple<std::string, Tensor*, ParamKind>> mine, theirs;
+  collect("", mine);
+  src.collect("", theirs);
+  ATTO_CHECK(mine.size() == theirs.size(), "alias_parameters: this module has {} parameters, the source {}",
+             mine.size(), theirs.size());
+  std::vector<std::pair<Tensor, Tensor>> made;  // (source tensor, its alias): ties map to one alias
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const auto& [name, dst, kind] = mine[i];
+    const auto& [src_name, src_t, src_kind] = theirs[i];
+    ATTO_CHECK(name == src_name && dst->shape() == src_t->shape(),
+               "alias_parameters: parameter {} is '{}' {} here but '{}' {} in the source", i, name,
+               shape_str(dst->shape()), src_name, shape_str(src_t->shape()));
+    auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first.same(*src_t); });
+    if (it == made.end()) {
+      Tensor alias = src_t->detach();
+      alias.set_requires_grad(true);
+      made.emplace_back(*src_t, alias);
+      it = made.end() - 1;
+    }
+    *dst = it->second;
+  }
 }
 
 void Module::zero_grad() {

@@ -15,6 +15,11 @@
 //
 // Dropout needs random numbers: the owner of a model passes its Rng explicitly with
 // set_rng(&rng), which reaches every submodule. train(false) turns dropout off.
+//
+// Data parallelism (train/data_parallel.h): a replica built like a model and given
+// alias_parameters(model) computes with the model's parameter values and gradients of its own;
+// set_rng(&rng, first_row) makes its dropout masks rows first_row.. of the masks the whole
+// batch would get from the same Rng state.
 #pragma once
 
 #include <string>
@@ -42,17 +47,24 @@ class Module {
   void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source);
   int64_t num_parameters() const;
 
+  // Makes every parameter of this module a view of the same-named parameter of `src` (a
+  // module of the same structure): the same values, no copy, and a gradient of its own.
+  // Parameters tied in src stay tied here. src's optimizer steps reach this module too.
+  void alias_parameters(const Module& src);
+
   void train(bool on = true);
   bool training() const { return training_; }
   void eval() { train(false); }
-  void set_rng(Rng* rng);
+  // first_row: the batch this module sees is rows first_row.. of a larger one (a shard).
+  void set_rng(Rng* rng, int64_t first_row = 0);
+  Rng* rng() const { return rng_; }
+  int64_t first_row() const { return first_row_; }
   void zero_grad();
 
  protected:
   // Registers a parameter member (the module keeps the Tensor; we keep its address).
   void register_parameter(const std::string& name, Tensor& t, ParamKind kind);
   void register_module(const std::string& name, Module& m);
-  Rng* rng() const { return rng_; }
 
  private:
   void collect(const std::string& prefix, std::vector<std::tuple<std::string, Tensor*, ParamKind>>& out) const;
@@ -66,6 +78,7 @@ class Module {
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
   Rng* rng_ = nullptr;
+  int64_t first_row_ = 0;
 };
 
 }  // namespace atto::nn

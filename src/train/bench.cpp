@@ -12,6 +12,7 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "tensor/error.h"
+#include "train/data_parallel.h"
 
 namespace atto::bench {
 
@@ -51,8 +52,8 @@ TokenBatch random_batch(Rng& rng, int64_t B, int64_t T, int64_t V) {
 }
 
 // zero_grad, forward, loss, backward, clip, AdamW: one trainer step. Returns the loss.
-// `phase_ms` (5 entries, or nullptr) accumulates the wall time of each phase.
-float train_step(GPT& model, optim::AdamW& opt, const TokenBatch& b, int64_t B, int64_t T,
+// `phase_ms` (kNumPhases entries, or nullptr) accumulates the wall time of each phase.
+float train_step(DataParallel& dp, optim::AdamW& opt, const TokenBatch& b, int64_t B, int64_t T,
                  double* phase_ms = nullptr) {
   auto t = Clock::now();
   auto lap = [&](int i) {
@@ -64,19 +65,17 @@ float train_step(GPT& model, optim::AdamW& opt, const TokenBatch& b, int64_t B, 
   opt.zero_grad(/*set_to_none=*/true);  // as the trainer
   lap(0);
   tape().mark();
-  Tensor loss = cross_entropy(model.forward(b.x, B, T), b.y);
-  const float value = loss.item();
-  lap(1);
-  backward(loss);
-  lap(2);
+  const auto value = static_cast<float>(gpt_forward_backward(dp, b.x, b.y, B, T));
+  lap(1);  // forward, loss and backward together: the shards run both
   const float norm = optim::clip_grad_norm(opt.param_groups(), kClip);
-  lap(3);
+  lap(2);
   if (std::isfinite(norm)) opt.step(kLr);  // as the trainer: a non-finite step is skipped
-  lap(4);
+  lap(3);
   return value;
 }
 
-constexpr const char* kPhases[5] = {"zero_grad", "forward", "backward", "clip", "optimizer"};
+constexpr int kNumPhases = 4;
+constexpr const char* kPhases[kNumPhases] = {"zero_grad", "forward+backward", "clip", "optimizer"};
 
 }  // namespace
 
@@ -163,13 +162,16 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   model.set_rng(&dropout_rng);
   model.train();
   optim::AdamW adamw(optim::default_param_groups(model.named_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
+  Rng replica_rng(0);  // replicas' own initial values are replaced by the model's
+  DataParallel dp(model, resolve_shards(opt.shards, B),
+                  [&] { return std::make_unique<GPT>(opt.model, replica_rng); });
   std::vector<TokenBatch> batches;
   const int64_t nb = opt.data_batches > 0 ? std::min(opt.data_batches, total) : total;
   for (int64_t i = 0; i < nb; ++i) batches.push_back(random_batch(data_rng, B, T, opt.model.vocab_size));
 
   TrainBenchResult r;
   std::vector<double> ms;
-  double phase_ms[5] = {0, 0, 0, 0, 0};
+  double phase_ms[kNumPhases] = {0, 0, 0, 0};
   for (int64_t i = 0; i < total; ++i) {
     const bool timed = i >= opt.warmup;
     if (opt.profile && i == opt.warmup) {
@@ -177,14 +179,14 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
       tape().set_profiling(true);
     }
     const auto t0 = Clock::now();
-    r.losses.push_back(train_step(model, adamw, batches[static_cast<size_t>(i % nb)], B, T,
+    r.losses.push_back(train_step(dp, adamw, batches[static_cast<size_t>(i % nb)], B, T,
                                   opt.profile && timed ? phase_ms : nullptr));
     if (timed) ms.push_back(ms_since(t0));
   }
   if (opt.profile) {
     tape().set_profiling(false);
     const auto n = static_cast<double>(opt.steps);
-    for (int i = 0; i < 5; ++i) r.phases.push_back({kPhases[i], phase_ms[i] / n});
+    for (int i = 0; i < kNumPhases; ++i) r.phases.push_back({kPhases[i], phase_ms[i] / n});
     r.ops = tape().profile();
     for (auto& o : r.ops) {
       o.forward_ms /= n;
@@ -194,6 +196,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   }
   r.peak_rss_kib = peak_rss_kib();  // before any GEMM buffers exist
   r.threads = kernels::num_threads();
+  r.shards = dp.shards();
   r.tokens_per_step = B * T;
   r.step = step_stats(ms);
   r.tokens_per_s = static_cast<double>(r.tokens_per_step) / (r.step.median_ms / 1e3);
@@ -254,7 +257,7 @@ nlohmann::json to_json(const GemmBenchResult& r) {
 }
 
 nlohmann::json to_json(const TrainBenchResult& r) {
-  nlohmann::json j = {{"threads", r.threads}, {"tokens_per_step", r.tokens_per_step}, {"step", to_json(r.step)},
+  nlohmann::json j = {{"threads", r.threads}, {"shards", r.shards}, {"tokens_per_step", r.tokens_per_step}, {"step", to_json(r.step)},
           {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
           {"flop_parameters", r.flop_parameters}, {"flops_per_token", r.flops_per_token},
           {"model_gflops", r.model_gflops}, {"peak_gflops", r.peak_gflops}, {"mfu", r.mfu},

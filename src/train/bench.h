@@ -17,6 +17,8 @@
 //   decay 0.1 on the Linear weight matrices only: optim::default_param_groups). Tokens are
 //   uniform random ids drawn from `seed` before the clock starts (x = seq[0:T], y = seq[1:T+1]).
 //   Every step's wall time (steady_clock) is kept; the result gives median, p10 and p90.
+//   The batch is split into data-parallel shards as `atto train` splits it (`shards`). With
+//   profile on, the per-op times are those of shard 0, which runs beside the other shards.
 // - bench_generate: `warmup` untimed runs, then `steps` timed runs of gen::generate_batch
 //   (KV cache, its block-size policy, plain sampling at temperature 1, no stop token) producing
 //   new_tokens tokens for each of batch_size one-token prompts. A run's time divided by
@@ -88,17 +90,19 @@ struct TrainBenchOptions {
   int64_t steps = 20;       // timed steps
   uint64_t seed = 1337;     // weights, tokens and dropout
   int threads = 0;          // 0 = all cores
+  int shards = 0;           // data-parallel shards of each batch (train/data_parallel.h); 0 = auto
   int64_t data_batches = 0; // distinct random batches, cycled; 0 = a fresh batch every step
   double peak_gflops = 0.0; // sgemm peak for MFU; 0 = measure it (bench_gemm defaults); < 0 = skip
   bool profile = false;     // also time the step's phases and every op kind (slightly slower steps)
 };
 // With TrainBenchOptions::profile: mean milliseconds per timed step.
 struct PhaseTime {
-  std::string phase;  // zero_grad, forward (incl. the loss), backward, clip, optimizer
+  std::string phase;  // zero_grad, forward+backward (incl. the loss), clip, optimizer
   double ms = 0.0;
 };
 struct TrainBenchResult {
   int threads = 0;
+  int shards = 0;
   int64_t tokens_per_step = 0;   // B * T
   StepStats step;                // ms per timed step
   double tokens_per_s = 0.0;     // tokens_per_step / median step

@@ -6,6 +6,7 @@
 #include "models/gpt.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/task.h"
 #include "train/trainer.h"
 
@@ -60,10 +61,15 @@ class GptTask final : public TrainTask {
 
   nn::Module& model() override { return *model_; }
 
-  Tensor micro_batch_loss(Rng& data_rng) override {
+  double forward_backward(Rng& data_rng, float loss_scale) override {
     const Batch b = data_->sample_batch(data_rng, cfg_.train.batch_size, cfg_.model.block_size);
     last_tokens_ = b.B * b.T;
-    return cross_entropy(model_->forward(b.x, b.B, b.T), b.y);
+    if (!dp_) {  // built on first use: after the trainer has set the model's Rng and mode
+      Rng scratch(0);  // the replicas' own initial values are replaced by the model's
+      dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg_.train.shards, cfg_.train.batch_size),
+                                           [&] { return std::make_unique<GPT>(cfg_.model, scratch); });
+    }
+    return gpt_forward_backward(*dp_, b.x, b.y, b.B, b.T, loss_scale);
   }
   int64_t last_batch_tokens() const override { return last_tokens_; }
 
@@ -91,6 +97,7 @@ class GptTask final : public TrainTask {
   CharTokenizer tok_;
   std::unique_ptr<TextDataset> data_;
   std::unique_ptr<GPT> model_;
+  std::unique_ptr<DataParallel> dp_;
   int64_t last_tokens_ = 0;
 };
 

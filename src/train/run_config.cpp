@@ -69,6 +69,7 @@ void TrainConfig::validate() const {
   ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "--grad-clip must be >= 0 (0 = off), got {}",
              grad_clip);
   ATTO_CHECK(threads >= 0, "--threads must be >= 0 (0 = all cores), got {}", threads);
+  ATTO_CHECK(shards >= 0, "--shards must be >= 0 (0 = auto), got {}", shards);
   ATTO_CHECK(eval_every >= 1, "--eval-every must be at least 1, got {}", eval_every);
   ATTO_CHECK(eval_batches >= 0, "--eval-batches must be >= 0 (0 = whole split), got {}", eval_batches);
   ATTO_CHECK(early_stop >= 0, "--early-stop must be >= 0 (0 = off), got {}", early_stop);
@@ -183,7 +184,8 @@ std::vector<Field> train_fields(TrainConfig& t) {
           num("grad_accum", t.grad_accum), num("lr", t.lr), num("min_lr", t.min_lr), num("warmup", t.warmup),
           named("schedule", t.schedule, parse_schedule_str, optim::to_string), num("weight_decay", t.weight_decay),
           num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps), num("grad_clip", t.grad_clip),
-          num("seed", t.seed), num("threads", t.threads), num("eval_every", t.eval_every),
+          num("seed", t.seed), num("threads", t.threads), num("shards", t.shards),
+          num("eval_every", t.eval_every),
           num("eval_batches", t.eval_batches), num("early_stop", t.early_stop), num("log_every", t.log_every),
           num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), text("best_by", t.best_by),
           num("label_smoothing", t.label_smoothing), num("batch_tokens", t.batch_tokens),

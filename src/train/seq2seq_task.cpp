@@ -85,12 +85,15 @@ class Seq2SeqTask final : public TrainTask {
 
   nn::Module& model() override { return *model_; }
 
-  Tensor micro_batch_loss(Rng& data_rng) override {
+  double forward_backward(Rng& data_rng, float loss_scale) override {
     const Seq2SeqBatch b = make_batch(train_, batches_[data_rng.below(batches_.size())]);
     last_tokens_ = b.num_tokens();
     CrossEntropyOptions ce;
     ce.label_smoothing = cfg_.train.label_smoothing;
-    return cross_entropy(forward(b), b.tgt_out, ce);
+    Tensor loss = cross_entropy(forward(b), b.tgt_out, ce);
+    const double value = loss.item();
+    backward(loss, loss_scale == 1.0f ? Tensor() : Tensor::scalar(loss_scale));
+    return value;
   }
   int64_t last_batch_tokens() const override { return last_tokens_; }
 

@@ -26,8 +26,9 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
   virtual nn::Module& model() = 0;
-  // Samples one training micro-batch with data_rng and returns its loss (on the tape).
-  virtual Tensor micro_batch_loss(Rng& data_rng) = 0;
+  // Samples one training micro-batch with data_rng, runs forward and backward (accumulating the
+  // gradients of loss_scale * loss into the model's parameters) and returns the loss.
+  virtual double forward_backward(Rng& data_rng, float loss_scale) = 0;
   // Tokens (inputs) in the last micro-batch, for throughput.
   virtual int64_t last_batch_tokens() const = 0;
   // The validation loss (and metric), dropout off, nothing recorded.

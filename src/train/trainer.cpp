@@ -124,11 +124,10 @@ double train_step(Session& s, float lr, int64_t& tokens) {
   s.opt->zero_grad(/*set_to_none=*/true);
   double loss_sum = 0.0;
   tokens = 0;
+  const float loss_scale = 1.0f / static_cast<float>(t.grad_accum);
   for (int64_t micro = 0; micro < t.grad_accum; ++micro) {
-    Tensor loss = s.task->micro_batch_loss(s.data_rng);
+    loss_sum += s.task->forward_backward(s.data_rng, loss_scale);
     tokens += s.task->last_batch_tokens();
-    loss_sum += loss.item();
-    backward(t.grad_accum == 1 ? loss : scale(loss, 1.0f / static_cast<float>(t.grad_accum)));
   }
   const double loss = loss_sum / static_cast<double>(t.grad_accum);
   const auto& groups = s.opt->param_groups();

@@ -1,0 +1,109 @@
+#include "train/data_parallel.h"
+
+#include <algorithm>
+
+#include "autograd/tape.h"
+#include "kernels/kernels.h"
+#include "models/gpt.h"
+#include "tensor/error.h"
+
+namespace atto {
+
+DataParallel::DataParallel(nn::Module& model, int shards, const MakeReplica& make_replica) {
+  ATTO_CHECK(shards >= 1, "data parallel: shards must be >= 1, got {}", shards);
+  models_.push_back(&model);
+  for (int s = 1; s < shards; ++s) {
+    replicas_.push_back(make_replica());
+    ATTO_CHECK(replicas_.back() != nullptr, "data parallel: make_replica returned no module");
+    replicas_.back()->alias_parameters(model);
+    models_.push_back(replicas_.back().get());
+    rngs_.push_back(std::make_unique<Rng>());
+  }
+}
+
+std::pair<int64_t, int64_t> DataParallel::rows(int shard, int64_t B) const {
+  const int64_t S = shards();
+  return {B * shard / S, B * (shard + 1) / S};
+}
+
+void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int64_t, int64_t)>& fn) {
+  nn::Module& main = *models_[0];
+  for (int s = 1; s < shards(); ++s) {
+    nn::Module& r = *models_[static_cast<size_t>(s)];
+    Rng* rng = nullptr;
+    if (main.rng() != nullptr) {
+      rng = rngs_[static_cast<size_t>(s - 1)].get();
+      *rng = *main.rng();  // the same dropout seeds as the model draws this step
+    }
+    r.set_rng(rng, rows(s, B).first);
+    r.train(main.training());
+  }
+  kernels::run_shards(shards(), [&](int s) {
+    const auto [r0, r1] = rows(s, B);
+    if (r1 <= r0) return;
+    try {
+      fn(s, model(s), r0, r1);
+    } catch (...) {
+      tape().clear();  // this thread's partial forward must not reach a later backward
+      throw;
+    }
+  });
+  // Sum the gradients into the model's, in shard order.
+  const NamedParameters into = main.named_parameters();
+  for (int s = 1; s < shards(); ++s) {
+    const NamedParameters from = models_[static_cast<size_t>(s)]->named_parameters();
+    ATTO_CHECK(from.size() == into.size(), "data parallel: replica {} has {} parameters, the model {}", s,
+               from.size(), into.size());
+    for (size_t i = 0; i < into.size(); ++i) {
+      Tensor src = from[i].tensor;
+      Tensor g = src.grad();
+      if (!g.defined()) continue;
+      Tensor dst = into[i].tensor;
+      Tensor d = dst.grad();
+      if (!d.defined()) {
+        dst.set_grad(g);  // hand the buffer over
+      } else {
+        float* p = d.data();
+        kernels::add_forward(p, p, g.data(), d.numel());
+      }
+      src.clear_grad();
+    }
+  }
+}
+
+int resolve_shards(int shards, int64_t B) {
+  ATTO_CHECK(shards >= 0, "--shards must be >= 0 (0 = auto), got {}", shards);
+  ATTO_CHECK(B >= 1, "data parallel: the batch must have at least 1 row, got {}", B);
+  const int64_t want = shards == 0 ? 2 : shards;
+  return static_cast<int>(std::min<int64_t>(want, B));
+}
+
+double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y,
+                            int64_t B, int64_t T, float loss_scale, const CrossEntropyOptions& ce) {
+  ATTO_CHECK(ce.reduction == CrossEntropyOptions::Reduction::Mean,
+             "gpt_forward_backward: the loss is a mean over the batch's targets (reduction Sum is not supported)");
+  const auto BT = static_cast<size_t>(B * T);
+  ATTO_CHECK(B >= 1 && T >= 1 && x.size() == BT && y.size() == BT,
+             "gpt_forward_backward: a [{}, {}] batch needs {} ids and targets, got {} and {}", B, T, BT, x.size(),
+             y.size());
+  const int64_t n = count_targets(y, ce.ignore_index);
+  std::vector<double> loss(static_cast<size_t>(dp.shards()), 0.0);
+  dp.run(B, [&](int s, nn::Module& m, int64_t r0, int64_t r1) {
+    auto* gpt = dynamic_cast<GPT*>(&m);
+    ATTO_CHECK(gpt != nullptr, "gpt_forward_backward: shard {} is not a GPT", s);
+    const std::vector<int32_t> xs(x.begin() + r0 * T, x.begin() + r1 * T), ys(y.begin() + r0 * T, y.begin() + r1 * T);
+    const int64_t ns = count_targets(ys, ce.ignore_index);
+    if (ns == 0 && dp.shards() > 1) return;  // nothing counts in these rows
+    Tensor l = cross_entropy(gpt->forward(xs, r1 - r0, T), ys, ce);
+    // This shard's share of the batch mean: ns / n of it (exactly 1 with one shard).
+    const float share = dp.shards() == 1 ? 1.0f : static_cast<float>(ns) / static_cast<float>(n);
+    loss[static_cast<size_t>(s)] = static_cast<double>(l.item()) * share;
+    const float seed = share * loss_scale;
+    backward(l, seed == 1.0f ? Tensor() : Tensor::scalar(seed));
+  });
+  double total = 0.0;
+  for (double v : loss) total += v;
+  return total;
+}
+
+}  // namespace atto

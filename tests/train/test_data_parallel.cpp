@@ -1,0 +1,232 @@
+// Data-parallel shards (train/data_parallel.h): replicas alias the model's parameters, the
+// sharded gradients are the whole batch's (dropout included), the thread count changes no bit,
+// and a failing shard leaves nothing behind.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "models/gpt.h"
+#include "tensor/error.h"
+#include "train/data_parallel.h"
+
+using namespace atto;
+
+namespace {
+
+GPTConfig small_gpt(float dropout) {
+  GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 6;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.dropout = dropout;
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> x, y;
+};
+Batch random_batch(uint64_t seed, int64_t B, int64_t T, int64_t V) {
+  Rng rng(seed);
+  Batch b;
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.x.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(V))));
+    b.y.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(V))));
+  }
+  return b;
+}
+
+// A model, its replicas and a dropout Rng; gradients of one forward_backward.
+struct ShardedGpt {
+  Rng init_rng{5};
+  GPT model;
+  Rng dropout_rng{99};
+  Rng scratch{0};
+  DataParallel dp;
+  ShardedGpt(const GPTConfig& c, int shards)
+      : model(c, init_rng), dp(model, shards, [this, c] { return std::make_unique<GPT>(c, scratch); }) {
+    model.set_rng(&dropout_rng);
+    model.train();
+  }
+  std::vector<std::vector<float>> grads() const {
+    std::vector<std::vector<float>> g;
+    for (const auto& p : model.named_parameters()) g.push_back(p.tensor.grad().to_vector());
+    return g;
+  }
+};
+
+float max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    float scale = 1e-6f;
+    for (float v : b[i]) scale = std::max(scale, std::fabs(v));
+    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, std::fabs(a[i][j] - b[i][j]) / scale);
+  }
+  return worst;
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(DataParallel, ReplicaAliasesValuesKeepsTiesAndOwnGradients) {
+  const GPTConfig c = small_gpt(0.0f);
+  Rng a(1), b(2);
+  GPT model(c, a), replica(c, b);
+  replica.alias_parameters(model);
+  const auto mp = model.named_parameters(), rp = replica.named_parameters();
+  ASSERT_EQ(mp.size(), rp.size());
+  for (size_t i = 0; i < mp.size(); ++i) {
+    EXPECT_EQ(mp[i].name, rp[i].name);
+    EXPECT_TRUE(rp[i].tensor.shares_storage(mp[i].tensor)) << mp[i].name;
+    EXPECT_FALSE(rp[i].tensor.same(mp[i].tensor)) << mp[i].name << ": the replica needs its own gradient";
+    EXPECT_TRUE(rp[i].tensor.requires_grad());
+  }
+  EXPECT_TRUE(replica.lm_head.weight.same(replica.transformer.wte.weight)) << "the tie was lost";
+  // An update of the model's values is seen by the replica.
+  model.transformer.wte.weight.data()[3] = 42.0f;
+  EXPECT_EQ(replica.transformer.wte.weight.data()[3], 42.0f);
+  // A backward through the replica fills the replica's gradients only.
+  const Batch bt = random_batch(3, 2, c.block_size, c.vocab_size);
+  backward(cross_entropy(replica.forward(bt.x, 2, c.block_size), bt.y));
+  EXPECT_TRUE(replica.transformer.wte.weight.grad().defined());
+  EXPECT_FALSE(model.transformer.wte.weight.grad().defined());
+  // A model of another shape is refused.
+  GPTConfig other = c;
+  other.n_embd = 8;
+  GPT wrong(other, a);
+  EXPECT_THROW(wrong.alias_parameters(model), Error);
+}
+
+TEST(DataParallel, ShardRowsCoverTheBatch) {
+  ShardedGpt r(small_gpt(0.0f), 3);
+  EXPECT_EQ(r.dp.rows(0, 7), (std::pair<int64_t, int64_t>{0, 2}));
+  EXPECT_EQ(r.dp.rows(1, 7), (std::pair<int64_t, int64_t>{2, 4}));
+  EXPECT_EQ(r.dp.rows(2, 7), (std::pair<int64_t, int64_t>{4, 7}));
+  EXPECT_EQ(resolve_shards(0, 64), 2);
+  EXPECT_EQ(resolve_shards(0, 1), 1);
+  EXPECT_EQ(resolve_shards(4, 3), 3);
+  EXPECT_THROW(resolve_shards(-1, 8), Error);
+}
+
+// Shards of uneven sizes, ignored targets and dropout: the loss and every gradient are those
+// of the whole batch on one model, to rounding. Wrong dropout rows, a wrong share of the mean
+// or a lost replica gradient would each be off by far more.
+TEST(DataParallel, ShardedGradientsAreTheWholeBatchs) {
+  const GPTConfig c = small_gpt(0.2f);
+  const int64_t B = 5, T = c.block_size;
+  Batch bt = random_batch(7, B, T, c.vocab_size);
+  for (int64_t i = 0; i < B * T; i += 3) bt.y[static_cast<size_t>(i)] = -1;  // ignored targets
+  ShardedGpt whole(c, 1);
+  const double l1 = gpt_forward_backward(whole.dp, bt.x, bt.y, B, T);
+  for (int shards : {2, 3, 5}) {
+    ShardedGpt sharded(c, shards);
+    const double ls = gpt_forward_backward(sharded.dp, bt.x, bt.y, B, T);
+    EXPECT_NEAR(ls, l1, 1e-5 * std::fabs(l1)) << shards << " shards";
+    EXPECT_LT(max_rel_diff(sharded.grads(), whole.grads()), 2e-5f) << shards << " shards";
+    // The model's Rng advanced as the whole batch's did: the next step's masks agree too.
+    EXPECT_EQ(sharded.dropout_rng.state(), whole.dropout_rng.state());
+    // Replica gradients were handed over, not left behind.
+    for (const auto& p : sharded.dp.model(shards - 1).named_parameters())
+      EXPECT_FALSE(p.tensor.grad().defined()) << p.name;
+  }
+}
+
+TEST(DataParallel, LossScaleAndAccumulation) {
+  const GPTConfig c = small_gpt(0.0f);
+  const int64_t B = 4, T = c.block_size;
+  const Batch b1 = random_batch(11, B, T, c.vocab_size), b2 = random_batch(12, B, T, c.vocab_size);
+  ShardedGpt whole(c, 1), sharded(c, 2);
+  for (ShardedGpt* r : {&whole, &sharded}) {
+    gpt_forward_backward(r->dp, b1.x, b1.y, B, T, 0.5f);
+    gpt_forward_backward(r->dp, b2.x, b2.y, B, T, 0.5f);
+  }
+  EXPECT_LT(max_rel_diff(sharded.grads(), whole.grads()), 2e-5f);
+}
+
+TEST(DataParallel, ShardWithoutTargetsIsSkipped) {
+  const GPTConfig c = small_gpt(0.0f);
+  const int64_t B = 2, T = c.block_size;
+  Batch bt = random_batch(13, B, T, c.vocab_size);
+  for (int64_t i = T; i < 2 * T; ++i) bt.y[static_cast<size_t>(i)] = -1;  // row 1: nothing counts
+  ShardedGpt whole(c, 1), sharded(c, 2);
+  const double l1 = gpt_forward_backward(whole.dp, bt.x, bt.y, B, T);
+  const double l2 = gpt_forward_backward(sharded.dp, bt.x, bt.y, B, T);
+  EXPECT_NEAR(l2, l1, 1e-6 * std::fabs(l1));
+  EXPECT_LT(max_rel_diff(sharded.grads(), whole.grads()), 2e-5f);
+}
+
+TEST(DataParallel, ThreadCountChangesNoBit) {
+  const GPTConfig c = small_gpt(0.1f);
+  const int64_t B = 6, T = c.block_size;
+  const Batch bt = random_batch(17, B, T, c.vocab_size);
+  std::vector<std::vector<std::vector<float>>> grads;
+  std::vector<double> losses;
+  for (int threads : {1, 2, 3}) {
+    kernels::set_num_threads(threads);
+    ShardedGpt r(c, 3);
+    losses.push_back(gpt_forward_backward(r.dp, bt.x, bt.y, B, T));
+    grads.push_back(r.grads());
+  }
+  kernels::set_num_threads(0);
+  for (size_t i = 1; i < grads.size(); ++i) {
+    EXPECT_EQ(losses[i], losses[0]);
+    EXPECT_TRUE(same_bits(grads[i], grads[0])) << "thread setting " << i;
+  }
+}
+
+// A bad token id in the last shard's rows: the error reaches the caller, every shard's tape is
+// cleared, and the next step is as if the failed one never ran.
+TEST(DataParallel, FailingShardThrowsAndLeavesNoTape) {
+  const GPTConfig c = small_gpt(0.0f);
+  const int64_t B = 4, T = c.block_size;
+  const Batch good = random_batch(19, B, T, c.vocab_size);
+  Batch bad = good;
+  bad.x.back() = static_cast<int32_t>(c.vocab_size + 5);
+  kernels::set_num_threads(2);
+  ShardedGpt r(c, 2), fresh(c, 2);
+  EXPECT_THROW(gpt_forward_backward(r.dp, bad.x, bad.y, B, T), Error);
+  r.model.zero_grad();
+  for (const auto& p : r.model.named_parameters()) {
+    Tensor t = p.tensor;
+    t.clear_grad();
+  }
+  gpt_forward_backward(r.dp, good.x, good.y, B, T);
+  gpt_forward_backward(fresh.dp, good.x, good.y, B, T);
+  EXPECT_TRUE(same_bits(r.grads(), fresh.grads()));
+  kernels::set_num_threads(0);
+}
+
+TEST(DataParallel, RejectsMismatchedBatches) {
+  const GPTConfig c = small_gpt(0.0f);
+  ShardedGpt r(c, 2);
+  const Batch bt = random_batch(23, 2, c.block_size, c.vocab_size);
+  EXPECT_THROW(gpt_forward_backward(r.dp, bt.x, bt.y, 3, c.block_size), Error);
+  CrossEntropyOptions sum;
+  sum.reduction = CrossEntropyOptions::Reduction::Sum;
+  EXPECT_THROW(gpt_forward_backward(r.dp, bt.x, bt.y, 2, c.block_size, 1.0f, sum), Error);
+}
+
+// The dropout op's `first`: a range of rows gets exactly its part of the whole tensor's mask.
+TEST(DataParallel, DropoutRowsAreTheWholeTensorsRows) {
+  Rng data(29);
+  const Tensor x = Tensor::randn({6, 10}, data);
+  Rng r1(31), r2(31);
+  const Tensor whole = dropout(x, 0.5f, true, r1);
+  const Tensor part = dropout(slice(x, 0, 2, 5).contiguous(), 0.5f, true, r2, 2 * 10);
+  const auto w = whole.to_vector(), p = part.to_vector();
+  for (size_t i = 0; i < p.size(); ++i) ASSERT_EQ(p[i], w[20 + i]) << i;
+  int zeros = 0;
+  for (float v : p) zeros += v == 0.0f;
+  EXPECT_GT(zeros, 0);
+  EXPECT_LT(zeros, 30);
+}
