@@ -3,6 +3,9 @@
 // Rows are independent, so forward and dinp split rows over threads. The weight/bias gradients
 // sum over rows: rows are cut into fixed chunks (a function of N only), each chunk sums its rows
 // in order into its own partial, and the partials are added in chunk order.
+// 64-byte vectors never cross a call here (helpers are always inlined).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -10,10 +13,22 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/simd.h"
 
 namespace atto::kernels {
 
 namespace {
+
+using namespace simd;
+
+// The 16 lanes of p at c (< C), lanes at or past C are `fill` (and not read).
+VINLINE vf16 ldv(const float* p, int64_t c, int64_t C, float fill = 0.0f) {
+  return c + W <= C ? load(p + c) : load_part(p + c, C - c, fill);
+}
+VINLINE void stv(float* p, int64_t c, int64_t C, vf16 v) {
+  if (c + W <= C) store(p + c, v);
+  else store_part(p + c, v, C - c);
+}
 
 // sum_{i < n} term(i) with 16 interleaved partial sums (lane l takes i = l mod 16), combined
 // at the end by a fixed pairwise tree (l + l+8, +4, +2, +1): a fixed order the compiler can
@@ -59,15 +74,21 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;
-    const float m = lane_sum(C, [&](int64_t c) { return x[c]; }) / static_cast<float>(C);
-    const float var =
-        lane_sum(C, [&](int64_t c) { return (x[c] - m) * (x[c] - m); }) / static_cast<float>(C);
+    vf16 acc = splat(0.0f);
+    for (int64_t c = 0; c < C; c += W) acc += ldv(x, c, C);
+    const float m = hsum(acc) / static_cast<float>(C);
+    // Padded lanes read x = m: they add exact zeros to the variance.
+    vf16 acc2 = splat(0.0f);
+    for (int64_t c = 0; c < C; c += W) {
+      const vf16 d = ldv(x, c, C, m) - m;
+      acc2 += d * d;
+    }
+    const float var = hsum(acc2) / static_cast<float>(C);
     const float s = 1.0f / std::sqrt(var + eps);
     float* o = out + n * C;
-    if (bias != nullptr) {
-      for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
-    } else {
-      for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c];
+    for (int64_t c = 0; c < C; c += W) {
+      const vf16 y = (ldv(x, c, C, m) - m) * s * ldv(weight, c, C);
+      stv(o, c, C, bias != nullptr ? y + ldv(bias, c, C) : y);
     }
     if (mean != nullptr) mean[n] = m;
     if (rstd != nullptr) rstd[n] = s;
@@ -93,19 +114,24 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       const float* x = inp + n * C;
       const float* d = dout + n * C;
       const float m = mean[n], s = rstd[n];
-      if (w_acc != nullptr)
-        for (int64_t c = 0; c < C; c++) w_acc[c] += d[c] * ((x[c] - m) * s);
-      if (b_acc != nullptr)
-        for (int64_t c = 0; c < C; c++) b_acc[c] += d[c];
+      // Padded lanes read d = 0 and x = m: they add exact zeros.
+      vf16 acc1 = splat(0.0f), acc2 = splat(0.0f);
+      for (int64_t c = 0; c < C; c += W) {
+        const vf16 dv = ldv(d, c, C), norm = (ldv(x, c, C, m) - m) * s;
+        if (w_acc != nullptr) stv(w_acc, c, C, ldv(w_acc, c, C) + dv * norm);
+        if (b_acc != nullptr) stv(b_acc, c, C, ldv(b_acc, c, C) + dv);
+        const vf16 dw = dv * ldv(weight, c, C);
+        acc1 += dw;
+        acc2 += dw * norm;
+      }
       if (dinp == nullptr) continue;
-      const float dmean =
-          lane_sum(C, [&](int64_t c) { return d[c] * weight[c]; }) / static_cast<float>(C);
-      const float dnorm_norm =
-          lane_sum(C, [&](int64_t c) { return d[c] * weight[c] * ((x[c] - m) * s); }) /
-          static_cast<float>(C);
+      const float dmean = hsum(acc1) / static_cast<float>(C);
+      const float dnorm_norm = hsum(acc2) / static_cast<float>(C);
       float* di = dinp + n * C;
-      for (int64_t c = 0; c < C; c++)
-        di[c] += s * (d[c] * weight[c] - dmean - (x[c] - m) * s * dnorm_norm);
+      for (int64_t c = 0; c < C; c += W) {
+        const vf16 dw = ldv(d, c, C) * ldv(weight, c, C), norm = (ldv(x, c, C, m) - m) * s;
+        stv(di, c, C, ldv(di, c, C) + s * (dw - dmean - norm * dnorm_norm));
+      }
     }
   }
   if (want_w) add_partials(dweight, pw.data(), nchunks, C);
