@@ -57,6 +57,9 @@ class GptTask final : public TrainTask {
     m.vocab_size = tok_.vocab_size();
     m.validate();
     model_ = std::make_unique<GPT>(m, init_rng);
+    Rng scratch(0);  // the replicas' own initial values are replaced by the model's
+    dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg.train.shards, cfg.train.batch_size),
+                                         [&] { return std::make_unique<GPT>(m, scratch); });
   }
 
   nn::Module& model() override { return *model_; }
@@ -64,11 +67,6 @@ class GptTask final : public TrainTask {
   double forward_backward(Rng& data_rng, float loss_scale) override {
     const Batch b = data_->sample_batch(data_rng, cfg_.train.batch_size, cfg_.model.block_size);
     last_tokens_ = b.B * b.T;
-    if (!dp_) {  // built on first use: after the trainer has set the model's Rng and mode
-      Rng scratch(0);  // the replicas' own initial values are replaced by the model's
-      dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg_.train.shards, cfg_.train.batch_size),
-                                           [&] { return std::make_unique<GPT>(cfg_.model, scratch); });
-    }
     return gpt_forward_backward(*dp_, b.x, b.y, b.B, b.T, loss_scale);
   }
   int64_t last_batch_tokens() const override { return last_tokens_; }
@@ -81,10 +79,11 @@ class GptTask final : public TrainTask {
   }
 
   std::string summary() const override {
-    return fmt::format("GPT, {} parameters, {} data, vocabulary {}, block {}, {} train / {} val {}",
+    return fmt::format("GPT, {} parameters, {} data, vocabulary {}, block {}, {} train / {} val {}, {} batch shard{}",
                        model_->num_parameters(), to_string(cfg_.data.mode), cfg_.model.vocab_size,
                        cfg_.model.block_size, data_->size(Split::Train), data_->size(Split::Val),
-                       cfg_.data.mode == DataMode::Lines ? "lines" : "tokens");
+                       cfg_.data.mode == DataMode::Lines ? "lines" : "tokens", dp_->shards(),
+                       dp_->shards() == 1 ? "" : "s");
   }
 
   void write_files(const std::string& dir) const override {
