@@ -165,22 +165,26 @@ TEST(DataParallel, ShardWithoutTargetsIsSkipped) {
   EXPECT_LT(max_rel_diff(sharded.grads(), whole.grads()), 2e-5f);
 }
 
+// 1 thread (shards one after the other), fewer threads than shards, as many, and more (4
+// threads for 2 shards: each shard's kernels run nested regions of 2 threads).
 TEST(DataParallel, ThreadCountChangesNoBit) {
   const GPTConfig c = small_gpt(0.1f);
   const int64_t B = 6, T = c.block_size;
   const Batch bt = random_batch(17, B, T, c.vocab_size);
-  std::vector<std::vector<std::vector<float>>> grads;
-  std::vector<double> losses;
-  for (int threads : {1, 2, 3}) {
-    kernels::set_num_threads(threads);
-    ShardedGpt r(c, 3);
-    losses.push_back(gpt_forward_backward(r.dp, bt.x, bt.y, B, T));
-    grads.push_back(r.grads());
-  }
-  kernels::set_num_threads(0);
-  for (size_t i = 1; i < grads.size(); ++i) {
-    EXPECT_EQ(losses[i], losses[0]);
-    EXPECT_TRUE(same_bits(grads[i], grads[0])) << "thread setting " << i;
+  for (int shards : {2, 3}) {
+    std::vector<std::vector<std::vector<float>>> grads;
+    std::vector<double> losses;
+    for (int threads : {1, 2, 3, 4}) {
+      kernels::set_num_threads(threads);
+      ShardedGpt r(c, shards);
+      losses.push_back(gpt_forward_backward(r.dp, bt.x, bt.y, B, T));
+      grads.push_back(r.grads());
+    }
+    kernels::set_num_threads(0);
+    for (size_t i = 1; i < grads.size(); ++i) {
+      EXPECT_EQ(losses[i], losses[0]) << shards << " shards, thread setting " << i;
+      EXPECT_TRUE(same_bits(grads[i], grads[0])) << shards << " shards, thread setting " << i;
+    }
   }
 }
 
