@@ -19,6 +19,13 @@ DataParallel::DataParallel(nn::Module& model, int shards, const MakeReplica& mak
     models_.push_back(replicas_.back().get());
     rngs_.push_back(std::make_unique<Rng>());
   }
+  for (nn::Module* m : models_) {
+    params_.emplace_back();
+    for (const NamedParameter& p : m->named_parameters()) params_.back().push_back(p.tensor);
+    ATTO_CHECK(params_.back().size() == params_.front().size(),
+               "data parallel: a replica has {} parameters, the model {}", params_.back().size(),
+               params_.front().size());
+  }
 }
 
 std::pair<int64_t, int64_t> DataParallel::rows(int shard, int64_t B) const {
@@ -49,16 +56,13 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
     }
   });
   // Sum the gradients into the model's, in shard order.
-  const NamedParameters into = main.named_parameters();
-  for (int s = 1; s < shards(); ++s) {
-    const NamedParameters from = models_[static_cast<size_t>(s)]->named_parameters();
-    ATTO_CHECK(from.size() == into.size(), "data parallel: replica {} has {} parameters, the model {}", s,
-               from.size(), into.size());
+  const std::vector<Tensor>& into = params_[0];
+  for (size_t s = 1; s < params_.size(); ++s) {
     for (size_t i = 0; i < into.size(); ++i) {
-      Tensor src = from[i].tensor;
+      Tensor src = params_[s][i];
       Tensor g = src.grad();
       if (!g.defined()) continue;
-      Tensor dst = into[i].tensor;
+      Tensor dst = into[i];
       Tensor d = dst.grad();
       if (!d.defined()) {
         dst.set_grad(g);  // hand the buffer over

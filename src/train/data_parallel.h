@@ -55,6 +55,9 @@ class DataParallel {
  private:
   std::vector<nn::Module*> models_;  // [0] = the model
   std::vector<std::unique_ptr<nn::Module>> replicas_;
+  // Parameter tensors of every shard's model, in named_parameters() order, listed once: the
+  // gradient sum runs every step and need not rebuild the names.
+  std::vector<std::vector<Tensor>> params_;
   std::vector<std::unique_ptr<Rng>> rngs_;  // replica s's dropout Rng (a copy of the model's)
 };
 
