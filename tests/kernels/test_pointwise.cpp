@@ -4,6 +4,7 @@
 // 1 and 2 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -101,6 +102,32 @@ TEST(KernelActivation, ForwardAndDerivativeMatchFormula) {
       }
     }
   }
+}
+
+// GELU's Phi(x) on a dense grid: the absolute error bound the kernel's comment states (2e-7,
+// plus float rounding of x * Phi), monotone, and 0 / x at the ends. A wrong coefficient of the
+// rational erf shows up here as an error far above the bound.
+TEST(KernelActivation, GeluErfPhiWithinStatedBoundOnDenseGrid) {
+  std::vector<float> x;
+  for (int i = -100000; i <= 100000; i++) x.push_back(static_cast<float>(i) * 1e-4f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> out(x.size());
+  gelu_erf_forward(out.data(), x.data(), n);
+  double worst = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    const double xi = x[i], phi = 0.5 * std::erfc(-xi / std::sqrt(2.0));
+    const double err = std::fabs(out[i] - xi * phi);
+    worst = std::max(worst, err / std::max(1.0, std::fabs(xi)));
+    ASSERT_LE(err, 2e-7 * std::fabs(xi) + 6e-8 * std::fabs(xi * phi) + 1e-30) << "x=" << xi;
+  }
+  EXPECT_GT(worst, 0.0);  // the grid did reach the approximation (not an exact copy of erfc)
+  const float ends[] = {-1e4f, -40.0f, 40.0f, 1e4f};
+  float got[4];
+  gelu_erf_forward(got, ends, 4);
+  EXPECT_EQ(got[0], 0.0f);
+  EXPECT_EQ(got[1], 0.0f);
+  EXPECT_EQ(got[2], 40.0f);
+  EXPECT_EQ(got[3], 1e4f);
 }
 
 // The GELU backward the autograd op uses (Phi from the saved output) against the formula and
