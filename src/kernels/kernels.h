@@ -217,6 +217,14 @@ void cross_entropy_backward_naive(float* dlogits, const float* dloss, const floa
                                   const float* lse, const int32_t* targets, int64_t N, int64_t V,
                                   int32_t ignore_index, float label_smoothing);
 
+// Runs f(i, begin, end) over every chunk [begin, end) of `chunk` elements (the last one shorter)
+// of each of `count` ranges of n[i] elements, the chunks dealt out over the threads; serial when
+// the ranges hold fewer than min_parallel elements in all. A range's chunks are the same whatever
+// the thread count, so elementwise work over them is bit-identical for any thread count. One
+// parallel region for many small tensors (a model's parameters) instead of one each.
+void for_each_chunk(const int64_t* n, size_t count, int64_t chunk, int64_t min_parallel,
+                    const std::function<void(size_t, int64_t, int64_t)>& f);
+
 // ============================================================================================
 // Optimizer updates (one pass over the parameter)
 // ============================================================================================
@@ -232,10 +240,28 @@ void adam_update(float* param, float* m, float* v, const float* grad, int64_t n,
 //   g += wd * param;  buf = momentum * buf + g (buf = g on the first step);  param -= lr * buf
 void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n, float lr,
                 float momentum, float weight_decay, bool nesterov, bool first_step);
+// adam_update over several tensors in one parallel pass; tensor i has its own lr, weight decay
+// and step. Bit-identical to calling adam_update on each in turn, for any thread count.
+struct AdamTensor {
+  float* param;
+  float* m;
+  float* v;
+  const float* grad;
+  int64_t n;
+  float lr;
+  float weight_decay;
+  int64_t step;
+};
+void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps,
+                      bool decoupled);
 // Sum of squares of x[n], accumulated in double over fixed chunks (deterministic).
 double sum_squares(const float* x, int64_t n);
 // x *= s
 void scale_inplace(float* x, int64_t n, float s);
+// out[i] = sum_squares(x[i], n[i]) for every i < count, bit for bit, in one parallel pass.
+void sum_squares_many(double* out, const float* const* x, const int64_t* n, size_t count);
+// scale_inplace(x[i], n[i], s) for every i < count, in one parallel pass.
+void scale_inplace_many(float* const* x, const int64_t* n, size_t count, float s);
 
 // ============================================================================================
 // Helpers shared by the kernel files (vectorised; the same result for the same input)

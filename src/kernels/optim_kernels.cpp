@@ -51,30 +51,74 @@ double chunk_sum_squares(const float* x, int64_t n) {
 //   param = param * (1 - lr*wd)                          (decoupled == true)
 //   m = m*b1 + (1-b1)*g';  v = v*b2 + (1-b2)*g'*g'
 //   param = param + (-lr/bc1) * (m / (sqrt(v)/sqrt(bc2) + eps))
+namespace {
+
+// adam_update's scalars, computed once per tensor.
+struct AdamScalars {
+  float beta1, beta2, eps, neg_step_size, bc2_sqrt, one_minus_b1, one_minus_b2, l2, decay;
+  bool decoupled;
+};
+
+AdamScalars adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay,
+                         bool decoupled, int64_t step) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  AdamScalars k;
+  k.beta1 = beta1;
+  k.beta2 = beta2;
+  k.eps = eps;
+  k.neg_step_size = static_cast<float>(-static_cast<double>(lr) / bc1);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  k.one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(beta1));
+  k.one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(beta2));
+  k.l2 = decoupled ? 0.0f : weight_decay;
+  k.decay = decoupled ? static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay) : 1.0f;
+  k.decoupled = decoupled;
+  return k;
+}
+
+// Elements [begin, end). This file compiles without FP contraction, so every operation rounds
+// on its own and vector and scalar code (a loop's tail) give the same bits.
+void adam_range(const AdamScalars& k, float* param, float* m, float* v, const float* grad,
+                int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    float p = param[i];
+    const float g = k.l2 != 0.0f ? grad[i] + k.l2 * p : grad[i];
+    if (k.decoupled) p = p * k.decay;
+    const float mi = m[i] * k.beta1 + k.one_minus_b1 * g;
+    const float vi = v[i] * k.beta2 + k.one_minus_b2 * (g * g);
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
+    param[i] = p + k.neg_step_size * (mi / denom);
+  }
+}
+
+}  // namespace
+
+// Per element, in PyTorch's order (param, m, v, g are float; scalars rounded to float once):
+//   g' = g + wd * param                                  (L2, decoupled == false)
+//   param = param * (1 - lr*wd)                          (decoupled == true)
+//   m = m*b1 + (1-b1)*g';  v = v*b2 + (1-b2)*g'*g'
+//   param = param + (-lr/bc1) * (m / (sqrt(v)/sqrt(bc2) + eps))
 void adam_update(float* param, float* m, float* v, const float* grad, int64_t n, float lr,
                  float beta1, float beta2, float eps, float weight_decay, bool decoupled,
                  int64_t step) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  const float neg_step_size = static_cast<float>(-static_cast<double>(lr) / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(beta1));
-  const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(beta2));
-  const float l2 = decoupled ? 0.0f : weight_decay;
-  const float decay = decoupled ? static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay)
-                                : 1.0f;
-#pragma omp parallel for schedule(static, kElemChunk) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float p = param[i];
-    const float g = l2 != 0.0f ? grad[i] + l2 * p : grad[i];
-    if (decoupled) p = p * decay;
-    const float mi = m[i] * beta1 + one_minus_b1 * g;
-    const float vi = v[i] * beta2 + one_minus_b2 * (g * g);
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    param[i] = p + neg_step_size * (mi / denom);
+  const AdamTensor t{param, m, v, grad, n, lr, weight_decay, step};
+  adam_update_many(&t, 1, beta1, beta2, eps, decoupled);
+}
+
+void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps,
+                      bool decoupled) {
+  std::vector<AdamScalars> k(count);
+  std::vector<int64_t> n(count);
+  for (size_t i = 0; i < count; ++i) {
+    k[i] = adam_scalars(t[i].lr, beta1, beta2, eps, t[i].weight_decay, decoupled, t[i].step);
+    n[i] = t[i].n;
   }
+  for_each_chunk(n.data(), count, kElemChunk, kParallelMin, [&](size_t i, int64_t b, int64_t e) {
+    adam_range(k[i], t[i].param, t[i].m, t[i].v, t[i].grad, b, e);
+  });
 }
 
 // Per element, as torch.optim.SGD (dampening 0):
@@ -100,24 +144,36 @@ void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n,
 }
 
 double sum_squares(const float* x, int64_t n) {
-  if (n <= 0) return 0.0;
-  const int64_t nchunks = (n + kSumChunk - 1) / kSumChunk;
-  if (nchunks == 1) return chunk_sum_squares(x, n);
-  std::vector<double> partial(static_cast<size_t>(nchunks));
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t c = 0; c < nchunks; ++c) {
-    const int64_t begin = c * kSumChunk;
-    const int64_t len = std::min(kSumChunk, n - begin);
-    partial[static_cast<size_t>(c)] = chunk_sum_squares(x + begin, len);
-  }
-  double total = 0.0;
-  for (double p : partial) total += p;  // fixed order: chunk 0, 1, 2, ...
-  return total;
+  double out = 0.0;
+  sum_squares_many(&out, &x, &n, 1);
+  return out;
 }
 
-void scale_inplace(float* x, int64_t n, float s) {
-#pragma omp parallel for schedule(static, kElemChunk) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+// Chunk sums of kSumChunk elements in parallel, then each tensor's added in chunk order.
+void sum_squares_many(double* out, const float* const* x, const int64_t* n, size_t count) {
+  std::vector<size_t> first(count + 1, 0);  // tensor i's chunk sums: partial[first[i], first[i+1])
+  std::vector<int64_t> len(count);
+  for (size_t i = 0; i < count; ++i) {
+    len[i] = std::max<int64_t>(n[i], 0);
+    first[i + 1] = first[i] + static_cast<size_t>((len[i] + kSumChunk - 1) / kSumChunk);
+  }
+  std::vector<double> partial(first[count], 0.0);
+  for_each_chunk(len.data(), count, kSumChunk, kParallelMin, [&](size_t i, int64_t b, int64_t e) {
+    partial[first[i] + static_cast<size_t>(b / kSumChunk)] = chunk_sum_squares(x[i] + b, e - b);
+  });
+  for (size_t i = 0; i < count; ++i) {
+    double total = 0.0;
+    for (size_t c = first[i]; c < first[i + 1]; ++c) total += partial[c];  // chunk 0, 1, 2, ...
+    out[i] = total;
+  }
+}
+
+void scale_inplace(float* x, int64_t n, float s) { scale_inplace_many(&x, &n, 1, s); }
+
+void scale_inplace_many(float* const* x, const int64_t* n, size_t count, float s) {
+  for_each_chunk(n, count, kElemChunk, kParallelMin, [&](size_t i, int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) x[i][j] *= s;
+  });
 }
 
 }  // namespace atto::kernels

@@ -49,4 +49,26 @@ void run_shards(int shards, const std::function<void(int)>& fn) {
     if (e) std::rethrow_exception(e);
 }
 
+void for_each_chunk(const int64_t* n, size_t count, int64_t chunk, int64_t min_parallel,
+                    const std::function<void(size_t, int64_t, int64_t)>& f) {
+  struct Item {
+    size_t i;
+    int64_t begin, end;
+  };
+  std::vector<Item> items;
+  int64_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    for (int64_t b = 0; b < n[i]; b += chunk) items.push_back({i, b, std::min(n[i], b + chunk)});
+    total += n[i];
+  }
+  const auto m = static_cast<int64_t>(items.size());
+  // Dynamic: the chunks differ in size (a bias beside a weight matrix); which thread runs a chunk
+  // changes nothing in it.
+#pragma omp parallel for schedule(dynamic, 1) if (total >= min_parallel && m > 1)
+  for (int64_t k = 0; k < m; ++k) {
+    const Item& it = items[static_cast<size_t>(k)];
+    f(it.i, it.begin, it.end);
+  }
+}
+
 }  // namespace atto::kernels

@@ -1,6 +1,7 @@
 #include "optim/clip.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "tensor/error.h"
@@ -28,10 +29,19 @@ std::vector<Tensor> gradients(const NamedParameters& params) {
   return grads;
 }
 
-// Sum of squares in double; grads are summed one after another, in the given order.
+// Sum of squares in double: each gradient's (kernels::sum_squares, all of them in one parallel
+// pass), added one after another in the given order.
 double sum_of_squares(const std::vector<Tensor>& grads) {
+  std::vector<const float*> x;
+  std::vector<int64_t> n;
+  for (const Tensor& g : grads) {
+    x.push_back(g.data());
+    n.push_back(g.numel());
+  }
+  std::vector<double> each(grads.size());
+  kernels::sum_squares_many(each.data(), x.data(), n.data(), grads.size());
   double total = 0.0;
-  for (const Tensor& g : grads) total += kernels::sum_squares(g.data(), g.numel());
+  for (double v : each) total += v;
   return total;
 }
 
@@ -51,8 +61,15 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   if (!std::isfinite(total)) return norm;  // NaN/Inf gradients: leave them for the caller
   // As PyTorch: coef = max_norm / (norm + 1e-6) in float, applied when below 1.
   const float coef = max_norm / (norm + 1e-6f);
-  if (coef < 1.0f)
-    for (Tensor& g : grads) kernels::scale_inplace(g.data(), g.numel(), coef);
+  if (coef < 1.0f) {
+    std::vector<float*> x;
+    std::vector<int64_t> n;
+    for (Tensor& g : grads) {
+      x.push_back(g.data());
+      n.push_back(g.numel());
+    }
+    kernels::scale_inplace_many(x.data(), n.data(), grads.size(), coef);
+  }
   return norm;
 }
 float clip_grad_norm(const std::vector<ParamGroup>& groups, float max_norm) {

@@ -79,6 +79,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> sl
 void Optimizer::step(float lr) {
   ATTO_CHECK(std::isfinite(lr) && lr >= 0.0f,
              "optimizer step: learning rate {} must be finite and >= 0", lr);
+  updates_.clear();
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& group = groups_[gi];
     const float group_lr = lr * group.lr_scale;
@@ -95,9 +96,11 @@ void Optimizer::step(float lr) {
         for (size_t s = 0; s < slot_names_.size(); ++s)
           st.slots.push_back(Tensor::zeros(p.tensor.shape()));
       st.step += 1;
-      update(group, st, p.tensor, grad, group_lr);
+      updates_.push_back({&group, &st, p.tensor, grad, group_lr});
     }
   }
+  apply(updates_);
+  updates_.clear();  // drop the references to this step's gradients
   steps_ += 1;
 }
 
@@ -214,11 +217,12 @@ std::vector<std::string> sgd_slots(const SgdOptions& o) {
 SGD::SGD(std::vector<ParamGroup> groups, SgdOptions options)
     : Optimizer(std::move(groups), sgd_slots(options)), opt_(options) {}
 
-void SGD::update(const ParamGroup& group, ParamState& state, Tensor& param, const Tensor& grad,
-                 float lr) {
-  float* buf = state.slots.empty() ? nullptr : state.slots[0].data();
-  kernels::sgd_update(param.data(), buf, grad.data(), param.numel(), lr, opt_.momentum,
-                      group.weight_decay, opt_.nesterov, state.step == 1);
+void SGD::apply(std::vector<Update>& updates) {
+  for (Update& u : updates) {
+    float* buf = u.state->slots.empty() ? nullptr : u.state->slots[0].data();
+    kernels::sgd_update(u.param.data(), buf, u.grad.data(), u.param.numel(), u.lr, opt_.momentum,
+                        u.group->weight_decay, opt_.nesterov, u.state->step == 1);
+  }
 }
 
 // ============================================================================================
@@ -242,11 +246,17 @@ AdamBase::AdamBase(std::vector<ParamGroup> groups, AdamOptions options, bool dec
       opt_(options),
       decoupled_(decoupled) {}
 
-void AdamBase::update(const ParamGroup& group, ParamState& state, Tensor& param,
-                      const Tensor& grad, float lr) {
-  kernels::adam_update(param.data(), state.slots[0].data(), state.slots[1].data(), grad.data(),
-                       param.numel(), lr, opt_.beta1, opt_.beta2, opt_.eps, group.weight_decay,
-                       decoupled_, state.step);
+// All parameters in one parallel pass (kernels::adam_update_many): the same bits as one
+// adam_update per parameter, without a parallel region (or a serial pass on one thread) per
+// bias and LayerNorm weight.
+void AdamBase::apply(std::vector<Update>& updates) {
+  tensors_.clear();
+  for (Update& u : updates)
+    tensors_.push_back({u.param.data(), u.state->slots[0].data(), u.state->slots[1].data(),
+                        u.grad.data(), u.param.numel(), u.lr, u.group->weight_decay,
+                        u.state->step});
+  kernels::adam_update_many(tensors_.data(), tensors_.size(), opt_.beta1, opt_.beta2, opt_.eps,
+                            decoupled_);
 }
 
 }  // namespace atto::optim

@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "optim/param_groups.h"
 
 namespace atto::optim {
@@ -89,9 +90,18 @@ class Optimizer {
     std::vector<Tensor> slots;
   };
   Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> slot_names);
-  // Update one parameter; state.step has already been incremented (1 on the first update).
-  virtual void update(const ParamGroup& group, ParamState& state, Tensor& param,
-                      const Tensor& grad, float lr) = 0;
+  // One parameter's update in a step; state->step has already been incremented (1 on the first
+  // update).
+  struct Update {
+    const ParamGroup* group;
+    ParamState* state;
+    Tensor param;
+    Tensor grad;
+    float lr;
+  };
+  // Apply a step's updates (every parameter with a gradient, in group order). One call per step,
+  // so an optimizer can update all parameters in one parallel pass.
+  virtual void apply(std::vector<Update>& updates) = 0;
 
  private:
   ParamState load_param_state(const std::map<std::string, Tensor>& byname,
@@ -101,6 +111,7 @@ class Optimizer {
   std::vector<std::string> slot_names_;
   std::vector<std::vector<ParamState>> state_;  // [group][param]
   int64_t steps_ = 0;
+  std::vector<Update> updates_;  // step()'s list, kept to reuse its storage
 };
 
 // ---- SGD --------------------------------------------------------------------------------
@@ -115,8 +126,7 @@ class SGD final : public Optimizer {
   const SgdOptions& options() const { return opt_; }
 
  private:
-  void update(const ParamGroup& group, ParamState& state, Tensor& param, const Tensor& grad,
-              float lr) override;
+  void apply(std::vector<Update>& updates) override;
   SgdOptions opt_;
 };
 
@@ -137,10 +147,10 @@ class AdamBase : public Optimizer {
   AdamBase(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
 
  private:
-  void update(const ParamGroup& group, ParamState& state, Tensor& param, const Tensor& grad,
-              float lr) override;
+  void apply(std::vector<Update>& updates) override;
   AdamOptions opt_;
   bool decoupled_;
+  std::vector<kernels::AdamTensor> tensors_;  // apply()'s list, kept to reuse its storage
 };
 
 // torch.optim.Adam: weight decay is L2 (added to the gradient, so it enters the moments).

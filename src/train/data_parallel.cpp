@@ -55,24 +55,41 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
       throw;
     }
   });
-  // Sum the gradients into the model's, in shard order.
+  // Sum the gradients into the model's: per parameter in shard order, all parameters in one
+  // parallel pass (elementwise chunks, so the same bits for any thread count). A shard's buffer
+  // is handed over where the model has none yet.
   const std::vector<Tensor>& into = params_[0];
-  for (size_t s = 1; s < params_.size(); ++s) {
-    for (size_t i = 0; i < into.size(); ++i) {
-      Tensor src = params_[s][i];
-      Tensor g = src.grad();
+  sum_index_.clear();
+  sum_n_.clear();
+  for (size_t i = 0; i < into.size(); ++i) {
+    Tensor dst = into[i];
+    bool adds = false;
+    for (size_t s = 1; s < params_.size(); ++s) {
+      const Tensor g = params_[s][i].grad();
       if (!g.defined()) continue;
-      Tensor dst = into[i];
-      Tensor d = dst.grad();
-      if (!d.defined()) {
-        dst.set_grad(g);  // hand the buffer over
-      } else {
-        float* p = d.data();
-        kernels::add_forward(p, p, g.data(), d.numel());
-      }
-      src.clear_grad();
+      if (!dst.grad().defined())
+        dst.set_grad(g);
+      else
+        adds = true;
     }
+    if (!adds) continue;
+    sum_index_.push_back(i);
+    sum_n_.push_back(dst.numel());
   }
+  kernels::for_each_chunk(
+      sum_n_.data(), sum_n_.size(), 4096, 1 << 14, [&](size_t k, int64_t b, int64_t e) {
+        const size_t i = sum_index_[k];
+        float* d = into[i].grad().data() + b;
+        for (size_t s = 1; s < params_.size(); ++s) {
+          const Tensor g = params_[s][i].grad();
+          if (g.defined() && g.data() != d - b) kernels::add_forward(d, d, g.data() + b, e - b);
+        }
+      });
+  for (size_t s = 1; s < params_.size(); ++s)
+    for (const Tensor& p : params_[s]) {
+      Tensor t = p;
+      t.clear_grad();
+    }
 }
 
 int resolve_shards(int shards, int64_t B) {

@@ -58,6 +58,8 @@ class DataParallel {
   // Parameter tensors of every shard's model, in named_parameters() order, listed once: the
   // gradient sum runs every step and need not rebuild the names.
   std::vector<std::vector<Tensor>> params_;
+  std::vector<size_t> sum_index_;  // run()'s gradient sum: parameters with shards to add
+  std::vector<int64_t> sum_n_;     // and their sizes (kept to reuse the storage)
   std::vector<std::unique_ptr<Rng>> rngs_;  // replica s's dropout Rng (a copy of the model's)
 };
 

@@ -121,5 +121,76 @@ TEST(OptimKernels, BitIdenticalForOneAndTwoThreads) {
   }
 }
 
+
+// The many-tensor kernels (one parallel pass over a model's parameters) give each tensor the
+// bits of its single-tensor kernel, with its own lr, weight decay and step, for 1 and 2 threads;
+// for_each_chunk visits every element of every range exactly once.
+TEST(OptimKernels, ManyTensorKernelsEqualOneCallPerTensor) {
+  ThreadGuard guard;
+  const std::vector<int64_t> sizes = {7, 100003, 1, 4096, 0, 16385, 33};
+  const size_t count = sizes.size();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (bool decoupled : {false, true}) {
+      std::vector<std::vector<float>> p, m, v, g, p1, m1, v1;
+      std::vector<AdamTensor> ts;
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t n = sizes[i];
+        p.push_back(randn(n, 30 + i));
+        m.push_back(randn(n, 40 + i, 0.1f));
+        v.push_back(randn(n, 50 + i, 0.1f));
+        for (float& x : v.back()) x = x * x;
+        g.push_back(randn(n, 60 + i));
+      }
+      p1 = p, m1 = m, v1 = v;
+      for (size_t i = 0; i < count; ++i)
+        ts.push_back({p[i].data(), m[i].data(), v[i].data(), g[i].data(), sizes[i],
+                      1e-2f * static_cast<float>(i + 1), 0.05f * static_cast<float>(i),
+                      static_cast<int64_t>(i + 1)});
+      adam_update_many(ts.data(), count, 0.9f, 0.95f, 1e-8f, decoupled);
+      for (size_t i = 0; i < count; ++i) {
+        adam_update(p1[i].data(), m1[i].data(), v1[i].data(), g[i].data(), sizes[i], ts[i].lr,
+                    0.9f, 0.95f, 1e-8f, ts[i].weight_decay, decoupled, ts[i].step);
+        EXPECT_EQ(p[i], p1[i]) << "param " << i << ", threads " << threads;
+        EXPECT_EQ(m[i], m1[i]) << "m " << i;
+        EXPECT_EQ(v[i], v1[i]) << "v " << i;
+        if (sizes[i] > 0) {
+          EXPECT_NE(p[i], randn(sizes[i], 30 + i)) << "param " << i << " moved";
+        }
+      }
+    }
+    std::vector<std::vector<float>> x;
+    std::vector<const float*> xp;
+    std::vector<float*> xw;
+    for (size_t i = 0; i < count; ++i) x.push_back(randn(sizes[i], 70 + i));
+    for (auto& t : x) {
+      xp.push_back(t.data());
+      xw.push_back(t.data());
+    }
+    std::vector<double> ss(count, -1.0);
+    sum_squares_many(ss.data(), xp.data(), sizes.data(), count);
+    for (size_t i = 0; i < count; ++i)
+      EXPECT_EQ(ss[i], sum_squares(x[i].data(), sizes[i])) << "sum_squares " << i;
+    std::vector<std::vector<float>> y = x;
+    scale_inplace_many(xw.data(), sizes.data(), count, 0.3f);
+    for (size_t i = 0; i < count; ++i) {
+      scale_inplace(y[i].data(), sizes[i], 0.3f);
+      EXPECT_EQ(x[i], y[i]) << "scale " << i;
+    }
+    std::vector<std::vector<int>> seen;
+    for (int64_t n : sizes) seen.emplace_back(static_cast<size_t>(n), 0);
+    for_each_chunk(sizes.data(), count, 1000, 1, [&](size_t i, int64_t b, int64_t e) {
+      ASSERT_LE(e - b, 1000);
+      for (int64_t j = b; j < e; ++j) {
+        int& c = seen[i][static_cast<size_t>(j)];
+#pragma omp atomic
+        c += 1;
+      }
+    });
+    for (size_t i = 0; i < count; ++i)
+      for (int c : seen[i]) ASSERT_EQ(c, 1) << "range " << i;
+  }
+}
+
 }  // namespace
 }  // namespace atto::kernels
