@@ -861,6 +861,166 @@ void backward_small(float* dq, float* dk, float* dv, const float* dout, const fl
   });
 }
 
+// ---- Tiny heads: Tq, Tk and HS at most 16 (both directions) ----------------------------------
+// A head's query rows fit one vector, so lanes hold query rows instead of keys: s_j (lane i =
+// row i) = scale <q_i, k_j> + mask for key j, and the softmax over keys runs elementwise across
+// the Tk vectors, with no horizontal max or sum per row and no half-empty vectors at head size 8.
+// The backward transposes dS and P (16 x 16 in registers) to accumulate dK and dV. At T = 16, HS
+// = 8 (config (a)) this takes about half the time of the short path above. Forward and backward
+// share tiny_scores, so the backward's exp(S - lse) sees the forward's exact scores.
+bool use_tiny(const AttentionDims& d) {
+  return d.Tq > kFewQueryRows && d.Tq <= W && d.Tk >= 1 && d.Tk <= W && d.HS <= W;
+}
+
+// s[j] lane i = scale * sum_e q_ie k_je + kb_j (one FMA chain over e in order), -inf where key j
+// is not visible to row i (causal) or masked (kb_j = -inf). qt[e] lane i = q_ie.
+VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* kb,
+                         const Problem& p) {
+  const AttentionDims& d = p.d;
+  const vf16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const vf16 ninf = splat(kNegInf);
+  for (int64_t j = 0; j < d.Tk; j++) {
+    const float* kj = kh + j * d.ldk;
+    vf16 acc{};
+    for (int64_t e = 0; e < d.HS; e++) acc += qt[e] * kj[e];
+    const vf16 x = acc * d.scale + kb[j];
+    const int64_t first_row = j - p.off;  // causal: rows i >= first_row see key j
+    s[j] = !d.causal || first_row <= 0 ? x : iota >= static_cast<float>(first_row) ? x : ninf;
+  }
+}
+
+// The head's queries transposed (qt[e], lanes past Tq 0) and key biases.
+VINLINE void tiny_setup(vf16* qt, float* kb, float* buf, const float* qh, const Problem& p,
+                        int64_t b) {
+  const AttentionDims& d = p.d;
+  transpose16(buf, W, qh, d.ldq, d.Tq, d.HS);
+  for (int64_t e = 0; e < d.HS; e++) qt[e] = load(buf + e * W);
+  for (int64_t j = 0; j < d.Tk; j++)
+    kb[j] = p.key_mask != nullptr && p.key_mask[b * d.Tk + j] == 0 ? kNegInf : 0.0f;
+}
+
+// Rows i < n of the [HS, 16] block xt (xt[e] lane i) into dst rows (stride ld), HS floats each
+// (+= when accumulate).
+VINLINE void tiny_store_rows(float* dst, int64_t ld, const vf16* xt, int64_t n, int64_t HS,
+                             bool accumulate, float* buf, float* buf2) {
+  for (int64_t e = 0; e < HS; e++) store(buf + e * W, xt[e]);
+  transpose16(buf2, W, buf, W, HS, n);
+  for (int64_t i = 0; i < n; i++) {
+    vf16 x = load(buf2 + i * W);
+    float* di = dst + i * ld;
+    if (accumulate) x += load_part(di, HS);
+    store_part(di, x, HS);
+  }
+}
+
+void tiny_forward_head(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const Problem& p, int64_t b, int64_t h) {
+  const AttentionDims& d = p.d;
+  alignas(64) float buf[W * W], buf2[W * W], kb[W], lv[W];
+  vf16 qt[W], s[W];
+  tiny_setup(qt, kb, buf, q + b * d.Tq * d.ldq + h * d.HS, p, b);
+  tiny_scores(s, qt, k + b * d.Tk * d.ldk + h * d.HS, kb, p);
+  const vf16 ninf = splat(kNegInf);
+  vf16 m = ninf;
+  for (int64_t j = 0; j < d.Tk; j++) m = vmax(m, s[j]);
+  const auto dead = m == ninf;  // nothing visible: weights 0, out 0, lse -inf
+  const vf16 shift = dead ? vf16{} : m;
+  vf16 l{};
+  for (int64_t j = 0; j < d.Tk; j++) {
+    s[j] = vexp(s[j] - shift);
+    l += s[j];
+  }
+  const vf16 inv = dead ? vf16{} : 1.0f / l;
+  const float* vh = v + b * d.Tk * d.ldv + h * d.HS;
+  vf16 ot[W];
+  for (int64_t e = 0; e < d.HS; e++) {
+    vf16 acc{};
+    for (int64_t j = 0; j < d.Tk; j++) acc += s[j] * vh[j * d.ldv + e];
+    ot[e] = acc * inv;
+  }
+  tiny_store_rows(out + b * d.Tq * d.ldo + h * d.HS, d.ldo, ot, d.Tq, d.HS, false, buf, buf2);
+  store(lv, l);
+  store(buf, m);
+  float* lh = lse + (b * d.NH + h) * d.Tq;
+  for (int64_t i = 0; i < d.Tq; i++) lh[i] = buf[i] == kNegInf ? kNegInf : buf[i] + std::log(lv[i]);
+}
+
+// P = exp(S - lse), dP_j = dO v_j, D = rowsum(dO * O), dS = scale P (dP - D);
+// dQ = sum_j dS_j k_j, dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i (sums in index order).
+void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v,
+                        const Problem& p, int64_t b, int64_t h) {
+  const AttentionDims& d = p.d;
+  alignas(64) float buf[W * W], buf2[W * W], kb[W];
+  vf16 qt[W], s[W], ds[W], gt[W], acc[W];
+  const float* qh = q + b * d.Tq * d.ldq + h * d.HS;
+  const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
+  const float* vh = v + b * d.Tk * d.ldv + h * d.HS;
+  const float* gh = dout + b * d.Tq * d.ldo + h * d.HS;
+  tiny_setup(qt, kb, buf, qh, p, b);
+  tiny_scores(s, qt, kh, kb, p);
+  const vf16 lv = load_part(lse + (b * d.NH + h) * d.Tq, d.Tq, kNegInf);
+  const auto live = lv != splat(kNegInf);  // a fully masked row gets no gradient
+  const vf16 lsafe = live ? lv : vf16{};
+  transpose16(buf, W, gh, d.ldo, d.Tq, d.HS);
+  for (int64_t e = 0; e < d.HS; e++) gt[e] = load(buf + e * W);
+  transpose16(buf, W, out + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, d.HS);
+  vf16 D{};
+  for (int64_t e = 0; e < d.HS; e++) D += gt[e] * load(buf + e * W);
+  for (int64_t j = 0; j < d.Tk; j++) {
+    const vf16 pj = live ? vexp(s[j] - lsafe) : vf16{};
+    const float* vj = vh + j * d.ldv;
+    vf16 dp{};
+    for (int64_t e = 0; e < d.HS; e++) dp += gt[e] * vj[e];
+    s[j] = pj;
+    ds[j] = live ? d.scale * pj * (dp - D) : vf16{};
+  }
+  if (dq != nullptr) {
+    for (int64_t e = 0; e < d.HS; e++) {
+      vf16 a{};
+      for (int64_t j = 0; j < d.Tk; j++) a += ds[j] * kh[j * d.ldk + e];
+      acc[e] = a;
+    }
+    tiny_store_rows(dq + b * d.Tq * d.ldq + h * d.HS, d.ldq, acc, d.Tq, d.HS, d.accumulate, buf,
+                    buf2);
+  }
+  // dK^T[e] (lane j) = sum_i dS^T_i q_ie: dS transposed so that lanes hold keys.
+  if (dk != nullptr) {
+    for (int64_t j = 0; j < d.Tk; j++) store(buf + j * W, ds[j]);
+    transpose16(buf2, W, buf, W, d.Tk, d.Tq);
+    for (int64_t e = 0; e < d.HS; e++) acc[e] = vf16{};
+    for (int64_t i = 0; i < d.Tq; i++) {
+      const vf16 dsi = load(buf2 + i * W);
+      const float* qi = qh + i * d.ldq;
+      for (int64_t e = 0; e < d.HS; e++) acc[e] += dsi * qi[e];
+    }
+    tiny_store_rows(dk + b * d.Tk * d.ldk + h * d.HS, d.ldk, acc, d.Tk, d.HS, d.accumulate, buf,
+                    buf2);
+  }
+  if (dv != nullptr) {
+    for (int64_t j = 0; j < d.Tk; j++) store(buf + j * W, s[j]);
+    transpose16(buf2, W, buf, W, d.Tk, d.Tq);
+    for (int64_t e = 0; e < d.HS; e++) acc[e] = vf16{};
+    for (int64_t i = 0; i < d.Tq; i++) {
+      const vf16 pi = load(buf2 + i * W);
+      const float* gi = gh + i * d.ldo;
+      for (int64_t e = 0; e < d.HS; e++) acc[e] += pi * gi[e];
+    }
+    tiny_store_rows(dv + b * d.Tk * d.ldv + h * d.HS, d.ldv, acc, d.Tk, d.HS, d.accumulate, buf,
+                    buf2);
+  }
+}
+
+// head(b, h) for every head, a contiguous run of heads per thread.
+template <class F>
+void for_each_tiny_head(const Problem& p, F&& head) {
+  const AttentionDims& d = p.d;
+  const int64_t heads = d.B * d.NH;
+  const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t bh = 0; bh < heads; bh++) head(bh / d.NH, bh % d.NH);
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -869,6 +1029,12 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const AttentionDims& d = p.d;
   if (d.Tq <= kFewQueryRows) {
     forward_few_rows(out, lse, q, k, v, p);
+    return;
+  }
+  if (use_tiny(d)) {
+    for_each_tiny_head(p, [&](int64_t b, int64_t h) {
+      tiny_forward_head(out, lse, q, k, v, p, b, h);
+    });
     return;
   }
   if (use_small(d)) {
@@ -896,6 +1062,12 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   if (dq == nullptr && dk == nullptr && dv == nullptr) return;
   const Problem p = make_problem(dims, key_mask);
   const AttentionDims& d = p.d;
+  if (use_tiny(d)) {
+    for_each_tiny_head(p, [&](int64_t b, int64_t h) {
+      tiny_backward_head(dq, dk, dv, dout, out, lse, q, k, v, p, b, h);
+    });
+    return;
+  }
   if (use_small(d)) {
     backward_small(dq, dk, dv, dout, out, lse, q, k, v, p);
     return;
