@@ -874,15 +874,17 @@ bool use_tiny(const AttentionDims& d) {
 
 // s[j] lane i = scale * sum_e q_ie k_je + kb_j (one FMA chain over e in order), -inf where key j
 // is not visible to row i (causal) or masked (kb_j = -inf). qt[e] lane i = q_ie.
+template <int HSC>
 VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* kb,
                          const Problem& p) {
   const AttentionDims& d = p.d;
+  const int64_t HS = HSC > 0 ? HSC : d.HS;
   const vf16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vf16 ninf = splat(kNegInf);
   for (int64_t j = 0; j < d.Tk; j++) {
     const float* kj = kh + j * d.ldk;
     vf16 acc{};
-    for (int64_t e = 0; e < d.HS; e++) acc += qt[e] * kj[e];
+    for (int64_t e = 0; e < HS; e++) acc += qt[e] * kj[e];
     const vf16 x = acc * d.scale + kb[j];
     const int64_t first_row = j - p.off;  // causal: rows i >= first_row see key j
     s[j] = !d.causal || first_row <= 0 ? x : iota >= static_cast<float>(first_row) ? x : ninf;
@@ -891,10 +893,10 @@ VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* 
 
 // The head's queries transposed (qt[e], lanes past Tq 0) and key biases.
 VINLINE void tiny_setup(vf16* qt, float* kb, float* buf, const float* qh, const Problem& p,
-                        int64_t b) {
+                        int64_t b, int64_t HS) {
   const AttentionDims& d = p.d;
-  transpose16(buf, W, qh, d.ldq, d.Tq, d.HS);
-  for (int64_t e = 0; e < d.HS; e++) qt[e] = load(buf + e * W);
+  transpose16(buf, W, qh, d.ldq, d.Tq, HS);
+  for (int64_t e = 0; e < HS; e++) qt[e] = load(buf + e * W);
   for (int64_t j = 0; j < d.Tk; j++)
     kb[j] = p.key_mask != nullptr && p.key_mask[b * d.Tk + j] == 0 ? kNegInf : 0.0f;
 }
@@ -913,13 +915,16 @@ VINLINE void tiny_store_rows(float* dst, int64_t ld, const vf16* xt, int64_t n, 
   }
 }
 
+// HSC: the head size as a compile-time constant (fully unrolled loops over it), 0 = d.HS.
+template <int HSC>
 void tiny_forward_head(float* out, float* lse, const float* q, const float* k, const float* v,
                        const Problem& p, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
+  const int64_t HS = HSC > 0 ? HSC : d.HS;
   alignas(64) float buf[W * W], buf2[W * W], kb[W], lv[W];
   vf16 qt[W], s[W];
-  tiny_setup(qt, kb, buf, q + b * d.Tq * d.ldq + h * d.HS, p, b);
-  tiny_scores(s, qt, k + b * d.Tk * d.ldk + h * d.HS, kb, p);
+  tiny_setup(qt, kb, buf, q + b * d.Tq * d.ldq + h * d.HS, p, b, HS);
+  tiny_scores<HSC>(s, qt, k + b * d.Tk * d.ldk + h * d.HS, kb, p);
   const vf16 ninf = splat(kNegInf);
   vf16 m = ninf;
   for (int64_t j = 0; j < d.Tk; j++) m = vmax(m, s[j]);
@@ -933,12 +938,12 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
   const vf16 inv = dead ? vf16{} : 1.0f / l;
   const float* vh = v + b * d.Tk * d.ldv + h * d.HS;
   vf16 ot[W];
-  for (int64_t e = 0; e < d.HS; e++) {
+  for (int64_t e = 0; e < HS; e++) {
     vf16 acc{};
     for (int64_t j = 0; j < d.Tk; j++) acc += s[j] * vh[j * d.ldv + e];
     ot[e] = acc * inv;
   }
-  tiny_store_rows(out + b * d.Tq * d.ldo + h * d.HS, d.ldo, ot, d.Tq, d.HS, false, buf, buf2);
+  tiny_store_rows(out + b * d.Tq * d.ldo + h * d.HS, d.ldo, ot, d.Tq, HS, false, buf, buf2);
   store(lv, l);
   store(buf, m);
   float* lh = lse + (b * d.NH + h) * d.Tq;
@@ -947,66 +952,68 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
 
 // P = exp(S - lse), dP_j = dO v_j, D = rowsum(dO * O), dS = scale P (dP - D);
 // dQ = sum_j dS_j k_j, dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i (sums in index order).
+template <int HSC>
 void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v,
                         const Problem& p, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
+  const int64_t HS = HSC > 0 ? HSC : d.HS;
   alignas(64) float buf[W * W], buf2[W * W], kb[W];
   vf16 qt[W], s[W], ds[W], gt[W], acc[W];
   const float* qh = q + b * d.Tq * d.ldq + h * d.HS;
   const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
   const float* vh = v + b * d.Tk * d.ldv + h * d.HS;
   const float* gh = dout + b * d.Tq * d.ldo + h * d.HS;
-  tiny_setup(qt, kb, buf, qh, p, b);
-  tiny_scores(s, qt, kh, kb, p);
+  tiny_setup(qt, kb, buf, qh, p, b, HS);
+  tiny_scores<HSC>(s, qt, kh, kb, p);
   const vf16 lv = load_part(lse + (b * d.NH + h) * d.Tq, d.Tq, kNegInf);
   const auto live = lv != splat(kNegInf);  // a fully masked row gets no gradient
   const vf16 lsafe = live ? lv : vf16{};
-  transpose16(buf, W, gh, d.ldo, d.Tq, d.HS);
-  for (int64_t e = 0; e < d.HS; e++) gt[e] = load(buf + e * W);
-  transpose16(buf, W, out + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, d.HS);
+  transpose16(buf, W, gh, d.ldo, d.Tq, HS);
+  for (int64_t e = 0; e < HS; e++) gt[e] = load(buf + e * W);
+  transpose16(buf, W, out + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, HS);
   vf16 D{};
-  for (int64_t e = 0; e < d.HS; e++) D += gt[e] * load(buf + e * W);
+  for (int64_t e = 0; e < HS; e++) D += gt[e] * load(buf + e * W);
   for (int64_t j = 0; j < d.Tk; j++) {
     const vf16 pj = live ? vexp(s[j] - lsafe) : vf16{};
     const float* vj = vh + j * d.ldv;
     vf16 dp{};
-    for (int64_t e = 0; e < d.HS; e++) dp += gt[e] * vj[e];
+    for (int64_t e = 0; e < HS; e++) dp += gt[e] * vj[e];
     s[j] = pj;
     ds[j] = live ? d.scale * pj * (dp - D) : vf16{};
   }
   if (dq != nullptr) {
-    for (int64_t e = 0; e < d.HS; e++) {
+    for (int64_t e = 0; e < HS; e++) {
       vf16 a{};
       for (int64_t j = 0; j < d.Tk; j++) a += ds[j] * kh[j * d.ldk + e];
       acc[e] = a;
     }
-    tiny_store_rows(dq + b * d.Tq * d.ldq + h * d.HS, d.ldq, acc, d.Tq, d.HS, d.accumulate, buf,
+    tiny_store_rows(dq + b * d.Tq * d.ldq + h * d.HS, d.ldq, acc, d.Tq, HS, d.accumulate, buf,
                     buf2);
   }
   // dK^T[e] (lane j) = sum_i dS^T_i q_ie: dS transposed so that lanes hold keys.
   if (dk != nullptr) {
     for (int64_t j = 0; j < d.Tk; j++) store(buf + j * W, ds[j]);
     transpose16(buf2, W, buf, W, d.Tk, d.Tq);
-    for (int64_t e = 0; e < d.HS; e++) acc[e] = vf16{};
+    for (int64_t e = 0; e < HS; e++) acc[e] = vf16{};
     for (int64_t i = 0; i < d.Tq; i++) {
       const vf16 dsi = load(buf2 + i * W);
       const float* qi = qh + i * d.ldq;
-      for (int64_t e = 0; e < d.HS; e++) acc[e] += dsi * qi[e];
+      for (int64_t e = 0; e < HS; e++) acc[e] += dsi * qi[e];
     }
-    tiny_store_rows(dk + b * d.Tk * d.ldk + h * d.HS, d.ldk, acc, d.Tk, d.HS, d.accumulate, buf,
+    tiny_store_rows(dk + b * d.Tk * d.ldk + h * d.HS, d.ldk, acc, d.Tk, HS, d.accumulate, buf,
                     buf2);
   }
   if (dv != nullptr) {
     for (int64_t j = 0; j < d.Tk; j++) store(buf + j * W, s[j]);
     transpose16(buf2, W, buf, W, d.Tk, d.Tq);
-    for (int64_t e = 0; e < d.HS; e++) acc[e] = vf16{};
+    for (int64_t e = 0; e < HS; e++) acc[e] = vf16{};
     for (int64_t i = 0; i < d.Tq; i++) {
       const vf16 pi = load(buf2 + i * W);
       const float* gi = gh + i * d.ldo;
-      for (int64_t e = 0; e < d.HS; e++) acc[e] += pi * gi[e];
+      for (int64_t e = 0; e < HS; e++) acc[e] += pi * gi[e];
     }
-    tiny_store_rows(dv + b * d.Tk * d.ldv + h * d.HS, d.ldv, acc, d.Tk, d.HS, d.accumulate, buf,
+    tiny_store_rows(dv + b * d.Tk * d.ldv + h * d.HS, d.ldv, acc, d.Tk, HS, d.accumulate, buf,
                     buf2);
   }
 }
@@ -1033,7 +1040,11 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   }
   if (use_tiny(d)) {
     for_each_tiny_head(p, [&](int64_t b, int64_t h) {
-      tiny_forward_head(out, lse, q, k, v, p, b, h);
+      switch (d.HS) {
+        case 8: tiny_forward_head<8>(out, lse, q, k, v, p, b, h); break;
+        case 16: tiny_forward_head<16>(out, lse, q, k, v, p, b, h); break;
+        default: tiny_forward_head<0>(out, lse, q, k, v, p, b, h); break;
+      }
     });
     return;
   }
@@ -1064,7 +1075,11 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const AttentionDims& d = p.d;
   if (use_tiny(d)) {
     for_each_tiny_head(p, [&](int64_t b, int64_t h) {
-      tiny_backward_head(dq, dk, dv, dout, out, lse, q, k, v, p, b, h);
+      switch (d.HS) {
+        case 8: tiny_backward_head<8>(dq, dk, dv, dout, out, lse, q, k, v, p, b, h); break;
+        case 16: tiny_backward_head<16>(dq, dk, dv, dout, out, lse, q, k, v, p, b, h); break;
+        default: tiny_backward_head<0>(dq, dk, dv, dout, out, lse, q, k, v, p, b, h); break;
+      }
     });
     return;
   }

@@ -118,9 +118,10 @@ VINLINE vf16 vexp(vf16 x) {
 // four rounds of shuffles (pairs of floats, pairs of pairs, 128-bit lanes twice). Used by
 // attention's key packing (a scalar loop there was a quarter of the attention backward's own
 // time at head size 8) and by GEMM's packing of B^T panels.
-// (GCC 12 flags the intrinsics' own undefined-register idiom as maybe-uninitialized.)
+// (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
                          int64_t ncols) {
   const __mmask16 cm = static_cast<__mmask16>((1u << ncols) - 1u);
