@@ -861,44 +861,57 @@ void backward_small(float* dq, float* dk, float* dv, const float* dout, const fl
   });
 }
 
-// ---- Tiny heads: Tq, Tk and HS at most 16 (both directions) ----------------------------------
-// A head's query rows fit one vector, so lanes hold query rows instead of keys: s_j (lane i =
-// row i) = scale <q_i, k_j> + mask for key j, and the softmax over keys runs elementwise across
-// the Tk vectors, with no horizontal max or sum per row and no half-empty vectors at head size 8.
-// The backward transposes dS and P (16 x 16 in registers) to accumulate dK and dV. At T = 16, HS
-// = 8 (config (a)) this takes about half the time of the short path above. Forward and backward
-// share tiny_scores, so the backward's exp(S - lse) sees the forward's exact scores.
+// ---- Tiny heads: Tk at most 64 and HS at most 16 (both directions) ---------------------------
+// Lanes hold query rows instead of keys: a block of 16 query rows is one vector, s_j (lane i =
+// row i of the block) = scale <q_i, k_j> + mask for key j, and the softmax over keys runs
+// elementwise across the key vectors, with no horizontal max or sum per row and no half-empty
+// vectors at head size 8. The backward transposes dS and P (16 x 16 blocks, in registers) to
+// accumulate dK and dV over the query blocks. Against the short path above (one thread, 32
+// sequences x 4 heads, causal): T = 16, HS = 8 (config (a)) forward 69 -> 40 us, backward 90 ->
+// 66 us; T = 32, HS = 16 (b) 206 -> 156 and 336 -> 280 us; T = 64, HS = 8 511 -> 357 and
+// 732 -> 600 us.
+// Forward and backward share tiny_scores, so the backward's exp(S - lse) sees the forward's
+// exact scores.
+constexpr int64_t kTinyKeys = 64;
 bool use_tiny(const AttentionDims& d) {
-  return d.Tq > kFewQueryRows && d.Tq <= W && d.Tk >= 1 && d.Tk <= W && d.HS <= W;
+  return d.Tq > kFewQueryRows && d.Tk >= 1 && d.Tk <= kTinyKeys && d.HS <= W;
 }
 
-// s[j] lane i = scale * sum_e q_ie k_je + kb_j (one FMA chain over e in order), -inf where key j
-// is not visible to row i (causal) or masked (kb_j = -inf). qt[e] lane i = q_ie.
+// The keys [0, n) that rows [i0, i0 + 16) can see (causal: none past i0 + 15 + off).
+int64_t tiny_keys(const Problem& p, int64_t i0) {
+  return p.d.causal ? std::clamp<int64_t>(i0 + W + p.off, 0, p.d.Tk) : p.d.Tk;
+}
+
+// s[j], j < n, lane i = scale * sum_e q_(i0+i)e k_je + kb_j (one FMA chain over e in order),
+// -inf where key j is not visible to row i0 + i (causal) or masked (kb_j = -inf); qt[e] lane i =
+// q_(i0+i)e.
 template <int HSC>
 VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* kb,
-                         const Problem& p) {
+                         const Problem& p, int64_t i0, int64_t n) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
   const vf16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vf16 ninf = splat(kNegInf);
-  for (int64_t j = 0; j < d.Tk; j++) {
+  for (int64_t j = 0; j < n; j++) {
     const float* kj = kh + j * d.ldk;
     vf16 acc{};
     for (int64_t e = 0; e < HS; e++) acc += qt[e] * kj[e];
     const vf16 x = acc * d.scale + kb[j];
-    const int64_t first_row = j - p.off;  // causal: rows i >= first_row see key j
-    s[j] = !d.causal || first_row <= 0 ? x : iota >= static_cast<float>(first_row) ? x : ninf;
+    const int64_t first = j - p.off - i0;  // causal: lanes i >= first see key j
+    s[j] = !d.causal || first <= 0 ? x : iota >= static_cast<float>(first) ? x : ninf;
   }
 }
 
-// The head's queries transposed (qt[e], lanes past Tq 0) and key biases.
-VINLINE void tiny_setup(vf16* qt, float* kb, float* buf, const float* qh, const Problem& p,
-                        int64_t b, int64_t HS) {
-  const AttentionDims& d = p.d;
-  transpose16(buf, W, qh, d.ldq, d.Tq, HS);
-  for (int64_t e = 0; e < HS; e++) qt[e] = load(buf + e * W);
-  for (int64_t j = 0; j < d.Tk; j++)
-    kb[j] = p.key_mask != nullptr && p.key_mask[b * d.Tk + j] == 0 ? kNegInf : 0.0f;
+// xt[e] = lane i: x[i, e] for rows i < n (row stride ld), 0 past n.
+VINLINE void tiny_load_transposed(vf16* xt, float* buf, const float* x, int64_t ld, int64_t n,
+                                  int64_t HS) {
+  transpose16(buf, W, x, ld, n, HS);
+  for (int64_t e = 0; e < HS; e++) xt[e] = load(buf + e * W);
+}
+
+void tiny_key_bias(float* kb, const Problem& p, int64_t b) {
+  for (int64_t j = 0; j < p.d.Tk; j++)
+    kb[j] = p.key_mask != nullptr && p.key_mask[b * p.d.Tk + j] == 0 ? kNegInf : 0.0f;
 }
 
 // Rows i < n of the [HS, 16] block xt (xt[e] lane i) into dst rows (stride ld), HS floats each
@@ -921,100 +934,120 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
                        const Problem& p, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
-  alignas(64) float buf[W * W], buf2[W * W], kb[W], lv[W];
-  vf16 qt[W], s[W];
-  tiny_setup(qt, kb, buf, q + b * d.Tq * d.ldq + h * d.HS, p, b, HS);
-  tiny_scores<HSC>(s, qt, k + b * d.Tk * d.ldk + h * d.HS, kb, p);
-  const vf16 ninf = splat(kNegInf);
-  vf16 m = ninf;
-  for (int64_t j = 0; j < d.Tk; j++) m = vmax(m, s[j]);
-  const auto dead = m == ninf;  // nothing visible: weights 0, out 0, lse -inf
-  const vf16 shift = dead ? vf16{} : m;
-  vf16 l{};
-  for (int64_t j = 0; j < d.Tk; j++) {
-    s[j] = vexp(s[j] - shift);
-    l += s[j];
-  }
-  const vf16 inv = dead ? vf16{} : 1.0f / l;
+  alignas(64) float buf[W * W], buf2[W * W], kb[kTinyKeys], lv[W], mv[W];
+  vf16 qt[W], s[kTinyKeys], ot[W];
+  tiny_key_bias(kb, p, b);
+  const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
   const float* vh = v + b * d.Tk * d.ldv + h * d.HS;
-  vf16 ot[W];
-  for (int64_t e = 0; e < HS; e++) {
-    vf16 acc{};
-    for (int64_t j = 0; j < d.Tk; j++) acc += s[j] * vh[j * d.ldv + e];
-    ot[e] = acc * inv;
+  const vf16 ninf = splat(kNegInf);
+  for (int64_t i0 = 0; i0 < d.Tq; i0 += W) {
+    const int64_t nq = std::min(W, d.Tq - i0), nk = tiny_keys(p, i0);
+    tiny_load_transposed(qt, buf, q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, HS);
+    tiny_scores<HSC>(s, qt, kh, kb, p, i0, nk);
+    vf16 m = ninf;
+    for (int64_t j = 0; j < nk; j++) m = vmax(m, s[j]);
+    const auto dead = m == ninf;  // nothing visible: weights 0, out 0, lse -inf
+    const vf16 shift = dead ? vf16{} : m;
+    vf16 l{};
+    for (int64_t j = 0; j < nk; j++) {
+      s[j] = vexp(s[j] - shift);
+      l += s[j];
+    }
+    const vf16 inv = dead ? vf16{} : 1.0f / l;
+    for (int64_t e = 0; e < HS; e++) {
+      vf16 acc{};
+      for (int64_t j = 0; j < nk; j++) acc += s[j] * vh[j * d.ldv + e];
+      ot[e] = acc * inv;
+    }
+    tiny_store_rows(out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, ot, nq, HS, false, buf,
+                    buf2);
+    store(lv, l);
+    store(mv, m);
+    float* lh = lse + (b * d.NH + h) * d.Tq + i0;
+    for (int64_t i = 0; i < nq; i++) lh[i] = mv[i] == kNegInf ? kNegInf : mv[i] + std::log(lv[i]);
   }
-  tiny_store_rows(out + b * d.Tq * d.ldo + h * d.HS, d.ldo, ot, d.Tq, HS, false, buf, buf2);
-  store(lv, l);
-  store(buf, m);
-  float* lh = lse + (b * d.NH + h) * d.Tq;
-  for (int64_t i = 0; i < d.Tq; i++) lh[i] = buf[i] == kNegInf ? kNegInf : buf[i] + std::log(lv[i]);
 }
 
-// P = exp(S - lse), dP_j = dO v_j, D = rowsum(dO * O), dS = scale P (dP - D);
-// dQ = sum_j dS_j k_j, dK_j = sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i (sums in index order).
+// Per block of query rows: P = exp(S - lse), dP_j = dO v_j, D = rowsum(dO * O),
+// dS = scale P (dP - D); dQ = sum_j dS_j k_j; dK_j += sum_i dS_ij q_i and dV_j += sum_i P_ij dO_i
+// (over the blocks in order, rows in order within a block), kept transposed until the end.
 template <int HSC>
 void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v,
                         const Problem& p, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
-  alignas(64) float buf[W * W], buf2[W * W], kb[W];
-  vf16 qt[W], s[W], ds[W], gt[W], acc[W];
-  const float* qh = q + b * d.Tq * d.ldq + h * d.HS;
+  constexpr int64_t KB = kTinyKeys / W;  // key blocks at most
+  alignas(64) float buf[W * W], buf2[W * W], kb[kTinyKeys];
+  vf16 qt[W], gt[W], s[kTinyKeys], ds[kTinyKeys], acc[W];
+  vf16 dkt[KB][W], dvt[KB][W];  // [key block][e] lane j: dK / dV of key 16 kb + j, column e
+  const int64_t nkb = (d.Tk + W - 1) / W;
+  for (int64_t c = 0; c < nkb; c++)
+    for (int64_t e = 0; e < HS; e++) dkt[c][e] = dvt[c][e] = vf16{};
   const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
   const float* vh = v + b * d.Tk * d.ldv + h * d.HS;
-  const float* gh = dout + b * d.Tq * d.ldo + h * d.HS;
-  tiny_setup(qt, kb, buf, qh, p, b, HS);
-  tiny_scores<HSC>(s, qt, kh, kb, p);
-  const vf16 lv = load_part(lse + (b * d.NH + h) * d.Tq, d.Tq, kNegInf);
-  const auto live = lv != splat(kNegInf);  // a fully masked row gets no gradient
-  const vf16 lsafe = live ? lv : vf16{};
-  transpose16(buf, W, gh, d.ldo, d.Tq, HS);
-  for (int64_t e = 0; e < HS; e++) gt[e] = load(buf + e * W);
-  transpose16(buf, W, out + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, HS);
-  vf16 D{};
-  for (int64_t e = 0; e < HS; e++) D += gt[e] * load(buf + e * W);
-  for (int64_t j = 0; j < d.Tk; j++) {
-    const vf16 pj = live ? vexp(s[j] - lsafe) : vf16{};
-    const float* vj = vh + j * d.ldv;
-    vf16 dp{};
-    for (int64_t e = 0; e < HS; e++) dp += gt[e] * vj[e];
-    s[j] = pj;
-    ds[j] = live ? d.scale * pj * (dp - D) : vf16{};
-  }
-  if (dq != nullptr) {
-    for (int64_t e = 0; e < HS; e++) {
-      vf16 a{};
-      for (int64_t j = 0; j < d.Tk; j++) a += ds[j] * kh[j * d.ldk + e];
-      acc[e] = a;
+  tiny_key_bias(kb, p, b);
+  for (int64_t i0 = 0; i0 < d.Tq; i0 += W) {
+    const int64_t nq = std::min(W, d.Tq - i0), nk = tiny_keys(p, i0);
+    const float* qh = q + (b * d.Tq + i0) * d.ldq + h * d.HS;
+    const float* gh = dout + (b * d.Tq + i0) * d.ldo + h * d.HS;
+    tiny_load_transposed(qt, buf, qh, d.ldq, nq, HS);
+    tiny_scores<HSC>(s, qt, kh, kb, p, i0, nk);
+    const vf16 lv = load_part(lse + (b * d.NH + h) * d.Tq + i0, nq, kNegInf);
+    const auto live = lv != splat(kNegInf);  // a fully masked row gets no gradient
+    const vf16 lsafe = live ? lv : vf16{};
+    tiny_load_transposed(gt, buf, gh, d.ldo, nq, HS);
+    transpose16(buf, W, out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, nq, HS);
+    vf16 D{};
+    for (int64_t e = 0; e < HS; e++) D += gt[e] * load(buf + e * W);
+    for (int64_t j = 0; j < nk; j++) {
+      const vf16 pj = live ? vexp(s[j] - lsafe) : vf16{};
+      const float* vj = vh + j * d.ldv;
+      vf16 dp{};
+      for (int64_t e = 0; e < HS; e++) dp += gt[e] * vj[e];
+      s[j] = pj;
+      ds[j] = live ? d.scale * pj * (dp - D) : vf16{};
     }
-    tiny_store_rows(dq + b * d.Tq * d.ldq + h * d.HS, d.ldq, acc, d.Tq, HS, d.accumulate, buf,
-                    buf2);
-  }
-  // dK^T[e] (lane j) = sum_i dS^T_i q_ie: dS transposed so that lanes hold keys.
-  if (dk != nullptr) {
-    for (int64_t j = 0; j < d.Tk; j++) store(buf + j * W, ds[j]);
-    transpose16(buf2, W, buf, W, d.Tk, d.Tq);
-    for (int64_t e = 0; e < HS; e++) acc[e] = vf16{};
-    for (int64_t i = 0; i < d.Tq; i++) {
-      const vf16 dsi = load(buf2 + i * W);
-      const float* qi = qh + i * d.ldq;
-      for (int64_t e = 0; e < HS; e++) acc[e] += dsi * qi[e];
+    if (dq != nullptr) {
+      for (int64_t e = 0; e < HS; e++) {
+        vf16 a{};
+        for (int64_t j = 0; j < nk; j++) a += ds[j] * kh[j * d.ldk + e];
+        acc[e] = a;
+      }
+      tiny_store_rows(dq + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, acc, nq, HS, d.accumulate,
+                      buf, buf2);
     }
-    tiny_store_rows(dk + b * d.Tk * d.ldk + h * d.HS, d.ldk, acc, d.Tk, HS, d.accumulate, buf,
-                    buf2);
-  }
-  if (dv != nullptr) {
-    for (int64_t j = 0; j < d.Tk; j++) store(buf + j * W, s[j]);
-    transpose16(buf2, W, buf, W, d.Tk, d.Tq);
-    for (int64_t e = 0; e < HS; e++) acc[e] = vf16{};
-    for (int64_t i = 0; i < d.Tq; i++) {
-      const vf16 pi = load(buf2 + i * W);
-      const float* gi = gh + i * d.ldo;
-      for (int64_t e = 0; e < HS; e++) acc[e] += pi * gi[e];
+    // dK^T[e] (lane j) += sum_i dS^T_i q_ie: dS transposed so that lanes hold keys; same for dV.
+    for (int64_t c = 0; c * W < nk; c++) {
+      const int64_t n = std::min(W, nk - c * W);
+      if (dk != nullptr) {
+        for (int64_t j = 0; j < n; j++) store(buf + j * W, ds[c * W + j]);
+        transpose16(buf2, W, buf, W, n, nq);
+        for (int64_t i = 0; i < nq; i++) {
+          const vf16 x = load(buf2 + i * W);
+          const float* qi = qh + i * d.ldq;
+          for (int64_t e = 0; e < HS; e++) dkt[c][e] += x * qi[e];
+        }
+      }
+      if (dv != nullptr) {
+        for (int64_t j = 0; j < n; j++) store(buf + j * W, s[c * W + j]);
+        transpose16(buf2, W, buf, W, n, nq);
+        for (int64_t i = 0; i < nq; i++) {
+          const vf16 x = load(buf2 + i * W);
+          const float* gi = gh + i * d.ldo;
+          for (int64_t e = 0; e < HS; e++) dvt[c][e] += x * gi[e];
+        }
+      }
     }
-    tiny_store_rows(dv + b * d.Tk * d.ldv + h * d.HS, d.ldv, acc, d.Tk, HS, d.accumulate, buf,
-                    buf2);
+  }
+  for (int64_t c = 0; c < nkb; c++) {
+    const int64_t n = std::min(W, d.Tk - c * W);
+    if (dk != nullptr)
+      tiny_store_rows(dk + (b * d.Tk + c * W) * d.ldk + h * d.HS, d.ldk, dkt[c], n, HS,
+                      d.accumulate, buf, buf2);
+    if (dv != nullptr)
+      tiny_store_rows(dv + (b * d.Tk + c * W) * d.ldv + h * d.HS, d.ldv, dvt[c], n, HS,
+                      d.accumulate, buf, buf2);
   }
 }
 

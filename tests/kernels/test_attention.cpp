@@ -1,7 +1,7 @@
 // Tests of attention: the fused kernels against the naive ones (causal, key mask, both,
 // Tq != Tk, fully masked rows, q/k/v inside one [B, T, 3C] buffer, padded leading dimensions,
 // HS in {1, 8, 16, 64} and others, lengths across tile boundaries and across the short-sequence
-// paths' bounds (Tq, Tk, HS <= 16; Tk <= 64, HS <= 64)), accumulation, nullptr gradients,
+// paths' bounds (Tk <= 64 with HS <= 16, or with HS <= 64)), accumulation, nullptr gradients,
 // bit-identical results for 1 and 2 threads, attention_probs, the naive forward against a
 // direct double-precision softmax, and central differences of the naive backward.
 //
@@ -214,12 +214,16 @@ TEST(KernelAttention, FastMatchesNaiveTqNotTkAndPaddedLd) {
       {1, 3, 20, 50, 48, false, Mask::kPadding, false, 2},
       {2, 1, 12, 64, 64, true, Mask::kNone, false, 1},
       {1, 1, 10, 10, 65, true, Mask::kNone, false, 0},  // HS past 64: tiled
-      // Tiny path (4 < Tq <= 16, Tk <= 16, HS <= 16: query rows in vector lanes).
+      // Tiny path (Tq > 4, Tk <= 64, HS <= 16: blocks of 16 query rows in vector lanes).
       {3, 4, 16, 16, 16, true, Mask::kPadding, true, 0},
       {2, 2, 9, 13, 5, true, Mask::kPadding, false, 3},   // Tq < Tk: bottom-right causal
       {2, 3, 16, 3, 12, true, Mask::kPadding, false, 1},  // Tq > Tk: first rows see nothing
       {2, 2, 5, 16, 8, false, Mask::kOneBatchAllMasked, false, 2},
       {1, 2, 11, 11, 1, false, Mask::kNone, true, 0},
+      {2, 2, 40, 40, 16, true, Mask::kPadding, true, 0},  // 3 query blocks, 3 key blocks
+      {2, 3, 20, 50, 8, true, Mask::kPadding, false, 1},  // Tq < Tk, causal, key blocks of 2
+      {2, 2, 33, 7, 12, true, Mask::kOneBatchAllMasked, false, 0},  // whole dead blocks
+      {1, 2, 64, 64, 16, false, Mask::kNone, false, 2},
   };
   for (const Case& c : cases) expect_fast_matches_naive(c);
 }
