@@ -892,13 +892,49 @@ VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* 
   const int64_t HS = HSC > 0 ? HSC : d.HS;
   const vf16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vf16 ninf = splat(kNegInf);
-  for (int64_t j = 0; j < n; j++) {
-    const float* kj = kh + j * d.ldk;
-    vf16 acc{};
-    for (int64_t e = 0; e < HS; e++) acc += qt[e] * kj[e];
-    const vf16 x = acc * d.scale + kb[j];
-    const int64_t first = j - p.off - i0;  // causal: lanes i >= first see key j
-    s[j] = !d.causal || first <= 0 ? x : iota >= static_cast<float>(first) ? x : ninf;
+  // Four keys at a time: four independent FMA chains in flight (one chain per score, e in order).
+  constexpr int64_t U = 4;
+  for (int64_t j0 = 0; j0 < n; j0 += U) {
+    const int64_t m = std::min(U, n - j0);
+    vf16 acc[U] = {};
+    const float* kj = kh + j0 * d.ldk;
+    if (m == U) {
+      for (int64_t e = 0; e < HS; e++)
+#pragma GCC unroll 4
+        for (int64_t u = 0; u < U; u++) acc[u] += qt[e] * kj[u * d.ldk + e];
+    } else {
+      for (int64_t e = 0; e < HS; e++)
+        for (int64_t u = 0; u < m; u++) acc[u] += qt[e] * kj[u * d.ldk + e];
+    }
+    for (int64_t u = 0; u < m; u++) {
+      const int64_t j = j0 + u;
+      const vf16 x = acc[u] * d.scale + kb[j];
+      const int64_t first = j - p.off - i0;  // causal: lanes i >= first see key j
+      s[j] = !d.causal || first <= 0 ? x : iota >= static_cast<float>(first) ? x : ninf;
+    }
+  }
+}
+
+// acc[e] = sum_{j < n} c[j] * rows[j * ld + e] for e < HS: j outer, so the HS accumulators are
+// independent FMA chains in flight together (each still sums over j in order).
+template <int HSC>
+VINLINE void tiny_weighted(vf16* acc, const vf16* c, const float* rows, int64_t ld, int64_t n,
+                           int64_t HS) {
+  if constexpr (HSC > 0) {
+    vf16 a[HSC];
+#pragma GCC unroll 16
+    for (int e = 0; e < HSC; e++) a[e] = vf16{};
+    for (int64_t j = 0; j < n; j++) {
+      const float* rj = rows + j * ld;
+#pragma GCC unroll 16
+      for (int e = 0; e < HSC; e++) a[e] += c[j] * rj[e];
+    }
+#pragma GCC unroll 16
+    for (int e = 0; e < HSC; e++) acc[e] = a[e];
+  } else {
+    for (int64_t e = 0; e < HS; e++) acc[e] = vf16{};
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t e = 0; e < HS; e++) acc[e] += c[j] * rows[j * ld + e];
   }
 }
 
@@ -954,11 +990,8 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
       l += s[j];
     }
     const vf16 inv = dead ? vf16{} : 1.0f / l;
-    for (int64_t e = 0; e < HS; e++) {
-      vf16 acc{};
-      for (int64_t j = 0; j < nk; j++) acc += s[j] * vh[j * d.ldv + e];
-      ot[e] = acc * inv;
-    }
+    tiny_weighted<HSC>(ot, s, vh, d.ldv, nk, HS);
+    for (int64_t e = 0; e < HS; e++) ot[e] = ot[e] * inv;
     tiny_store_rows(out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, ot, nq, HS, false, buf,
                     buf2);
     store(lv, l);
@@ -1009,11 +1042,7 @@ void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, cons
       ds[j] = live ? d.scale * pj * (dp - D) : vf16{};
     }
     if (dq != nullptr) {
-      for (int64_t e = 0; e < HS; e++) {
-        vf16 a{};
-        for (int64_t j = 0; j < nk; j++) a += ds[j] * kh[j * d.ldk + e];
-        acc[e] = a;
-      }
+      tiny_weighted<HSC>(acc, ds, kh, d.ldk, nk, HS);
       tiny_store_rows(dq + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, acc, nq, HS, d.accumulate,
                       buf, buf2);
     }
