@@ -938,11 +938,13 @@ VINLINE void tiny_weighted(vf16* acc, const vf16* c, const float* rows, int64_t 
   }
 }
 
-// xt[e] = lane i: x[i, e] for rows i < n (row stride ld), 0 past n.
-VINLINE void tiny_load_transposed(vf16* xt, float* buf, const float* x, int64_t ld, int64_t n,
-                                  int64_t HS) {
-  transpose16(buf, W, x, ld, n, HS);
-  for (int64_t e = 0; e < HS; e++) xt[e] = load(buf + e * W);
+// xt[e] = lane i: x[i, e] for rows i < n (row stride ld), 0 past n. Transposed in registers:
+// going through a buffer, the transpose's loads wait on the stores just made.
+VINLINE void tiny_load_transposed(vf16* xt, const float* x, int64_t ld, int64_t n, int64_t HS) {
+  vf16 v[W];
+  for (int64_t i = 0; i < W; i++) v[i] = i < n ? load_part(x + i * ld, HS) : vf16{};
+  transpose16_regs(v);
+  for (int64_t e = 0; e < HS; e++) xt[e] = v[e];
 }
 
 void tiny_key_bias(float* kb, const Problem& p, int64_t b) {
@@ -953,15 +955,21 @@ void tiny_key_bias(float* kb, const Problem& p, int64_t b) {
 // Rows i < n of the [HS, 16] block xt (xt[e] lane i) into dst rows (stride ld), HS floats each
 // (+= when accumulate).
 VINLINE void tiny_store_rows(float* dst, int64_t ld, const vf16* xt, int64_t n, int64_t HS,
-                             bool accumulate, float* buf, float* buf2) {
-  for (int64_t e = 0; e < HS; e++) store(buf + e * W, xt[e]);
-  transpose16(buf2, W, buf, W, HS, n);
+                             bool accumulate) {
+  vf16 v[W];
+  for (int64_t e = 0; e < W; e++) v[e] = e < HS ? xt[e] : vf16{};
+  transpose16_regs(v);
   for (int64_t i = 0; i < n; i++) {
-    vf16 x = load(buf2 + i * W);
     float* di = dst + i * ld;
-    if (accumulate) x += load_part(di, HS);
+    const vf16 x = accumulate ? v[i] + load_part(di, HS) : v[i];
     store_part(di, x, HS);
   }
+}
+
+// v[i] lane j = x[j] lane i for j < n (0 past n): a [keys, rows] block turned [rows, keys].
+VINLINE void tiny_transpose_keys(vf16 (&v)[W], const vf16* x, int64_t n) {
+  for (int64_t j = 0; j < W; j++) v[j] = j < n ? x[j] : vf16{};
+  transpose16_regs(v);
 }
 
 // HSC: the head size as a compile-time constant (fully unrolled loops over it), 0 = d.HS.
@@ -970,7 +978,7 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
                        const Problem& p, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
-  alignas(64) float buf[W * W], buf2[W * W], kb[kTinyKeys], lv[W], mv[W];
+  alignas(64) float kb[kTinyKeys], lv[W], mv[W];
   vf16 qt[W], s[kTinyKeys], ot[W];
   tiny_key_bias(kb, p, b);
   const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
@@ -978,7 +986,7 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
   const vf16 ninf = splat(kNegInf);
   for (int64_t i0 = 0; i0 < d.Tq; i0 += W) {
     const int64_t nq = std::min(W, d.Tq - i0), nk = tiny_keys(p, i0);
-    tiny_load_transposed(qt, buf, q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, HS);
+    tiny_load_transposed(qt, q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, HS);
     tiny_scores<HSC>(s, qt, kh, kb, p, i0, nk);
     vf16 m = ninf;
     for (int64_t j = 0; j < nk; j++) m = vmax(m, s[j]);
@@ -992,8 +1000,7 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
     const vf16 inv = dead ? vf16{} : 1.0f / l;
     tiny_weighted<HSC>(ot, s, vh, d.ldv, nk, HS);
     for (int64_t e = 0; e < HS; e++) ot[e] = ot[e] * inv;
-    tiny_store_rows(out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, ot, nq, HS, false, buf,
-                    buf2);
+    tiny_store_rows(out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, ot, nq, HS, false);
     store(lv, l);
     store(mv, m);
     float* lh = lse + (b * d.NH + h) * d.Tq + i0;
@@ -1011,8 +1018,8 @@ void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, cons
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
   constexpr int64_t KB = kTinyKeys / W;  // key blocks at most
-  alignas(64) float buf[W * W], buf2[W * W], kb[kTinyKeys];
-  vf16 qt[W], gt[W], s[kTinyKeys], ds[kTinyKeys], acc[W];
+  alignas(64) float kb[kTinyKeys];
+  vf16 qt[W], gt[W], ot[W], s[kTinyKeys], ds[kTinyKeys], acc[W], x[W];
   vf16 dkt[KB][W], dvt[KB][W];  // [key block][e] lane j: dK / dV of key 16 kb + j, column e
   const int64_t nkb = (d.Tk + W - 1) / W;
   for (int64_t c = 0; c < nkb; c++)
@@ -1024,15 +1031,15 @@ void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, cons
     const int64_t nq = std::min(W, d.Tq - i0), nk = tiny_keys(p, i0);
     const float* qh = q + (b * d.Tq + i0) * d.ldq + h * d.HS;
     const float* gh = dout + (b * d.Tq + i0) * d.ldo + h * d.HS;
-    tiny_load_transposed(qt, buf, qh, d.ldq, nq, HS);
+    tiny_load_transposed(qt, qh, d.ldq, nq, HS);
     tiny_scores<HSC>(s, qt, kh, kb, p, i0, nk);
     const vf16 lv = load_part(lse + (b * d.NH + h) * d.Tq + i0, nq, kNegInf);
     const auto live = lv != splat(kNegInf);  // a fully masked row gets no gradient
     const vf16 lsafe = live ? lv : vf16{};
-    tiny_load_transposed(gt, buf, gh, d.ldo, nq, HS);
-    transpose16(buf, W, out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, nq, HS);
+    tiny_load_transposed(gt, gh, d.ldo, nq, HS);
+    tiny_load_transposed(ot, out + (b * d.Tq + i0) * d.ldo + h * d.HS, d.ldo, nq, HS);
     vf16 D{};
-    for (int64_t e = 0; e < HS; e++) D += gt[e] * load(buf + e * W);
+    for (int64_t e = 0; e < HS; e++) D += gt[e] * ot[e];
     for (int64_t j = 0; j < nk; j++) {
       const vf16 pj = live ? vexp(s[j] - lsafe) : vf16{};
       const float* vj = vh + j * d.ldv;
@@ -1043,28 +1050,23 @@ void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, cons
     }
     if (dq != nullptr) {
       tiny_weighted<HSC>(acc, ds, kh, d.ldk, nk, HS);
-      tiny_store_rows(dq + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, acc, nq, HS, d.accumulate,
-                      buf, buf2);
+      tiny_store_rows(dq + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, acc, nq, HS, d.accumulate);
     }
     // dK^T[e] (lane j) += sum_i dS^T_i q_ie: dS transposed so that lanes hold keys; same for dV.
     for (int64_t c = 0; c * W < nk; c++) {
       const int64_t n = std::min(W, nk - c * W);
       if (dk != nullptr) {
-        for (int64_t j = 0; j < n; j++) store(buf + j * W, ds[c * W + j]);
-        transpose16(buf2, W, buf, W, n, nq);
+        tiny_transpose_keys(x, ds + c * W, n);
         for (int64_t i = 0; i < nq; i++) {
-          const vf16 x = load(buf2 + i * W);
           const float* qi = qh + i * d.ldq;
-          for (int64_t e = 0; e < HS; e++) dkt[c][e] += x * qi[e];
+          for (int64_t e = 0; e < HS; e++) dkt[c][e] += x[i] * qi[e];
         }
       }
       if (dv != nullptr) {
-        for (int64_t j = 0; j < n; j++) store(buf + j * W, s[c * W + j]);
-        transpose16(buf2, W, buf, W, n, nq);
+        tiny_transpose_keys(x, s + c * W, n);
         for (int64_t i = 0; i < nq; i++) {
-          const vf16 x = load(buf2 + i * W);
           const float* gi = gh + i * d.ldo;
-          for (int64_t e = 0; e < HS; e++) dvt[c][e] += x * gi[e];
+          for (int64_t e = 0; e < HS; e++) dvt[c][e] += x[i] * gi[e];
         }
       }
     }
@@ -1073,10 +1075,10 @@ void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, cons
     const int64_t n = std::min(W, d.Tk - c * W);
     if (dk != nullptr)
       tiny_store_rows(dk + (b * d.Tk + c * W) * d.ldk + h * d.HS, d.ldk, dkt[c], n, HS,
-                      d.accumulate, buf, buf2);
+                      d.accumulate);
     if (dv != nullptr)
       tiny_store_rows(dv + (b * d.Tk + c * W) * d.ldv + h * d.HS, d.ldv, dvt[c], n, HS,
-                      d.accumulate, buf, buf2);
+                      d.accumulate);
   }
 }
 

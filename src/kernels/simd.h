@@ -122,12 +122,10 @@ VINLINE vf16 vexp(vf16 x) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
-                         int64_t ncols) {
-  const __mmask16 cm = static_cast<__mmask16>((1u << ncols) - 1u);
+// r[i] = row i of a 16 x 16 block  ->  r[e] = column e, in registers.
+VINLINE void transpose16_regs(vf16 (&v)[16]) {
   __m512 r[16], t[16];
-  for (int i = 0; i < 16; i++)
-    r[i] = i < nrows ? _mm512_maskz_loadu_ps(cm, src + i * lds) : _mm512_setzero_ps();
+  for (int i = 0; i < 16; i++) r[i] = static_cast<__m512>(v[i]);
   for (int i = 0; i < 16; i += 2) {  // t[i] lane L: r_i[4L], r_i+1[4L], r_i[4L+1], r_i+1[4L+1]
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -145,14 +143,32 @@ VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds,
     const __m512 x1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);  // lanes 2, 3
     const __m512 y0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
     const __m512 y1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
-    const __m512 out[4] = {_mm512_shuffle_f32x4(x0, y0, 0x88), _mm512_shuffle_f32x4(x0, y0, 0xDD),
-                           _mm512_shuffle_f32x4(x1, y1, 0x88), _mm512_shuffle_f32x4(x1, y1, 0xDD)};
-    for (int L = 0; L < 4; L++)  // column 4L + c
-      if (4 * L + c < ncols) _mm512_storeu_ps(dst + (4 * L + c) * ldd, out[L]);
+    v[c] = static_cast<vf16>(_mm512_shuffle_f32x4(x0, y0, 0x88));  // column c
+    v[4 + c] = static_cast<vf16>(_mm512_shuffle_f32x4(x0, y0, 0xDD));
+    v[8 + c] = static_cast<vf16>(_mm512_shuffle_f32x4(x1, y1, 0x88));
+    v[12 + c] = static_cast<vf16>(_mm512_shuffle_f32x4(x1, y1, 0xDD));
   }
+}
+
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
+                         int64_t ncols) {
+  const __mmask16 cm = static_cast<__mmask16>((1u << ncols) - 1u);
+  vf16 v[16];
+  for (int i = 0; i < 16; i++)
+    v[i] = i < nrows ? static_cast<vf16>(_mm512_maskz_loadu_ps(cm, src + i * lds)) : vf16{};
+  transpose16_regs(v);
+  for (int e = 0; e < ncols; e++) store(dst + e * ldd, v[e]);
 }
 #pragma GCC diagnostic pop
 #else
+VINLINE void transpose16_regs(vf16 (&v)[16]) {
+  for (int i = 0; i < 16; i++)
+    for (int e = i + 1; e < 16; e++) {
+      const float x = v[i][e];
+      v[i][e] = v[e][i];
+      v[e][i] = x;
+    }
+}
 VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
                          int64_t ncols) {
   for (int64_t e = 0; e < ncols; e++)
