@@ -193,8 +193,8 @@ Tensor unary(const char* name, const Tensor& x_in, F f, DF df) {
   return out;
 }
 
-// GELU (erf): backward from the saved output (kernels::gelu_erf_backward_from_out), writing
-// the input's gradient directly when its buffer is new.
+// GELU (erf): the backward recomputes Phi(x) from the input (kernels::gelu_erf_backward),
+// writing the input's gradient directly when its buffer is new.
 Tensor gelu_erf(const Tensor& x_in) {
   Tensor x = contiguous(x_in);
   Tensor out = Tensor::empty(x.shape());
@@ -206,7 +206,7 @@ Tensor gelu_erf(const Tensor& x_in) {
       if (!g) return;
       bool fresh = false;
       float* gx = detail::grad_ptr_fresh(x, &fresh);
-      kernels::gelu_erf_backward_from_out(gx, g, x.data(), out.data(), x.numel(), !fresh);
+      kernels::gelu_erf_backward(gx, g, x.data(), x.numel(), !fresh);
     });
   }
   return out;

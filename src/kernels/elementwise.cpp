@@ -225,22 +225,15 @@ void gelu_erf_forward(float* out, const float* inp, int64_t n) {
 }
 
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+  gelu_erf_backward(dinp, dout, inp, n, true);
+}
+
+void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n,
+                       bool accumulate) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
     const vf16 x = ld(inp, i, cnt);
     const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
-    st(dinp, i, cnt, ld(dinp, i, cnt) + ld(dout, i, cnt) * (vnormal_cdf(x) + x * pdf));
-  });
-}
-
-void gelu_erf_backward_from_out(float* dinp, const float* dout, const float* inp, const float* out,
-                                int64_t n, bool accumulate) {
-  constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
-    const vf16 pdf = vexp(-0.5f * x * x) * kInvSqrt2Pi;
-    const vf16 ax = x < 0.0f ? -x : x;
-    const vf16 cdf = ax < 1e-6f ? 0.5f + x * kInvSqrt2Pi : ld(out, i, cnt) / x;
-    vf16 d = ld(dout, i, cnt) * (cdf + x * pdf);
+    vf16 d = ld(dout, i, cnt) * (vnormal_cdf(x) + x * pdf);
     if (accumulate) d += ld(dinp, i, cnt);
     st(dinp, i, cnt, d);
   });

@@ -91,11 +91,10 @@ void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_
 // GELU, exact: 0.5 x (1 + erf(x / sqrt 2))
 void gelu_erf_forward(float* out, const float* inp, int64_t n);
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n);
-// The same derivative using the forward's output: Phi(x) = out / x (|x| >= 1e-6; 0.5 + x phi(0)
-// below), so only phi(x) = exp(-x^2 / 2) / sqrt(2 pi) is evaluated: about half the work of
-// gelu_erf_backward. accumulate = false overwrites dinp instead of adding to it.
-void gelu_erf_backward_from_out(float* dinp, const float* dout, const float* inp, const float* out,
-                                int64_t n, bool accumulate = true);
+// The same, overwriting dinp instead of adding to it when accumulate is false. Phi(x) is
+// recomputed from x (a rational erf: cheaper than reading the saved output back from memory).
+void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n,
+                       bool accumulate);
 // SiLU: x * sigmoid(x)
 void silu_forward(float* out, const float* inp, int64_t n);
 void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n);

@@ -130,28 +130,25 @@ TEST(KernelActivation, GeluErfPhiWithinStatedBoundOnDenseGrid) {
   EXPECT_EQ(got[3], 1e4f);
 }
 
-// The GELU backward the autograd op uses (Phi from the saved output) against the formula and
-// against gelu_erf_backward; overwrite mode equals accumulating into zeros.
-TEST(KernelActivation, GeluErfBackwardFromOutMatchesFormula) {
+// The GELU backward the autograd op uses, in both modes: accumulating (as the formula) and
+// overwriting (equal to accumulating into zeros, whatever dinp held), deep tails included.
+TEST(KernelActivation, GeluErfBackwardOverwriteMatchesFormula) {
   for (int64_t n : {1, 5, 16, 17, 67, 100003}) {
     std::vector<float> x = activation_inputs(n);
     for (size_t i = 9; i < x.size() && i < 40; i++) x[i] = -14.0f + 0.5f * static_cast<float>(i - 9);
     const std::vector<float> dout = randn(n, 6);
-    std::vector<float> out(n), d_from_out = randn(n, 7), d_direct = d_from_out, d_over(n, NAN);
-    const std::vector<float> dinp0 = d_from_out;
-    gelu_erf_forward(out.data(), x.data(), n);
-    gelu_erf_backward_from_out(d_from_out.data(), dout.data(), x.data(), out.data(), n);
-    gelu_erf_backward(d_direct.data(), dout.data(), x.data(), n);
-    gelu_erf_backward_from_out(d_over.data(), dout.data(), x.data(), out.data(), n, false);
+    std::vector<float> d_acc = randn(n, 7), d_over(n, NAN), d_zero(n, 0.0f);
+    const std::vector<float> dinp0 = d_acc;
+    gelu_erf_backward(d_acc.data(), dout.data(), x.data(), n, true);
+    gelu_erf_backward(d_over.data(), dout.data(), x.data(), n, false);
+    gelu_erf_backward(d_zero.data(), dout.data(), x.data(), n);
     for (int64_t i = 0; i < n; i++) {
       const double xi = x[i];
       const double deriv = 0.5 * (1 + std::erf(xi / std::sqrt(2.0))) +
                            xi * std::exp(-0.5 * xi * xi) / std::sqrt(2 * M_PI);
       const double want = dinp0[i] + dout[i] * deriv;
-      ASSERT_NEAR(d_from_out[i], want, 1e-5 * (1 + std::fabs(want))) << "x=" << xi;
-      ASSERT_NEAR(d_from_out[i], d_direct[i], 1e-5 * (1 + std::fabs(want))) << "x=" << xi;
-      const double over = dout[i] * deriv;
-      ASSERT_NEAR(d_over[i], over, 1e-5 * (1 + std::fabs(over))) << "x=" << xi;
+      ASSERT_NEAR(d_acc[i], want, 1e-5 * (1 + std::fabs(want))) << "x=" << xi;
+      ASSERT_EQ(d_over[i], d_zero[i]) << "x=" << xi;
     }
   }
 }
