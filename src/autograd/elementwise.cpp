@@ -102,7 +102,19 @@ Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) 
       const float* g = detail::out_grad(out);
       if (!g) return;
       if (op == BinOp::Add && outer == 1) {  // same shapes (a residual): both get g
+        // out's gradient is released once this node has run (Tape::record), so the first
+        // operand without a gradient yet takes the buffer itself instead of a copy; a second
+        // one gets a copy (the first one's later += must not reach it).
+        Tensor gout = out.grad();
+        bool handed = false;
         for (const Tensor* t : {&a, &b}) {
+          if (!handed && t->defined() && t->requires_grad() && !t->grad().defined() &&
+              gout.is_contiguous() && gout.shape() == t->shape()) {
+            Tensor h = *t;
+            h.set_grad(gout);
+            handed = true;
+            continue;
+          }
           bool fresh = false;
           float* gt = detail::grad_ptr_fresh(*t, &fresh);
           if (gt == nullptr) continue;

@@ -56,6 +56,27 @@ TEST(Tape, TensorUsedTwiceGetsBothContributions) {
   EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{6, -4}));
 }
 
+// A residual add hands its output's gradient buffer to one operand instead of copying it: the
+// other operand must still get a buffer of its own (later contributions to the first must not
+// reach it), add(x, x) gets both shares, and a user-held seed is never written.
+TEST(Tape, ResidualAddHandsItsGradientToOneOperandOnly) {
+  Tensor a = Tensor::from_vector({3}, {1, 2, 3}).set_requires_grad(true);
+  Tensor b = Tensor::from_vector({3}, {4, 5, 6}).set_requires_grad(true);
+  Tensor sq = mul(a, a);  // recorded first, so its backward runs after the add's: a takes the
+  Tensor s = add(a, b);   // add's buffer, then 2a is added into it
+  Tensor loss = sum(add(mul(s, Tensor::from_vector({3}, {1, 2, 3})), sq));
+  backward(loss);  // d/da = (1, 2, 3) + 2a = (3, 6, 9); d/db = (1, 2, 3)
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{3, 6, 9}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{1, 2, 3}));
+  EXPECT_NE(a.grad().data(), b.grad().data());
+
+  Tensor x = Tensor::from_vector({2}, {1, 1}).set_requires_grad(true);
+  Tensor seed = Tensor::from_vector({2}, {2, 3});
+  backward(add(x, x), seed);
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{4, 6}));
+  EXPECT_EQ(seed.to_vector(), (std::vector<float>{2, 3}));
+}
+
 TEST(Tape, BackwardNeedsAScalarOrAGradient) {
   Tensor x = randn({3}, 1).set_requires_grad(true);
   Tensor y = scale(x, 2.0f);
