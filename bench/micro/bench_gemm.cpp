@@ -63,6 +63,11 @@ void linear_args(benchmark::internal::Benchmark* b) {
     b->Args({1024, 4 * C, C});  // proj
   }
   b->Args({1024, 384, 65});  // char-level lm head
+  // One shard of (b) (d_model 64, 16 sequences of 32): run with OMP_NUM_THREADS=1 to see a
+  // shard's per-core speed.
+  for (const auto& s : {std::vector<int64_t>{512, 64, 192}, {512, 64, 64}, {512, 64, 256},
+                        {512, 256, 64}, {512, 64, 65}})
+    b->Args(s);
   b->UseRealTime();
 }
 
@@ -91,5 +96,40 @@ void BM_LinearBackward(benchmark::State& state) {
 
 BENCHMARK(BM_LinearForward)->Apply(linear_args);
 BENCHMARK(BM_LinearBackward)->Apply(linear_args);
+
+}  // namespace
+
+namespace {
+
+// A feed-forward's first layer with GELU (erf), forward and GELU's backward. mode 0: linear_forward,
+// gelu_erf_forward, and gelu_erf_backward recomputing Phi and phi from the pre-activation;
+// mode 1: linear_gelu_forward (GELU and its slope in the GEMM's epilogue), and the backward's
+// multiply by the slope.
+void BM_LinearGelu(benchmark::State& state) {
+  const int64_t N = state.range(0), C = state.range(1), OC = state.range(2);
+  const bool fused = state.range(3) != 0;
+  const auto inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
+  std::vector<float> out(N * OC), pre(N * OC), slope(N * OC), dpre(N * OC);
+  for (auto _ : state) {
+    if (fused) {
+      atto::kernels::linear_gelu_forward(out.data(), slope.data(), inp.data(), w.data(), nullptr, N, C, OC);
+      atto::kernels::gelu_erf_backward_slope(dpre.data(), dout.data(), slope.data(), N * OC, false);
+    } else {
+      atto::kernels::linear_forward(pre.data(), inp.data(), w.data(), nullptr, N, C, OC);
+      atto::kernels::gelu_erf_forward(out.data(), pre.data(), N * OC);
+      atto::kernels::gelu_erf_backward(dpre.data(), dout.data(), pre.data(), N * OC, false);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(dpre.data());
+  }
+  set_flops(state, 2.0 * N * C * OC);
+}
+BENCHMARK(BM_LinearGelu)
+    ->ArgNames({"N", "C", "OC", "fused"})
+    ->Args({512, 64, 256, 0})
+    ->Args({512, 64, 256, 1})
+    ->Args({1024, 384, 1536, 0})
+    ->Args({1024, 384, 1536, 1})
+    ->UseRealTime();
 
 }  // namespace

@@ -77,6 +77,10 @@ Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., C] @ weight[OC, C]^T + bias[OC] -> [..., OC]; bias may be undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// gelu(linear(x, weight, bias), GeluApprox::Erf) as one op, the same bits: GELU runs on each
+// block of the GEMM's output while it is in cache, and the backward keeps GELU's slope instead
+// of the pre-activation (a feed-forward's first layer; kernels::linear_gelu_forward).
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ============================================================================================
 // Transformer ops

@@ -111,42 +111,89 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 // ============================================================================================
-// linear: x [..., C] @ weight[OC, C]^T + bias[OC]
+// linear: x [..., C] @ weight[OC, C]^T + bias[OC]; linear_gelu: GELU (erf) of that
 // ============================================================================================
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  ATTO_CHECK(weight_in.ndim() == 2, "linear: weight must be [out, in], got {}", shape_str(weight_in.shape()));
+namespace {
+
+// x, weight and bias contiguous, after the shape checks; the output's shape.
+struct LinearArgs {
+  Tensor x, weight, bias;
+  int64_t N = 0, C = 0, OC = 0;
+  Shape out_shape;
+};
+
+LinearArgs linear_args(const char* op, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  ATTO_CHECK(weight_in.ndim() == 2, "{}: weight must be [out, in], got {}", op, shape_str(weight_in.shape()));
   ATTO_CHECK(x_in.ndim() >= 1 && x_in.size(-1) == weight_in.size(1),
-             "linear: input {} does not match weight {} (last input dim must equal weight.size(1))",
+             "{}: input {} does not match weight {} (last input dim must equal weight.size(1))", op,
              shape_str(x_in.shape()), shape_str(weight_in.shape()));
-  const int64_t C = weight_in.size(1), OC = weight_in.size(0);
-  ATTO_CHECK(!bias_in.defined() || bias_in.shape() == Shape{OC}, "linear: bias {} does not match weight {}",
+  LinearArgs a;
+  a.C = weight_in.size(1);
+  a.OC = weight_in.size(0);
+  ATTO_CHECK(!bias_in.defined() || bias_in.shape() == Shape{a.OC}, "{}: bias {} does not match weight {}", op,
              shape_str(bias_in.defined() ? bias_in.shape() : Shape{}), shape_str(weight_in.shape()));
-  Tensor x = contiguous(x_in), weight = contiguous(weight_in);
-  Tensor bias = bias_in.defined() ? contiguous(bias_in) : bias_in;
-  const int64_t N = detail::rows_of(x);
-  Shape shape = x.shape();
-  shape.back() = OC;
-  Tensor out = Tensor::empty(shape);
-  kernels::linear_forward(out.data(), x.data(), weight.data(), bias.defined() ? bias.data() : nullptr, N, C, OC);
-  if (any_requires_grad({&x, &weight, &bias})) {
+  a.x = contiguous(x_in);
+  a.weight = contiguous(weight_in);
+  a.bias = bias_in.defined() ? contiguous(bias_in) : bias_in;
+  a.N = detail::rows_of(a.x);
+  a.out_shape = a.x.shape();
+  a.out_shape.back() = a.OC;
+  return a;
+}
+
+// The linear layer's backward for the gradient g [N, OC] of its (pre-activation) output.
+void linear_backward_from(const float* g, const LinearArgs& a) {
+  // dx = g @ W and dW = g^T @ x are written directly (beta 0) when the buffer is new: an
+  // activation's gradient usually is, a weight's after zero_grad(set_to_none).
+  const int64_t N = a.N, C = a.C, OC = a.OC;
+  bool fresh_x = false, fresh_w = false;
+  float* gx = detail::grad_ptr_fresh(a.x, &fresh_x);
+  float* gw = detail::grad_ptr_fresh(a.weight, &fresh_w);
+  if (fresh_x) {
+    kernels::gemm(false, false, N, C, OC, 1.0f, g, OC, a.weight.data(), C, 0.0f, gx, C);
+    gx = nullptr;
+  }
+  if (fresh_w) {
+    kernels::gemm(true, false, OC, C, N, 1.0f, g, OC, a.x.data(), C, 0.0f, gw, C);
+    gw = nullptr;
+  }
+  kernels::linear_backward(gx, gw, detail::grad_ptr(a.bias), g, a.x.data(), a.weight.data(), N, C, OC);
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  LinearArgs a = linear_args("linear", x_in, weight_in, bias_in);
+  Tensor out = Tensor::empty(a.out_shape);
+  kernels::linear_forward(out.data(), a.x.data(), a.weight.data(), a.bias.defined() ? a.bias.data() : nullptr,
+                          a.N, a.C, a.OC);
+  if (any_requires_grad({&a.x, &a.weight, &a.bias})) {
     detail::mark_output(out);
-    tape().record("linear", out, [x, weight, bias, out, N, C, OC]() mutable {
+    tape().record("linear", out, [a, out]() {
+      if (const float* g = detail::out_grad(out)) linear_backward_from(g, a);
+    });
+  }
+  return out;
+}
+
+// The pre-activation is never stored: the forward keeps GELU's slope at it instead, and the
+// backward turns the output's gradient into the pre-activation's in place in the slope's buffer
+// (one multiply), then runs the linear layer's backward on it.
+Tensor linear_gelu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  LinearArgs a = linear_args("linear_gelu", x_in, weight_in, bias_in);
+  Tensor out = Tensor::empty(a.out_shape);
+  const bool grad = any_requires_grad({&a.x, &a.weight, &a.bias});
+  Tensor slope = grad ? Tensor::empty(a.out_shape) : Tensor();
+  kernels::linear_gelu_forward(out.data(), grad ? slope.data() : nullptr, a.x.data(), a.weight.data(),
+                               a.bias.defined() ? a.bias.data() : nullptr, a.N, a.C, a.OC);
+  if (grad) {
+    detail::mark_output(out);
+    tape().record("linear_gelu", out, [a, out, slope]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      // dx = g @ W and dW = g^T @ x are written directly (beta 0) when the buffer is new: an
-      // activation's gradient usually is, a weight's after zero_grad(set_to_none).
-      bool fresh_x = false, fresh_w = false;
-      float* gx = detail::grad_ptr_fresh(x, &fresh_x);
-      float* gw = detail::grad_ptr_fresh(weight, &fresh_w);
-      if (fresh_x) {
-        kernels::gemm(false, false, N, C, OC, 1.0f, g, OC, weight.data(), C, 0.0f, gx, C);
-        gx = nullptr;
-      }
-      if (fresh_w) {
-        kernels::gemm(true, false, OC, C, N, 1.0f, g, OC, x.data(), C, 0.0f, gw, C);
-        gw = nullptr;
-      }
-      kernels::linear_backward(gx, gw, detail::grad_ptr(bias), g, x.data(), weight.data(), N, C, OC);
+      float* d = slope.data();  // the tape runs a node once: the slope is not needed again
+      kernels::gelu_erf_backward_slope(d, g, d, slope.numel(), /*accumulate=*/false);
+      linear_backward_from(d, a);
     });
   }
   return out;

@@ -239,6 +239,42 @@ void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t
   });
 }
 
+// GELU with its slope kept for the backward: y = x Phi(x), slope = Phi(x) + x phi(x) (the
+// same expressions as gelu_erf_forward and gelu_erf_backward, so the same bits). In place when
+// out == inp.
+VINLINE void gelu_erf_slope_vec(float* out, float* slope, const float* inp, int64_t i, int64_t cnt) {
+  const vf16 x = ld(inp, i, cnt);
+  const vf16 cdf = vnormal_cdf(x);
+  st(out, i, cnt, x * cdf);
+  if (slope != nullptr) {
+    const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
+    st(slope, i, cnt, cdf + x * pdf);
+  }
+}
+
+void gelu_erf_forward_slope(float* out, float* slope, const float* inp, int64_t n) {
+  map_vectors(n, kMath, [&](int64_t i, int64_t cnt) { gelu_erf_slope_vec(out, slope, inp, i, cnt); });
+}
+
+void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++) {
+    float* row = x + r * ld;
+    float* srow = slope != nullptr ? slope + r * ld : nullptr;
+    int64_t i = 0;
+    for (; i + W <= cols; i += W) gelu_erf_slope_vec(row, srow, row, i, W);
+    if (i < cols) gelu_erf_slope_vec(row, srow, row, i, cols - i);
+  }
+}
+
+void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n,
+                             bool accumulate) {
+  map_vectors(n, kCheap, [&](int64_t i, int64_t cnt) {
+    vf16 d = ld(dout, i, cnt) * ld(slope, i, cnt);
+    if (accumulate) d += ld(dinp, i, cnt);
+    st(dinp, i, cnt, d);
+  });
+}
+
 // silu(x) = x s, s = sigmoid(x);  d/dx = s (1 + x (1 - s))
 void silu_forward(float* out, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {

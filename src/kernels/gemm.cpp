@@ -157,6 +157,13 @@ struct Epilogue {
   const float* bias = nullptr;  // indexed by the column of C
 };
 
+// What gemm_blocked does to each finished block of C (48 x 64 at most, still in L1): nothing,
+// or GELU (erf) in place, keeping its slope in `slope` (same layout as C) when that is set.
+struct BlockActivation {
+  bool gelu = false;
+  float* slope = nullptr;
+};
+
 // C[R, nc] = epilogue(A(R x K) B(K x nc)), nc in ((V-1) * 16, V * 16].
 // A(i, k) = A[i * ars + k * aks]; row k of B at B + k * ldb (only nc floats are read).
 template <int R, int V>
@@ -262,7 +269,7 @@ void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t 
 
 void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                  const Epilogue& ep) {
+                  const Epilogue& ep, const BlockActivation& act = {}) {
   const int64_t ars = transA ? 1 : lda, aks = transA ? lda : 1;
   const int64_t npanels = ceil_div(N, kPanel);
   thread_local std::vector<float> packed_store;
@@ -301,6 +308,10 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
         Epilogue e = ep;
         if (e.bias != nullptr) e.bias += j0;
         panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, e);
+        if (act.gelu)
+          gelu_erf_slope_rows(C + i0 * ldc + j0,
+                              act.slope != nullptr ? act.slope + i0 * ldc + j0 : nullptr, ldc, mi,
+                              nj);
       }
     }
   }
@@ -470,6 +481,17 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
     beta = 1.0f;
   }
   gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C, int64_t OC) {
+  if (N > kFewRows && use_blocked(N, OC, C)) {
+    gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias},
+                 BlockActivation{true, slope});
+    return;
+  }
+  linear_forward(out, inp, weight, bias, N, C, OC);
+  gelu_erf_forward_slope(out, slope, out, N * OC);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

@@ -68,6 +68,13 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 // dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+// out = GELU_erf(inp @ weight^T + bias) and, when slope is not nullptr, slope = GELU's slope at
+// the pre-activation (gelu_erf_forward_slope): a feed-forward's first layer in one pass. On the
+// register-blocked GEMM path GELU runs in the epilogue, on each 48 x 64 block while it is in
+// L1, so the pre-activation never goes to memory. Bitwise what linear_forward then
+// gelu_erf_forward_slope give.
+void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C, int64_t OC);
 void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias,
                           int64_t N, int64_t C, int64_t OC);
 void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -95,6 +102,16 @@ void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t
 // recomputed from x (a rational erf: cheaper than reading the saved output back from memory).
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n,
                        bool accumulate);
+// GELU (erf) keeping its slope, for a backward that only multiplies: out = x Phi(x) and, when
+// slope is not nullptr, slope = Phi(x) + x phi(x) = dGELU/dx. out may be inp. The same bits as
+// gelu_erf_forward and the factor gelu_erf_backward multiplies dout by.
+void gelu_erf_forward_slope(float* out, float* slope, const float* inp, int64_t n);
+// The same in place on a rows x cols block with row stride ld (x and slope alike), on the
+// calling thread only: a GEMM epilogue's, while the block is in cache.
+void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64_t cols);
+// dinp (+)= dout * slope (dinp may be slope: the slope is consumed in place).
+void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n,
+                             bool accumulate);
 // SiLU: x * sigmoid(x)
 void silu_forward(float* out, const float* inp, int64_t n);
 void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n);

@@ -21,12 +21,12 @@ FeedForward::FeedForward(const FeedForwardConfig& cfg, Rng& rng)
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  Tensor h = c_fc.forward(x);
+  Tensor h;
   switch (act_) {
-    case Activation::ReLU: h = relu(h); break;
-    case Activation::GELU: h = gelu(h, GeluApprox::Erf); break;
-    case Activation::GELUTanh: h = gelu(h, GeluApprox::Tanh); break;
-    case Activation::SwiGLU: h = swiglu(h, c_fc2->forward(x)); break;
+    case Activation::ReLU: h = relu(c_fc.forward(x)); break;
+    case Activation::GELU: h = linear_gelu(x, c_fc.weight, c_fc.bias); break;  // one fused op
+    case Activation::GELUTanh: h = gelu(c_fc.forward(x), GeluApprox::Tanh); break;
+    case Activation::SwiGLU: h = swiglu(c_fc.forward(x), c_fc2->forward(x)); break;
   }
   return dropout.forward(c_proj.forward(h));
 }

@@ -149,6 +149,16 @@ TEST(FusedTwins, LinearMatchesMatmulPlusBias) {
   expect_twins("linear", fused, composed, {randn({2, 3, 4}, 16), randn({5, 4}, 17), randn({5}, 18)});
 }
 
+// linear_gelu keeps GELU's slope instead of the pre-activation: the same bits as the two ops.
+TEST(FusedTwins, LinearGeluMatchesLinearThenGelu) {
+  auto fused = [](const Inputs& x) { return linear_gelu(x[0], x[1], x[2]); };
+  auto composed = [](const Inputs& x) { return gelu(linear(x[0], x[1], x[2]), GeluApprox::Erf); };
+  expect_twins("linear_gelu", fused, composed, {randn({2, 3, 4}, 23), randn({5, 4}, 24), randn({5}, 25)}, 0.0f);
+  // A feed-forward's shape on the blocked GEMM path (GELU in its epilogue).
+  expect_twins("linear_gelu 64 -> 256", fused, composed,
+               {randn({4, 32, 64}, 26), randn({256, 64}, 27), randn({256}, 28)}, 0.0f);
+}
+
 TEST(FusedTwins, SwigluAndActivationsMatchComposed) {
   expect_twins("swiglu", [](const Inputs& x) { return swiglu(x[0], x[1]); },
                [](const Inputs& x) { return mul(mul(x[0], div(exp(x[0]), add_scalar(exp(x[0]), 1.0f))), x[1]); },

@@ -64,6 +64,10 @@ std::vector<Case> cases() {
   c.push_back({"linear", [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
                {randn({2, 3, 4}, 38), randn({5, 4}, 39), randn({5}, 40)}, {}});
   c.push_back({"linear_nobias", [](const Inputs& x) { return linear(x[0], x[1]); }, {randn({3, 4}, 41), randn({2, 4}, 42)}, {}});
+  c.push_back({"linear_gelu", [](const Inputs& x) { return linear_gelu(x[0], x[1], x[2]); },
+               {randn({2, 3, 4}, 53), randn({5, 4}, 54), randn({5}, 55)}, {}});
+  c.push_back({"linear_gelu_nobias", [](const Inputs& x) { return linear_gelu(x[0], x[1]); },
+               {randn({3, 4}, 56), randn({2, 4}, 57)}, {}});
   // Transformer ops
   c.push_back({"embedding", [](const Inputs& x) { return embedding(x[0], {1, 3, 1, 0, 4, 3}, {2, 3}); }, {randn({5, 4}, 43)}, {}});
   c.push_back({"layer_norm", [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); },

@@ -313,3 +313,45 @@ TEST(KernelLinear, BitIdenticalForOneAndTwoThreads) {
 
 }  // namespace
 }  // namespace atto::kernels
+
+namespace atto::kernels {
+namespace {
+
+// linear_gelu_forward on every path (matrix-vector rows, the register-blocked GEMM with GELU in
+// its epilogue, OpenBLAS tiles) is bitwise linear_forward then gelu_erf_forward_slope, and
+// within float rounding of a double-precision GELU of the naive product.
+TEST(KernelLinear, LinearGeluIsLinearThenGeluBitForBit) {
+  ThreadGuard guard;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{3, 17, 40}, {8, 64, 256},
+                                   {9, 64, 256}, {100, 37, 70}, {512, 64, 256}, {97, 130, 129},
+                                   {1024, 384, 1536}}) {
+      const std::vector<float> inp = randn(N * C, 1), w = randn(OC * C, 2), b = randn(OC, 3);
+      for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
+        const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                                 " OC=" + std::to_string(OC) + (bias ? " bias" : "") +
+                                 " threads=" + std::to_string(threads);
+        std::vector<float> want(N * OC), want_slope(N * OC), pre(N * OC);
+        linear_forward(pre.data(), inp.data(), w.data(), bias, N, C, OC);
+        gelu_erf_forward_slope(want.data(), want_slope.data(), pre.data(), N * OC);
+        std::vector<float> out(N * OC, NAN), slope(N * OC, NAN), out_only(N * OC, NAN);
+        linear_gelu_forward(out.data(), slope.data(), inp.data(), w.data(), bias, N, C, OC);
+        linear_gelu_forward(out_only.data(), nullptr, inp.data(), w.data(), bias, N, C, OC);
+        expect_bit_identical(out, want, what + " out");
+        expect_bit_identical(slope, want_slope, what + " slope");
+        expect_bit_identical(out_only, want, what + " out without slope");
+        if (N * C * OC > (1 << 22)) continue;  // the naive product of the largest is slow
+        std::vector<float> naive(N * OC);
+        linear_forward_naive(naive.data(), inp.data(), w.data(), bias, N, C, OC);
+        for (int64_t i = 0; i < N * OC; i++) {
+          const double x = naive[i], y = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+          ASSERT_NEAR(out[i], y, 1e-6 * C + 1e-5 * (1 + std::fabs(y))) << what << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace atto::kernels

@@ -153,6 +153,50 @@ TEST(KernelActivation, GeluErfBackwardOverwriteMatchesFormula) {
   }
 }
 
+// GELU keeping its slope (what linear_gelu's backward multiplies by): the same bits as
+// gelu_erf_forward and as gelu_erf_backward's factor, in place or not, with or without the slope;
+// the backward's multiply in both modes; and the block form a GEMM epilogue calls.
+TEST(KernelActivation, GeluErfSlopeIsTheBackwardsFactorBitForBit) {
+  for (int64_t n : {1, 5, 16, 17, 67, 100003}) {
+    std::vector<float> x = activation_inputs(n);
+    for (size_t i = 9; i < x.size() && i < 40; i++) x[i] = -14.0f + 0.5f * static_cast<float>(i - 9);
+    std::vector<float> y(n), want_y(n), slope(n), want_slope(n, 0.0f), ones(n, 1.0f);
+    gelu_erf_forward(want_y.data(), x.data(), n);
+    gelu_erf_backward(want_slope.data(), ones.data(), x.data(), n, false);
+    gelu_erf_forward_slope(y.data(), slope.data(), x.data(), n);
+    ASSERT_EQ(0, std::memcmp(y.data(), want_y.data(), sizeof(float) * n)) << "n=" << n;
+    ASSERT_EQ(0, std::memcmp(slope.data(), want_slope.data(), sizeof(float) * n)) << "n=" << n;
+    std::vector<float> inplace = x;
+    gelu_erf_forward_slope(inplace.data(), nullptr, inplace.data(), n);
+    ASSERT_EQ(0, std::memcmp(inplace.data(), want_y.data(), sizeof(float) * n)) << "n=" << n;
+
+    // Overwriting (what linear_gelu's backward does) is gelu_erf_backward's bits; accumulating
+    // may round differently (the compiler fuses the old kernel's multiply and add).
+    const std::vector<float> dout = randn(n, 6), dinp0 = randn(n, 7);
+    std::vector<float> d_acc = dinp0, d_over(n, NAN), want_over(n, NAN), want_acc = dinp0;
+    gelu_erf_backward(want_over.data(), dout.data(), x.data(), n, false);
+    gelu_erf_backward(want_acc.data(), dout.data(), x.data(), n, true);
+    gelu_erf_backward_slope(d_acc.data(), dout.data(), slope.data(), n, true);
+    gelu_erf_backward_slope(d_over.data(), dout.data(), slope.data(), n, false);
+    ASSERT_EQ(0, std::memcmp(d_over.data(), want_over.data(), sizeof(float) * n)) << "n=" << n;
+    for (int64_t i = 0; i < n; i++)
+      ASSERT_NEAR(d_acc[i], want_acc[i], 1e-6f * (1.0f + std::fabs(want_acc[i]))) << "x=" << x[i];
+  }
+  // A 5 x 19 block inside rows of 23 floats: only the block changes.
+  const int64_t rows = 5, cols = 19, ld = 23;
+  std::vector<float> m = activation_inputs(rows * ld), ms(rows * ld, -7.0f);
+  const std::vector<float> m0 = m;
+  gelu_erf_slope_rows(m.data(), ms.data(), ld, rows, cols);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < ld; c++) {
+      const size_t i = static_cast<size_t>(r * ld + c);
+      float y = m0[i], sl = -7.0f;
+      if (c < cols) gelu_erf_forward_slope(&y, &sl, &m0[i], 1);
+      ASSERT_EQ(m[i], y) << r << "," << c;
+      ASSERT_EQ(ms[i], sl) << r << "," << c;
+    }
+}
+
 TEST(KernelActivation, SwigluMatchesFormulaAndSkipsNull) {
   const int64_t n = 1001;
   const std::vector<float> g = activation_inputs(n), u = randn(n, 8), dout = randn(n, 9);
