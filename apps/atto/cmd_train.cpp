@@ -159,8 +159,8 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--seed", t.seed, "Seed of the initial weights, batches and dropout")->capture_default_str();
   app->add_option("--threads", t.threads, "Threads; 0 = all cores")->capture_default_str();
   app->add_option("--shards", t.shards,
-                  "gpt: split each batch into N data-parallel shards, run side by side (one thread each); the "
-                  "result does not depend on --threads. 0 = auto (2)")
+                  "Split each batch into N data-parallel shards of its rows, run side by side (one thread each); "
+                  "the result does not depend on --threads. 0 = auto (2)")
       ->capture_default_str();
   app->add_option("--eval-every", t.eval_every, "Evaluate the validation split every N steps")->capture_default_str();
   app->add_option("--eval-batches", t.eval_batches, "Batches per evaluation; 0 = the whole split")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 
 #include "tensor/error.h"
 
@@ -81,6 +82,24 @@ Seq2SeqBatch make_batch(const std::vector<EncodedPair>& pairs, const std::vector
     for (int64_t t = 0; t <= n; ++t) b.tgt_mask[r * b.T + t] = 1;
   }
   return b;
+}
+
+Seq2SeqBatch slice_rows(const Seq2SeqBatch& b, int64_t r0, int64_t r1) {
+  ATTO_CHECK(0 <= r0 && r0 < r1 && r1 <= b.B, "slice_rows: rows [{}, {}) of a batch of {}", r0, r1, b.B);
+  Seq2SeqBatch s;
+  s.B = r1 - r0;
+  s.S = b.S;
+  s.T = b.T;
+  auto rows = [&](const auto& v, int64_t len) {
+    return std::remove_cvref_t<decltype(v)>(v.begin() + r0 * len, v.begin() + r1 * len);
+  };
+  s.src = rows(b.src, b.S);
+  s.src_mask = rows(b.src_mask, b.S);
+  s.tgt_in = rows(b.tgt_in, b.T);
+  s.tgt_out = rows(b.tgt_out, b.T);
+  s.tgt_mask = rows(b.tgt_mask, b.T);
+  if (!b.index.empty()) s.index.assign(b.index.begin() + r0, b.index.begin() + r1);
+  return s;
 }
 
 }  // namespace atto

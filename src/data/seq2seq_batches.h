@@ -46,5 +46,7 @@ struct SpecialIds {
 };
 Seq2SeqBatch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<int64_t>& index,
                         const SpecialIds& ids = {});
+// Rows [r0, r1) of a batch, padded to the batch's S and T (a data-parallel shard's part).
+Seq2SeqBatch slice_rows(const Seq2SeqBatch& b, int64_t r0, int64_t r1);
 
 }  // namespace atto

@@ -5,6 +5,7 @@
 #include "autograd/tape.h"
 #include "kernels/kernels.h"
 #include "models/gpt.h"
+#include "models/seq2seq.h"
 #include "tensor/error.h"
 
 namespace atto {
@@ -99,23 +100,19 @@ int resolve_shards(int shards, int64_t B) {
   return static_cast<int>(std::min<int64_t>(want, B));
 }
 
-double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y,
-                            int64_t B, int64_t T, float loss_scale, const CrossEntropyOptions& ce) {
-  ATTO_CHECK(ce.reduction == CrossEntropyOptions::Reduction::Mean,
-             "gpt_forward_backward: the loss is a mean over the batch's targets (reduction Sum is not supported)");
-  const auto BT = static_cast<size_t>(B * T);
-  ATTO_CHECK(B >= 1 && T >= 1 && x.size() == BT && y.size() == BT,
-             "gpt_forward_backward: a [{}, {}] batch needs {} ids and targets, got {} and {}", B, T, BT, x.size(),
-             y.size());
-  const int64_t n = count_targets(y, ce.ignore_index);
+namespace {
+
+// Every shard's forward and backward: count(r0, r1) is the number of counted targets in rows
+// [r0, r1) (n in the whole batch), loss_of(model, r0, r1) the mean loss of those rows. Shard s
+// seeds its backward with n_s / n * loss_scale; returns the batch's mean loss.
+template <class Count, class LossOf>
+double forward_backward_shards(DataParallel& dp, int64_t B, int64_t n, float loss_scale, const Count& count,
+                               const LossOf& loss_of) {
   std::vector<double> loss(static_cast<size_t>(dp.shards()), 0.0);
   dp.run(B, [&](int s, nn::Module& m, int64_t r0, int64_t r1) {
-    auto* gpt = dynamic_cast<GPT*>(&m);
-    ATTO_CHECK(gpt != nullptr, "gpt_forward_backward: shard {} is not a GPT", s);
-    const std::vector<int32_t> xs(x.begin() + r0 * T, x.begin() + r1 * T), ys(y.begin() + r0 * T, y.begin() + r1 * T);
-    const int64_t ns = count_targets(ys, ce.ignore_index);
+    const int64_t ns = count(r0, r1);
     if (ns == 0 && dp.shards() > 1) return;  // nothing counts in these rows
-    Tensor l = cross_entropy(gpt->forward(xs, r1 - r0, T), ys, ce);
+    Tensor l = loss_of(m, r0, r1);
     // This shard's share of the batch mean: ns / n of it (exactly 1 with one shard).
     const float share = dp.shards() == 1 ? 1.0f : static_cast<float>(ns) / static_cast<float>(n);
     loss[static_cast<size_t>(s)] = static_cast<double>(l.item()) * share;
@@ -125,6 +122,50 @@ double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, con
   double total = 0.0;
   for (double v : loss) total += v;
   return total;
+}
+
+void check_mean(const CrossEntropyOptions& ce, const char* fn) {
+  ATTO_CHECK(ce.reduction == CrossEntropyOptions::Reduction::Mean,
+             "{}: the loss is a mean over the batch's targets (reduction Sum is not supported)", fn);
+}
+
+}  // namespace
+
+double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y,
+                            int64_t B, int64_t T, float loss_scale, const CrossEntropyOptions& ce) {
+  check_mean(ce, "gpt_forward_backward");
+  const auto BT = static_cast<size_t>(B * T);
+  ATTO_CHECK(B >= 1 && T >= 1 && x.size() == BT && y.size() == BT,
+             "gpt_forward_backward: a [{}, {}] batch needs {} ids and targets, got {} and {}", B, T, BT, x.size(),
+             y.size());
+  auto rows = [&](const std::vector<int32_t>& v, int64_t r0, int64_t r1) {
+    return std::vector<int32_t>(v.begin() + r0 * T, v.begin() + r1 * T);
+  };
+  return forward_backward_shards(
+      dp, B, count_targets(y, ce.ignore_index), loss_scale,
+      [&](int64_t r0, int64_t r1) { return count_targets(rows(y, r0, r1), ce.ignore_index); },
+      [&](nn::Module& m, int64_t r0, int64_t r1) {
+        auto* gpt = dynamic_cast<GPT*>(&m);
+        ATTO_CHECK(gpt != nullptr, "gpt_forward_backward: a shard's model is not a GPT");
+        return cross_entropy(gpt->forward(rows(x, r0, r1), r1 - r0, T), rows(y, r0, r1), ce);
+      });
+}
+
+double seq2seq_forward_backward(DataParallel& dp, const Seq2SeqBatch& b, float loss_scale,
+                                const CrossEntropyOptions& ce) {
+  check_mean(ce, "seq2seq_forward_backward");
+  ATTO_CHECK(b.B >= 1, "seq2seq_forward_backward: the batch has no rows");
+  return forward_backward_shards(
+      dp, b.B, count_targets(b.tgt_out, ce.ignore_index), loss_scale,
+      [&](int64_t r0, int64_t r1) { return count_targets(slice_rows(b, r0, r1).tgt_out, ce.ignore_index); },
+      [&](nn::Module& m, int64_t r0, int64_t r1) {
+        auto* model = dynamic_cast<Seq2Seq*>(&m);
+        ATTO_CHECK(model != nullptr, "seq2seq_forward_backward: a shard's model is not a Seq2Seq");
+        const Seq2SeqBatch sb = r0 == 0 && r1 == b.B ? b : slice_rows(b, r0, r1);
+        const Tensor memory = model->encode(sb.src, sb.B, sb.S, sb.src_mask);
+        return cross_entropy(model->decode(sb.tgt_in, sb.B, sb.T, memory, sb.src_mask, sb.tgt_mask), sb.tgt_out,
+                             ce);
+      });
 }
 
 }  // namespace atto

@@ -3,6 +3,7 @@
 //
 //   DataParallel dp(model, /*shards=*/2, [&] { return std::make_unique<GPT>(cfg, scratch_rng); });
 //   const double loss = gpt_forward_backward(dp, batch.x, batch.y, B, T);   // grads in model
+//   (seq2seq_forward_backward(dp, batch) for an encoder-decoder)
 //   optimizer.step(lr);                                                    // as without shards
 //
 // Why: for small models every op of a step is too small to split well over threads (a fork
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "data/seq2seq_batches.h"
 #include "nn/module.h"
 #include "tensor/rng.h"
 
@@ -74,5 +76,11 @@ int resolve_shards(int shards, int64_t B);
 // target counts, as cross_entropy).
 double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y,
                             int64_t B, int64_t T, float loss_scale = 1.0f, const CrossEntropyOptions& ce = {});
+
+// The same for an encoder-decoder (every dp.model(s) a Seq2Seq) on a padded batch: shard s
+// takes rows of it with the batch's own S and T (slice_rows), so its dropout masks are those
+// rows of the whole batch's.
+double seq2seq_forward_backward(DataParallel& dp, const Seq2SeqBatch& b, float loss_scale = 1.0f,
+                                const CrossEntropyOptions& ce = {});
 
 }  // namespace atto

@@ -53,7 +53,7 @@ struct TrainConfig {
   float grad_clip = 1.0f;        // 0 = off
   uint64_t seed = 1337;
   int threads = 0;               // 0 = all cores
-  int shards = 0;                // gpt: data-parallel shards of a batch (train/data_parallel.h); 0 = auto
+  int shards = 0;                // data-parallel shards of a batch's rows (train/data_parallel.h); 0 = auto
   int64_t eval_every = 250;
   int64_t eval_batches = 0;      // 0 = the whole validation split
   int64_t early_stop = 0;        // stop after N evaluations without improvement; 0 = off

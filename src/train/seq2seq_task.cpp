@@ -1,4 +1,5 @@
 // Seq2SeqTask: the encoder-decoder learning a parallel corpus.
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "metrics/bleu.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/task.h"
 
 namespace atto {
@@ -81,6 +83,11 @@ class Seq2SeqTask final : public TrainTask {
     batches_ = bucket_batches(train_, bo);
     val_batches_ = bucket_batches(val_, bo);
     model_ = std::make_unique<Seq2Seq>(m, init_rng);
+    int64_t most_rows = 1;  // shards are capped by the largest batch's rows
+    for (const auto& idx : batches_) most_rows = std::max<int64_t>(most_rows, static_cast<int64_t>(idx.size()));
+    Rng scratch(0);  // the replicas' own initial values are replaced by the model's
+    dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg.train.shards, most_rows),
+                                         [&] { return std::make_unique<Seq2Seq>(m, scratch); });
   }
 
   nn::Module& model() override { return *model_; }
@@ -90,10 +97,7 @@ class Seq2SeqTask final : public TrainTask {
     last_tokens_ = b.num_tokens();
     CrossEntropyOptions ce;
     ce.label_smoothing = cfg_.train.label_smoothing;
-    Tensor loss = cross_entropy(forward(b), b.tgt_out, ce);
-    const double value = loss.item();
-    backward(loss, loss_scale == 1.0f ? Tensor() : Tensor::scalar(loss_scale));
-    return value;
+    return seq2seq_forward_backward(*dp_, b, loss_scale, ce);
   }
   int64_t last_batch_tokens() const override { return last_tokens_; }
 
@@ -121,10 +125,10 @@ class Seq2SeqTask final : public TrainTask {
 
   std::string summary() const override {
     return fmt::format("seq2seq Transformer, {} parameters; {}; {} train / {} val pairs; vocabularies {} / {} ({}); "
-                       "{} batches of <= {} tokens{}",
+                       "{} batches of <= {} tokens, {} shard{}{}",
                        model_->num_parameters(), summary_, train_.size(), val_.size(), src_tok_->vocab_size(),
                        tgt_tok_->vocab_size(), cfg_.data.tokenizer, batches_.size(), bucket_options().max_tokens,
-                       filter_.dropped > 0 ? "; " + filter_.summary() : "");
+                       dp_->shards(), dp_->shards() == 1 ? "" : "s", filter_.dropped > 0 ? "; " + filter_.summary() : "");
   }
 
   void write_files(const std::string& dir) const override {
@@ -199,6 +203,7 @@ class Seq2SeqTask final : public TrainTask {
   std::vector<std::string> val_refs_;
   std::vector<std::vector<int64_t>> batches_, val_batches_;
   std::unique_ptr<Seq2Seq> model_;
+  std::unique_ptr<DataParallel> dp_;
   int64_t last_tokens_ = 0;
 };
 

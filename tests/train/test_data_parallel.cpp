@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "data/seq2seq_batches.h"
 #include "models/gpt.h"
+#include "models/seq2seq.h"
 #include "tensor/error.h"
 #include "train/data_parallel.h"
 
@@ -40,14 +42,15 @@ Batch random_batch(uint64_t seed, int64_t B, int64_t T, int64_t V) {
 }
 
 // A model, its replicas and a dropout Rng; gradients of one forward_backward.
-struct ShardedGpt {
+template <class Model, class Config>
+struct Sharded {
   Rng init_rng{5};
-  GPT model;
+  Model model;
   Rng dropout_rng{99};
   Rng scratch{0};
   DataParallel dp;
-  ShardedGpt(const GPTConfig& c, int shards)
-      : model(c, init_rng), dp(model, shards, [this, c] { return std::make_unique<GPT>(c, scratch); }) {
+  Sharded(const Config& c, int shards)
+      : model(c, init_rng), dp(model, shards, [this, c] { return std::make_unique<Model>(c, scratch); }) {
     model.set_rng(&dropout_rng);
     model.train();
   }
@@ -57,6 +60,8 @@ struct ShardedGpt {
     return g;
   }
 };
+using ShardedGpt = Sharded<GPT, GPTConfig>;
+using ShardedSeq2Seq = Sharded<Seq2Seq, Seq2SeqConfig>;
 
 float max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
   float worst = 0.0f;
@@ -233,4 +238,76 @@ TEST(DataParallel, DropoutRowsAreTheWholeTensorsRows) {
   for (float v : p) zeros += v == 0.0f;
   EXPECT_GT(zeros, 0);
   EXPECT_LT(zeros, 30);
+}
+
+// ---- The encoder-decoder ----------------------------------------------------------------------
+
+namespace {
+
+Seq2SeqConfig small_seq2seq(float dropout) {
+  Seq2SeqConfig c;
+  c.src_vocab = 13;
+  c.tgt_vocab = 11;
+  c.max_len = 12;
+  c.n_enc_layers = 2;
+  c.n_dec_layers = 2;
+  c.n_head = 2;
+  c.d_model = 16;
+  c.dropout = dropout;
+  return c;
+}
+
+// A padded batch of pairs of different lengths (ids past the specials 0, 1, 2).
+Seq2SeqBatch random_pairs_batch(uint64_t seed, int64_t B, const Seq2SeqConfig& c) {
+  Rng rng(seed);
+  std::vector<EncodedPair> pairs(static_cast<size_t>(B));
+  std::vector<int64_t> index;
+  for (int64_t i = 0; i < B; ++i) {
+    auto& p = pairs[static_cast<size_t>(i)];
+    for (uint64_t t = 0, n = 1 + rng.below(8); t < n; ++t)
+      p.src.push_back(3 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.src_vocab - 3))));
+    for (uint64_t t = 0, n = 1 + rng.below(8); t < n; ++t)
+      p.tgt.push_back(3 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.tgt_vocab - 3))));
+    index.push_back(i);
+  }
+  return make_batch(pairs, index);
+}
+
+}  // namespace
+
+// Rows of a padded batch keep its S and T, so a shard's dropout masks are its rows of the whole
+// batch's: with dropout and label smoothing, the sharded loss and gradients are the whole
+// batch's to rounding, and the thread count changes no bit.
+TEST(DataParallel, Seq2SeqShardsAreTheWholeBatch) {
+  const Seq2SeqConfig c = small_seq2seq(0.2f);
+  const Seq2SeqBatch b = random_pairs_batch(23, 5, c);
+  const Seq2SeqBatch rows = slice_rows(b, 1, 3);
+  EXPECT_EQ(rows.B, 2);
+  EXPECT_EQ(rows.S, b.S);
+  EXPECT_EQ(rows.T, b.T);
+  EXPECT_EQ(rows.tgt_out, std::vector<int32_t>(b.tgt_out.begin() + b.T, b.tgt_out.begin() + 3 * b.T));
+  EXPECT_EQ(rows.src_mask, std::vector<uint8_t>(b.src_mask.begin() + b.S, b.src_mask.begin() + 3 * b.S));
+  EXPECT_THROW(slice_rows(b, 3, 3), Error);
+  EXPECT_THROW(slice_rows(b, 0, 6), Error);
+
+  CrossEntropyOptions ce;
+  ce.label_smoothing = 0.1f;
+  ShardedSeq2Seq whole(c, 1);
+  const double l1 = seq2seq_forward_backward(whole.dp, b, 1.0f, ce);
+  for (int shards : {2, 3}) {
+    ShardedSeq2Seq sharded(c, shards);
+    const double ls = seq2seq_forward_backward(sharded.dp, b, 1.0f, ce);
+    EXPECT_NEAR(ls, l1, 1e-5 * std::fabs(l1)) << shards << " shards";
+    EXPECT_LT(max_rel_diff(sharded.grads(), whole.grads()), 2e-5f) << shards << " shards";
+    EXPECT_EQ(sharded.dropout_rng.state(), whole.dropout_rng.state());
+  }
+  std::vector<std::vector<std::vector<float>>> grads;
+  for (int threads : {1, 2}) {
+    kernels::set_num_threads(threads);
+    ShardedSeq2Seq r(c, 2);
+    seq2seq_forward_backward(r.dp, b, 1.0f, ce);
+    grads.push_back(r.grads());
+  }
+  kernels::set_num_threads(0);
+  EXPECT_TRUE(same_bits(grads[1], grads[0]));
 }
