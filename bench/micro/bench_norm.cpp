@@ -55,7 +55,33 @@ void BM_LayerNormBackward(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 4 * N * C * 4);
 }
 
+void BM_RmsNormForward(benchmark::State& state) {
+  const int64_t N = state.range(0), C = state.range(1);
+  const auto x = randn(N * C, 1), w = randn(C, 2);
+  std::vector<float> out(N * C), rstd(N);
+  for (auto _ : state) {
+    atto::kernels::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * N * C * 4);
+}
+
+void BM_RmsNormBackward(benchmark::State& state) {
+  const int64_t N = state.range(0), C = state.range(1);
+  const auto x = randn(N * C, 1), w = randn(C, 2), dout = randn(N * C, 4);
+  std::vector<float> out(N * C), rstd(N), dinp(N * C), dw(C);
+  atto::kernels::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+  for (auto _ : state) {
+    atto::kernels::rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(),
+                                    rstd.data(), N, C);
+    benchmark::DoNotOptimize(dinp.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * N * C * 4);
+}
+
 BENCHMARK(BM_LayerNormForward)->Apply(norm_args);
 BENCHMARK(BM_LayerNormBackward)->Apply(norm_args);
+BENCHMARK(BM_RmsNormForward)->Apply(norm_args);
+BENCHMARK(BM_RmsNormBackward)->Apply(norm_args);
 
 }  // namespace
