@@ -115,11 +115,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // ============================================================================================
 namespace {
 
-// x, weight and bias contiguous, after the shape checks; the output's shape.
+// x, weight and bias contiguous, after the shape checks (what a backward closure keeps).
 struct LinearArgs {
   Tensor x, weight, bias;
   int64_t N = 0, C = 0, OC = 0;
-  Shape out_shape;
+  Shape out_shape() const {
+    Shape s = x.shape();
+    s.back() = OC;
+    return s;
+  }
 };
 
 LinearArgs linear_args(const char* op, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
@@ -136,8 +140,6 @@ LinearArgs linear_args(const char* op, const Tensor& x_in, const Tensor& weight_
   a.weight = contiguous(weight_in);
   a.bias = bias_in.defined() ? contiguous(bias_in) : bias_in;
   a.N = detail::rows_of(a.x);
-  a.out_shape = a.x.shape();
-  a.out_shape.back() = a.OC;
   return a;
 }
 
@@ -164,7 +166,7 @@ void linear_backward_from(const float* g, const LinearArgs& a) {
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   LinearArgs a = linear_args("linear", x_in, weight_in, bias_in);
-  Tensor out = Tensor::empty(a.out_shape);
+  Tensor out = Tensor::empty(a.out_shape());
   kernels::linear_forward(out.data(), a.x.data(), a.weight.data(), a.bias.defined() ? a.bias.data() : nullptr,
                           a.N, a.C, a.OC);
   if (any_requires_grad({&a.x, &a.weight, &a.bias})) {
@@ -181,9 +183,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 // (one multiply), then runs the linear layer's backward on it.
 Tensor linear_gelu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   LinearArgs a = linear_args("linear_gelu", x_in, weight_in, bias_in);
-  Tensor out = Tensor::empty(a.out_shape);
+  Tensor out = Tensor::empty(a.out_shape());
   const bool grad = any_requires_grad({&a.x, &a.weight, &a.bias});
-  Tensor slope = grad ? Tensor::empty(a.out_shape) : Tensor();
+  Tensor slope = grad ? Tensor::empty(a.out_shape()) : Tensor();
   kernels::linear_gelu_forward(out.data(), grad ? slope.data() : nullptr, a.x.data(), a.weight.data(),
                                a.bias.defined() ? a.bias.data() : nullptr, a.N, a.C, a.OC);
   if (grad) {
