@@ -102,12 +102,17 @@ int resolve_shards(int shards, int64_t B) {
 
 namespace {
 
-// Every shard's forward and backward: count(r0, r1) is the number of counted targets in rows
-// [r0, r1) (n in the whole batch), loss_of(model, r0, r1) the mean loss of those rows. Shard s
-// seeds its backward with n_s / n * loss_scale; returns the batch's mean loss.
-template <class Count, class LossOf>
-double forward_backward_shards(DataParallel& dp, int64_t B, int64_t n, float loss_scale, const Count& count,
-                               const LossOf& loss_of) {
+// Every shard's forward and backward. targets: the whole batch's, row_len per row (what the
+// loss counts: entries other than ce.ignore_index); loss_of(model, r0, r1) is the mean loss of
+// rows [r0, r1). Shard s seeds its backward with n_s / n * loss_scale; returns the batch's mean.
+template <class LossOf>
+double forward_backward_shards(DataParallel& dp, int64_t B, const std::vector<int32_t>& targets, int64_t row_len,
+                               const CrossEntropyOptions& ce, float loss_scale, const LossOf& loss_of) {
+  auto count = [&](int64_t r0, int64_t r1) -> int64_t {
+    return std::count_if(targets.begin() + r0 * row_len, targets.begin() + r1 * row_len,
+                         [&](int32_t t) { return t != ce.ignore_index; });
+  };
+  const int64_t n = count(0, B);
   std::vector<double> loss(static_cast<size_t>(dp.shards()), 0.0);
   dp.run(B, [&](int s, nn::Module& m, int64_t r0, int64_t r1) {
     const int64_t ns = count(r0, r1);
@@ -141,31 +146,25 @@ double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, con
   auto rows = [&](const std::vector<int32_t>& v, int64_t r0, int64_t r1) {
     return std::vector<int32_t>(v.begin() + r0 * T, v.begin() + r1 * T);
   };
-  return forward_backward_shards(
-      dp, B, count_targets(y, ce.ignore_index), loss_scale,
-      [&](int64_t r0, int64_t r1) { return count_targets(rows(y, r0, r1), ce.ignore_index); },
-      [&](nn::Module& m, int64_t r0, int64_t r1) {
-        auto* gpt = dynamic_cast<GPT*>(&m);
-        ATTO_CHECK(gpt != nullptr, "gpt_forward_backward: a shard's model is not a GPT");
-        return cross_entropy(gpt->forward(rows(x, r0, r1), r1 - r0, T), rows(y, r0, r1), ce);
-      });
+  return forward_backward_shards(dp, B, y, T, ce, loss_scale, [&](nn::Module& m, int64_t r0, int64_t r1) {
+    auto* gpt = dynamic_cast<GPT*>(&m);
+    ATTO_CHECK(gpt != nullptr, "gpt_forward_backward: a shard's model is not a GPT");
+    return cross_entropy(gpt->forward(rows(x, r0, r1), r1 - r0, T), rows(y, r0, r1), ce);
+  });
 }
 
 double seq2seq_forward_backward(DataParallel& dp, const Seq2SeqBatch& b, float loss_scale,
                                 const CrossEntropyOptions& ce) {
   check_mean(ce, "seq2seq_forward_backward");
   ATTO_CHECK(b.B >= 1, "seq2seq_forward_backward: the batch has no rows");
-  return forward_backward_shards(
-      dp, b.B, count_targets(b.tgt_out, ce.ignore_index), loss_scale,
-      [&](int64_t r0, int64_t r1) { return count_targets(slice_rows(b, r0, r1).tgt_out, ce.ignore_index); },
-      [&](nn::Module& m, int64_t r0, int64_t r1) {
-        auto* model = dynamic_cast<Seq2Seq*>(&m);
-        ATTO_CHECK(model != nullptr, "seq2seq_forward_backward: a shard's model is not a Seq2Seq");
-        const Seq2SeqBatch sb = r0 == 0 && r1 == b.B ? b : slice_rows(b, r0, r1);
-        const Tensor memory = model->encode(sb.src, sb.B, sb.S, sb.src_mask);
-        return cross_entropy(model->decode(sb.tgt_in, sb.B, sb.T, memory, sb.src_mask, sb.tgt_mask), sb.tgt_out,
-                             ce);
-      });
+  return forward_backward_shards(dp, b.B, b.tgt_out, b.T, ce, loss_scale, [&](nn::Module& m, int64_t r0, int64_t r1) {
+    auto* model = dynamic_cast<Seq2Seq*>(&m);
+    ATTO_CHECK(model != nullptr, "seq2seq_forward_backward: a shard's model is not a Seq2Seq");
+    Seq2SeqBatch part;  // one shard: the batch itself, no copy
+    const Seq2SeqBatch& sb = r0 == 0 && r1 == b.B ? b : (part = slice_rows(b, r0, r1));
+    const Tensor memory = model->encode(sb.src, sb.B, sb.S, sb.src_mask);
+    return cross_entropy(model->decode(sb.tgt_in, sb.B, sb.T, memory, sb.src_mask, sb.tgt_mask), sb.tgt_out, ce);
+  });
 }
 
 }  // namespace atto
