@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/simd.h"
 
 namespace atto::kernels {
@@ -369,16 +370,15 @@ void forward_few_rows(float* out, float* lse, const float* q, const float* k, co
   const AttentionDims& d = p.d;
   const int64_t units = d.B * d.NH * d.Tq;
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);
-#pragma omp parallel if (par)
-  {
+  parallel_region(par, [&](int64_t t, int64_t nt) {
     thread_local std::vector<float> s;  // scores; reused across calls (no per-token allocation)
     if (static_cast<int64_t>(s.size()) < round_up(d.Tk, W)) s.resize(round_up(d.Tk, W));
-#pragma omp for schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+    const auto [u0, u1] = static_range(units, t, nt);
+    for (int64_t u = u0; u < u1; u++) {
       const int64_t bh = u / d.Tq;
       forward_row(out, lse, q, k, v, p, bh / d.NH, bh % d.NH, u % d.Tq, s.data());
     }
-  }
+  });
 }
 
 // ---- Short sequences (Tk <= 64, HS <= 64): one head at a time, keys in vector lanes -------------
@@ -601,12 +601,11 @@ void for_each_small_head(const Problem& p, F&& head) {
   const AttentionDims& d = p.d;
   const int64_t heads = d.B * d.NH;
   const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
-#pragma omp parallel if (par)
-  {
+  parallel_region(par, [&](int64_t t, int64_t nt) {
     SmallScratch w(d.Tk, d.HS);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < heads; bh++) head(bh / d.NH, bh % d.NH, w);
-  }
+    const auto [h0, h1] = static_range(heads, t, nt);
+    for (int64_t bh = h0; bh < h1; bh++) head(bh / d.NH, bh % d.NH, w);
+  });
 }
 
 void forward_small(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -1088,8 +1087,7 @@ void for_each_tiny_head(const Problem& p, F&& head) {
   const AttentionDims& d = p.d;
   const int64_t heads = d.B * d.NH;
   const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t bh = 0; bh < heads; bh++) head(bh / d.NH, bh % d.NH);
+  parallel_for(heads, par, [&](int64_t bh) { head(bh / d.NH, bh % d.NH); });
 }
 
 }  // namespace
@@ -1118,17 +1116,16 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   }
   const int64_t qtiles = (d.Tq + BQ - 1) / BQ, units = d.B * d.NH * qtiles;
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);
-#pragma omp parallel if (par)
-  {
+  parallel_region(par, [&](int64_t t, int64_t nt) {
     FwdScratch w(d.HS, p.HSp, (d.Tk + p.bk - 1) / p.bk, p.bk);
     // Contiguous runs of (b, h, query tile): a thread packs each of its heads' keys once. Every
     // head costs the same, so only the head at the split is shared.
-#pragma omp for schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+const auto [u0, u1] = static_range(units, t, nt);
+    for (int64_t u = u0; u < u1; u++) {
       const int64_t bh = u / qtiles, qt = u % qtiles;
       forward_tile(out, lse, q, k, v, p, bh / d.NH, bh % d.NH, qt * BQ, w);
     }
-  }
+  });
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
@@ -1153,13 +1150,12 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   }
   const int64_t heads = d.B * d.NH;
   const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
-#pragma omp parallel if (par)
-  {
+  parallel_region(par, [&](int64_t t, int64_t nt) {
     BwdScratch w(d.Tq, d.HS, p.HSp);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < heads; bh++)
+    const auto [h0, h1] = static_range(heads, t, nt);
+    for (int64_t bh = h0; bh < h1; bh++)
       backward_head(dq, dk, dv, dout, out, lse, q, k, v, p, bh / d.NH, bh % d.NH, w);
-  }
+  });
 }
 
 }  // namespace atto::kernels

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 
 namespace atto::kernels {
 
@@ -126,14 +127,13 @@ void attention_probs(float* probs, const float* q, const float* k, const uint8_t
   const AttentionDims d = resolve(dims);
   const int64_t rows = d.B * d.NH * d.Tq;
   const bool par = rows > 1 && rows * d.Tk * d.HS >= (1 << 15);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t r = 0; r < rows; r++) {
+  parallel_for(rows, par, [&](int64_t r) {
     const int64_t b = r / (d.NH * d.Tq), h = (r / d.Tq) % d.NH, i = r % d.Tq;
     float* p = probs + r * d.Tk;
     const float m = score_row(p, q, k, key_mask, d, b, h, i);
     if (m == kNegInf) {
       for (int64_t j = 0; j < d.Tk; j++) p[j] = 0.0f;
-      continue;
+      return;
     }
     float sum = 0.0f;
     for (int64_t j = 0; j < d.Tk; j++) {
@@ -141,7 +141,7 @@ void attention_probs(float* probs, const float* q, const float* k, const uint8_t
       sum += p[j];
     }
     for (int64_t j = 0; j < d.Tk; j++) p[j] /= sum;
-  }
+  });
 }
 
 }  // namespace atto::kernels

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 
 namespace atto::kernels {
 
@@ -23,8 +24,8 @@ int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
   const float ls = label_smoothing;
   int64_t count = 0;
   const bool par = worth_threads(N, V);
-#pragma omp parallel for schedule(static) reduction(+ : count) if (par)
-  for (int64_t n = 0; n < N; n++) {
+  for (int64_t n = 0; n < N; n++) count += targets[n] != ignore_index ? 1 : 0;
+  parallel_for(N, par, [&](int64_t n) {
     const float* x = logits + n * V;
     const float m = max_of(x, V);
     const float l = m + std::log(exp_shift_sum(nullptr, x, V, m));
@@ -32,13 +33,12 @@ int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
     const int32_t t = targets[n];
     if (t == ignore_index) {
       losses[n] = 0.0f;
-      continue;
+      return;
     }
-    count++;
     float loss = (1.0f - ls) * (l - x[t]);
     if (ls != 0.0f) loss += ls * (l - sum_of(x, V) / static_cast<float>(V));
     losses[n] = loss;
-  }
+  });
   return count;
 }
 
@@ -48,11 +48,10 @@ void cross_entropy_backward(float* dlogits, const float* dloss, const float* log
   const float ls = label_smoothing;
   const float q_other = ls / static_cast<float>(V);
   const bool par = worth_threads(N, V);
-#pragma omp parallel if (par)
-  {
+  parallel_region(par, [&](int64_t th, int64_t nth) {
     std::vector<float> p(static_cast<size_t>(V));  // this thread's row of probabilities
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; n++) {
+    const auto [n0, n1] = static_range(N, th, nth);
+    for (int64_t n = n0; n < n1; n++) {
       const int32_t t = targets[n];
       if (t == ignore_index) continue;
       const float g = dloss[n];
@@ -61,7 +60,7 @@ void cross_entropy_backward(float* dlogits, const float* dloss, const float* log
       float* d = dlogits + n * V;
       for (int64_t j = 0; j < V; j++) d[j] += g * (p[j] - q_other);
     }
-  }
+  });
 }
 
 int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logits,

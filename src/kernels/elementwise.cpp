@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/simd.h"
 #include "tensor/rng.h"
 
@@ -64,8 +65,7 @@ void parallel_ranges(int64_t n, int64_t min_parallel, F f) {
     return;
   }
   const int64_t nt = omp_get_max_threads();
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < nt; t++) f(n * t / nt, n * (t + 1) / nt);
+  parallel_for(nt, true, [&](int64_t t) { f(n * t / nt, n * (t + 1) / nt); });
 }
 
 constexpr int64_t kCheap = 1 << 14;  // memory-bound ops: threads from 16K elements
@@ -164,8 +164,7 @@ void bias_add_backward(float* dinp, float* dbias, const float* dout, int64_t N, 
   constexpr int64_t kCols = 64;
   const int64_t nblocks = (C + kCols - 1) / kCols;
   const bool par = N * C >= kCheap && nblocks > 1;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t blk = 0; blk < nblocks; blk++) {
+  parallel_for(nblocks, par, [&](int64_t blk) {
     const int64_t c0 = blk * kCols, c1 = std::min(C, c0 + kCols);
     float acc[kCols] = {};
     for (int64_t n = 0; n < N; n++) {
@@ -173,7 +172,7 @@ void bias_add_backward(float* dinp, float* dbias, const float* dout, int64_t N, 
       for (int64_t c = c0; c < c1; c++) acc[c - c0] += d[c];
     }
     for (int64_t c = c0; c < c1; c++) dbias[c] += acc[c - c0];
-  }
+  });
 }
 
 // ============================================================================================

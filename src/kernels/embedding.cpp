@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 
 namespace atto::kernels {
 
@@ -12,9 +13,9 @@ namespace atto::kernels {
 void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N, int64_t C,
                        int64_t V) {
   const bool par = N > 1 && N * C >= (1 << 16);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t n = 0; n < N; n++)
+  parallel_for(N, par, [&](int64_t n) {
     std::memcpy(out + n * C, weight + static_cast<int64_t>(ids[n]) * C, sizeof(float) * C);
+  });
 }
 
 // dweight[ids[n], :] += dout[n, :]. Each dweight element receives its terms in order of n,
@@ -25,23 +26,21 @@ void embedding_backward(float* dweight, const float* dout, const int32_t* ids, i
   const bool par = N * C >= (1 << 16);
   if (C >= 2 * kCols) {
     const int64_t nblocks = (C + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
+    parallel_for(nblocks, par, [&](int64_t blk) {
       const int64_t c0 = blk * kCols, c1 = std::min(C, c0 + kCols);
       for (int64_t n = 0; n < N; n++) {
         float* dw = dweight + static_cast<int64_t>(ids[n]) * C;
         const float* d = dout + n * C;
         for (int64_t c = c0; c < c1; c++) dw[c] += d[c];
       }
-    }
+    });
     return;
   }
   // Narrow rows: each thread scans all ids and adds the rows of its vocabulary range. The
   // per-element order (n ascending) does not depend on the ranges, so neither does the result.
   const int64_t nblocks = par ? std::min<int64_t>(omp_get_max_threads(), V) : 1;
   const int64_t vb = (V + nblocks - 1) / nblocks;  // vocabulary rows per block
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t blk = 0; blk < nblocks; blk++) {
+  parallel_for(nblocks, par, [&](int64_t blk) {
     const int64_t v0 = blk * vb, v1 = std::min(V, v0 + vb);
     for (int64_t n = 0; n < N; n++) {
       const int64_t id = ids[n];
@@ -50,7 +49,7 @@ void embedding_backward(float* dweight, const float* dout, const int32_t* ids, i
       const float* d = dout + n * C;
       for (int64_t c = 0; c < C; c++) dw[c] += d[c];
     }
-  }
+  });
 }
 
 }  // namespace atto::kernels

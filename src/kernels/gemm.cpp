@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/simd.h"
 
 namespace atto::kernels {
@@ -280,13 +281,13 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
   }
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const bool par = flops >= kBlockedParFlops && omp_get_max_threads() > 1;
-#pragma omp parallel if (par)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+  parallel_region(par, [&](int64_t t, int64_t nt) {
     if (transB) {  // each thread packs its share of the K rows of every panel
       pack_panels(packed, B, ldb, N, K, round_up(K * t / nt, W),
                   std::min(K, round_up(K * (t + 1) / nt, W)));
+      if (nt > 1) {
 #pragma omp barrier
+      }
     }
     // Each thread takes an equal share of the rows (all panels), or of the panels when there
     // are few rows: every element costs the same, so the shares are balanced whatever the
@@ -314,7 +315,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
                               nj);
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -340,15 +341,14 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
     sgemm_single_thread(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t tile = 0; tile < ntiles; tile++) {
+  parallel_for(ntiles, true, [&](int64_t tile) {
     const int64_t i0 = (tile / t.tn) * t.mb, j0 = (tile % t.tn) * t.nb;
     const int64_t mi = std::min(t.mb, M - i0), nj = std::min(t.nb, N - j0);
     const float* a = transA ? A + i0 : A + i0 * lda;  // rows i0.. of op(A)
     const float* b = transB ? B + j0 * ldb : B + j0;  // columns j0.. of op(B)
     sgemm_single_thread(transA, transB, mi, nj, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0,
                         ldc);
-  }
+  });
 }
 
 void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -390,10 +390,10 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
            C + i * strideC, ldc);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < batch; i++)
+  parallel_for(batch, true, [&](int64_t i) {
     sgemm_single_thread(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
                         beta, C + i * strideC, ldc);
+  });
 }
 
 // ============================================================================================
@@ -443,8 +443,7 @@ VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, f
 void linear_forward_few_rows(float* out, const float* inp, const float* weight, const float* bias,
                              int64_t N, int64_t C, int64_t OC) {
   const bool par = N * C * OC >= kFewRowsParMacs;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t o = 0; o < OC; o++) {
+  parallel_for(OC, par, [&](int64_t o) {
     const float b = bias != nullptr ? bias[o] : 0.0f;
     const float* w = weight + o * C;
     for (int64_t n = 0; n < N; n += 4) {
@@ -457,7 +456,7 @@ void linear_forward_few_rows(float* out, const float* inp, const float* weight, 
         default: dot_rows<1>(y, OC, x, w, b, C); break;
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -476,8 +475,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   if (bias != nullptr) {
     // out starts as the bias rows; the GEMM accumulates onto it (beta = 1).
     const bool par = N * OC >= (1 << 16);
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, sizeof(float) * OC);
+    parallel_for(N, par, [&](int64_t n) { std::memcpy(out + n * OC, bias, sizeof(float) * OC); });
     beta = 1.0f;
   }
   gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/simd.h"
 
 namespace atto::kernels {
@@ -54,12 +55,11 @@ int64_t chunk_rows(int64_t N) { return std::max<int64_t>(1, (N + 63) / 64); }
 // dst[c] += sum over chunks k (in order) of part[k * C + c]
 void add_partials(float* dst, const float* part, int64_t nchunks, int64_t C) {
   const bool par = worth_threads(nchunks, C);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t c = 0; c < C; c++) {
+  parallel_for(C, par, [&](int64_t c) {
     float s = 0.0f;
     for (int64_t k = 0; k < nchunks; k++) s += part[k * C + c];
     dst[c] += s;
-  }
+  });
 }
 
 }  // namespace
@@ -71,8 +71,7 @@ void add_partials(float* dst, const float* part, int64_t nchunks, int64_t C) {
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, float eps) {
   const bool par = worth_threads(N, C);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t n = 0; n < N; n++) {
+  parallel_for(N, par, [&](int64_t n) {
     const float* x = inp + n * C;
     vf16 acc = splat(0.0f);
     for (int64_t c = 0; c < C; c += W) acc += ldv(x, c, C);
@@ -92,7 +91,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     }
     if (mean != nullptr) mean[n] = m;
     if (rstd != nullptr) rstd[n] = s;
-  }
+  });
 }
 
 // norm = (x - mean) rstd;  dnorm = dout * weight
@@ -106,8 +105,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   std::vector<float> pw(want_w ? static_cast<size_t>(nchunks * C) : 0);
   std::vector<float> pb(want_b ? static_cast<size_t>(nchunks * C) : 0);
   const bool par = worth_threads(N, C) && nchunks > 1;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t k = 0; k < nchunks; k++) {
+  parallel_for(nchunks, par, [&](int64_t k) {
     float* w_acc = want_w ? pw.data() + k * C : nullptr;
     float* b_acc = want_b ? pb.data() + k * C : nullptr;
     for (int64_t n = k * R; n < std::min(N, (k + 1) * R); n++) {
@@ -133,7 +131,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         stv(di, c, C, ldv(di, c, C) + s * (dw - dmean - norm * dnorm_norm));
       }
     }
-  }
+  });
   if (want_w) add_partials(dweight, pw.data(), nchunks, C);
   if (want_b) add_partials(dbias, pb.data(), nchunks, C);
 }
@@ -188,15 +186,14 @@ void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const f
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                      int64_t C, float eps) {
   const bool par = worth_threads(N, C);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t n = 0; n < N; n++) {
+  parallel_for(N, par, [&](int64_t n) {
     const float* x = inp + n * C;
     const float ms = lane_sum(C, [&](int64_t c) { return x[c] * x[c]; }) / static_cast<float>(C);
     const float s = 1.0f / std::sqrt(ms + eps);
     float* o = out + n * C;
     for (int64_t c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
     if (rstd != nullptr) rstd[n] = s;
-  }
+  });
 }
 
 // norm = x rstd;  dnorm = dout * weight
@@ -206,8 +203,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
   std::vector<float> pw(dweight != nullptr ? static_cast<size_t>(nchunks * C) : 0);
   const bool par = worth_threads(N, C) && nchunks > 1;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t k = 0; k < nchunks; k++) {
+  parallel_for(nchunks, par, [&](int64_t k) {
     float* w_acc = dweight != nullptr ? pw.data() + k * C : nullptr;
     for (int64_t n = k * R; n < std::min(N, (k + 1) * R); n++) {
       const float* x = inp + n * C;
@@ -222,7 +218,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
       float* di = dinp + n * C;
       for (int64_t c = 0; c < C; c++) di[c] += s * (d[c] * weight[c] - x[c] * s * dnorm_norm);
     }
-  }
+  });
   if (dweight != nullptr) add_partials(dweight, pw.data(), nchunks, C);
 }
 
@@ -261,27 +257,25 @@ void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, cons
 
 void softmax_forward(float* out, const float* inp, int64_t N, int64_t C) {
   const bool par = worth_threads(N, C);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t n = 0; n < N; n++) {
+  parallel_for(N, par, [&](int64_t n) {
     const float* x = inp + n * C;
     float* o = out + n * C;
     const float m = max_of(x, C);
     const float inv = 1.0f / exp_shift_sum(o, x, C, m);
     for (int64_t c = 0; c < C; c++) o[c] *= inv;
-  }
+  });
 }
 
 // dinp += out * (dout - sum_c dout * out)
 void softmax_backward(float* dinp, const float* dout, const float* out, int64_t N, int64_t C) {
   const bool par = worth_threads(N, C);
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t n = 0; n < N; n++) {
+  parallel_for(N, par, [&](int64_t n) {
     const float* d = dout + n * C;
     const float* y = out + n * C;
     const float dot = lane_sum(C, [&](int64_t c) { return d[c] * y[c]; });
     float* di = dinp + n * C;
     for (int64_t c = 0; c < C; c++) di[c] += y[c] * (d[c] - dot);
-  }
+  });
 }
 
 }  // namespace atto::kernels

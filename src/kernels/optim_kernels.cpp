@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 
 namespace atto::kernels {
 
@@ -129,8 +130,7 @@ void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n,
                 float momentum, float weight_decay, bool nesterov, bool first_step) {
   const float neg_lr = -lr;
   const bool use_buf = momentum_buf != nullptr;
-#pragma omp parallel for schedule(static, kElemChunk) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n >= kParallelMin, [&](int64_t i) {
     const float p = param[i];
     const float g = weight_decay != 0.0f ? grad[i] + weight_decay * p : grad[i];
     float d = g;
@@ -140,7 +140,7 @@ void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n,
       d = nesterov ? g + momentum * buf : buf;
     }
     param[i] = p + neg_lr * d;
-  }
+  });
 }
 
 double sum_squares(const float* x, int64_t n) {

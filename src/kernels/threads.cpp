@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 
 namespace atto::kernels {
 
@@ -64,10 +65,14 @@ void for_each_chunk(const int64_t* n, size_t count, int64_t chunk, int64_t min_p
   const auto m = static_cast<int64_t>(items.size());
   // Dynamic: the chunks differ in size (a bias beside a weight matrix); which thread runs a chunk
   // changes nothing in it.
-#pragma omp parallel for schedule(dynamic, 1) if (total >= min_parallel && m > 1)
-  for (int64_t k = 0; k < m; ++k) {
-    const Item& it = items[static_cast<size_t>(k)];
-    f(it.i, it.begin, it.end);
+  if (use_threads(total >= min_parallel && m > 1)) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t k = 0; k < m; ++k) {
+      const Item& it = items[static_cast<size_t>(k)];
+      f(it.i, it.begin, it.end);
+    }
+  } else {
+    for (const Item& it : items) f(it.i, it.begin, it.end);
   }
 }
 
