@@ -81,6 +81,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // block of the GEMM's output while it is in cache, and the backward keeps GELU's slope instead
 // of the pre-activation (a feed-forward's first layer; kernels::linear_gelu_forward).
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// add(residual, linear(x, weight, bias)) as one op, the same bits: a residual connection after a
+// projection, added while the GEMM's output block is in registers (kernels::
+// linear_residual_forward); residual has the output's shape.
+Tensor linear_residual(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
 
 // ============================================================================================
 // Transformer ops

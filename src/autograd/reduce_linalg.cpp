@@ -201,4 +201,34 @@ Tensor linear_gelu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bi
   return out;
 }
 
+Tensor linear_residual(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Tensor& residual_in) {
+  LinearArgs a = linear_args("linear_residual", x_in, weight_in, bias_in);
+  ATTO_CHECK(residual_in.shape() == a.out_shape(), "linear_residual: residual {} does not match the output {}",
+             shape_str(residual_in.shape()), shape_str(a.out_shape()));
+  const Tensor residual = contiguous(residual_in);
+  Tensor out = Tensor::empty(a.out_shape());
+  kernels::linear_residual_forward(out.data(), residual.data(), a.x.data(), a.weight.data(),
+                                   a.bias.defined() ? a.bias.data() : nullptr, a.N, a.C, a.OC);
+  if (any_requires_grad({&a.x, &a.weight, &a.bias, &residual})) {
+    detail::mark_output(out);
+    tape().record("linear_residual", out, [a, residual, out]() {
+      const float* g = detail::out_grad(out);
+      if (!g) return;
+      linear_backward_from(g, a);  // reads g: before the residual may take g's buffer
+      if (!residual.requires_grad()) return;
+      // The residual's gradient is g: it takes out's gradient buffer itself when it has none yet
+      // (out's is released once this node has run), as add's backward does.
+      Tensor r = residual, gout = out.grad();
+      if (!r.grad().defined() && gout.is_contiguous()) {
+        r.set_grad(gout);
+      } else {
+        if (!r.grad().defined()) r.set_grad(Tensor::zeros(r.shape()));
+        float* gr = r.grad().data();
+        kernels::add_forward(gr, gr, g, out.numel());
+      }
+    });
+  }
+  return out;
+}
+
 }  // namespace atto

@@ -152,10 +152,12 @@ constexpr int rows_for() {  // 24 accumulators (of 32 registers) for V = 2..4
 }
 
 // What happens to a block's sums: C = alpha * acc + beta * C (+ bias[j] when bias is set; a
-// linear layer's forward, beta = 0).
+// linear layer's forward, beta = 0) (+ residual[i, j] when residual is set, last: a residual
+// connection's add after the linear layer, in the same order as the two ops).
 struct Epilogue {
   float alpha = 1.0f, beta = 0.0f;
-  const float* bias = nullptr;  // indexed by the column of C
+  const float* bias = nullptr;      // indexed by the column of C
+  const float* residual = nullptr;  // laid out as C (same leading dimension), from C's (0, 0)
 };
 
 // What gemm_blocked does to each finished block of C (48 x 64 at most, still in L1): nothing,
@@ -210,10 +212,12 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
       if (v < V - 1 || tail == W) {
         if (beta != 0.0f) r += vb * simd::load(c + v * W);
         if (ep.bias != nullptr) r += bias[v];
+        if (ep.residual != nullptr) r += simd::load(ep.residual + i * ldc + v * W);
         simd::store(c + v * W, r);
       } else {
         if (beta != 0.0f) r += vb * simd::load_part(c + v * W, tail);
         if (ep.bias != nullptr) r += bias[v];
+        if (ep.residual != nullptr) r += simd::load_part(ep.residual + i * ldc + v * W, tail);
         simd::store_part(c + v * W, r, tail);
       }
     }
@@ -225,15 +229,20 @@ template <int V>
 void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
                 int64_t ldb, float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
   constexpr int R = rows_for<V>();
+  Epilogue e = ep;
+  auto rows_at = [&](int64_t i) -> const Epilogue& {  // the residual of the block's rows
+    if (ep.residual != nullptr) e.residual = ep.residual + i * ldc;
+    return e;
+  };
   int64_t i = 0;
   for (; i + R <= M; i += R)
-    block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
+    block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
   for (; i + 4 <= M; i += 4)
-    block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
+    block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
   for (; i + 2 <= M; i += 2)
-    block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
+    block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
   for (; i < M; i++)
-    block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, ep);
+    block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
 }
 
 void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks,
@@ -308,6 +317,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
         const int64_t bld = transB ? kPanel : ldb;
         Epilogue e = ep;
         if (e.bias != nullptr) e.bias += j0;
+        if (e.residual != nullptr) e.residual += i0 * ldc + j0;
         panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, e);
         if (act.gelu)
           gelu_erf_slope_rows(C + i0 * ldc + j0,
@@ -490,6 +500,18 @@ void linear_gelu_forward(float* out, float* slope, const float* inp, const float
   }
   linear_forward(out, inp, weight, bias, N, C, OC);
   gelu_erf_forward_slope(out, slope, out, N * OC);
+}
+
+void linear_residual_forward(float* out, const float* residual, const float* inp,
+                             const float* weight, const float* bias, int64_t N, int64_t C,
+                             int64_t OC) {
+  if (N > kFewRows && use_blocked(N, OC, C)) {
+    gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC,
+                 Epilogue{1.0f, 0.0f, bias, residual});
+    return;
+  }
+  linear_forward(out, inp, weight, bias, N, C, OC);
+  add_forward(out, out, residual, N * OC);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

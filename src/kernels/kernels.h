@@ -75,6 +75,13 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // gelu_erf_forward_slope give.
 void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight,
                          const float* bias, int64_t N, int64_t C, int64_t OC);
+// out = residual + (inp @ weight^T + bias), residual [N, OC]: a linear layer and the residual
+// connection after it in one pass. On the register-blocked GEMM path the residual is added in
+// the epilogue, while the block is in registers. Bitwise what linear_forward then add_forward
+// give. out must not overlap residual or inp.
+void linear_residual_forward(float* out, const float* residual, const float* inp,
+                             const float* weight, const float* bias, int64_t N, int64_t C,
+                             int64_t OC);
 void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias,
                           int64_t N, int64_t C, int64_t OC);
 void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,

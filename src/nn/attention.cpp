@@ -28,17 +28,17 @@ SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
   register_module("resid_dropout", resid_dropout);
 }
 
-Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask) {
+Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
   Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
   const AttentionOptions o = options(NH_, mask);
   if (keep_weights) last_weights = attention_weights(slice(qkv, 2, 0, C_), slice(qkv, 2, C_, 2 * C_), o);
   Tensor y = attention_qkv(qkv, o);  // [B, T, C]
-  return resid_dropout.forward(c_proj.forward(y));
+  return project_residual(c_proj, resid_dropout, y, residual);
 }
 
-Tensor SelfAttention::forward_cached(const Tensor& x, KVCache& cache) {
+Tensor SelfAttention::forward_cached(const Tensor& x, KVCache& cache, const Tensor& residual) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
   Tensor qkv = c_attn.forward(x);
@@ -47,7 +47,7 @@ Tensor SelfAttention::forward_cached(const Tensor& x, KVCache& cache) {
   o.causal = true;
   Tensor y = attention_decode(qkv, cache.kv, cache.len, o);
   cache.len += x.size(1);
-  return c_proj.forward(y);
+  return residual.defined() ? c_proj.forward_residual(y, residual) : c_proj.forward(y);
 }
 
 KVCache SelfAttention::make_cache(int64_t B, int64_t max_len) const {
@@ -67,22 +67,24 @@ CrossAttention::CrossAttention(const AttentionConfig& cfg, Rng& rng)
   register_module("resid_dropout", resid_dropout);
 }
 
-Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask) {
+Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask,
+                               const Tensor& residual) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_ && memory.ndim() == 3 && memory.size(2) == C_ &&
                  memory.size(0) == x.size(0),
              "CrossAttention: x must be [B, Tq, {}] and memory [B, Tk, {}], got {} and {}", C_, C_,
              shape_str(x.shape()), shape_str(memory.shape()));
-  return forward_kv(x, kv_proj.forward(memory), mask);
+  return forward_kv(x, kv_proj.forward(memory), mask, residual);
 }
 
-Tensor CrossAttention::forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask) {
+Tensor CrossAttention::forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask,
+                                  const Tensor& residual) {
   ATTO_CHECK(kv.ndim() == 3 && kv.size(2) == 2 * C_ && kv.size(0) == x.size(0),
              "CrossAttention: memory keys/values must be [B, Tk, {}], got {}", 2 * C_, shape_str(kv.shape()));
   Tensor q = q_proj.forward(x);  // [B, Tq, C]
   const AttentionOptions o = options(NH_, mask);
   if (keep_weights) last_weights = attention_weights(q, slice(kv, 2, 0, C_), o);
   Tensor y = attention_q_kv(q, kv, o);
-  return resid_dropout.forward(c_proj.forward(y));
+  return project_residual(c_proj, resid_dropout, y, residual);
 }
 
 }  // namespace atto::nn

@@ -40,10 +40,12 @@ struct KVCache {
 class SelfAttention : public Module {
  public:
   SelfAttention(const AttentionConfig& cfg, Rng& rng);
-  Tensor forward(const Tensor& x, const AttentionMask& mask);  // [B, T, C] -> [B, T, C]
+  // [B, T, C] -> [B, T, C]. With a residual ([B, T, C]) the output is residual + attention, the
+  // add fused into the output projection (project_residual).
+  Tensor forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual = Tensor());
   // Inference: x [B, Tn, C] are the next Tn positions; attends causally over the cache plus
   // themselves and appends their keys and values (cache.len += Tn). Call under NoGradGuard.
-  Tensor forward_cached(const Tensor& x, KVCache& cache);
+  Tensor forward_cached(const Tensor& x, KVCache& cache, const Tensor& residual = Tensor());
   KVCache make_cache(int64_t B, int64_t max_len) const;
 
   Linear c_attn, c_proj;
@@ -59,11 +61,14 @@ class CrossAttention : public Module {
  public:
   CrossAttention(const AttentionConfig& cfg, Rng& rng);
   // x [B, Tq, C] attends over memory [B, Tk, C]; mask.key_mask masks memory positions.
-  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask);
+  // With a residual ([B, Tq, C]), residual + attention (as SelfAttention::forward).
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask,
+                 const Tensor& residual = Tensor());
   // The memory's keys and values, [B, Tk, 2C]: computed once per source when decoding.
   Tensor memory_kv(const Tensor& memory) { return kv_proj.forward(memory); }
   // forward() with precomputed memory_kv(memory).
-  Tensor forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask);
+  Tensor forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask,
+                    const Tensor& residual = Tensor());
 
   Linear q_proj, kv_proj, c_proj;
   Dropout resid_dropout;

@@ -20,7 +20,7 @@ FeedForward::FeedForward(const FeedForwardConfig& cfg, Rng& rng)
   register_module("dropout", dropout);
 }
 
-Tensor FeedForward::forward(const Tensor& x) {
+Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) {
   Tensor h;
   switch (act_) {
     case Activation::ReLU: h = relu(c_fc.forward(x)); break;
@@ -28,7 +28,7 @@ Tensor FeedForward::forward(const Tensor& x) {
     case Activation::GELUTanh: h = gelu(c_fc.forward(x), GeluApprox::Tanh); break;
     case Activation::SwiGLU: h = swiglu(c_fc.forward(x), c_fc2->forward(x)); break;
   }
-  return dropout.forward(c_proj.forward(h));
+  return project_residual(c_proj, dropout, h, residual);
 }
 
 EncoderBlock::EncoderBlock(const BlockConfig& cfg, Rng& rng)
@@ -64,21 +64,31 @@ Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, BlockTr
   BlockTrace local;
   BlockTrace& t = on ? *trace : local;
   if (on) t.input = x.detach();
+  // Each residual add is fused into its sublayer's output projection, except when traced (the
+  // trace keeps the sublayer's own output).
   const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
-  Tensor a = traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, mask); });
-  Tensor h = pre_norm_ ? add(x, a) : ln_1.forward(add(x, a));
-  Tensor f = mlp.forward(pre_norm_ ? ln_2.forward(h) : h);
-  if (on) t.ffn_update = f.detach();
-  return pre_norm_ ? add(h, f) : ln_2.forward(add(h, f));
+  Tensor h = on ? add(x, traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, mask); }))
+                : attn.forward(xa, mask, x);
+  if (!pre_norm_) h = ln_1.forward(h);
+  const Tensor xf = pre_norm_ ? ln_2.forward(h) : h;
+  Tensor y;
+  if (on) {
+    const Tensor f = mlp.forward(xf);
+    t.ffn_update = f.detach();
+    y = add(h, f);
+  } else {
+    y = mlp.forward(xf, h);
+  }
+  return pre_norm_ ? y : ln_2.forward(y);
 }
 
 Tensor EncoderBlock::forward_cached(const Tensor& x, KVCache& cache) {
   if (pre_norm_) {
-    Tensor h = add(x, attn.forward_cached(ln_1.forward(x), cache));
-    return add(h, mlp.forward(ln_2.forward(h)));
+    const Tensor h = attn.forward_cached(ln_1.forward(x), cache, x);
+    return mlp.forward(ln_2.forward(h), h);
   }
-  Tensor h = ln_1.forward(add(x, attn.forward_cached(x, cache)));
-  return ln_2.forward(add(h, mlp.forward(h)));
+  const Tensor h = ln_1.forward(attn.forward_cached(x, cache, x));
+  return ln_2.forward(mlp.forward(h, h));
 }
 
 DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
@@ -103,28 +113,38 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Attent
   BlockTrace local;
   BlockTrace& t = on ? *trace : local;
   if (on) t.input = x.detach();
+  // Residual adds fused into the sublayers' output projections unless traced (EncoderBlock).
   const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
-  Tensor a = traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, self_mask); });
-  Tensor h = pre_norm_ ? add(x, a) : ln_1.forward(add(x, a));
+  Tensor h = on ? add(x, traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, self_mask); }))
+                : attn.forward(xa, self_mask, x);
+  if (!pre_norm_) h = ln_1.forward(h);
   const Tensor hc = pre_norm_ ? ln_2.forward(h) : h;
-  Tensor c = traced(cross_attn, on, &t.cross_weights, &t.cross_update,
-                    [&] { return cross_attn.forward(hc, memory, memory_mask); });
-  h = pre_norm_ ? add(h, c) : ln_2.forward(add(h, c));
-  Tensor f = mlp.forward(pre_norm_ ? ln_3.forward(h) : h);
-  if (on) t.ffn_update = f.detach();
-  return pre_norm_ ? add(h, f) : ln_3.forward(add(h, f));
+  h = on ? add(h, traced(cross_attn, on, &t.cross_weights, &t.cross_update,
+                         [&] { return cross_attn.forward(hc, memory, memory_mask); }))
+         : cross_attn.forward(hc, memory, memory_mask, h);
+  if (!pre_norm_) h = ln_2.forward(h);
+  const Tensor xf = pre_norm_ ? ln_3.forward(h) : h;
+  Tensor y;
+  if (on) {
+    const Tensor f = mlp.forward(xf);
+    t.ffn_update = f.detach();
+    y = add(h, f);
+  } else {
+    y = mlp.forward(xf, h);
+  }
+  return pre_norm_ ? y : ln_3.forward(y);
 }
 
 Tensor DecoderBlock::forward_cached(const Tensor& x, KVCache& cache, const Tensor& memory_kv,
                                     const AttentionMask& memory_mask) {
   if (pre_norm_) {
-    Tensor h = add(x, attn.forward_cached(ln_1.forward(x), cache));
-    h = add(h, cross_attn.forward_kv(ln_2.forward(h), memory_kv, memory_mask));
-    return add(h, mlp.forward(ln_3.forward(h)));
+    Tensor h = attn.forward_cached(ln_1.forward(x), cache, x);
+    h = cross_attn.forward_kv(ln_2.forward(h), memory_kv, memory_mask, h);
+    return mlp.forward(ln_3.forward(h), h);
   }
-  Tensor h = ln_1.forward(add(x, attn.forward_cached(x, cache)));
-  h = ln_2.forward(add(h, cross_attn.forward_kv(h, memory_kv, memory_mask)));
-  return ln_3.forward(add(h, mlp.forward(h)));
+  Tensor h = ln_1.forward(attn.forward_cached(x, cache, x));
+  h = ln_2.forward(cross_attn.forward_kv(h, memory_kv, memory_mask, h));
+  return ln_3.forward(mlp.forward(h, h));
 }
 
 }  // namespace atto::nn

@@ -34,7 +34,8 @@ struct FeedForwardConfig {
 class FeedForward : public Module {
  public:
   FeedForward(const FeedForwardConfig& cfg, Rng& rng);
-  Tensor forward(const Tensor& x);
+  // With a residual (x's shape), residual + the network's output, the add fused into c_proj.
+  Tensor forward(const Tensor& x, const Tensor& residual = Tensor());
   Linear c_fc;
   std::unique_ptr<Linear> c_fc2;  // SwiGLU only
   Linear c_proj;

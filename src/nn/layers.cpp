@@ -61,6 +61,12 @@ Tensor Dropout::forward(const Tensor& x) const {
   return dropout(x, p, true, *rng(), first_row() * per_row);
 }
 
+Tensor project_residual(const Linear& proj, const Dropout& drop, const Tensor& h, const Tensor& residual) {
+  if (!residual.defined()) return drop.forward(proj.forward(h));
+  if (!drop.active()) return proj.forward_residual(h, residual);
+  return add(residual, drop.forward(proj.forward(h)));
+}
+
 SinusoidalPositions::SinusoidalPositions(int64_t max_len, int64_t dim) {
   ATTO_CHECK(max_len > 0 && dim > 0, "SinusoidalPositions: sizes must be positive, got {} x {}", max_len, dim);
   table_ = Tensor::empty({max_len, dim});

@@ -19,6 +19,10 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng);
   Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  // residual + forward(x) as one op (linear_residual): the residual connection after a projection.
+  Tensor forward_residual(const Tensor& x, const Tensor& residual) const {
+    return linear_residual(x, weight, bias, residual);
+  }
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], or undefined
 };
@@ -72,8 +76,14 @@ class Dropout : public Module {
  public:
   explicit Dropout(float p);
   Tensor forward(const Tensor& x) const;
+  bool active() const { return training() && p != 0.0f; }  // whether forward changes anything
   float p;
 };
+
+// A sublayer's output projection, its dropout and the residual connection around it:
+// residual + drop(proj(h)), or drop(proj(h)) when residual is undefined. While the dropout does
+// nothing (p = 0, or evaluation), the add is fused into the projection (linear_residual).
+Tensor project_residual(const Linear& proj, const Dropout& drop, const Tensor& h, const Tensor& residual);
 
 // "Attention Is All You Need" positions: PE[pos, 2i] = sin(pos / 10000^(2i/C)),
 // PE[pos, 2i+1] = cos(pos / 10000^(2i/C)). A fixed table, not a parameter.

@@ -159,6 +159,22 @@ TEST(FusedTwins, LinearGeluMatchesLinearThenGelu) {
                {randn({4, 32, 64}, 26), randn({256, 64}, 27), randn({256}, 28)}, 0.0f);
 }
 
+// linear_residual adds the residual in the GEMM's epilogue and hands the output's gradient to
+// the residual: the same bits as add(residual, linear(...)), also when the residual is the
+// layer's own input (its gradient then gets both terms).
+TEST(FusedTwins, LinearResidualMatchesAddOfLinear) {
+  auto fused = [](const Inputs& x) { return linear_residual(x[0], x[1], x[2], x[3]); };
+  auto composed = [](const Inputs& x) { return add(x[3], linear(x[0], x[1], x[2])); };
+  expect_twins("linear_residual", fused, composed,
+               {randn({2, 3, 4}, 29), randn({5, 4}, 30), randn({5}, 31), randn({2, 3, 5}, 32)}, 0.0f);
+  // A projection's shape on the blocked GEMM path.
+  expect_twins("linear_residual 256 -> 64", fused, composed,
+               {randn({4, 32, 256}, 33), randn({64, 256}, 34), randn({64}, 35), randn({4, 32, 64}, 36)}, 0.0f);
+  expect_twins("linear_residual onto its own input", [](const Inputs& x) { return linear_residual(x[0], x[1], x[2], x[0]); },
+               [](const Inputs& x) { return add(x[0], linear(x[0], x[1], x[2])); },
+               {randn({4, 16, 64}, 37), randn({64, 64}, 38), randn({64}, 39)}, 0.0f);
+}
+
 TEST(FusedTwins, SwigluAndActivationsMatchComposed) {
   expect_twins("swiglu", [](const Inputs& x) { return swiglu(x[0], x[1]); },
                [](const Inputs& x) { return mul(mul(x[0], div(exp(x[0]), add_scalar(exp(x[0]), 1.0f))), x[1]); },

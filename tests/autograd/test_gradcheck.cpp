@@ -68,6 +68,10 @@ std::vector<Case> cases() {
                {randn({2, 3, 4}, 53), randn({5, 4}, 54), randn({5}, 55)}, {}});
   c.push_back({"linear_gelu_nobias", [](const Inputs& x) { return linear_gelu(x[0], x[1]); },
                {randn({3, 4}, 56), randn({2, 4}, 57)}, {}});
+  c.push_back({"linear_residual", [](const Inputs& x) { return linear_residual(x[0], x[1], x[2], x[3]); },
+               {randn({2, 3, 4}, 58), randn({5, 4}, 59), randn({5}, 60), randn({2, 3, 5}, 61)}, {}});
+  c.push_back({"linear_residual_nobias", [](const Inputs& x) { return linear_residual(x[0], x[1], Tensor(), x[2]); },
+               {randn({3, 4}, 62), randn({2, 4}, 63), randn({3, 2}, 64)}, {}});
   // Transformer ops
   c.push_back({"embedding", [](const Inputs& x) { return embedding(x[0], {1, 3, 1, 0, 4, 3}, {2, 3}); }, {randn({5, 4}, 43)}, {}});
   c.push_back({"layer_norm", [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); },

@@ -355,3 +355,34 @@ TEST(KernelLinear, LinearGeluIsLinearThenGeluBitForBit) {
 
 }  // namespace
 }  // namespace atto::kernels
+
+namespace atto::kernels {
+namespace {
+
+// linear_residual_forward on every path (matrix-vector rows, the register-blocked GEMM with the
+// residual added in its epilogue, OpenBLAS tiles) is bitwise linear_forward then add_forward.
+TEST(KernelLinear, LinearResidualIsLinearThenAddBitForBit) {
+  ThreadGuard guard;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{3, 17, 40}, {8, 64, 64},
+                                   {9, 64, 64}, {100, 37, 70}, {512, 256, 64}, {97, 130, 129},
+                                   {1024, 1536, 384}}) {
+      const std::vector<float> inp = randn(N * C, 4), w = randn(OC * C, 5), b = randn(OC, 6),
+                               res = randn(N * OC, 7);
+      for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
+        const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                                 " OC=" + std::to_string(OC) + (bias ? " bias" : "") +
+                                 " threads=" + std::to_string(threads);
+        std::vector<float> want(N * OC), out(N * OC, NAN);
+        linear_forward(want.data(), inp.data(), w.data(), bias, N, C, OC);
+        add_forward(want.data(), res.data(), want.data(), N * OC);
+        linear_residual_forward(out.data(), res.data(), inp.data(), w.data(), bias, N, C, OC);
+        expect_bit_identical(out, want, what);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace atto::kernels

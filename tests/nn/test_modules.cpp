@@ -1,6 +1,7 @@
 // nn modules: parameter names and kinds, finite-difference gradients of every module
 // (contiguous and non-contiguous inputs), positional encodings, and configuration errors.
 #include <cmath>
+#include <cstring>
 
 #include "autograd/gradcheck.h"
 #include "nn/blocks.h"
@@ -104,6 +105,31 @@ TEST(Modules, BlockGradientsPreAndPostNorm) {
     check_both_layouts(pre ? "decoder_pre" : "decoder_post", dec,
                        [&](const Tensor& x) { return dec.forward(x, memory, self_mask, mem_mask); },
                        randn({2, 3, 4}, 15));
+  }
+}
+
+// Untraced, a block adds each residual inside its sublayer's output projection (linear_residual);
+// traced, it keeps each sublayer's output and adds it separately. Both give the same bits.
+TEST(Modules, TracingABlockDoesNotChangeItsOutput) {
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    const auto va = a.to_vector(), vb = b.to_vector();
+    return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
+  };
+  for (bool pre : {true, false}) {
+    Rng rng(16);
+    nn::BlockConfig cfg{.d_model = 32, .n_heads = 4, .d_ff = 64, .pre_norm = pre};
+    nn::EncoderBlock enc(cfg, rng);
+    nn::DecoderBlock dec(cfg, rng);
+    const Tensor x = randn({3, 20, 32}, 17), memory = randn({3, 9, 32}, 18);
+    const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+    nn::BlockTrace te, td;
+    const Tensor ye = enc.forward(x, causal, &te);
+    EXPECT_TRUE(same_bits(ye, enc.forward(x, causal))) << "encoder, pre_norm " << pre;
+    EXPECT_TRUE(same_bits(dec.forward(x, memory, causal, {}, &td), dec.forward(x, memory, causal, {})))
+        << "decoder, pre_norm " << pre;
+    if (pre) {  // the trace's updates add up to the output
+      EXPECT_TRUE(same_bits(ye, add(add(te.input, te.attn_update), te.ffn_update)));
+    }
   }
 }
 
