@@ -87,8 +87,9 @@ int64_t suffix_broadcast(const Tensor& a, const Tensor& b) {
 Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) {
   const int64_t outer = a.numel() / inner;
   Tensor out = Tensor::empty(a.shape());
-  if (op == BinOp::Add && outer == 1) {
-    kernels::add_forward(out.data(), a.data(), b.data(), inner);
+  if (op == BinOp::Add) {  // b added to each of a's `outer` rows
+    for (int64_t o = 0; o < outer; ++o)
+      kernels::add_forward(out.data() + o * inner, a.data() + o * inner, b.data(), inner);
   } else {
     const float* pa = a.data();
     const float* pb = b.data();
@@ -101,13 +102,21 @@ Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) 
     tape().record(bin_name(op), out, [op, a, b, out, outer, inner]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      if (op == BinOp::Add && outer == 1) {  // same shapes (a residual): both get g
-        // out's gradient is released once this node has run (Tape::record), so the first
-        // operand without a gradient yet takes the buffer itself instead of a copy; a second
-        // one gets a copy (the first one's later += must not reach it).
+      if (op == BinOp::Add) {
+        // Same shapes (a residual): both get g. Out's gradient is released once this node has
+        // run (Tape::record), so the first operand without a gradient yet takes the buffer
+        // itself instead of a copy; a second one gets a copy (the first one's later += must not
+        // reach it). b broadcast over a's rows (positions over a batch): b gets the sum of g's
+        // rows, in order, before a may take g's buffer.
+        if (outer > 1) {
+          if (float* gb = detail::grad_ptr(b))
+            for (int64_t o = 0; o < outer; ++o) kernels::add_forward(gb, gb, g + o * inner, inner);
+        }
         Tensor gout = out.grad();
+        const int64_t n = outer * inner;
         bool handed = false;
         for (const Tensor* t : {&a, &b}) {
+          if (outer > 1 && t == &b) continue;
           if (!handed && t->defined() && t->requires_grad() && !t->grad().defined() &&
               gout.is_contiguous() && gout.shape() == t->shape()) {
             Tensor h = *t;
@@ -119,9 +128,9 @@ Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) 
           float* gt = detail::grad_ptr_fresh(*t, &fresh);
           if (gt == nullptr) continue;
           if (fresh) {
-            std::memcpy(gt, g, sizeof(float) * static_cast<size_t>(inner));
+            std::memcpy(gt, g, sizeof(float) * static_cast<size_t>(n));
           } else {
-            kernels::add_forward(gt, gt, g, inner);
+            kernels::add_forward(gt, gt, g, n);
           }
         }
         return;
@@ -133,8 +142,8 @@ Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) 
       for (int64_t o = 0; o < outer; ++o)  // serial over o: b's gradient sums in a fixed order
         for (int64_t i = 0; i < inner; ++i) {
           const int64_t k = o * inner + i;
-          if (ga) ga[k] += op == BinOp::Add ? g[k] : partial_a(op, pa[k], pb[i], g[k]);
-          if (gb) gb[i] += op == BinOp::Add ? g[k] : partial_b(op, pa[k], pb[i], g[k]);
+          if (ga) ga[k] += partial_a(op, pa[k], pb[i], g[k]);
+          if (gb) gb[i] += partial_b(op, pa[k], pb[i], g[k]);
         }
     });
   }

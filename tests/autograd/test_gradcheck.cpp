@@ -37,6 +37,8 @@ std::vector<Case> cases() {
   // Elementwise, with broadcasting
   c.push_back({"add", [](const Inputs& x) { return add(x[0], x[1]); }, {randn({2, 3, 4}, 8), randn({3, 1}, 9)}, {}});
   c.push_back({"sub", [](const Inputs& x) { return sub(x[0], x[1]); }, {randn({2, 3}, 10), randn({3}, 11)}, {}});
+  // b over a's leading dimension (positions over a batch): the vectorised row path.
+  c.push_back({"add_rows", [](const Inputs& x) { return add(x[0], x[1]); }, {randn({3, 2, 5}, 65), randn({2, 5}, 66)}, {}});
   c.push_back({"mul", [](const Inputs& x) { return mul(x[0], x[1]); }, {randn({2, 1, 4}, 12), randn({3, 4}, 13)}, {}});
   c.push_back({"div", [](const Inputs& x) { return div(x[0], x[1]); }, {randn({2, 3}, 14), rand_pos({2, 3}, 15)}, {}});
   c.push_back({"scale", [](const Inputs& x) { return scale(x[0], -1.5f); }, {randn({3, 4}, 16)}, {}});

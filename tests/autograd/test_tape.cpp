@@ -77,6 +77,19 @@ TEST(Tape, ResidualAddHandsItsGradientToOneOperandOnly) {
   EXPECT_EQ(seed.to_vector(), (std::vector<float>{2, 3}));
 }
 
+// add(x, pos) with pos broadcast over x's rows: pos gets the sum of the rows of the gradient, x
+// the gradient itself (its buffer when x has none yet, added onto one it has).
+TEST(Tape, RowBroadcastAddSumsRowsForTheSmallOperand) {
+  Tensor x = Tensor::from_vector({3, 2}, {1, 2, 3, 4, 5, 6}).set_requires_grad(true);
+  Tensor pos = Tensor::from_vector({2}, {10, 20}).set_requires_grad(true);
+  Tensor y = add(x, pos);
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{11, 22, 13, 24, 15, 26}));
+  Tensor sq = mul(x, x);  // recorded before the add: its backward runs after it, onto x's gradient
+  backward(add(sum(mul(y, Tensor::from_vector({3, 2}, {1, 2, 3, 4, 5, 6}))), sum(sq)));
+  EXPECT_EQ(pos.grad().to_vector(), (std::vector<float>{9, 12}));           // 1+3+5, 2+4+6
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{3, 6, 9, 12, 15, 18}));  // w + 2x
+}
+
 TEST(Tape, BackwardNeedsAScalarOrAGradient) {
   Tensor x = randn({3}, 1).set_requires_grad(true);
   Tensor y = scale(x, 2.0f);
