@@ -2,9 +2,11 @@
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <vector>
 
 #include "autograd/tape.h"
+#include "kernels/kernels.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
 
@@ -30,6 +32,28 @@ inline float* grad_ptr_fresh(const Tensor& x, bool* fresh) {
     *fresh = true;
   }
   return handle.grad().data();
+}
+
+// Adds g (out's gradient, n floats) into x's gradient. When x has none yet and may_take is set,
+// x takes out's gradient buffer itself (out's is released once its node has run, so nothing
+// else writes it) and this returns true; otherwise x gets a copy or a sum. An op whose output's
+// gradient goes unchanged to an input (a residual connection) passes it on this way.
+inline bool pass_gradient(const Tensor& x, const Tensor& out, const float* g, int64_t n, bool may_take) {
+  if (!x.defined() || !x.requires_grad()) return false;
+  Tensor gout = out.grad();
+  if (may_take && !x.grad().defined() && gout.is_contiguous() && gout.shape() == x.shape()) {
+    Tensor h = x;
+    h.set_grad(gout);
+    return true;
+  }
+  bool fresh = false;
+  float* gx = grad_ptr_fresh(x, &fresh);
+  if (fresh) {
+    std::memcpy(gx, g, sizeof(float) * static_cast<size_t>(n));
+  } else {
+    kernels::add_forward(gx, gx, g, n);
+  }
+  return false;
 }
 
 // Pointer to the gradient flowing into an op's output, or nullptr when none arrived (the

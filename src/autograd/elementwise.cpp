@@ -112,27 +112,8 @@ Tensor binary_suffix(BinOp op, const Tensor& a, const Tensor& b, int64_t inner) 
           if (float* gb = detail::grad_ptr(b))
             for (int64_t o = 0; o < outer; ++o) kernels::add_forward(gb, gb, g + o * inner, inner);
         }
-        Tensor gout = out.grad();
-        const int64_t n = outer * inner;
-        bool handed = false;
-        for (const Tensor* t : {&a, &b}) {
-          if (outer > 1 && t == &b) continue;
-          if (!handed && t->defined() && t->requires_grad() && !t->grad().defined() &&
-              gout.is_contiguous() && gout.shape() == t->shape()) {
-            Tensor h = *t;
-            h.set_grad(gout);
-            handed = true;
-            continue;
-          }
-          bool fresh = false;
-          float* gt = detail::grad_ptr_fresh(*t, &fresh);
-          if (gt == nullptr) continue;
-          if (fresh) {
-            std::memcpy(gt, g, sizeof(float) * static_cast<size_t>(n));
-          } else {
-            kernels::add_forward(gt, gt, g, n);
-          }
-        }
+        const bool a_took = detail::pass_gradient(a, out, g, outer * inner, /*may_take=*/true);
+        if (outer == 1) detail::pass_gradient(b, out, g, inner, /*may_take=*/!a_took);
         return;
       }
       float* ga = detail::grad_ptr(a);

@@ -215,17 +215,7 @@ Tensor linear_residual(const Tensor& x_in, const Tensor& weight_in, const Tensor
       const float* g = detail::out_grad(out);
       if (!g) return;
       linear_backward_from(g, a);  // reads g: before the residual may take g's buffer
-      if (!residual.requires_grad()) return;
-      // The residual's gradient is g: it takes out's gradient buffer itself when it has none yet
-      // (out's is released once this node has run), as add's backward does.
-      Tensor r = residual, gout = out.grad();
-      if (!r.grad().defined() && gout.is_contiguous()) {
-        r.set_grad(gout);
-      } else {
-        if (!r.grad().defined()) r.set_grad(Tensor::zeros(r.shape()));
-        float* gr = r.grad().data();
-        kernels::add_forward(gr, gr, g, out.numel());
-      }
+      detail::pass_gradient(residual, out, g, out.numel(), /*may_take=*/true);
     });
   }
   return out;

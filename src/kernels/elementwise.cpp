@@ -8,7 +8,6 @@
 // would still warn that their calling convention differs between targets.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -60,12 +59,7 @@ VINLINE vf16 vnormal_cdf(vf16 x) { return 0.5f + 0.5f * verf(x * 0.7071067811865
 // f(i0, i1) over [0, n) in one contiguous range per thread; serial when n < min_parallel.
 template <class F>
 void parallel_ranges(int64_t n, int64_t min_parallel, F f) {
-  if (n < min_parallel) {
-    f(int64_t{0}, n);
-    return;
-  }
-  const int64_t nt = omp_get_max_threads();
-  parallel_for(nt, true, [&](int64_t t) { f(n * t / nt, n * (t + 1) / nt); });
+  parallel_region(n >= min_parallel, [&](int64_t t, int64_t nt) { f(n * t / nt, n * (t + 1) / nt); });
 }
 
 constexpr int64_t kCheap = 1 << 14;  // memory-bound ops: threads from 16K elements

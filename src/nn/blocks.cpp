@@ -46,16 +46,26 @@ EncoderBlock::EncoderBlock(const BlockConfig& cfg, Rng& rng)
 namespace {
 // Runs f with the attention module keeping its weights when a trace is wanted.
 template <typename Attn, typename F>
-Tensor traced(Attn& a, bool on, Tensor* weights, Tensor* update, F&& f) {
+Tensor with_weights(Attn& a, bool on, Tensor* weights, F&& f) {
   a.keep_weights = on;
   Tensor y = f();
   if (on) {
     *weights = a.last_weights;
-    *update = y.detach();
     a.keep_weights = false;
     a.last_weights = Tensor();
   }
   return y;
+}
+
+// residual + a sublayer's output. run(residual) adds it inside the sublayer's output projection
+// (project_residual); traced (on), run(Tensor()) gives the output alone, kept in *update, and the
+// add is separate. The same bits either way.
+template <typename F>
+Tensor residual_sublayer(bool on, const Tensor& residual, Tensor* update, F&& run) {
+  if (!on) return run(residual);
+  const Tensor y = run(Tensor());
+  *update = y.detach();
+  return add(residual, y);
 }
 }  // namespace
 
@@ -64,21 +74,13 @@ Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, BlockTr
   BlockTrace local;
   BlockTrace& t = on ? *trace : local;
   if (on) t.input = x.detach();
-  // Each residual add is fused into its sublayer's output projection, except when traced (the
-  // trace keeps the sublayer's own output).
   const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
-  Tensor h = on ? add(x, traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, mask); }))
-                : attn.forward(xa, mask, x);
+  Tensor h = residual_sublayer(on, x, &t.attn_update, [&](const Tensor& r) {
+    return with_weights(attn, on, &t.attn_weights, [&] { return attn.forward(xa, mask, r); });
+  });
   if (!pre_norm_) h = ln_1.forward(h);
   const Tensor xf = pre_norm_ ? ln_2.forward(h) : h;
-  Tensor y;
-  if (on) {
-    const Tensor f = mlp.forward(xf);
-    t.ffn_update = f.detach();
-    y = add(h, f);
-  } else {
-    y = mlp.forward(xf, h);
-  }
+  const Tensor y = residual_sublayer(on, h, &t.ffn_update, [&](const Tensor& r) { return mlp.forward(xf, r); });
   return pre_norm_ ? y : ln_2.forward(y);
 }
 
@@ -113,25 +115,18 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Attent
   BlockTrace local;
   BlockTrace& t = on ? *trace : local;
   if (on) t.input = x.detach();
-  // Residual adds fused into the sublayers' output projections unless traced (EncoderBlock).
   const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
-  Tensor h = on ? add(x, traced(attn, on, &t.attn_weights, &t.attn_update, [&] { return attn.forward(xa, self_mask); }))
-                : attn.forward(xa, self_mask, x);
+  Tensor h = residual_sublayer(on, x, &t.attn_update, [&](const Tensor& r) {
+    return with_weights(attn, on, &t.attn_weights, [&] { return attn.forward(xa, self_mask, r); });
+  });
   if (!pre_norm_) h = ln_1.forward(h);
   const Tensor hc = pre_norm_ ? ln_2.forward(h) : h;
-  h = on ? add(h, traced(cross_attn, on, &t.cross_weights, &t.cross_update,
-                         [&] { return cross_attn.forward(hc, memory, memory_mask); }))
-         : cross_attn.forward(hc, memory, memory_mask, h);
+  h = residual_sublayer(on, h, &t.cross_update, [&](const Tensor& r) {
+    return with_weights(cross_attn, on, &t.cross_weights, [&] { return cross_attn.forward(hc, memory, memory_mask, r); });
+  });
   if (!pre_norm_) h = ln_2.forward(h);
   const Tensor xf = pre_norm_ ? ln_3.forward(h) : h;
-  Tensor y;
-  if (on) {
-    const Tensor f = mlp.forward(xf);
-    t.ffn_update = f.detach();
-    y = add(h, f);
-  } else {
-    y = mlp.forward(xf, h);
-  }
+  const Tensor y = residual_sublayer(on, h, &t.ffn_update, [&](const Tensor& r) { return mlp.forward(xf, r); });
   return pre_norm_ ? y : ln_3.forward(y);
 }
 
