@@ -1,6 +1,8 @@
 // atto bench train|generate|gemm: speed of training steps, generated tokens and the GEMM.
 #include <fmt/format.h>
 
+#include <string>
+
 #include "commands.h"
 #include "tensor/error.h"
 #include "train/bench.h"
@@ -180,6 +182,13 @@ int run_gemm_bench(const GemmBenchFlags& f) {
   fmt::print("{}\n", stats_line(r.call, "call"));
   fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best (the peak MFU is measured against)\n", "sgemm",
              r.median_gflops, r.best_gflops);
+  if (!r.fma_gflops_per_thread.empty()) {
+    std::string each;
+    for (const double g : r.fma_gflops_per_thread) each += fmt::format("{}{:.1f}", each.empty() ? "" : " + ", g);
+    fmt::print("{:<12} {:.2f} GFLOP/s ({} per thread, all at once): the cores' FMA ceiling; sgemm best is {:.0f}% "
+               "of it\n",
+               "fma peak", r.fma_gflops, each, 100.0 * r.best_gflops / r.fma_gflops);
+  }
   return 0;
 }
 
@@ -214,6 +223,9 @@ Command add_bench(CLI::App& root) {
   CLI::App* gemm = app->add_subcommand("gemm", "Measure the sgemm peak (kernels::gemm, square matrices)");
   auto mf = std::make_shared<GemmBenchFlags>();
   gemm->add_option("--size", mf->opt.size, "M = N = K")->capture_default_str();
+  gemm->add_option("--fma-seconds", mf->opt.fma_seconds,
+                   "Seconds spent measuring the cores' FMA ceiling after the GEMM; 0 = skip it")
+      ->capture_default_str();
   add_common_flags(gemm, mf->common, "calls");
 
   return {app, [train, gen, tf, gf, mf] {

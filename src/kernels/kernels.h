@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace atto::kernels {
 
@@ -35,6 +36,11 @@ int num_threads();
 // a training batch. Each shard's exception is kept; the first (lowest s) is rethrown after all
 // shards have ended.
 void run_shards(int shards, const std::function<void(int)>& fn);
+// The cores' fp32 multiply-add ceiling: each of num_threads() threads, all at once, runs
+// independent 16-lane FMAs on registers for `seconds` (> 0); returns each thread's GFLOP/s
+// (2 FLOP per lane). No kernel can pass their sum; the blocked GEMM comes within a few percent.
+// The threads' figures differ where a machine's cores (vCPUs) do not run at the same speed.
+std::vector<double> fma_peak_gflops(double seconds);
 
 // ============================================================================================
 // GEMM

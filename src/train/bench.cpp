@@ -113,6 +113,8 @@ int64_t peak_rss_kib() {
 GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
   check_counts(opt.warmup, opt.steps, 1, opt.threads, "gemm");
   ATTO_CHECK(opt.size >= 1 && opt.size <= 16384, "bench gemm: --size must be in [1, 16384], got {}", opt.size);
+  ATTO_CHECK(opt.fma_seconds >= 0.0 && opt.fma_seconds <= 60.0,
+             "bench gemm: --fma-seconds must be in [0, 60] (0 = skip the FMA ceiling), got {}", opt.fma_seconds);
   kernels::set_num_threads(opt.threads);
   const int64_t n = opt.size;
   Rng rng(opt.seed);
@@ -132,6 +134,10 @@ GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
   const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   r.median_gflops = flop / (r.call.median_ms * 1e6);
   r.best_gflops = flop / (r.call.min_ms * 1e6);
+  if (opt.fma_seconds > 0.0) {
+    r.fma_gflops_per_thread = kernels::fma_peak_gflops(opt.fma_seconds);
+    r.fma_gflops = std::accumulate(r.fma_gflops_per_thread.begin(), r.fma_gflops_per_thread.end(), 0.0);
+  }
   return r;
 }
 
@@ -205,7 +211,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   r.flops_per_token = train_flops_per_token(opt.model, r.flop_parameters);
   r.model_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
   if (opt.peak_gflops > 0.0) r.peak_gflops = opt.peak_gflops;
-  else if (opt.peak_gflops == 0.0) r.peak_gflops = bench_gemm({.threads = opt.threads}).best_gflops;
+  else if (opt.peak_gflops == 0.0) r.peak_gflops = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0}).best_gflops;
   r.mfu = r.peak_gflops > 0.0 ? r.model_gflops / r.peak_gflops : 0.0;
   return r;
 }
@@ -253,7 +259,8 @@ nlohmann::json to_json(const StepStats& s) {
 
 nlohmann::json to_json(const GemmBenchResult& r) {
   return {{"size", r.size}, {"threads", r.threads}, {"call", to_json(r.call)}, {"median_gflops", r.median_gflops},
-          {"best_gflops", r.best_gflops}};
+          {"best_gflops", r.best_gflops}, {"fma_gflops", r.fma_gflops},
+          {"fma_gflops_per_thread", r.fma_gflops_per_thread}};
 }
 
 nlohmann::json to_json(const TrainBenchResult& r) {

@@ -72,6 +72,7 @@ struct GemmBenchOptions {
   int64_t steps = 10;   // timed calls
   int threads = 0;      // 0 = all cores
   uint64_t seed = 1337;
+  double fma_seconds = 0.25;  // how long the FMA ceiling is measured; 0 = not measured
 };
 struct GemmBenchResult {
   int64_t size = 0;
@@ -79,6 +80,10 @@ struct GemmBenchResult {
   StepStats call;             // ms per call
   double median_gflops = 0.0;  // 2 size^3 / median call time
   double best_gflops = 0.0;    // 2 size^3 / fastest call: the peak used for MFU
+  // The cores' FMA ceiling (kernels::fma_peak_gflops, all threads at once): per thread, and the
+  // sum, which no GEMM passes.
+  std::vector<double> fma_gflops_per_thread;
+  double fma_gflops = 0.0;
 };
 GemmBenchResult bench_gemm(const GemmBenchOptions& opt);
 

@@ -384,5 +384,23 @@ TEST(KernelLinear, LinearResidualIsLinearThenAddBitForBit) {
   }
 }
 
+// The FMA ceiling `atto bench gemm` reports: one figure per thread, each a real rate. The upper
+// bound (10 TFLOP/s per thread, ~30x any CPU core) catches a loop the compiler worked out in
+// advance, which "measured" 50 TFLOP/s per thread before the chains were made opaque.
+TEST(FmaPeak, OneRealRatePerThread) {
+  ThreadGuard guard;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const std::vector<double> g = fma_peak_gflops(0.02);
+    ASSERT_EQ(g.size(), static_cast<size_t>(threads));
+    for (double x : g) {
+      EXPECT_TRUE(std::isfinite(x));
+      EXPECT_GT(x, 0.1) << "GFLOP/s";
+      EXPECT_LT(x, 1e4) << "GFLOP/s";
+    }
+  }
+  EXPECT_THROW(fma_peak_gflops(0.0), std::exception);
+}
+
 }  // namespace
 }  // namespace atto::kernels
