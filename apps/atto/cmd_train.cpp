@@ -85,6 +85,8 @@ std::vector<FlagCopy> flag_table() {
       {"--batch-tokens", t(&TrainConfig::batch_tokens), false},
       {"--eval-bleu", t(&TrainConfig::eval_bleu), true},
       {"--optimizer", t(&TrainConfig::optimizer), false},
+      {"--momentum", t(&TrainConfig::momentum), false},
+      {"--nesterov", t(&TrainConfig::nesterov), false},
       {"--best-by", t(&TrainConfig::best_by), false},
       {"--steps", t(&TrainConfig::steps), true},
       {"--decay-steps", t(&TrainConfig::decay_steps), false},
@@ -184,7 +186,10 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--label-smoothing", t.label_smoothing, "Label smoothing (seq2seq default 0.1)");
   app->add_option("--batch-tokens", t.batch_tokens, "seq2seq: padded tokens per batch (default 4096)");
   app->add_option("--eval-bleu", t.eval_bleu, "seq2seq: validation sentences decoded for BLEU (-1 all, 0 none)");
-  app->add_option("--optimizer", t.optimizer, "adamw or adam (seq2seq default adam, as the paper)");
+  app->add_option("--optimizer", t.optimizer,
+                  "adamw, adam or sgd (plain SGD with L2 --weight-decay; seq2seq default adam, as the paper)");
+  app->add_option("--momentum", t.momentum, "sgd: momentum in [0, 1)")->capture_default_str();
+  app->add_flag("--nesterov", t.nesterov, "sgd: Nesterov momentum (needs --momentum > 0)");
   app->add_option("--best-by", t.best_by, "Keep the checkpoint with the best loss or bleu (seq2seq default bleu)");
 }
 
@@ -201,13 +206,17 @@ int run_train(CLI::App* app, const TrainFlags& f) {
     cfg = default_run_config(f.task);
     if (!f.config_file.empty()) apply_config_json(cfg, io::read_json(f.config_file), f.config_file);
   }
-  for (const FlagCopy& fc : flag_table()) {
+  const std::vector<FlagCopy> table = flag_table();
+  for (const FlagCopy& fc : table) {
     if (!given(app, fc.name)) continue;
-    if (resume && !fc.allowed_on_resume)
-      throw UsageError(fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); allowed "
-                                   "with --resume: --steps, --threads, --eval-every, --eval-batches, --early-stop, "
-                                   "--log-every",
-                                   fc.name));
+    if (resume && !fc.allowed_on_resume) {
+      std::string allowed;
+      for (const FlagCopy& a : table)
+        if (a.allowed_on_resume) allowed += std::string(allowed.empty() ? "" : ", ") + a.name;
+      throw UsageError(fmt::format(
+          "{} cannot be changed when resuming (the run's config.json fixes it); allowed with --resume: {}", fc.name,
+          allowed));
+    }
     fc.copy(cfg, f);
   }
   if (!resume) {
@@ -224,8 +233,9 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   opts.progress = f.quiet ? nullptr : stderr;
   const TrainResult r = train_gpt(cfg, opts);
   const bool by_bleu = cfg.task == "seq2seq" && cfg.train.best_by == "bleu" && cfg.train.eval_bleu != 0;
-  fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best val {} {:.4f} at step {}; run saved in {}\n", r.steps,
-             r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, by_bleu ? "BLEU" : "loss",
+  fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best {} {} {:.4f} at step {}; run saved in {}\n", r.steps,
+             r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.val_is_train ? "training-set" : "val",
+             by_bleu ? "BLEU" : "loss",
              by_bleu ? -r.best_val_loss : r.best_val_loss, r.best_step, opts.out_dir);
   if (r.skipped_steps > 0) fmt::print("{} steps were skipped for a non-finite loss or gradient\n", r.skipped_steps);
   return 0;

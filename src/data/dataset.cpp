@@ -30,7 +30,7 @@ std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokeni
                                           DataMode mode, const DataOptions& opts) {
   ATTO_CHECK(mode != DataMode::Auto, "make_dataset: resolve the data mode first (resolve_mode)");
   if (mode == DataMode::Lines) return std::make_unique<LinesDataset>(file, tok, opts);
-  return std::make_unique<StreamDataset>(file, tok);
+  return std::make_unique<StreamDataset>(file, tok, opts);
 }
 
 namespace data_detail {

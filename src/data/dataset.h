@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "data/text_file.h"
+#include "data/split.h"
 #include "tensor/rng.h"
 #include "tokenize/char_tokenizer.h"
 
@@ -48,6 +49,8 @@ const char* to_string(Split split);
 
 struct DataOptions {
   uint64_t split_seed = 1337;  // seeds the lines-mode train/val shuffle (stream ignores it)
+  int64_t min_holdout = kMinSamplesForHoldout;        // lines: fewer lines, nothing held out
+  int64_t min_holdout_tokens = kMinTokensForHoldout;  // stream: fewer tokens, nothing held out
 };
 
 class TextDataset {
@@ -70,6 +73,8 @@ class TextDataset {
   // the split exactly once. All batches have B rows except possibly the last one.
   virtual int64_t num_eval_batches(Split split, int64_t B, int64_t T) const = 0;
   virtual Batch eval_batch(Split split, int64_t index, int64_t B, int64_t T) const = 0;
+  // True when the corpus was too small to hold anything out: the Val split is the training set.
+  virtual bool val_is_train() const = 0;
 };
 
 // The tokenizer options for a (resolved) mode: lines -> <eos> and no newline; stream -> no

@@ -7,9 +7,7 @@
 
 namespace atto {
 
-int64_t LinesDataset::val_size_for(int64_t n_lines) {
-  return std::max<int64_t>(1, std::min<int64_t>(1000, n_lines / 10));
-}
+int64_t LinesDataset::val_size_for(int64_t n_lines, int64_t min_lines) { return holdout_size(n_lines, min_lines); }
 
 LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts)
     : path_(file.path) {
@@ -35,7 +33,7 @@ LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const
     const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
     std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
   }
-  const int64_t n_val = val_size_for(n);
+  const int64_t n_val = holdout_size(n, opts.min_holdout);
   std::vector<char> is_val(static_cast<size_t>(n), 0);
   for (int64_t k = 0; k < n_val; ++k) is_val[static_cast<size_t>(perm[static_cast<size_t>(k)])] = 1;
 
@@ -48,6 +46,10 @@ LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const
     max_length_ = std::max(max_length_, static_cast<int64_t>(p.ids.back().size()));
     (is_val[static_cast<size_t>(i)] ? val_set_ : train_set_).emplace(line.text);
   }
+  if (n_val == 0) {  // too few lines to hold any out: validation scores the training lines
+    val_ = train_;
+    val_is_train_ = true;
+  }
 }
 
 void LinesDataset::check_block_size(int64_t T) const {
@@ -56,6 +58,7 @@ void LinesDataset::check_block_size(int64_t T) const {
   // Name the first line (in file order) that does not fit, and the longest one.
   int64_t first = INT64_MAX, first_len = 0, longest = 0, too_long = 0;
   for (const Part* p : {&train_, &val_}) {
+    if (p == &val_ && val_is_train_) break;  // the same lines again
     for (size_t i = 0; i < p->ids.size(); ++i) {
       const auto len = static_cast<int64_t>(p->ids[i].size());
       if (len + 1 <= T) continue;

@@ -16,6 +16,7 @@
 // - Split: the non-empty lines are shuffled with Rng(split_seed) (Fisher-Yates); the first
 //   val_size_for(n) = max(1, min(1000, n / 10)) of the shuffle are validation, the rest training
 //   (makemore's rule). Each split keeps its lines in file order. At least 2 lines are needed.
+//   Below 50 lines nothing is held out: the Val split is the training lines (val_is_train()).
 // - Training batches draw B lines uniformly with replacement (one rng.below(n_train) each).
 // - Evaluation walks the split's lines in file order, B per batch; the last batch may be short.
 #pragma once
@@ -52,7 +53,8 @@ class LinesDataset : public TextDataset {
   // Train if the text is a training line, else Val if it is a validation line, else New.
   Novelty novelty(std::string_view sample) const;
 
-  static int64_t val_size_for(int64_t n_lines);
+  static int64_t val_size_for(int64_t n_lines, int64_t min_lines = kMinSamplesForHoldout);  // holdout_size
+  bool val_is_train() const override { return val_is_train_; }
 
  private:
   struct Part {
@@ -67,6 +69,7 @@ class LinesDataset : public TextDataset {
   std::string path_;
   int32_t eos_ = 0;
   int64_t max_length_ = 0;
+  bool val_is_train_ = false;
   Part train_, val_;
   std::set<std::string, std::less<>> train_set_, val_set_;
 };

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "data/split.h"
 #include "data/text_file.h"
 #include "tensor/error.h"
 #include "tensor/rng.h"
@@ -166,11 +167,9 @@ LengthFilterReport filter_by_length(std::vector<EncodedPair>& pairs, int64_t max
   return r;
 }
 
-int64_t parallel_val_size(int64_t n) {
-  return std::max<int64_t>(1, std::min<int64_t>(1000, n / 10));
-}
+int64_t parallel_val_size(int64_t n, int64_t min_pairs) { return holdout_size(n, min_pairs); }
 
-TrainValSplit split_train_val(int64_t n, uint64_t seed) {
+TrainValSplit split_train_val(int64_t n, uint64_t seed, int64_t min_pairs) {
   ATTO_CHECK(n >= 2, "a train/validation split needs at least 2 sentence pairs (one for "
              "validation), got {}", n);
   std::vector<int64_t> perm(static_cast<size_t>(n));
@@ -180,8 +179,15 @@ TrainValSplit split_train_val(int64_t n, uint64_t seed) {
     const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
     std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
   }
-  const auto n_val = static_cast<size_t>(parallel_val_size(n));
+  const auto n_val = static_cast<size_t>(parallel_val_size(n, min_pairs));
   TrainValSplit s;
+  if (n_val == 0) {  // a tiny corpus: train on every pair, validate on the training pairs
+    s.train.resize(static_cast<size_t>(n));
+    std::iota(s.train.begin(), s.train.end(), 0);
+    s.val = s.train;
+    s.val_is_train = true;
+    return s;
+  }
   s.val.assign(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(n_val));
   s.train.assign(perm.begin() + static_cast<std::ptrdiff_t>(n_val), perm.end());
   std::sort(s.val.begin(), s.val.end());

@@ -24,14 +24,16 @@
 //   more than max_tgt_len tokens is dropped and counted (0 = no limit). Lengths are as
 //   encode() returns them, before the model adds <bos>/<eos>.
 // - Validation split: the n pairs are shuffled with Rng(seed) (Fisher-Yates, as the lines
-//   dataset does); the first max(1, min(1000, n / 10)) are validation, the rest training, each
-//   kept in file order. Needs n >= 2.
+//   dataset does); the first holdout_size(n) = max(1, min(1000, n / 10)) are validation, the
+//   rest training, each kept in file order. Needs n >= 2. Below 50 pairs nothing is held out:
+//   train and val are every pair (data/dataset.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "data/split.h"
 #include "tokenize/tokenizer.h"
 
 namespace atto {
@@ -84,10 +86,11 @@ LengthFilterReport filter_by_length(std::vector<EncodedPair>& pairs, int64_t max
 
 struct TrainValSplit {
   std::vector<int64_t> train, val;  // indices into the corpus, ascending
+  bool val_is_train = false;         // a tiny corpus (holdout_size 0): val = train, every pair
 };
 
-int64_t parallel_val_size(int64_t n);  // max(1, min(1000, n / 10))
-TrainValSplit split_train_val(int64_t n, uint64_t seed);
+int64_t parallel_val_size(int64_t n, int64_t min_pairs = kMinSamplesForHoldout);  // holdout_size (data/dataset.h): 0 below min_pairs
+TrainValSplit split_train_val(int64_t n, uint64_t seed, int64_t min_pairs = kMinSamplesForHoldout);
 
 // items[idx[0]], items[idx[1]], ...
 template <typename T>

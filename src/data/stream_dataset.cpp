@@ -6,15 +6,17 @@
 
 namespace atto {
 
-StreamDataset::StreamDataset(const TextFile& file, const CharTokenizer& tok) : path_(file.path) {
+StreamDataset::StreamDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts)
+    : path_(file.path) {
   data_detail::check_known_chars(tok, file, /*newline_separates=*/false);
   tokens_ = tok.encode(file.text);
-  n_train_ = train_size_for(static_cast<int64_t>(tokens_.size()));
+  n_train_ = train_size_for(static_cast<int64_t>(tokens_.size()), opts.min_holdout_tokens);
 }
 
 std::span<const int32_t> StreamDataset::tokens(Split split) const {
   const std::span<const int32_t> all(tokens_);
   const auto n_train = static_cast<size_t>(n_train_);
+  if (val_is_train()) return all;  // a tiny stream: validation scores the training tokens
   return split == Split::Train ? all.first(n_train) : all.subspan(n_train);
 }
 
@@ -31,6 +33,9 @@ void StreamDataset::check_block_size(int64_t T) const {
       max_T >= 1 ? fmt::format("use --block-size {} or less, or a longer file", max_T)
                  : "the file is too short for stream mode: use a longer file (or --mode lines "
                    "for a list of short samples)";
+  if (val_is_train())
+    fail("stream mode: block size {} needs at least {} tokens, but data file '{}' has {} characters (too few to "
+         "hold any out for validation: all are trained on); {}", T, T + 1, path_, n, advice);
   fail("stream mode: block size {} needs at least {} tokens in each split, but data file '{}' has "
        "{} characters: {} for training (the first 90%) and {} for validation (the last 10%); {}",
        T, T + 1, path_, n, size(Split::Train), size(Split::Val), advice);

@@ -28,7 +28,7 @@ namespace atto {
 
 class StreamDataset : public TextDataset {
  public:
-  StreamDataset(const TextFile& file, const CharTokenizer& tok);
+  StreamDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts = {});
 
   DataMode mode() const override { return DataMode::Stream; }
   int64_t size(Split split) const override { return static_cast<int64_t>(tokens(split).size()); }
@@ -43,7 +43,11 @@ class StreamDataset : public TextDataset {
   std::span<const int32_t> tokens(Split split) const;
   const std::vector<int32_t>& all_tokens() const { return tokens_; }
 
-  static int64_t train_size_for(int64_t n_tokens) { return n_tokens * 9 / 10; }
+  // All of a tiny stream (fewer than kMinTokensForHoldout tokens), else the first 90%.
+  static int64_t train_size_for(int64_t n_tokens, int64_t min_tokens = kMinTokensForHoldout) {
+    return n_tokens < min_tokens ? n_tokens : n_tokens * 9 / 10;
+  }
+  bool val_is_train() const override { return n_train_ == static_cast<int64_t>(tokens_.size()); }
 
  private:
   int64_t num_windows(Split split, int64_t T) const;

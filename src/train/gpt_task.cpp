@@ -75,15 +75,20 @@ class GptTask final : public TrainTask {
     Evaluation e;
     e.loss = evaluate_loss(*model_, *data_, Split::Val, cfg_.train.batch_size, cfg_.model.block_size,
                            cfg_.train.eval_batches);
+    e.on_train_set = data_->val_is_train();
     return e;
   }
 
   std::string summary() const override {
-    return fmt::format("GPT, {} parameters, {} data, vocabulary {}, block {}, {} train / {} val {}, {} batch shard{}",
+    const char* unit = cfg_.data.mode == DataMode::Lines ? "lines" : "tokens";
+    const std::string split =
+        data_->val_is_train()
+            ? fmt::format("all {} {} trained on (too few to hold any out: validation scores the training set)",
+                          data_->size(Split::Train), unit)
+            : fmt::format("{} train / {} val {}", data_->size(Split::Train), data_->size(Split::Val), unit);
+    return fmt::format("GPT, {} parameters, {} data, vocabulary {}, block {}, {}, {} batch shard{}",
                        model_->num_parameters(), to_string(cfg_.data.mode), cfg_.model.vocab_size,
-                       cfg_.model.block_size, data_->size(Split::Train), data_->size(Split::Val),
-                       cfg_.data.mode == DataMode::Lines ? "lines" : "tokens", dp_->shards(),
-                       dp_->shards() == 1 ? "" : "s");
+                       cfg_.model.block_size, split, dp_->shards(), dp_->shards() == 1 ? "" : "s");
   }
 
   void write_files(const std::string& dir) const override {

@@ -75,7 +75,13 @@ void TrainConfig::validate() const {
   ATTO_CHECK(early_stop >= 0, "--early-stop must be >= 0 (0 = off), got {}", early_stop);
   ATTO_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
   ATTO_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1, got {}", max_bad_steps);
-  ATTO_CHECK(optimizer == "adamw" || optimizer == "adam", "--optimizer must be adamw or adam, got '{}'", optimizer);
+  ATTO_CHECK(optimizer == "adamw" || optimizer == "adam" || optimizer == "sgd",
+             "--optimizer must be adamw, adam or sgd, got '{}'", optimizer);
+  ATTO_CHECK(std::isfinite(momentum) && momentum >= 0.0f && momentum < 1.0f, "--momentum must be in [0, 1), got {}",
+             momentum);
+  ATTO_CHECK(!nesterov || momentum > 0.0f, "--nesterov needs --momentum > 0");
+  ATTO_CHECK(optimizer == "sgd" || (momentum == 0.0f && !nesterov),
+             "--momentum and --nesterov are SGD's: pass --optimizer sgd (got --optimizer {})", optimizer);
   ATTO_CHECK(best_by == "loss" || best_by == "bleu", "--best-by must be loss or bleu, got '{}'", best_by);
   ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "--label-smoothing must be in [0, 1), got {}",
              label_smoothing);
@@ -187,7 +193,8 @@ std::vector<Field> train_fields(TrainConfig& t) {
           num("seed", t.seed), num("threads", t.threads), num("shards", t.shards),
           num("eval_every", t.eval_every),
           num("eval_batches", t.eval_batches), num("early_stop", t.early_stop), num("log_every", t.log_every),
-          num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), text("best_by", t.best_by),
+          num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), num("momentum", t.momentum),
+          boolean("nesterov", t.nesterov), text("best_by", t.best_by),
           num("label_smoothing", t.label_smoothing), num("batch_tokens", t.batch_tokens),
           num("eval_bleu", t.eval_bleu)};
 }

@@ -59,7 +59,9 @@ struct TrainConfig {
   int64_t early_stop = 0;        // stop after N evaluations without improvement; 0 = off
   int64_t log_every = 10;
   int64_t max_bad_steps = 5;     // consecutive non-finite steps before giving up
-  std::string optimizer = "adamw";  // adamw (decoupled weight decay) or adam (L2)
+  std::string optimizer = "adamw";  // adamw (decoupled weight decay), adam (L2) or sgd (L2)
+  float momentum = 0.0f;         // sgd: heavy-ball momentum in [0, 1)
+  bool nesterov = false;         // sgd: Nesterov momentum (needs momentum > 0)
   float label_smoothing = 0.0f;
   int64_t batch_tokens = 0;      // seq2seq: padded tokens per batch (0: use batch_size sentences)
   int64_t eval_bleu = 0;         // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)

@@ -64,6 +64,7 @@ class Seq2SeqTask final : public TrainTask {
       train_c.pairs = select(corpus.pairs, split.train);
       val_c = corpus;
       val_c.pairs = select(corpus.pairs, split.val);
+      val_is_train_ = split.val_is_train;
     }
     build_tokenizers(train_c, dir, resume);
     Seq2SeqConfig& m = cfg.seq2seq;
@@ -120,13 +121,18 @@ class Seq2SeqTask final : public TrainTask {
       e.metric_name = "bleu";
     }
     model_->train();
+    e.on_train_set = val_is_train_;
     return e;
   }
 
   std::string summary() const override {
-    return fmt::format("seq2seq Transformer, {} parameters; {}; {} train / {} val pairs; vocabularies {} / {} ({}); "
+    const std::string split =
+        val_is_train_ ? fmt::format("all {} pairs trained on (too few to hold any out: validation scores the "
+                                    "training set)", train_.size())
+                      : fmt::format("{} train / {} val pairs", train_.size(), val_.size());
+    return fmt::format("seq2seq Transformer, {} parameters; {}; {}; vocabularies {} / {} ({}); "
                        "{} batches of <= {} tokens, {} shard{}{}",
-                       model_->num_parameters(), summary_, train_.size(), val_.size(), src_tok_->vocab_size(),
+                       model_->num_parameters(), summary_, split, src_tok_->vocab_size(),
                        tgt_tok_->vocab_size(), cfg_.data.tokenizer, batches_.size(), bucket_options().max_tokens,
                        dp_->shards(), dp_->shards() == 1 ? "" : "s", filter_.dropped > 0 ? "; " + filter_.summary() : "");
   }
@@ -205,6 +211,7 @@ class Seq2SeqTask final : public TrainTask {
   std::unique_ptr<Seq2Seq> model_;
   std::unique_ptr<DataParallel> dp_;
   int64_t last_tokens_ = 0;
+  bool val_is_train_ = false;
 };
 
 }  // namespace

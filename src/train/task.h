@@ -20,6 +20,7 @@ struct Evaluation {
   double metric = 0.0;       // e.g. BLEU; valid when has_metric
   bool has_metric = false;
   std::string metric_name;   // "bleu"
+  bool on_train_set = false; // the corpus was too small to hold anything out (data/dataset.h)
 };
 
 class TrainTask {

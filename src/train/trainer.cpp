@@ -42,6 +42,7 @@ struct Session {
   std::unique_ptr<optim::Optimizer> opt;
   TrainState st;
   Rng data_rng, dropout_rng;
+  bool val_is_train = false;  // the last evaluation scored the training set (a tiny corpus)
 };
 
 void build_task(Session& s, bool resume) {
@@ -53,8 +54,12 @@ void build_task(Session& s, bool resume) {
   const TrainConfig& t = s.cfg.train;
   const optim::AdamOptions ao{t.beta1, t.beta2, t.eps};
   auto groups = optim::default_param_groups(m.named_parameters(), t.weight_decay);
-  if (t.optimizer == "adam") s.opt = std::make_unique<optim::Adam>(std::move(groups), ao);
-  else s.opt = std::make_unique<optim::AdamW>(std::move(groups), ao);
+  if (t.optimizer == "sgd")
+    s.opt = std::make_unique<optim::SGD>(std::move(groups), optim::SgdOptions{t.momentum, t.nesterov});
+  else if (t.optimizer == "adam")
+    s.opt = std::make_unique<optim::Adam>(std::move(groups), ao);
+  else
+    s.opt = std::make_unique<optim::AdamW>(std::move(groups), ao);
 }
 
 void start_new(Session& s, const TrainerOptions& o) {
@@ -163,13 +168,16 @@ double evaluate_and_save(Session& s, Progress& p) {
   }
   save_state(s);
   nlohmann::json line = {{"step", s.st.step}, {"val_loss", val}, {"best", best}};
+  if (e.on_train_set) line["val_is_train"] = true;
   std::string metric;
   if (e.has_metric) {
     line["val_" + e.metric_name] = e.metric;
     metric = fmt::format("  val {} {:.2f}", e.metric_name, e.metric);
   }
   append_metrics(s.dir, line);
-  p.message(fmt::format("step {:>6}  val loss {:.4f}{}{}", s.st.step, val, metric, best ? "  (best, saved)" : ""));
+  p.message(fmt::format("step {:>6}  {} {:.4f}{}{}", s.st.step, e.on_train_set ? "train-set loss" : "val loss", val,
+                        metric, best ? "  (best, saved)" : ""));
+  s.val_is_train = e.on_train_set;
   return val;
 }
 
@@ -226,8 +234,9 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
       const double eta = elapsed / static_cast<double>(steps_done) * static_cast<double>(t.steps - s.st.step);
       append_metrics(s.dir, {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s},
                              {"elapsed_s", base_elapsed + elapsed}});
-      p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  val loss {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step,
-                         t.steps, loss, std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val), lr, tok_s,
+      const std::string shown = std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val);
+      p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  {} {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step,
+                         t.steps, loss, s.val_is_train ? "train-set loss" : "val loss", shown, lr, tok_s,
                          format_duration(eta)));
       last_log = now;
       steps_since_log = 0;
@@ -256,6 +265,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   r.best_val_loss = s.st.best_val_loss;
   r.best_step = s.st.best_step;
   r.skipped_steps = s.st.skipped_steps;
+  r.val_is_train = s.val_is_train;
   return r;
 }
 

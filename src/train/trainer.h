@@ -45,6 +45,7 @@ struct TrainResult {
   double seconds = 0.0;            // wall time of this invocation
   int64_t tokens = 0;              // tokens processed in this invocation
   int64_t num_parameters = 0;
+  bool val_is_train = false;       // "validation" scored the training set: the corpus was too small to split
 };
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);

@@ -20,8 +20,10 @@ TextFile numbered_lines(int n) {
   return make_text_file("numbered.txt", text);
 }
 
+// Holds out a split from 2 lines on, so that small files exercise the split (the default keeps
+// corpora under 50 lines whole: TinyCorpusIsNotSplit).
 LinesDataset make_lines(const TextFile& f, uint64_t seed = 1337) {
-  return LinesDataset(f, build_tokenizer(f, DataMode::Lines), {.split_seed = seed});
+  return LinesDataset(f, build_tokenizer(f, DataMode::Lines), {.split_seed = seed, .min_holdout = 2});
 }
 
 // The text of row b of a lines batch, read back from the inputs (after the leading <eos>,
@@ -40,20 +42,38 @@ std::string row_text(const Batch& batch, int64_t b, const CharTokenizer& tok) {
 }  // namespace
 
 TEST(LinesDataset, ValSizeRule) {
-  EXPECT_EQ(LinesDataset::val_size_for(2), 1);
-  EXPECT_EQ(LinesDataset::val_size_for(19), 1);
-  EXPECT_EQ(LinesDataset::val_size_for(25), 2);
+  EXPECT_EQ(LinesDataset::val_size_for(2, 2), 1);
+  EXPECT_EQ(LinesDataset::val_size_for(19, 2), 1);
+  EXPECT_EQ(LinesDataset::val_size_for(25, 2), 2);
+  EXPECT_EQ(LinesDataset::val_size_for(49), 0);  // the default: nothing held out below 50 lines
+  EXPECT_EQ(LinesDataset::val_size_for(50), 5);
   EXPECT_EQ(LinesDataset::val_size_for(100), 10);
   EXPECT_EQ(LinesDataset::val_size_for(10009), 1000);
   EXPECT_EQ(LinesDataset::val_size_for(32033), 1000);  // names.txt, as in makemore
   for (int n : {2, 3, 25, 100}) {
     auto d = make_lines(numbered_lines(n));
-    EXPECT_EQ(d.size(Split::Val), LinesDataset::val_size_for(n)) << n;
+    EXPECT_EQ(d.size(Split::Val), LinesDataset::val_size_for(n, 2)) << n;
     EXPECT_EQ(d.size(Split::Train) + d.size(Split::Val), n) << n;
   }
   auto big = make_lines(numbered_lines(12000));
   EXPECT_EQ(big.size(Split::Val), 1000);
   EXPECT_EQ(big.size(Split::Train), 11000);
+}
+
+TEST(LinesDataset, TinyCorpusIsNotSplit) {
+  // 3 lines (the default rule): every line is trained on, and validation scores the same lines.
+  const TextFile f = make_text_file("toy.txt", "hello my name\nhello messi\nmy name is messi\n");
+  LinesDataset d(f, build_tokenizer(f, DataMode::Lines));
+  EXPECT_TRUE(d.val_is_train());
+  EXPECT_EQ(d.size(Split::Train), 3);
+  EXPECT_EQ(d.lines(Split::Val), d.lines(Split::Train));
+  EXPECT_EQ(d.novelty("hello messi"), LinesDataset::Novelty::Train);
+  // 49 lines still whole, 50 split off 5.
+  EXPECT_TRUE(LinesDataset(numbered_lines(49), build_tokenizer(numbered_lines(49), DataMode::Lines)).val_is_train());
+  const LinesDataset d50(numbered_lines(50), build_tokenizer(numbered_lines(50), DataMode::Lines));
+  EXPECT_FALSE(d50.val_is_train());
+  EXPECT_EQ(d50.size(Split::Val), 5);
+  EXPECT_EQ(d50.size(Split::Train), 45);
 }
 
 TEST(LinesDataset, SplitIsDisjointCoversAllLinesAndSkipsEmptyLines) {
@@ -85,7 +105,7 @@ TEST(LinesDataset, BatchLayoutIsBosLinePaddingAndShiftedTargets) {
   // Lines "ab" and "c"; vocabulary <eos>=0 a=1 b=2 c=3. With 2 lines, 1 is val and 1 train.
   auto f = make_text_file("x.txt", "ab\nc\n");
   auto tok = build_tokenizer(f, DataMode::Lines);
-  LinesDataset d(f, tok);
+  LinesDataset d(f, tok, {.min_holdout = 2});
   const int64_t T = 5;
   std::map<std::string, std::pair<std::vector<int32_t>, std::vector<int32_t>>> expect = {
       {"ab", {{0, 1, 2, 0, 0}, {1, 2, 0, -1, -1}}},

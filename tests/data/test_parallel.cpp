@@ -125,8 +125,19 @@ TEST(Parallel, LengthFilterDropsLongPairsAndReports) {
   EXPECT_THROW(filter_by_length(all, -1, 0), Error);
 }
 
+TEST(Parallel, TinyCorpusIsNotSplit) {
+  // Under 50 pairs every pair is trained on and validation scores the training pairs.
+  const TrainValSplit s = split_train_val(3, 1337);
+  EXPECT_TRUE(s.val_is_train);
+  EXPECT_EQ(s.train, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(s.val, s.train);
+  EXPECT_EQ(parallel_val_size(49), 0);
+  EXPECT_EQ(parallel_val_size(50), 5);
+  EXPECT_FALSE(split_train_val(50, 1337).val_is_train);
+}
+
 TEST(Parallel, SeededValidationSplit) {
-  EXPECT_EQ(parallel_val_size(2), 1);
+  EXPECT_EQ(parallel_val_size(2, 2), 1);
   EXPECT_EQ(parallel_val_size(95), 9);
   EXPECT_EQ(parallel_val_size(50000), 1000);
   const TrainValSplit a = split_train_val(95, 1337), b = split_train_val(95, 1337);
@@ -140,7 +151,7 @@ TEST(Parallel, SeededValidationSplit) {
   EXPECT_EQ(all.size(), 95u);  // a partition of 0..94
   EXPECT_EQ(*all.rbegin(), 94);
   EXPECT_NE(split_train_val(95, 1).val, a.val);  // the seed matters
-  EXPECT_THROW(split_train_val(1, 1337), Error);
+  EXPECT_THROW(split_train_val(1, 1337, 2), Error);
   const std::vector<std::string> items = {"a", "b", "c"};
   EXPECT_EQ(select(items, {2, 0}), (std::vector<std::string>{"c", "a"}));
 }

@@ -147,7 +147,7 @@ TEST(TextFileBadInput, StreamFileShorterThanOneBlock) {
   TempDir tmp;
   const std::string p = tmp.write("short.txt", "To be, or not to be: that is the question.\n");  // 43 chars
   TextFile f = read_text_file(p);
-  auto data = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream);
+  auto data = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream, {.min_holdout_tokens = 2});
   // train 38 tokens, val 5 tokens: the largest block size is 4.
   EXPECT_NO_THROW(data->check_block_size(4));
   const std::string msg = error_of([&] { data->check_block_size(64); });
@@ -156,10 +156,18 @@ TEST(TextFileBadInput, StreamFileShorterThanOneBlock) {
   EXPECT_TRUE(contains(msg, "--block-size 4 or less")) << msg;
   Rng rng(0);
   EXPECT_THROW(data->sample_batch(rng, 2, 64), Error);  // also caught where batches are made
+  // By default a stream this short is not split: all 43 tokens train, and validation scores them.
+  auto whole = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream);
+  EXPECT_TRUE(whole->val_is_train());
+  EXPECT_EQ(whole->size(Split::Train), 43);
+  EXPECT_EQ(whole->size(Split::Val), 43);
+  EXPECT_EQ(whole->max_block_size(), 42);
+  const std::string m2 = error_of([&] { whole->check_block_size(64); });
+  EXPECT_TRUE(contains(m2, "too few to hold any out") && contains(m2, "--block-size 42 or less")) << m2;
 }
 
 TEST(TextFileBadInput, StreamFileTooShortForAnyBlock) {
-  TextFile f = make_text_file("tiny.txt", "hi\n");
+  TextFile f = make_text_file("tiny.txt", "h");  // one token: no block fits
   auto data = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream);
   const std::string msg = error_of([&] { data->check_block_size(1); });
   EXPECT_TRUE(contains(msg, "tiny.txt") && contains(msg, "too short for stream mode")) << msg;
