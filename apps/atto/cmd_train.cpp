@@ -5,6 +5,7 @@
 #include "io/file.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
+#include "train/progress.h"
 #include "train/trainer.h"
 
 namespace atto::cli {
@@ -13,7 +14,7 @@ namespace {
 
 struct TrainFlags {
   RunConfig cfg = default_run_config("gpt");  // flag values (defaults shown in --help)
-  std::string out, config_file, resume, mode = "auto", ffn, norm, placement, pos, schedule, task = "gpt";
+  std::string out, config_file, resume, mode = "auto", ffn, norm, placement, pos, schedule, task = "gpt", time;
   int64_t n_enc_layers = 0, n_dec_layers = 0, max_len = 0;
   bool force = false, quiet = false;
 };
@@ -84,6 +85,13 @@ std::vector<FlagCopy> flag_table() {
       {"--label-smoothing", t(&TrainConfig::label_smoothing), false},
       {"--batch-tokens", t(&TrainConfig::batch_tokens), false},
       {"--eval-bleu", t(&TrainConfig::eval_bleu), true},
+      {"--size", t(&TrainConfig::size), false},
+      {"--time",
+       [](RunConfig& c, const TrainFlags& f) {
+         c.train.time_budget = parse_duration(f.time, "--time");
+         c.train.steps = kAutoInt;  // planned
+       },
+       false},
       {"--optimizer", t(&TrainConfig::optimizer), false},
       {"--momentum", t(&TrainConfig::momentum), false},
       {"--nesterov", t(&TrainConfig::nesterov), false},
@@ -129,12 +137,21 @@ void add_flags(CLI::App* app, TrainFlags& f) {
       ->default_str("auto");
   app->add_option("--split-seed", f.cfg.data.split_seed, "Seed of the train/validation split (lines mode)")
       ->capture_default_str();
-  app->add_option("--d-model", m.n_embd, "Model width")->capture_default_str();
-  app->add_option("--n-heads", m.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
-  app->add_option("--n-layers", m.n_layer, "Transformer blocks")->capture_default_str();
+  // "auto": chosen from the data when the run starts (docs/defaults.md); the run header says
+  // what and why, and config.json records it.
+  app->add_option("--size", t.size,
+                  "Model size preset: auto (from the data), gpt: tiny, small, medium, large; seq2seq: small, base. "
+                  "--d-model, --n-layers, --n-heads override it")
+      ->default_str("auto");
+  app->add_option("--time", f.time,
+                  "Wall-clock budget, e.g. 90s, 5m, 1h30m: measures its step time, then sizes the model (with --size "
+                  "auto) and the steps so the run ends on time with the LR decayed");
+  app->add_option("--d-model", m.n_embd, "Model width; 0 = auto")->default_str("auto");
+  app->add_option("--n-heads", m.n_head, "Attention heads (must divide --d-model); 0 = auto")->default_str("auto");
+  app->add_option("--n-layers", m.n_layer, "Transformer blocks; 0 = auto")->default_str("auto");
   app->add_option("--block-size", m.block_size,
-                  "Context length; 0 = auto (lines: longest line + 1; stream: 128)")
-      ->default_str("0");
+                  "Context length; 0 = auto (lines: longest line + 1; stream: by model size)")
+      ->default_str("auto");
   app->add_option("--d-ff", m.d_ff, "Feed-forward width; 0 = 4 * d-model")->capture_default_str();
   app->add_option("--ffn", f.ffn, "Feed-forward activation: relu, gelu, gelu_tanh, swiglu")->default_str("gelu");
   app->add_option("--norm", f.norm, "layernorm or rmsnorm")->default_str("layernorm");
@@ -143,14 +160,15 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_flag("--tie-weights,!--no-tie-weights", m.tie_weights, "Tie the output projection to the token embedding")
       ->capture_default_str();
   app->add_flag("--bias,!--no-bias", m.bias, "Biases in Linear layers and LayerNorm")->capture_default_str();
-  app->add_option("--dropout", m.dropout, "Dropout probability")->capture_default_str();
-  app->add_option("--steps", t.steps, "Optimizer steps (with --resume: the new total)")->capture_default_str();
+  app->add_option("--dropout", m.dropout, "Dropout probability; -1 = auto")->default_str("auto");
+  app->add_option("--steps", t.steps, "Optimizer steps (with --resume: the new total); 0 = auto")
+      ->default_str("auto");
   app->add_option("--decay-steps", t.decay_steps, "Length of the LR schedule; 0 = --steps")->capture_default_str();
-  app->add_option("--batch-size", t.batch_size, "Sequences per micro-batch")->capture_default_str();
+  app->add_option("--batch-size", t.batch_size, "Sequences per micro-batch; 0 = auto")->default_str("auto");
   app->add_option("--grad-accum", t.grad_accum, "Micro-batches per optimizer step")->capture_default_str();
-  app->add_option("--lr", t.lr, "Peak learning rate")->capture_default_str();
+  app->add_option("--lr", t.lr, "Peak learning rate; 0 = auto (from --d-model)")->default_str("auto");
   app->add_option("--min-lr", t.min_lr, "Floor of the cosine schedule")->capture_default_str();
-  app->add_option("--warmup", t.warmup, "Linear warmup steps")->capture_default_str();
+  app->add_option("--warmup", t.warmup, "Linear warmup steps; -1 = auto")->default_str("auto");
   app->add_option("--schedule", f.schedule, "constant, cosine (warmup + cosine decay), or invsqrt (Noam)")
       ->default_str("cosine");
   app->add_option("--weight-decay", t.weight_decay, "AdamW weight decay (not on biases, norms, embeddings)")
@@ -184,7 +202,9 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--n-dec-layers", f.n_dec_layers, "seq2seq: decoder layers (default --n-layers)");
   app->add_option("--max-len", f.max_len, "seq2seq: longest sentence in tokens (longer training pairs are skipped)");
   app->add_option("--label-smoothing", t.label_smoothing, "Label smoothing (seq2seq default 0.1)");
-  app->add_option("--batch-tokens", t.batch_tokens, "seq2seq: padded tokens per batch (default 4096)");
+  app->add_option("--batch-tokens", t.batch_tokens,
+                  "seq2seq: padded tokens per batch; 0 = --batch-size sentences; -1 = auto")
+      ->default_str("auto");
   app->add_option("--eval-bleu", t.eval_bleu, "seq2seq: validation sentences decoded for BLEU (-1 all, 0 none)");
   app->add_option("--optimizer", t.optimizer,
                   "adamw, adam or sgd (plain SGD with L2 --weight-decay; seq2seq default adam, as the paper)");
@@ -206,6 +226,8 @@ int run_train(CLI::App* app, const TrainFlags& f) {
     cfg = default_run_config(f.task);
     if (!f.config_file.empty()) apply_config_json(cfg, io::read_json(f.config_file), f.config_file);
   }
+  if (given(app, "--time") && given(app, "--steps"))
+    throw UsageError("--time plans the number of steps itself: give --time or --steps, not both");
   const std::vector<FlagCopy> table = flag_table();
   for (const FlagCopy& fc : table) {
     if (!given(app, fc.name)) continue;
@@ -237,6 +259,9 @@ int run_train(CLI::App* app, const TrainFlags& f) {
              r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.val_is_train ? "training-set" : "val",
              by_bleu ? "BLEU" : "loss",
              by_bleu ? -r.best_val_loss : r.best_val_loss, r.best_step, opts.out_dir);
+  if (r.time_budget > 0)
+    fmt::print("time budget {}: the run took {} (planned {})\n", format_duration(r.time_budget),
+               format_duration(r.total_seconds), format_duration(r.planned_seconds));
   if (r.skipped_steps > 0) fmt::print("{} steps were skipped for a non-finite loss or gradient\n", r.skipped_steps);
   return 0;
 }

@@ -73,6 +73,8 @@ class TextDataset {
   // the split exactly once. All batches have B rows except possibly the last one.
   virtual int64_t num_eval_batches(Split split, int64_t B, int64_t T) const = 0;
   virtual Batch eval_batch(Split split, int64_t index, int64_t B, int64_t T) const = 0;
+  // Tokens a split holds: its characters, plus one end token per line in lines mode.
+  virtual int64_t num_tokens(Split split) const = 0;
   // True when the corpus was too small to hold anything out: the Val split is the training set.
   virtual bool val_is_train() const = 0;
 };

@@ -124,6 +124,12 @@ Batch LinesDataset::eval_batch(Split split, int64_t index, int64_t B, int64_t T)
   return batch;
 }
 
+int64_t LinesDataset::num_tokens(Split split) const {
+  int64_t n = 0;
+  for (const auto& ids : part(split).ids) n += static_cast<int64_t>(ids.size()) + 1;  // + <eos>
+  return n;
+}
+
 LinesDataset::Novelty LinesDataset::novelty(std::string_view sample) const {
   if (train_set_.find(sample) != train_set_.end()) return Novelty::Train;
   if (val_set_.find(sample) != val_set_.end()) return Novelty::Val;

@@ -55,6 +55,7 @@ class LinesDataset : public TextDataset {
 
   static int64_t val_size_for(int64_t n_lines, int64_t min_lines = kMinSamplesForHoldout);  // holdout_size
   bool val_is_train() const override { return val_is_train_; }
+  int64_t num_tokens(Split split) const override;
 
  private:
   struct Part {

@@ -47,6 +47,7 @@ class StreamDataset : public TextDataset {
   static int64_t train_size_for(int64_t n_tokens, int64_t min_tokens = kMinTokensForHoldout) {
     return n_tokens < min_tokens ? n_tokens : n_tokens * 9 / 10;
   }
+  int64_t num_tokens(Split split) const override { return size(split); }
   bool val_is_train() const override { return n_train_ == static_cast<int64_t>(tokens_.size()); }
 
  private:

@@ -5,6 +5,7 @@
 #include "io/file.h"
 #include "models/gpt.h"
 #include "tensor/error.h"
+#include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/task.h"
@@ -50,9 +51,11 @@ class GptTask final : public TrainTask {
     tok_ = resume ? load_tokenizer(dir) : build_tokenizer(file_, cfg.data.mode);
     data_ = make_dataset(file_, tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
     GPTConfig& m = cfg.model;
-    if (m.block_size <= 0)  // auto: the longest line (lines mode) or 128 tokens (stream mode)
-      m.block_size = cfg.data.mode == DataMode::Lines ? data_->min_block_size()
-                                                      : std::min<int64_t>(128, data_->max_block_size());
+    const GptDataFacts facts{.mode = cfg.data.mode,
+                             .train_tokens = data_->num_tokens(Split::Train),
+                             .min_block = data_->min_block_size(),
+                             .max_block = data_->max_block_size()};
+    auto_notes_ = resolve_gpt_auto(cfg, facts);  // what the user left out (a resumed run has none)
     data_->check_block_size(m.block_size);
     m.vocab_size = tok_.vocab_size();
     m.validate();
@@ -63,6 +66,7 @@ class GptTask final : public TrainTask {
   }
 
   nn::Module& model() override { return *model_; }
+  const std::vector<std::string>& auto_notes() const override { return auto_notes_; }
 
   double forward_backward(Rng& data_rng, float loss_scale) override {
     const Batch b = data_->sample_batch(data_rng, cfg_.train.batch_size, cfg_.model.block_size);
@@ -103,6 +107,7 @@ class GptTask final : public TrainTask {
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
   int64_t last_tokens_ = 0;
+  std::vector<std::string> auto_notes_;
 };
 
 }  // namespace

@@ -2,7 +2,12 @@
 
 #include <unistd.h>
 
+#include <cmath>
+#include <string>
+
 #include <fmt/format.h>
+
+#include "tensor/error.h"
 
 namespace atto {
 
@@ -31,6 +36,36 @@ void Progress::finish() {
   if (out_ && open_line_) fmt::print(out_, "\n");
   open_line_ = false;
   if (out_) std::fflush(out_);
+}
+
+double parse_duration(const std::string& text, const std::string& what) {
+  double total = 0.0;
+  size_t i = 0;
+  bool any = false;
+  while (i < text.size()) {
+    size_t used = 0;
+    double v = 0.0;
+    try {
+      v = std::stod(text.substr(i), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ATTO_CHECK(used > 0 && std::isfinite(v) && v >= 0.0 && text[i] != '+' && text[i] != '-',
+               "{} '{}' is not a duration: use seconds or units, e.g. 90, 90s, 5m, 1h30m", what, text);
+    i += used;
+    double unit = 1.0;
+    if (i < text.size()) {
+      const char u = text[i++];
+      ATTO_CHECK(u == 's' || u == 'm' || u == 'h', "{} '{}': unknown unit '{}' (use s, m or h)", what, text, u);
+      unit = u == 'h' ? 3600.0 : u == 'm' ? 60.0 : 1.0;
+    } else {
+      ATTO_CHECK(!any, "{} '{}': a number without a unit must stand alone (seconds)", what, text);
+    }
+    total += v * unit;
+    any = true;
+  }
+  ATTO_CHECK(any && total > 0.0, "{} '{}' must be a positive duration, e.g. 5m", what, text);
+  return total;
 }
 
 std::string format_duration(double s) {

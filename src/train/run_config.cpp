@@ -53,14 +53,17 @@ std::string fingerprint_bytes(std::string_view bytes) {
 // Validation
 // ============================================================================================
 void TrainConfig::validate() const {
-  ATTO_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
+  ATTO_CHECK(steps >= 1 || steps == kAutoInt, "--steps must be at least 1 (0 = auto), got {}", steps);
+  ATTO_CHECK(std::isfinite(time_budget) && time_budget >= 0.0, "--time must be a positive duration, got {} s",
+             time_budget);
   ATTO_CHECK(decay_steps >= 0, "--decay-steps must be >= 0 (0 = --steps), got {}", decay_steps);
-  ATTO_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
+  ATTO_CHECK(batch_size >= 1 || batch_size == kAutoInt, "--batch-size must be at least 1 (0 = auto), got {}",
+             batch_size);
   ATTO_CHECK(grad_accum >= 1, "--grad-accum must be at least 1, got {}", grad_accum);
-  ATTO_CHECK(std::isfinite(lr) && lr > 0.0f, "--lr must be a positive finite number, got {}", lr);
-  ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && min_lr <= lr,
+  ATTO_CHECK(std::isfinite(lr) && lr >= 0.0f, "--lr must be a positive finite number (0 = auto), got {}", lr);
+  ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && (lr == kAutoLr || min_lr <= lr),
              "--min-lr must be finite and in [0, --lr = {}], got {}", lr, min_lr);
-  ATTO_CHECK(warmup >= 0, "--warmup must be >= 0, got {}", warmup);
+  ATTO_CHECK(warmup >= 0 || warmup == kAutoWarmup, "--warmup must be >= 0 (-1 = auto), got {}", warmup);
   ATTO_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, "--weight-decay must be >= 0, got {}",
              weight_decay);
   ATTO_CHECK(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
@@ -85,9 +88,10 @@ void TrainConfig::validate() const {
   ATTO_CHECK(best_by == "loss" || best_by == "bleu", "--best-by must be loss or bleu, got '{}'", best_by);
   ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "--label-smoothing must be in [0, 1), got {}",
              label_smoothing);
-  ATTO_CHECK(batch_tokens >= 0, "--batch-tokens must be >= 0, got {}", batch_tokens);
+  ATTO_CHECK(batch_tokens >= 0 || batch_tokens == kAutoBatchTokens,
+             "--batch-tokens must be >= 0 (0 = --batch-size sentences, -1 = auto), got {}", batch_tokens);
   ATTO_CHECK(eval_bleu >= -1, "--eval-bleu must be >= -1 (-1 = all, 0 = none), got {}", eval_bleu);
-  lr_schedule().validate();
+  if (steps != kAutoInt && lr != kAutoLr && warmup != kAutoWarmup) lr_schedule().validate();
 }
 
 optim::LrSchedule TrainConfig::lr_schedule() const {
@@ -186,7 +190,8 @@ std::vector<Field> data_fields(DataConfig& d) {
           boolean("shared_vocab", d.shared_vocab)};
 }
 std::vector<Field> train_fields(TrainConfig& t) {
-  return {num("steps", t.steps), num("decay_steps", t.decay_steps), num("batch_size", t.batch_size),
+  return {text("size", t.size), num("time_budget_s", t.time_budget), num("steps", t.steps),
+          num("decay_steps", t.decay_steps), num("batch_size", t.batch_size),
           num("grad_accum", t.grad_accum), num("lr", t.lr), num("min_lr", t.min_lr), num("warmup", t.warmup),
           named("schedule", t.schedule, parse_schedule_str, optim::to_string), num("weight_decay", t.weight_decay),
           num("beta1", t.beta1), num("beta2", t.beta2), num("eps", t.eps), num("grad_clip", t.grad_clip),
@@ -283,25 +288,29 @@ void apply_config_json(RunConfig& cfg, const json& j, const std::string& source)
 
 RunConfig default_run_config(const std::string& task) {
   RunConfig c;
-  c.model.block_size = 0;  // auto: decided by the data (longest line + 1, or 128 tokens of a stream)
-  // Tuned on names.txt: 14000 steps of 64 lines with dropout 0.1 reach validation loss 1.949
-  // (docs/results.md). Prose wants the nanoGPT recipe's flags instead (README).
-  c.model.dropout = 0.1f;
   ATTO_CHECK(task == "gpt" || task == "seq2seq", "--task must be gpt or seq2seq, got '{}'", task);
   c.task = task;
-  if (task == "seq2seq") {
-    TrainConfig& t = c.train;
+  // What the data decides (train/auto_config.h): model size, context, batch, steps, lr, warmup
+  // and dropout.
+  GPTConfig& m = c.model;
+  m.n_embd = m.n_head = m.n_layer = m.block_size = kAutoInt;
+  m.dropout = kAutoDropout;
+  Seq2SeqConfig& s = c.seq2seq;
+  s.d_model = s.n_head = s.n_enc_layers = s.n_dec_layers = kAutoInt;
+  s.dropout = kAutoDropout;
+  TrainConfig& t = c.train;
+  t.steps = t.batch_size = kAutoInt;
+  t.lr = kAutoLr;
+  t.warmup = kAutoWarmup;
+  if (task == "seq2seq") {  // the paper's optimisation: Adam (0.9, 0.98, 1e-9), the Noam schedule
     t.optimizer = "adam";
     t.beta1 = 0.9f;
     t.beta2 = 0.98f;
     t.eps = 1e-9f;
     t.weight_decay = 0.0f;
     t.schedule = optim::ScheduleKind::InverseSqrt;
-    t.lr = 1e-3f;
-    t.warmup = 400;
     t.label_smoothing = 0.1f;
-    t.batch_tokens = 4096;
-    t.steps = 3000;
+    t.batch_tokens = kAutoBatchTokens;
     t.batch_size = 32;
     t.eval_every = 500;
     t.eval_bleu = 500;

@@ -26,6 +26,15 @@ namespace atto {
 
 inline constexpr int kRunFormatVersion = 1;
 
+// "Auto" values: a field holding one is chosen from the data when the run starts
+// (train/auto_config.h), and config.json records the choice. default_run_config() sets them;
+// a plain RunConfig{} holds concrete values.
+inline constexpr int64_t kAutoInt = 0;       // n_embd, n_head, n_layer, block_size, batch_size, steps
+inline constexpr float kAutoLr = 0.0f;
+inline constexpr float kAutoDropout = -1.0f;
+inline constexpr int64_t kAutoWarmup = -1;
+inline constexpr int64_t kAutoBatchTokens = -1;  // seq2seq (0 = batches of batch_size sentences)
+
 struct DataConfig {
   std::string path;              // gpt: the training text file
   DataMode mode = DataMode::Auto;
@@ -40,6 +49,9 @@ struct DataConfig {
 };
 
 struct TrainConfig {
+  std::string size = "auto";     // model size preset (auto_config.h): auto, or tiny/small/medium/large (gpt),
+                                 // small/base (seq2seq); explicit dimension flags override it
+  double time_budget = 0.0;      // seconds of wall time to plan the run for (--time); 0 = none
   int64_t steps = 14000;         // total optimizer steps of the run
   int64_t decay_steps = 0;       // schedule length; 0 = steps
   int64_t batch_size = 64;
@@ -67,8 +79,8 @@ struct TrainConfig {
   int64_t eval_bleu = 0;         // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
   std::string best_by = "loss";  // which evaluation keeps the best checkpoint: loss or the task's metric
 
-  void validate() const;         // atto::Error naming the flag and the value
-  optim::LrSchedule lr_schedule() const;
+  void validate() const;         // atto::Error naming the flag and the value (auto values pass)
+  optim::LrSchedule lr_schedule() const;  // needs steps, lr and warmup resolved
 };
 
 struct RunConfig {

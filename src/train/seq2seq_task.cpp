@@ -10,6 +10,7 @@
 #include "io/file.h"
 #include "metrics/bleu.h"
 #include "tensor/error.h"
+#include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/task.h"
@@ -71,8 +72,11 @@ class Seq2SeqTask final : public TrainTask {
     m.src_vocab = src_tok_->vocab_size();
     m.tgt_vocab = tgt_tok_->vocab_size();
     m.share_embeddings = cfg.data.shared_vocab;
-    m.validate();
     train_ = encode_pairs(train_c, *src_tok_, *tgt_tok_);
+    int64_t tokens = 0;
+    for (const EncodedPair& p : train_) tokens += static_cast<int64_t>(p.src.size() + p.tgt.size());
+    auto_notes_ = resolve_seq2seq_auto(cfg, {.train_tokens = tokens, .tgt_vocab = m.tgt_vocab});
+    m.validate();
     filter_ = filter_by_length(train_, m.max_len, m.max_len - 1);  // BOS/EOS take one target position
     ATTO_CHECK(!train_.empty(), "no training pair fits --max-len {}: raise it", m.max_len);
     val_ = encode_pairs(val_c, *src_tok_, *tgt_tok_);
@@ -92,6 +96,7 @@ class Seq2SeqTask final : public TrainTask {
   }
 
   nn::Module& model() override { return *model_; }
+  const std::vector<std::string>& auto_notes() const override { return auto_notes_; }
 
   double forward_backward(Rng& data_rng, float loss_scale) override {
     const Seq2SeqBatch b = make_batch(train_, batches_[data_rng.below(batches_.size())]);
@@ -212,6 +217,7 @@ class Seq2SeqTask final : public TrainTask {
   std::unique_ptr<DataParallel> dp_;
   int64_t last_tokens_ = 0;
   bool val_is_train_ = false;
+  std::vector<std::string> auto_notes_;
 };
 
 }  // namespace

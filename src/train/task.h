@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "tensor/rng.h"
@@ -36,6 +37,8 @@ class TrainTask {
   virtual Evaluation evaluate() = 0;
   // One line describing the model and data.
   virtual std::string summary() const = 0;
+  // What the data decided of the settings the user left out, and why (train/auto_config.h).
+  virtual const std::vector<std::string>& auto_notes() const = 0;
   // Writes the tokenizer(s) into a new run directory.
   virtual void write_files(const std::string& dir) const = 0;
 };

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "tensor/error.h"
+#include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/task.h"
@@ -62,18 +64,22 @@ void build_task(Session& s, bool resume) {
     s.opt = std::make_unique<optim::AdamW>(std::move(groups), ao);
 }
 
+void check_out_dir(const std::string& dir, bool force) {
+  if (!fs::exists(dir)) return;
+  ATTO_CHECK(fs::is_directory(dir), "--out {} exists and is not a directory", dir);
+  ATTO_CHECK(force || !looks_like_run(dir),
+             "--out {} already holds a run: continue it with `atto train --resume {}`, choose another --out, or "
+             "pass --force to overwrite it",
+             dir, dir);
+}
+
 void start_new(Session& s, const TrainerOptions& o) {
   s.cfg.train.validate();
-  if (fs::exists(s.dir)) {
-    ATTO_CHECK(fs::is_directory(s.dir), "--out {} exists and is not a directory", s.dir);
-    ATTO_CHECK(o.force || !looks_like_run(s.dir),
-               "--out {} already holds a run: continue it with `atto train --resume {}`, choose another --out, or "
-               "pass --force to overwrite it",
-               s.dir, s.dir);
-  }
+  check_out_dir(s.dir, o.force);
   s.data_rng.reseed(s.cfg.train.seed ^ 0xDA7A5EEDull);
   s.dropout_rng.reseed(s.cfg.train.seed ^ 0xD50F0D7Eull);
   build_task(s, /*resume=*/false);  // reads and checks the data before anything is written
+  s.cfg.train.validate();           // the values the data decided
   fs::create_directories(s.dir);
   io::write_json_atomic(run_path(s.dir, "config.json"), to_json(s.cfg));
   s.task->write_files(s.dir);
@@ -181,20 +187,114 @@ double evaluate_and_save(Session& s, Progress& p) {
   return val;
 }
 
+// ============================================================================================
+// --time: plan the run for a wall-clock budget
+// ============================================================================================
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Probe {
+  RunConfig cfg;          // resolved as the data decides (size, default steps, ...)
+  double step_s = 0.0;    // one optimizer step
+  double eval_s = 0.0;    // one evaluation
+};
+
+// Builds the run of `cfg` on scratch state and times its steps (after one warm-up step, at least
+// 3 and about a second's worth) and one evaluation. Nothing is written; the real run starts anew.
+Probe probe(const RunConfig& cfg, const std::string& dir) {
+  Session p;
+  p.cfg = cfg;
+  p.cfg.train.time_budget = 0.0;  // resolve the data's default steps, for the size rule
+  p.dir = dir;
+  p.data_rng.reseed(1);
+  p.dropout_rng.reseed(2);
+  build_task(p, /*resume=*/false);
+  const optim::LrSchedule sched = p.cfg.train.lr_schedule();
+  int64_t tokens = 0;
+  train_step(p, sched.at(0), tokens);
+  const auto t0 = Clock::now();
+  int64_t n = 0;
+  while (n < 3 || (n < 200 && seconds_since(t0) < 1.0)) train_step(p, sched.at(++n), tokens);
+  Probe r{p.cfg, seconds_since(t0) / static_cast<double>(n), 0.0};
+  const auto t1 = Clock::now();
+  p.task->evaluate();
+  r.eval_s = seconds_since(t1);
+  return r;
+}
+
+// Steps that fit in `seconds` with an evaluation every eval_every steps and one at the end.
+int64_t steps_that_fit(const Probe& pr, double seconds) {
+  const double per_step = pr.step_s + pr.eval_s / static_cast<double>(pr.cfg.train.eval_every);
+  return static_cast<int64_t>(std::floor((seconds - pr.eval_s) / per_step));
+}
+
+// Chooses the model size (when it is auto) and the number of steps so that the run, started at
+// t_start, ends within cfg.train.time_budget: the data's size, unless fewer than a quarter of
+// that size's default steps fit (then the next smaller, and so on), or more than 3x its default
+// fit and the next size up gets at least half of its own default (then that one). The LR
+// schedule runs to the planned last step.
+double plan_time_budget(RunConfig& cfg, const std::string& dir, Clock::time_point t_start, Progress& p) {
+  const double budget = cfg.train.time_budget;
+  const bool auto_size = cfg.train.size == "auto";
+  const std::vector<std::string>& sizes = cfg.task == "seq2seq" ? seq2seq_sizes() : gpt_sizes();
+  auto probe_size = [&](const std::string& size) {
+    RunConfig c = cfg;
+    c.train.size = size;
+    return probe(c, dir);
+  };
+  Probe pr = probe_size(cfg.train.size);
+  auto index_of = [&](const Probe& q) {
+    return static_cast<size_t>(std::find(sizes.begin(), sizes.end(), q.cfg.train.size) - sizes.begin());
+  };
+  int64_t steps = steps_that_fit(pr, budget - seconds_since(t_start));
+  while (auto_size && 4 * steps < pr.cfg.train.steps && index_of(pr) > 0) {
+    pr = probe_size(sizes[index_of(pr) - 1]);
+    steps = steps_that_fit(pr, budget - seconds_since(t_start));
+  }
+  if (auto_size && steps > 3 * pr.cfg.train.steps && index_of(pr) + 1 < sizes.size()) {
+    Probe up = probe_size(sizes[index_of(pr) + 1]);
+    const int64_t up_steps = steps_that_fit(up, budget - seconds_since(t_start));
+    if (2 * up_steps >= up.cfg.train.steps) pr = up, steps = up_steps;
+    else steps = steps_that_fit(pr, budget - seconds_since(t_start));
+  }
+  ATTO_CHECK(steps >= 1,
+             "--time {} is too short: planning took {}, and one step of the smallest model takes {:.3f} s plus an "
+             "evaluation of {:.2f} s; give a longer --time",
+             format_duration(budget), format_duration(seconds_since(t_start)), pr.step_s, pr.eval_s);
+  cfg.train.size = pr.cfg.train.size;
+  cfg.train.steps = steps;
+  const int64_t evals = steps / cfg.train.eval_every + 1;
+  const double planned = seconds_since(t_start) + steps * pr.step_s + evals * pr.eval_s;
+  p.message(fmt::format("time budget {}: size {}, {} steps of {:.1f} ms and {} evaluations of {:.2f} s, planned to "
+                        "end at {}{}",
+                        format_duration(budget), cfg.train.size, steps, 1e3 * pr.step_s, evals, pr.eval_s,
+                        format_duration(planned),
+                        4 * steps < pr.cfg.train.steps ? " (few steps for this size: a longer --time helps)" : ""));
+  return planned;
+}
+
 }  // namespace
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
+  const auto t_start = Clock::now();
   Session s;
   s.cfg = std::move(cfg);
   s.dir = o.out_dir;
   ATTO_CHECK(!s.dir.empty(), "no output directory: pass --out DIR");
   kernels::set_num_threads(s.cfg.train.threads);
-  if (o.resume) start_resume(s); else start_new(s, o);
-
   Progress p(o.progress);
   TrainResult r;
+  const bool plan_time = !o.resume && s.cfg.train.time_budget > 0.0 && s.cfg.train.steps == kAutoInt;
+  if (plan_time) {
+    s.cfg.train.validate();
+    check_out_dir(s.dir, o.force);
+    r.time_budget = s.cfg.train.time_budget;
+    r.planned_seconds = plan_time_budget(s.cfg, s.dir, t_start, p);
+  }
+  if (o.resume) start_resume(s); else start_new(s, o);
+
   r.num_parameters = s.task->model().num_parameters();
   p.message("atto: " + s.task->summary());
+  for (const std::string& why : s.task->auto_notes()) p.message("  from the data: " + why);
   if (o.resume) p.message(fmt::format("resuming {} at step {} of {}", s.dir, s.st.step, s.cfg.train.steps));
 
   SigintScope sigint;
@@ -261,6 +361,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   }
   p.finish();
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.total_seconds = seconds_since(t_start);
   r.steps = s.st.step;
   r.best_val_loss = s.st.best_val_loss;
   r.best_step = s.st.best_step;

@@ -46,6 +46,9 @@ struct TrainResult {
   int64_t tokens = 0;              // tokens processed in this invocation
   int64_t num_parameters = 0;
   bool val_is_train = false;       // "validation" scored the training set: the corpus was too small to split
+  double time_budget = 0.0;        // --time, when this invocation planned the run for it
+  double planned_seconds = 0.0;    // the plan's end, from the start of train_gpt
+  double total_seconds = 0.0;      // wall time of train_gpt, data reading and planning included
 };
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
