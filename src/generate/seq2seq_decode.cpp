@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "tensor/error.h"
 
@@ -11,7 +10,6 @@ namespace atto::gen {
 namespace {
 
 constexpr int32_t kPad = 0, kBos = 1, kEos = 2;
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct PaddedSources {
   std::vector<int32_t> ids;    // [N, S]
@@ -44,10 +42,14 @@ int64_t length_limit(size_t src_len, const DecodeOptions& opt, int64_t model_max
   return std::clamp<int64_t>(l, 1, model_max - 1);
 }
 
-// Log-softmax of each row of logits [R, 1, V] into double.
+// Log-softmax of each row of logits [R, 1, V] into double. A NaN or infinite logit means broken
+// weights (a diverged or damaged checkpoint): refused here, before it reaches any ranking, where
+// NaN comparisons would quietly pick arbitrary tokens.
 std::vector<double> log_softmax_rows(const Tensor& logits, int64_t R, int64_t V) {
   std::vector<double> out(R * V);
   const float* p = logits.data();
+  ATTO_CHECK(std::all_of(p, p + R * V, [](float x) { return std::isfinite(x); }),
+             "the model produced non-finite logits while decoding; the weights may be damaged");
   for (int64_t r = 0; r < R; ++r) {
     const float* row = p + r * V;
     const double mx = *std::max_element(row, row + V);
@@ -94,21 +96,50 @@ struct Live {
   int64_t row = 0;  // cache row holding this hypothesis
 };
 
+// One source's search: its live hypotheses (best log-probability first) and the K best finished
+// ones by score (unordered).
+struct SourceBeam {
+  std::vector<Live> live;
+  std::vector<Hypothesis> done;
+  int64_t limit = 0;  // target tokens allowed, EOS included
+  bool over = false;
+};
+
 struct Candidate {
   double logprob;
   int64_t k;   // index of the live beam it extends
   int32_t v;   // the token
 };
 
-// One source's step: extends its live beams, moves EOS endings to `done`; returns the new live
-// set (at most K).
-std::vector<Live> step_source(const std::vector<Live>& live, const std::vector<double>& lp, int64_t V, int64_t K,
-                              float alpha, std::vector<Hypothesis>& done) {
+bool higher_score(const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; }
+
+std::vector<Hypothesis>::iterator worst_of(std::vector<Hypothesis>& done) {
+  return std::min_element(done.begin(), done.end(), [](auto& a, auto& b) { return higher_score(b, a); });
+}
+
+// Adds a finished hypothesis to the K best: it enters while fewer than K are held, else it
+// replaces the worst one if it scores higher.
+void keep_best(std::vector<Hypothesis>& done, Hypothesis h, int64_t K) {
+  if (static_cast<int64_t>(done.size()) < K) {
+    done.push_back(std::move(h));
+    return;
+  }
+  const auto worst = worst_of(done);
+  if (higher_score(h, *worst)) *worst = std::move(h);
+}
+
+// One source's step. The step's candidates (live beam x token) are ranked by log-probability; an
+// EOS candidate among the top K finishes, one ranked lower is dropped (taking it would let
+// improbable short endings crowd out hypotheses that are still growing); the best K non-EOS
+// candidates are the next live set.
+void step_source(SourceBeam& b, const std::vector<double>& lp, int64_t V, int64_t K, float alpha) {
   std::vector<Candidate> cands;
-  cands.reserve(live.size() * V);
-  for (size_t k = 0; k < live.size(); ++k)
+  cands.reserve(b.live.size() * V);
+  for (size_t k = 0; k < b.live.size(); ++k)
     for (int64_t v = 0; v < V; ++v)
-      cands.push_back({live[k].h.logprob + lp[live[k].row * V + v], static_cast<int64_t>(k), static_cast<int32_t>(v)});
+      cands.push_back({b.live[k].h.logprob + lp[b.live[k].row * V + v], static_cast<int64_t>(k),
+                       static_cast<int32_t>(v)});
+  // Each live beam has one EOS candidate, so the top 2K hold at least K others.
   const auto take = std::min<size_t>(cands.size(), static_cast<size_t>(2 * K));
   std::partial_sort(cands.begin(), cands.begin() + take, cands.end(), [](const Candidate& a, const Candidate& b) {
     if (a.logprob != b.logprob) return a.logprob > b.logprob;
@@ -117,22 +148,40 @@ std::vector<Live> step_source(const std::vector<Live>& live, const std::vector<d
   std::vector<Live> next;
   for (size_t c = 0; c < take && static_cast<int64_t>(next.size()) < K; ++c) {
     const Candidate& cd = cands[c];
-    if (cd.logprob == kNegInf) break;
-    const Live& from = live[cd.k];
+    if (cd.v == kEos && static_cast<int64_t>(c) >= K) continue;
+    const Live& from = b.live[cd.k];
     Hypothesis h = from.h;
     h.logprob = cd.logprob;
     h.token_logprobs.push_back(static_cast<float>(lp[from.row * V + cd.v]));
     if (cd.v == kEos) {
-      if (static_cast<int64_t>(done.size()) < K) {
-        finish(h, true, alpha);
-        done.push_back(std::move(h));
-      }
+      finish(h, true, alpha);
+      keep_best(b.done, std::move(h), K);
       continue;
     }
     h.tokens.push_back(cd.v);
     next.push_back({std::move(h), from.row});
   }
-  return next;
+  b.live = std::move(next);
+}
+
+// After step t: at the length limit the live hypotheses finish as they are; otherwise the source
+// is over once it holds K finished hypotheses and the best live one cannot beat the worst of them.
+// Log-probabilities only fall as tokens are added and lp() grows with length, so a live
+// hypothesis with log-probability L <= 0 can score at most L / lp(limit) (exact, as
+// early_stopping="never" in Hugging Face's BeamSearchScorer); with alpha 0 that is L itself.
+void settle_source(SourceBeam& b, int64_t t, int64_t K, float alpha) {
+  if (t + 1 >= b.limit) {
+    for (Live& l : b.live) {
+      finish(l.h, false, alpha);
+      keep_best(b.done, std::move(l.h), K);
+    }
+    b.live.clear();
+  }
+  if (b.live.empty()) {
+    b.over = true;
+  } else if (static_cast<int64_t>(b.done.size()) >= K) {
+    b.over = b.live.front().h.logprob / gnmt_length_penalty(b.limit, alpha) <= worst_of(b.done)->score;
+  }
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources,
@@ -141,52 +190,43 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const std::vect
   const int64_t K = opt.beam, model_max = model.config().max_len, V = model.config().tgt_vocab;
   const PaddedSources p = pad_sources(sources, model_max);
   const int64_t N = p.N;
-  std::vector<int64_t> limit(N);
+  std::vector<SourceBeam> beams(N);
   int64_t steps = 1;
-  for (int64_t i = 0; i < N; ++i) steps = std::max(steps, limit[i] = length_limit(sources[i].size(), opt, model_max));
+  for (int64_t i = 0; i < N; ++i) {
+    beams[i].limit = length_limit(sources[i].size(), opt, model_max);
+    beams[i].live.push_back({Hypothesis{}, i * K});
+    steps = std::max(steps, beams[i].limit);
+  }
   Seq2Seq::Cache cache = model.start_decoding(model.encode(p.ids, N, p.S, p.mask), p.mask, steps);
   std::vector<int64_t> rows(N * K);
   for (int64_t r = 0; r < N * K; ++r) rows[r] = r / K;
   cache.reorder(rows);  // K rows per source
-  std::vector<std::vector<Live>> live(N);
-  std::vector<std::vector<Hypothesis>> done(N);
-  std::vector<bool> finished(N, false);
-  for (int64_t i = 0; i < N; ++i) live[i].push_back({Hypothesis{}, i * K});
   std::vector<int32_t> input(N * K, kBos);
   for (int64_t t = 0; t < steps; ++t) {
     const std::vector<double> lp = log_softmax_rows(model.decode_step(input, N * K, 1, cache), N * K, V);
-    for (int64_t i = 0; i < N; ++i) {
-      if (finished[i]) continue;
-      live[i] = step_source(live[i], lp, V, K, opt.length_penalty, done[i]);
-      const bool full = static_cast<int64_t>(done[i].size()) >= K;
-      if (full || live[i].empty() || t + 1 >= limit[i]) {
-        for (Live& l : live[i]) {  // cut at the length limit: finished as they are
-          if (full || static_cast<int64_t>(done[i].size()) >= K) break;
-          finish(l.h, false, opt.length_penalty);
-          done[i].push_back(std::move(l.h));
-        }
-        live[i].clear();
-        finished[i] = true;
-      }
+    for (SourceBeam& b : beams) {
+      if (b.over) continue;
+      step_source(b, lp, V, K, opt.length_penalty);
+      settle_source(b, t, K, opt.length_penalty);
     }
-    if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
+    if (std::all_of(beams.begin(), beams.end(), [](const SourceBeam& b) { return b.over; })) break;
     // Rows for the next step: each live hypothesis's cache row, moved to its source's slots.
     for (int64_t i = 0; i < N; ++i)
       for (int64_t k = 0; k < K; ++k) {
-        const bool has = k < static_cast<int64_t>(live[i].size());
-        rows[i * K + k] = has ? live[i][k].row : i * K;
-        input[i * K + k] = has ? live[i][k].h.tokens.back() : kPad;
+        const bool has = k < static_cast<int64_t>(beams[i].live.size());
+        rows[i * K + k] = has ? beams[i].live[k].row : i * K;
+        input[i * K + k] = has ? beams[i].live[k].h.tokens.back() : kPad;
       }
     cache.reorder(rows);
     for (int64_t i = 0; i < N; ++i)
-      for (size_t k = 0; k < live[i].size(); ++k) live[i][k].row = i * K + static_cast<int64_t>(k);
+      for (size_t k = 0; k < beams[i].live.size(); ++k) beams[i].live[k].row = i * K + static_cast<int64_t>(k);
   }
   std::vector<std::vector<Hypothesis>> out(N);
   for (int64_t i = 0; i < N; ++i) {
-    std::stable_sort(done[i].begin(), done[i].end(),
-                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-    done[i].resize(std::min<size_t>(done[i].size(), static_cast<size_t>(opt.n_best)));
-    out[i] = std::move(done[i]);
+    std::vector<Hypothesis>& done = beams[i].done;
+    std::stable_sort(done.begin(), done.end(), higher_score);
+    done.resize(std::min<size_t>(done.size(), static_cast<size_t>(opt.n_best)));
+    out[i] = std::move(done);
   }
   return out;
 }

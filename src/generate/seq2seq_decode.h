@@ -5,14 +5,26 @@
 //   auto results = translate_batch(model, sources, opt);   // sources: token ids, no specials
 //   results[i][0].tokens                     // the best translation of source i (no BOS/EOS)
 //
-// Beam search keeps `beam` hypotheses per source, all sources of a batch decoded together
-// (rows = sources x beams) with the KV cache; the encoder output's keys and values are
-// computed once per source. A hypothesis ends at EOS; its score is its total log-probability
-// divided by the GNMT length penalty lp(len) = ((5 + len) / 6)^alpha (len counts the EOS). A
-// source is done when it has `beam` finished hypotheses; at the length limit the live
-// hypotheses are finished as they are. The n-best list is sorted by score, best first.
+// Beam search keeps `beam` (K) live hypotheses per source, all sources of a batch decoded together
+// (rows = sources x beams) with the KV cache; the encoder output's keys and values are computed
+// once per source. A hypothesis's score is its total log-probability divided by the GNMT length
+// penalty lp(len) = ((5 + len) / 6)^alpha (len counts the EOS). The rule is that of fairseq's
+// sequence generator, CTranslate2 and Hugging Face's BeamSearchScorer:
+//   - each step ranks a source's candidates (live hypothesis x token) by log-probability and
+//     looks at the top 2K. An EOS candidate ranked within the top K finishes its hypothesis; one
+//     ranked lower is dropped. The best K non-EOS candidates are the next live set.
+//   - a source keeps its K best finished hypotheses by score (a new one replaces the worst).
+//   - a source stops when it holds K finished hypotheses and no live one can still beat the worst
+//     of them. The bound is exact: log-probabilities only fall as tokens are added and lp grows
+//     with length, so a live hypothesis with log-probability L (<= 0) can score at most
+//     L / lp(length limit), L itself with alpha 0 (Hugging Face's early_stopping="never").
+//   - at the length limit the live hypotheses are finished as they are (finished = false) and
+//     compete with the others by score.
+// The n-best list is sorted by score, best first. With a beam wide enough that no step's
+// candidate falls outside it until the last step, the search is exhaustive.
 // Length limit: max_len_a * source length + max_len_b target tokens (and the model's max_len).
 // Greedy decoding is the argmax at every step (beam 1 gives the same tokens).
+// Non-finite logits (NaN or Inf: broken weights) are an error, in greedy and beam decoding.
 #pragma once
 
 #include <cstdint>
