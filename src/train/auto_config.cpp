@@ -76,10 +76,11 @@ int64_t round_steps(double steps) {
 // The chosen rung: --size, or the data's.
 template <typename Rung, size_t N>
 const Rung& choose_rung(const Rung (&rungs)[N], TrainConfig& t, int64_t tokens, const char* task,
-                        std::vector<std::string>& why) {
+                        std::vector<std::string>& why, const char* reason = nullptr) {
   if (t.size != "auto") return rung_named(rungs, t.size, task);
   const Rung& r = rung_for(rungs, tokens);
-  why.push_back(fmt::format("size {}: {} training tokens", r.name, count(tokens)));
+  why.push_back(reason ? fmt::format("size {}: {}", r.name, reason)
+                       : fmt::format("size {}: {} training tokens", r.name, count(tokens)));
   t.size = r.name;
   return r;
 }
@@ -153,7 +154,11 @@ std::vector<std::string> resolve_seq2seq_auto(RunConfig& cfg, const Seq2SeqDataF
   std::vector<std::string> why;
   Seq2SeqConfig& m = cfg.seq2seq;
   TrainConfig& t = cfg.train;
-  const Seq2SeqRung& r = choose_rung(kSeq2SeqRungs, t, f.train_tokens, "seq2seq", why);
+  // A symbolic task stays small however long its sequences (a character tokenizer doubles them).
+  const bool symbolic = f.tgt_vocab <= kSymbolicVocab;
+  const std::string reason = fmt::format("a target vocabulary of {} types is a symbolic task", f.tgt_vocab);
+  const Seq2SeqRung& r = choose_rung(kSeq2SeqRungs, t, symbolic ? 0 : f.train_tokens, "seq2seq", why,
+                                     symbolic ? reason.c_str() : nullptr);
   if (m.d_model == kAutoInt || m.n_enc_layers == kAutoInt || m.n_dec_layers == kAutoInt || m.n_head == kAutoInt) {
     if (m.d_model == kAutoInt) m.d_model = r.d_model;
     if (m.n_enc_layers == kAutoInt) m.n_enc_layers = r.n_layers;
@@ -181,7 +186,6 @@ std::vector<std::string> resolve_seq2seq_auto(RunConfig& cfg, const Seq2SeqDataF
     why.push_back(fmt::format("warmup {} steps", t.warmup));
   }
   if (m.dropout == kAutoDropout) {
-    const bool symbolic = f.tgt_vocab <= kSymbolicVocab;
     m.dropout = symbolic ? 0.0f : 0.1f;
     why.push_back(symbolic ? fmt::format("dropout 0: a target vocabulary of {} types is a symbolic task", f.tgt_vocab)
                            : std::string("dropout 0.1 (the paper)"));

@@ -24,7 +24,8 @@
 // over short samples overfit), 0.1 in stream mode.
 //
 // seq2seq. By the training tokens N (source + target, after tokenisation):
-//   small   N < 500k     d_model 64,  2+2 layers, 4 heads, d_ff 256,  batches of 2048 tokens,
+//   small   N < 500k, or a target vocabulary of at most 64 types (a symbolic task)
+//                        d_model 64,  2+2 layers, 4 heads, d_ff 256,  batches of 2048 tokens,
 //                        lr 2e-3, warmup 100, 1500 steps            (synthetic tasks, toy sets)
 //   base    otherwise    d_model 256, 3+3 layers, 4 heads, d_ff 1024, batches of 4096 tokens,
 //                        lr 1e-3, warmup 800, 2500 steps            (Multi30k, docs/seq2seq.md)

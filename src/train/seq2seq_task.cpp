@@ -1,5 +1,6 @@
 // Seq2SeqTask: the encoder-decoder learning a parallel corpus.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -120,7 +121,7 @@ class Seq2SeqTask final : public TrainTask {
       count += c;
     }
     e.loss = total / static_cast<double>(std::max<int64_t>(count, 1));
-    if (cfg_.train.eval_bleu != 0) {
+    if (cfg_.train.eval_bleu != 0 && std::isfinite(e.loss)) {  // decoding refuses non-finite logits
       e.metric = bleu();
       e.has_metric = true;
       e.metric_name = "bleu";

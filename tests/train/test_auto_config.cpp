@@ -135,6 +135,10 @@ TEST(AutoConfig, Seq2SeqBySizeAndVocabulary) {
   EXPECT_EQ(m30.train.warmup, 800);
   EXPECT_FLOAT_EQ(m30.seq2seq.dropout, 0.1f);
   EXPECT_NO_THROW(m30.train.validate());
+  // A symbolic task stays small however many tokens (reversal with the char tokenizer).
+  RunConfig chars = default_run_config("seq2seq");
+  resolve_seq2seq_auto(chars, {.train_tokens = 900'000, .tgt_vocab = 15});
+  EXPECT_EQ(chars.train.size, "small");
 }
 
 TEST(AutoConfig, TimeBudgetLeavesTheStepsToThePlanner) {
