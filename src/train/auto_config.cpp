@@ -17,13 +17,15 @@ struct GptRung {
   int64_t max_tokens;    // corpora below this many training tokens get this rung
   int64_t d_model, n_layers, n_heads;
   int64_t stream_block;  // stream mode's context
-  int64_t token_budget;  // training tokens (batch x block x steps) of a default run
+  // Training tokens (batch x block x steps) of a default run, lines and stream mode: a stream's
+  // longer context costs more per token.
+  int64_t lines_budget, stream_budget;
 };
 constexpr GptRung kGptRungs[] = {
-    {"tiny", 20'000, 32, 2, 4, 32, 2'000'000},
-    {"small", 3'000'000, 128, 4, 4, 64, 12'000'000},
-    {"medium", 30'000'000, 256, 6, 8, 128, 4'000'000},
-    {"large", INT64_MAX, 384, 6, 6, 256, 2'000'000},
+    {"tiny", 20'000, 32, 2, 4, 32, 2'000'000, 2'000'000},
+    {"small", 3'000'000, 128, 4, 4, 64, 12'000'000, 8'000'000},
+    {"medium", 30'000'000, 256, 6, 8, 128, 4'000'000, 4'000'000},
+    {"large", INT64_MAX, 384, 6, 6, 256, 2'000'000, 2'000'000},
 };
 constexpr int64_t kStreamBatchTokens = 2048;  // stream: batch = this / block
 constexpr int64_t kLinesBatch = 64, kTinyLinesBatch = 32;
@@ -130,9 +132,10 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
                                       t.batch_size * m.block_size));
   }
   if (t.steps == kAutoInt && t.time_budget == 0.0) {
-    t.steps = round_steps(static_cast<double>(r.token_budget) / static_cast<double>(t.batch_size * m.block_size));
+    const int64_t budget = lines ? r.lines_budget : r.stream_budget;
+    t.steps = round_steps(static_cast<double>(budget) / static_cast<double>(t.batch_size * m.block_size));
     why.push_back(fmt::format("{} steps: size {}'s budget of {} tokens / {} tokens a step", t.steps, r.name,
-                              count(r.token_budget), t.batch_size * m.block_size));
+                              count(budget), t.batch_size * m.block_size));
   }
   if (t.lr == kAutoLr) {
     t.lr = m.n_embd <= 64 ? 2e-3f : m.n_embd <= 128 ? 1e-3f : 6e-4f;

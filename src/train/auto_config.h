@@ -13,7 +13,7 @@
 // GPT. The model size ("rung") follows the training tokens N (characters, the end token of each
 // line included):
 //   tiny    N < 20k      d_model 32,  2 layers, 4 heads   budget  2M tokens   dropout 0
-//   small   N < 3M       d_model 128, 4 layers, 4 heads   budget 12M tokens   (names, words, tinyshakespeare)
+//   small   N < 3M       d_model 128, 4 layers, 4 heads   budget 12M tokens (stream 8M)   (names, tinyshakespeare)
 //   medium  N < 30M      d_model 256, 6 layers, 8 heads   budget  4M tokens
 //   large   otherwise    d_model 384, 6 layers, 6 heads   budget  2M tokens
 // Lines mode: block = longest line + 1, batch 64 (tiny 32); stream mode: block 32/64/128/256 by

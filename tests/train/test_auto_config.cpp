@@ -42,7 +42,7 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   EXPECT_EQ(c.train.size, "small");
   EXPECT_EQ(c.model.block_size, 64);
   EXPECT_EQ(c.train.batch_size, 32);  // 2048 tokens a step
-  EXPECT_EQ(c.train.steps, 5900);
+  EXPECT_EQ(c.train.steps, 3900);  // 8M tokens / 2048
   EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
 }
 
