@@ -13,13 +13,13 @@
 // GPT. The model size ("rung") follows the training tokens N (characters, the end token of each
 // line included):
 //   tiny    N < 20k      d_model 32,  2 layers, 4 heads   budget  2M tokens   dropout 0
-//   small   N < 3M       d_model 128, 4 layers, 4 heads   budget 12M tokens (stream 8M)   (names, tinyshakespeare)
+//   small   N < 3M       d_model 128, 6 layers, 4 heads   budget 12M tokens (stream 8M)   (names, tinyshakespeare)
 //   medium  N < 30M      d_model 256, 6 layers, 8 heads   budget  4M tokens
 //   large   otherwise    d_model 384, 6 layers, 6 heads   budget  2M tokens
 // Lines mode: block = longest line + 1, batch 64 (tiny 32); stream mode: block 32/64/128/256 by
 // rung (at most what the data allows), batch 2048 tokens / block. steps = budget / (batch x
 // block), rounded to 100 (>= 500): a default run takes a few minutes on a 2-core machine.
-// lr 2e-3 at d_model <= 64, 1e-3 at 128, 6e-4 above; warmup min(100, steps / 10).
+// lr 2e-3 at d_model <= 64 (lines mode: <= 128), 1e-3 at 128, 6e-4 above; warmup min(100, steps / 10).
 // Dropout: 0 for tiny corpora (they should be learned by heart), 0.2 in lines mode (many epochs
 // over short samples overfit), 0.1 in stream mode.
 //

@@ -23,12 +23,12 @@ TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
   const auto why = resolve_gpt_auto(c, names_facts());
   EXPECT_EQ(c.train.size, "small");
   EXPECT_EQ(c.model.n_embd, 128);
-  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_EQ(c.model.n_layer, 6);
   EXPECT_EQ(c.model.n_head, 4);
   EXPECT_EQ(c.model.block_size, 16);  // longest line + 1
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.steps, 11700);    // 12M tokens / (64 x 16), to 100
-  EXPECT_FLOAT_EQ(c.train.lr, 1e-3f);
+  EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);  // lines mode
   EXPECT_EQ(c.train.warmup, 100);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.2f);
   EXPECT_GE(why.size(), 6u);  // one reason per choice
@@ -43,6 +43,7 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   EXPECT_EQ(c.model.block_size, 64);
   EXPECT_EQ(c.train.batch_size, 32);  // 2048 tokens a step
   EXPECT_EQ(c.train.steps, 3900);  // 8M tokens / 2048
+  EXPECT_FLOAT_EQ(c.train.lr, 1e-3f);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
 }
 
@@ -84,7 +85,7 @@ TEST(AutoConfig, EveryGivenFieldWins) {
   resolve_gpt_auto(c, names_facts());
   EXPECT_EQ(c.model.n_embd, 48);
   EXPECT_EQ(c.model.n_head, 3);
-  EXPECT_EQ(c.model.n_layer, 4);  // left out: the rung's
+  EXPECT_EQ(c.model.n_layer, 6);  // left out: the rung's
   EXPECT_FLOAT_EQ(c.model.dropout, 0.0f);
   EXPECT_EQ(c.train.steps, 123);
   EXPECT_EQ(c.train.warmup, 12);  // min(100, 123 / 10)
