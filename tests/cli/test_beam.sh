@@ -11,26 +11,9 @@
 # Usage: test_beam.sh PATH/TO/atto
 set -u
 ATTO=${1:?usage: test_beam.sh path/to/atto}
-W=$(mktemp -d /tmp/atto-beam.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect_ok() {
-  local out
-  if ! out=$("$@" 2>&1); then bad "command failed: $*: $out"; return; fi
-  ok
-}
-expect_fail() {  # expect_fail "substring of the message" cmd...
-  local want=$1 out
-  shift
-  if out=$("$@" 2>&1 >/dev/null); then bad "expected failure: $*"; return; fi
-  grep -qF -- "$want" <<<"$out" && ok || bad "message of '$*' lacks '$want': $out"
-}
+. "$(dirname "$0")/lib.sh"
 
-printf 'hello my name\nhello messi\nmy name is messi\n' >"$W/toy.src"
-printf 'hola mi nombre\nhola messi\nmi nombre es messi\n' >"$W/toy.tgt"
+write_toy "$W"
 TOY=(--task seq2seq --src "$W/toy.src" --tgt "$W/toy.tgt" --tokenizer word --d-model 12 --n-heads 3
      --n-enc-layers 1 --n-dec-layers 1 --d-ff 12 --lr 0.01 --steps 300 --dropout 0 --label-smoothing 0
      --schedule constant --warmup 0 --eval-bleu 0 --best-by loss -q)
@@ -76,5 +59,4 @@ for beam in 1 4; do
     "$ATTO" translate --model "$W/nan" --beam "$beam" --input "$W/toy.src"
 done
 
-echo "beam: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish beam

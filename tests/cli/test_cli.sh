@@ -5,41 +5,10 @@
 # existing run directory byte-for-byte intact.
 set -u
 ATTO=${1:?usage: test_cli.sh path/to/atto}
-W=$(mktemp -d /tmp/atto-cli.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect_fail "substring of the message" cmd...: non-zero exit, message on stderr.
-expect_fail() {
-  local want=$1
-  shift
-  local out rc
-  out=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  if [ $rc -eq 0 ]; then bad "expected failure: $* (exit 0)"; return; fi
-  if ! grep -qF -- "$want" <<<"$out"; then bad "message of '$*' lacks '$want': $out"; return; fi
-  ok
-}
-expect_ok() {
-  local out
-  if ! out=$("$@" 2>&1); then bad "command failed: $*: $out"; return; fi
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 
 # ---- data the tests make ----------------------------------------------------------------------
-python_free_names() {  # 400 pseudo-names from syllables, deterministic
-  local s=(ma ri an el jo li sa on ka te)
-  local i j n x=7
-  for ((i = 0; i < 400; i++)); do
-    x=$(((x * 1103515245 + 12345) % 2147483648)); n=$((x % 3 + 1)); w=""
-    for ((j = 0; j < n; j++)); do x=$(((x * 1103515245 + 12345) % 2147483648)); w+=${s[$((x % 10))]}; done
-    echo "$w"
-  done
-}
-python_free_names >"$W/names.txt"
+write_names >"$W/names.txt"
 for i in $(seq 1 60); do echo "the quick brown fox jumps over the lazy dog number $i and keeps running far away"; done >"$W/prose.txt"
 RUN="$W/run"
 TRAIN_SMALL=(--n-layers 1 --d-model 16 --n-heads 2 --batch-size 8 --steps 30 --eval-every 15 --log-every 10 -q)
@@ -74,7 +43,7 @@ printf '' >"$W/empty.txt"
 printf '\n\n\n' >"$W/newlines.txt"
 printf 'abc\n\xff\xfe bad\n' >"$W/binary.txt"
 printf 'short\n' >"$W/short.txt"
-{ python_free_names | head -50; printf 'a%.0s' $(seq 1 80); echo; } >"$W/longline.txt"
+{ write_names 50; printf 'a%.0s' $(seq 1 80); echo; } >"$W/longline.txt"
 expect_fail "does not exist" "$ATTO" train --data "$W/missing.txt" --out "$W/x1"
 expect_fail "directory" "$ATTO" train --data "$W" --out "$W/x2"
 expect_fail "empty" "$ATTO" train --data "$W/empty.txt" --out "$W/x3"
@@ -132,5 +101,4 @@ echo '{"type":"spm","version":1,"special_tokens":["<pad>","<bos>","<eos>","<unk>
 expect_fail "spm.model" "$ATTO" translate --model "$W/missing-spm" --input "$W/five.src"
 expect_fail "--beam" "$ATTO" translate --model "$W/s2s" --beam 0 --input "$W/five.src"
 
-echo "cli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli

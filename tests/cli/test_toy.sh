@@ -5,21 +5,9 @@
 # Usage: test_toy.sh PATH/TO/atto
 set -u
 ATTO=${1:?usage: test_toy.sh path/to/atto}
-W=$(mktemp -d /tmp/atto-toy.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-expect_fail() {  # expect_fail "substring of the message" cmd...
-  local want=$1 out
-  shift
-  if out=$("$@" 2>&1 >/dev/null); then bad "expected failure: $*"; return; fi
-  grep -qF -- "$want" <<<"$out" && ok || bad "message of '$*' lacks '$want': $out"
-}
+. "$(dirname "$0")/lib.sh"
 
-printf 'hello my name\nhello messi\nmy name is messi\n' >"$W/toy.src"
-printf 'hola mi nombre\nhola messi\nmi nombre es messi\n' >"$W/toy.tgt"
+write_toy "$W"
 TOY=(--task seq2seq --src "$W/toy.src" --tgt "$W/toy.tgt" --tokenizer word --d-model 12 --n-heads 3
      --n-enc-layers 1 --n-dec-layers 1 --d-ff 12 --dropout 0 --label-smoothing 0 --schedule constant --warmup 0
      --eval-bleu 0 --best-by loss --eval-every 250 --log-every 250)
@@ -55,5 +43,4 @@ expect_fail "--momentum must be in [0, 1)" "$ATTO" train "${TOY[@]}" --out "$W/x
 expect_fail "allowed with --resume: " "$ATTO" train --resume "$W/full" --optimizer adam
 "$ATTO" train --resume "$W/full" --optimizer adam 2>&1 | grep -q -- "--eval-bleu" && ok || bad "resume's allowed list lacks --eval-bleu"
 
-echo "toy: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish toy

@@ -1,0 +1,44 @@
+# Shared pieces of the CLI test scripts (tests/cli/test_<topic>.sh): source it, after setting
+# ATTO. It makes a scratch folder $W (removed on exit), counts checks, and writes the small data
+# sets the scripts train on. End a script with `finish <topic>`.
+#   ok / bad "why"                 count a check (bad prints the failure)
+#   expect_ok cmd...               the command exits 0
+#   expect_fail "text" cmd...      the command exits non-zero and its stderr contains text
+#   write_names [N] >FILE          N (400) pseudo-names from syllables, deterministic
+#   write_toy DIR                  DIR/toy.src and DIR/toy.tgt: the tutorial's 3 sentence pairs
+W=$(mktemp -d /tmp/atto-cli.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect_ok() {
+  local out
+  if ! out=$("$@" 2>&1); then bad "command failed: $*: $out"; return; fi
+  ok
+}
+expect_fail() {
+  local want=$1 out rc
+  shift
+  out=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ $rc -eq 0 ]; then bad "expected failure: $* (exit 0)"; return; fi
+  if ! grep -qF -- "$want" <<<"$out"; then bad "message of '$*' lacks '$want': $out"; return; fi
+  ok
+}
+write_names() {
+  local s=(ma ri an el jo li sa on ka te) i j n w x=7
+  for ((i = 0; i < ${1:-400}; i++)); do
+    x=$(((x * 1103515245 + 12345) % 2147483648)); n=$((x % 3 + 1)); w=""
+    for ((j = 0; j < n; j++)); do x=$(((x * 1103515245 + 12345) % 2147483648)); w+=${s[$((x % 10))]}; done
+    echo "$w"
+  done
+}
+write_toy() {
+  printf 'hello my name\nhello messi\nmy name is messi\n' >"$1/toy.src"
+  printf 'hola mi nombre\nhola messi\nmi nombre es messi\n' >"$1/toy.tgt"
+}
+finish() {
+  echo "$1: $pass passed, $fail failed"
+  [ $fail -eq 0 ]
+}
