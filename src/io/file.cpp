@@ -1,13 +1,17 @@
 #include "io/file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 
 #include "tensor/error.h"
 
@@ -25,11 +29,13 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
+constexpr std::string_view kTempInfix = ".tmp.";  // "<path>.tmp.<pid>.<n>"
+
 // Creates a fresh temporary file next to `path`; returns its fd and sets `tmp` to its name.
 int create_temp_next_to(const std::string& path, std::string& tmp) {
   static std::atomic<unsigned> counter{0};
   for (int attempt = 0; attempt < 100; ++attempt) {
-    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    tmp = fmt::format("{}{}{}.{}", path, kTempInfix, ::getpid(), counter++);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) return fd;
     if (errno != EEXIST) {
@@ -73,6 +79,27 @@ void fsync_dir(const std::string& path, const std::string& dir) {
     fail("wrote '{}' but syncing its folder '{}' failed: {}", path, dir, errno_text(err));
 }
 
+// "a character device" for messages about files atto will not read.
+const char* special_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// A decimal number that fills all of `s`.
+std::optional<long> parse_decimal(std::string_view s) {
+  long v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || s[0] == '+' || s[0] == '-')
+    return std::nullopt;
+  return v;
+}
+
+// False only when no process `pid` exists; a process of another user (EPERM) is alive.
+bool process_alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH; }
+
 }  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
@@ -105,26 +132,36 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   fsync_dir(path, parent_dir(path));
 }
 
-std::string read_file(const std::string& path) {
+namespace {
+
+// Opens a regular file for reading, with read_file's checks and messages; sets `st`.
+int open_regular(const std::string& path, struct stat& st) {
+  // stat before open: opening a FIFO blocks until a writer comes, and a device such as
+  // /dev/zero never ends; both are refused here.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    fail("cannot read '{}': it is {}, not a regular file; atto reads only regular files (save the data to a file "
+         "and pass that)", path, special_kind(st.st_mode));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) fail("file '{}' not found", path);
     fail("cannot read '{}': {}", path, errno_text(err));
   }
-  struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     const int err = errno;
     ::close(fd);
     if (S_ISDIR(st.st_mode)) fail("cannot read '{}': it is a directory, not a file", path);
     fail("cannot read '{}': {}", path, errno_text(err));
   }
-  // Read straight into the result; sized from stat for regular files, grown if needed.
-  std::string out(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1 : size_t{1} << 16, '\0');
+  return fd;
+}
+
+// Reads from fd into out until EOF or `limit` bytes; closes fd. Grows out as needed.
+void read_into(int fd, const std::string& path, std::string& out, size_t limit) {
   size_t len = 0;
-  while (true) {
-    if (len == out.size()) out.resize(out.size() * 2);
-    const ssize_t n = ::read(fd, out.data() + len, out.size() - len);
+  while (len < limit) {
+    if (len == out.size()) out.resize(std::min(limit, out.size() * 2));
+    const ssize_t n = ::read(fd, out.data() + len, std::min(out.size(), limit) - len);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -136,7 +173,53 @@ std::string read_file(const std::string& path) {
   }
   out.resize(len);
   ::close(fd);
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  struct stat st {};
+  const int fd = open_regular(path, st);
+  // Read straight into the result; sized from stat (+1 to see the end in one read), grown if the
+  // file grew meanwhile.
+  std::string out(static_cast<size_t>(st.st_size) + 1, '\0');
+  read_into(fd, path, out, std::numeric_limits<size_t>::max());
   return out;
+}
+
+std::string read_file_prefix(const std::string& path, size_t n, uint64_t& file_size) {
+  struct stat st {};
+  const int fd = open_regular(path, st);
+  file_size = static_cast<uint64_t>(st.st_size);
+  std::string out(std::min<uint64_t>(n, file_size) + 1, '\0');
+  read_into(fd, path, out, n);
+  return out;
+}
+
+std::optional<long> atomic_temp_pid(std::string_view name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || !parse_decimal(name.substr(dot + 1))) return std::nullopt;
+  const size_t infix = name.substr(0, dot).rfind(kTempInfix);
+  if (infix == std::string_view::npos || infix == 0) return std::nullopt;
+  const size_t first = infix + kTempInfix.size();
+  const std::optional<long> pid = parse_decimal(name.substr(first, dot - first));
+  if (!pid || *pid <= 0 || *pid > std::numeric_limits<pid_t>::max()) return std::nullopt;
+  return pid;
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::optional<long> pid = atomic_temp_pid(name);
+    std::error_code kind_ec;
+    if (!pid || !it->is_regular_file(kind_ec) || process_alive(*pid)) continue;
+    std::error_code rm_ec;
+    if (fs::remove(it->path(), rm_ec) && !rm_ec) removed.push_back(name);
+  }
+  return removed;
 }
 
 void write_json_atomic(const std::string& path, const nlohmann::json& j) {

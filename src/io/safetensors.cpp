@@ -305,37 +305,66 @@ void save_safetensors(const std::string& path,
 // ============================================================================================
 // Reading
 // ============================================================================================
-SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const uint64_t size = bytes.size();
-  if (size < 8)
+namespace {
+
+// The header length N from the first 8 bytes, checked against the limit and the file size.
+uint64_t header_length(const std::string& path, const std::string& bytes, uint64_t size) {
+  if (size < 8 || bytes.size() < 8)
     bad(path, "it has {} bytes, fewer than the 8-byte header length (truncated or empty?)", size);
-  const uint64_t n = get_u64_le(p);
+  const uint64_t n = get_u64_le(reinterpret_cast<const unsigned char*>(bytes.data()));
   if (n > kMaxHeaderBytes)
     bad(path, "the header length {} is larger than the {} byte limit (not a safetensors file?)", n,
         kMaxHeaderBytes);
   if (n > size - 8)
     bad(path, "the header length is {} bytes but only {} bytes follow (the file is truncated)", n,
         size - 8);
-  const ojson header = parse_header_json(path, std::string_view(bytes).substr(8, n));
-  const uint64_t data_size = size - 8 - n;
+  return n;
+}
 
-  SafetensorsFile f;
-  f.path = path;
+// Parses and validates the header text; fills metadata and returns the entries in file order.
+std::vector<Entry> parse_header(const std::string& path, std::string_view text, uint64_t data_size,
+                                std::map<std::string, std::string>& metadata) {
+  const ojson header = parse_header_json(path, text);
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__")
-      f.metadata = parse_metadata(path, value);
+      metadata = parse_metadata(path, value);
     else
       entries.push_back(parse_entry(path, key, value, data_size));
   }
-  entries = check_coverage(path, std::move(entries), data_size);
-  const unsigned char* data = p + 8 + n;
+  return check_coverage(path, std::move(entries), data_size);
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path) {
+  const uint64_t size = bytes.size();
+  const uint64_t n = header_length(path, bytes, size);
+  SafetensorsFile f;
+  f.path = path;
+  const std::vector<Entry> entries =
+      parse_header(path, std::string_view(bytes).substr(8, n), size - 8 - n, f.metadata);
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + 8 + n;
   for (const Entry& e : entries) {
     f.names.push_back(e.name);
     f.tensors.emplace(e.name, decode(e, data + e.begin));
   }
   return f;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  uint64_t size = 0;
+  const std::string first8 = read_file_prefix(path, 8, size);
+  const uint64_t n = header_length(path, first8, size);
+  const std::string head = read_file_prefix(path, 8 + n, size);
+  if (head.size() < 8 + n) bad(path, "it became shorter while being read (is it being written?)");
+  SafetensorsHeader h;
+  h.path = path;
+  for (const Entry& e : parse_header(path, std::string_view(head).substr(8, n), size - 8 - n, h.metadata)) {
+    h.names.push_back(e.name);
+    h.tensors.emplace(e.name, TensorInfo{e.dtype.name, e.shape});
+  }
+  return h;
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

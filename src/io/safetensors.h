@@ -57,6 +57,30 @@ struct SafetensorsFile {
 
 SafetensorsFile load_safetensors(const std::string& path);
 
+// What the header says about one tensor.
+struct TensorInfo {
+  std::string dtype;  // "F32", "F16", "BF16" or "F64"
+  Shape shape;
+};
+
+// A file's header without its data: only the first 8 + N bytes are read (the data section's
+// size comes from the file's size), and everything load_safetensors checks about the header is
+// checked (dtypes, shapes, offsets inside the file, no gaps or overlaps). For checking what a
+// file holds before allocating anything for it.
+struct SafetensorsHeader {
+  std::string path;
+  std::map<std::string, std::string> metadata;
+  std::vector<std::string> names;            // in file order
+  std::map<std::string, TensorInfo> tensors;
+
+  // The entry called `name`, or nullptr.
+  const TensorInfo* find(const std::string& name) const {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+  }
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
 // Parses an in-memory safetensors image; `path` is only used in error messages.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path);
 

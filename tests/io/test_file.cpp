@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <algorithm>
 #include <filesystem>
 
 #include "io/file.h"
@@ -130,4 +132,83 @@ TEST(IoFile, JsonRoundTripAndParseErrors) {
   // A string that is not UTF-8 cannot be written as JSON; the old file stays.
   expect_error([&] { io::write_json_atomic(p, {{"bad", "\xff"}}); }, {p});
   EXPECT_EQ(io::read_file(p), "");
+}
+
+// A device or a FIFO is refused before it is opened: /dev/zero would be read forever, and
+// opening a FIFO blocks until a writer comes (this test would hang on the old read_file).
+TEST(IoFile, ReadFileRefusesDevicesAndFifos) {
+  ScratchDir dir;
+  expect_error([] { io::read_file("/dev/zero"); }, {"'/dev/zero'", "character device", "not a regular file"});
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { io::read_json(fifo); }, {fifo, "FIFO", "not a regular file"});
+  uint64_t size = 0;
+  expect_error([&] { io::read_file_prefix(fifo, 8, size); }, {fifo, "FIFO"});
+}
+
+TEST(IoFile, ReadFilePrefixReadsOnlyTheStart) {
+  ScratchDir dir;
+  const std::string p = dir.file("f.bin");
+  io::write_file_atomic(p, "0123456789");
+  uint64_t size = 0;
+  EXPECT_EQ(io::read_file_prefix(p, 4, size), "0123");
+  EXPECT_EQ(size, 10u);
+  EXPECT_EQ(io::read_file_prefix(p, 100, size), "0123456789");
+  EXPECT_EQ(io::read_file_prefix(p, 0, size), "");
+  expect_error([&] { io::read_file_prefix(dir.file("none"), 4, size); }, {dir.file("none"), "not found"});
+}
+
+TEST(IoFile, AtomicTempNamesAreRecognised) {
+  EXPECT_EQ(io::atomic_temp_pid("model.safetensors.tmp.4242.0"), 4242);
+  EXPECT_EQ(io::atomic_temp_pid("train_state.safetensors.tmp.7.12"), 7);
+  EXPECT_EQ(io::atomic_temp_pid("a.tmp.tmp.5.1"), 5);
+  for (const char* other : {"model.safetensors", ".tmp.5.1", "x.tmp.5", "x.tmp.5.", "x.tmp..1", "x.tmp.5.1a",
+                            "x.tmp.-5.1", "x.tmp.+5.1", "x.tmp.0.1", "x.tmp.99999999999999999999.1", "notes.tmp.txt",
+                            "x.tmpl.5.1"})
+    EXPECT_FALSE(io::atomic_temp_pid(other).has_value()) << other;
+}
+
+namespace {
+
+// A process id that no longer runs: a child that exited and was reaped.
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+}  // namespace
+
+// Leftovers of killed saves go; a file another live process may be writing stays, as do this
+// process's own, names of other patterns, and folders.
+TEST(IoFile, RemoveStaleTempFilesKeepsLiveWriters) {
+  ScratchDir dir;
+  const pid_t dead = dead_pid();
+  const pid_t live = ::fork();
+  if (live == 0) {
+    ::pause();  // until killed below
+    ::_exit(0);
+  }
+  const std::string stale = fmt::format("model.safetensors.tmp.{}.0", dead);
+  const std::string stale2 = fmt::format("train_state.safetensors.tmp.{}.3", dead);
+  const std::string other = fmt::format("model.safetensors.tmp.{}.1", live);
+  const std::string mine = fmt::format("config.json.tmp.{}.2", ::getpid());
+  const std::string folder = fmt::format("sub.tmp.{}.0", dead);
+  for (const std::string& n : {stale, stale2, other, mine, std::string("model.safetensors"),
+                               std::string("notes.tmp.txt")})
+    io::write_file_atomic(dir.file(n), "x");
+  std::filesystem::create_directory(dir.file(folder));
+
+  std::vector<std::string> removed = io::remove_stale_temp_files(dir.path());
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{stale, stale2}));
+  std::vector<std::string> kept{other, mine, "model.safetensors", "notes.tmp.txt", folder};
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(dir.entries(), kept);
+
+  ::kill(live, SIGKILL);  // once its writer is gone, its file is stale too
+  ::waitpid(live, nullptr, 0);
+  EXPECT_EQ(io::remove_stale_temp_files(dir.path()), std::vector<std::string>{other});
+  EXPECT_TRUE(io::remove_stale_temp_files(dir.file("missing")).empty());  // never throws
 }

@@ -329,3 +329,29 @@ TEST(Safetensors, CorruptedBytesGiveErrorsNotCrashes) {
   EXPECT_GT(rejected, 0);
   EXPECT_GT(loaded, 0);  // flips inside the data section only change values
 }
+
+// The header alone: names, dtypes and shapes in file order, metadata, and the same validation
+// as a full load (the data section's size comes from the file size, so truncation shows).
+TEST(Safetensors, HeaderWithoutData) {
+  ScratchDir dir;
+  const std::string p = dir.file("h.safetensors");
+  io::save_safetensors(p, {{"w", Tensor::ones({3, 2})}, {"b", Tensor::ones({2})}}, {{"k", "v"}});
+  const io::SafetensorsHeader h = io::read_safetensors_header(p);
+  EXPECT_EQ(h.path, p);
+  EXPECT_EQ(h.names, (std::vector<std::string>{"w", "b"}));
+  ASSERT_NE(h.find("w"), nullptr);
+  EXPECT_EQ(h.find("w")->shape, (Shape{3, 2}));
+  EXPECT_EQ(h.find("w")->dtype, "F32");
+  EXPECT_EQ(h.find("b")->shape, (Shape{2}));
+  EXPECT_EQ(h.find("absent"), nullptr);
+  EXPECT_EQ(h.metadata.at("k"), "v");
+
+  const std::string good = io::read_file(p);
+  io::write_file_atomic(p, good.substr(0, good.size() - 1));
+  expect_error([&] { io::read_safetensors_header(p); }, {p, "is the file truncated?"});
+  io::write_file_atomic(p, good.substr(0, 20));
+  expect_error([&] { io::read_safetensors_header(p); }, {p, "truncated"});
+  io::write_file_atomic(p, le_u64(uint64_t{1} << 40) + "{}");
+  expect_error([&] { io::read_safetensors_header(p); }, {p, "byte limit"});
+  expect_error([] { io::read_safetensors_header("/dev/zero"); }, {"/dev/zero", "not a regular file"});
+}
