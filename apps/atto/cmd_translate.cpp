@@ -1,11 +1,12 @@
 // atto translate: translate source lines with a trained encoder-decoder (greedy or beam search).
-#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "data/text_file.h"
 #include "generate/seq2seq_decode.h"
 #include "kernels/kernels.h"
 #include "tensor/error.h"
@@ -23,13 +24,12 @@ struct TranslateFlags {
   bool json = false, attention = false;
 };
 
+// Lines of --input, or of standard input without it. The file must be a regular file (no device,
+// no FIFO: read_user_file's checks); a pipe comes through standard input.
 std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> lines;
-  std::ifstream file;
-  if (!path.empty()) {
-    file.open(path);
-    ATTO_CHECK(file.good(), "--input {}: cannot open the file", path);
-  }
+  std::istringstream file;
+  if (!path.empty()) file.str(read_user_file(path, "--input"));
   std::istream& in = path.empty() ? std::cin : file;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -1,12 +1,7 @@
 #include "data/parallel.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
 #include "data/split.h"
 #include "data/text_file.h"
@@ -17,22 +12,10 @@ namespace atto {
 
 namespace {
 
-// Reads a corpus file; existence and emptiness get corpus-specific messages, the rest
-// (UTF-8, NUL, normalisation) is make_text_file's.
+// Reads a corpus file (read_user_file's path checks: a device or a FIFO is refused); emptiness
+// gets a corpus-specific message, the rest (UTF-8, NUL, normalisation) is make_text_file's.
 TextFile read_corpus_file(const std::string& path, const char* role) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  ATTO_CHECK(!path.empty(), "no {} file given; pass the path of a UTF-8 text file", role);
-  const fs::file_status st = fs::status(path, ec);
-  ATTO_CHECK(fs::exists(st), "{} file '{}' does not exist; check the path", role, path);
-  ATTO_CHECK(!fs::is_directory(st), "{} file '{}' is a directory; pass a text file with one "
-             "sentence per line", role, path);
-  std::ifstream in(path, std::ios::binary);
-  ATTO_CHECK(in.good(), "cannot open {} file '{}': {}", role, path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ATTO_CHECK(!in.bad(), "error while reading {} file '{}': {}", role, path, std::strerror(errno));
-  std::string bytes = std::move(ss).str();
+  std::string bytes = read_user_file(path, role);  // exists, not a directory, a regular file
   ATTO_CHECK(!bytes.empty(), "{} file '{}' is empty; a parallel corpus needs one sentence per "
              "line", role, path);
   return make_text_file(path, std::move(bytes));

@@ -10,8 +10,9 @@
 //
 // Policies (docs/seq2seq-data.md)
 // - Files are read and validated like any atto data file (read_text_file's checks: exists,
-//   not a directory, not empty, valid UTF-8 with offset and line of a bad byte, no NUL; a
-//   leading BOM is dropped and "\r\n" becomes "\n"). Lines are numbered from 1.
+//   not a directory, a regular file (no device or FIFO), not empty, valid UTF-8 with offset and
+//   line of a bad byte, no NUL; a leading BOM is dropped and "\r\n" becomes "\n"). Lines are
+//   numbered from 1.
 // - Two files: line i of the source is the translation of line i of the target, so both must
 //   have the same number of lines; otherwise an error gives both counts and both file names.
 // - TSV: every non-empty line holds exactly one tab (source, tab, target); otherwise an error

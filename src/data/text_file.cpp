@@ -14,23 +14,6 @@ namespace atto {
 
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  ATTO_CHECK(!path.empty(), "no data file given; pass the path of a UTF-8 text file");
-  ATTO_CHECK(fs::exists(st), "data file '{}' does not exist; check the path (relative paths are "
-             "taken from the current directory, {})", path, fs::current_path(ec).string());
-  ATTO_CHECK(!fs::is_directory(st), "data file '{}' is a directory; pass the path of a UTF-8 "
-             "text file", path);
-  std::ifstream in(path, std::ios::binary);
-  ATTO_CHECK(in.good(), "cannot open data file '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ATTO_CHECK(!in.bad(), "error while reading data file '{}': {}", path, std::strerror(errno));
-  return std::move(ss).str();
-}
-
 int64_t line_of(std::string_view text, size_t offset) {
   return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
 }
@@ -47,9 +30,40 @@ std::string normalise(std::string bytes) {
   return out;
 }
 
+// "a character device" for a file type atto will not read.
+const char* kind_of(std::filesystem::file_type t) {
+  using std::filesystem::file_type;
+  switch (t) {
+    case file_type::character: return "a character device";
+    case file_type::block: return "a block device";
+    case file_type::fifo: return "a FIFO (named pipe)";
+    case file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
 }  // namespace
 
-TextFile read_text_file(const std::string& path) { return make_text_file(path, read_bytes(path)); }
+std::string read_user_file(const std::string& path, std::string_view role) {
+  namespace fs = std::filesystem;
+  ATTO_CHECK(!path.empty(), "no {} file given; pass the path of a UTF-8 text file", role);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // stat, before anything opens the file
+  ATTO_CHECK(fs::exists(st), "{} file '{}' does not exist; check the path (relative paths are taken from the current "
+             "directory, {})", role, path, fs::current_path(ec).string());
+  ATTO_CHECK(!fs::is_directory(st), "{} file '{}' is a directory; pass the path of a UTF-8 text file", role, path);
+  ATTO_CHECK(fs::is_regular_file(st), "{} file '{}' is {}, not a regular file: atto reads text only from regular "
+             "files (a device or a pipe can stream without end, and opening a FIFO waits for a writer); save the "
+             "text to a file and pass that", role, path, kind_of(st.type()));
+  std::ifstream in(path, std::ios::binary);
+  ATTO_CHECK(in.good(), "cannot open {} file '{}': {}", role, path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  ATTO_CHECK(!in.bad(), "error while reading {} file '{}': {}", role, path, std::strerror(errno));
+  return std::move(ss).str();
+}
+
+TextFile read_text_file(const std::string& path) { return make_text_file(path, read_user_file(path, "data")); }
 
 TextFile make_text_file(std::string path, std::string bytes) {
   ATTO_CHECK(!bytes.empty(), "data file '{}' is empty (0 bytes); it needs UTF-8 text: one sample "

@@ -6,9 +6,10 @@
 //
 // Conventions
 // - read_text_file() checks, in this order, and throws atto::Error naming the file: the path
-//   exists, is not a directory, can be read, is not empty, is valid UTF-8 (the message gives the
-//   byte offset and line of the first bad byte), holds no NUL byte (binary or UTF-16 files), and
-//   is not made only of line breaks.
+//   exists, is not a directory, is a regular file (stat before opening: a device such as
+//   /dev/zero never ends, and opening a FIFO blocks until a writer comes), can be read, is not
+//   empty, is valid UTF-8 (the message gives the byte offset and line of the first bad byte),
+//   holds no NUL byte (binary or UTF-16 files), and is not made only of line breaks.
 // - Normalisation: a leading UTF-8 byte-order mark is dropped; "\r\n" becomes "\n" (a lone '\r'
 //   elsewhere stays a character). A missing final newline is fine: the last line still counts,
 //   and no newline is added to the text.
@@ -43,6 +44,10 @@ struct Line {
 
 // Reads and validates a text file (see the checks above).
 TextFile read_text_file(const std::string& path);
+// The bytes of a file the user named, after the path checks above; errors call it "<role> file
+// '<path>'" (role: "data", "source", "--input", ...). Every text input atto opens by path goes
+// through here, so none can be a device or a pipe.
+std::string read_user_file(const std::string& path, std::string_view role);
 // The same checks on text already in memory; `path` is only used in messages.
 TextFile make_text_file(std::string path, std::string bytes);
 

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <stdlib.h>
 
@@ -81,6 +82,12 @@ TEST(Parallel, DifferentLineCountsNameBothFilesAndCounts) {
   EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.path + "/missing.en"); }),
                        "missing.en"));
   EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("e.txt", "")); }), "is empty"));
+  // A device or a FIFO is refused by stat, before it is opened (a FIFO used to block here).
+  EXPECT_TRUE(contains(error_of([&] { read_parallel("/dev/zero", tgt); }), "source file '/dev/zero' is a character"));
+  const std::string fifo = dir.path + "/fifo.en";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, fifo); }), "target file '" + fifo + "' is a FIFO"));
+  EXPECT_TRUE(contains(error_of([&] { read_parallel_tsv(fifo); }), "not a regular file"));
   EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("bad.txt", "ok\n\xFF\nz\n")); }),
                        "line 2"));
   EXPECT_TRUE(contains(error_of([] { make_parallel("s", "\n\n", "t", "x\ny\n"); }), "no text"));

@@ -1,5 +1,6 @@
 // Reading and validating data files; the auto mode rule; the bad-input cases of the issue.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,6 +101,24 @@ TEST(TextFileBadInput, Directory) {
   const std::string msg = error_of([&] { read_text_file(p); });
   EXPECT_TRUE(contains(msg, p) && contains(msg, "is a directory") && contains(msg, "text file"))
       << msg;
+}
+
+// A device never ends (/dev/zero grew atto past 3.7 GB in 10 s) and opening a FIFO blocks until a
+// writer comes: both are refused from stat, before any open (the old reader hung on the FIFO).
+TEST(TextFileBadInput, DevicesAndFifosAreRefusedBeforeOpening) {
+  TempDir tmp;
+  std::string msg = error_of([] { read_text_file("/dev/zero"); });
+  EXPECT_TRUE(contains(msg, "data file '/dev/zero'") && contains(msg, "character device") &&
+              contains(msg, "not a regular file") && contains(msg, "save the text to a file"))
+      << msg;
+  const std::string fifo = tmp.path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  msg = error_of([&] { read_text_file(fifo); });
+  EXPECT_TRUE(contains(msg, fifo) && contains(msg, "FIFO")) << msg;
+  msg = error_of([&] { read_user_file(fifo, "--input"); });
+  EXPECT_TRUE(contains(msg, "--input file '" + fifo + "'")) << msg;
+  fs::create_symlink(tmp.write("real.txt", "ab\ncd\n"), tmp.path("link.txt"));  // a link to a file is fine
+  EXPECT_EQ(read_text_file(tmp.path("link.txt")).text, "ab\ncd\n");
 }
 
 TEST(TextFileBadInput, EmptyFile) {
