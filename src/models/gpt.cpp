@@ -6,7 +6,9 @@ namespace atto {
 
 void GPTConfig::validate() const {
   ATTO_CHECK(vocab_size > 0, "GPT config: vocab_size must be positive, got {}", vocab_size);
-  ATTO_CHECK(block_size > 0, "GPT config: block_size must be positive, got {}", block_size);
+  ATTO_CHECK(block_size > 0 && block_size <= kMaxPositions,
+             "GPT config: block_size must be in [1, {}] (atto's limit on positions), got {}", kMaxPositions,
+             block_size);
   ATTO_CHECK(n_layer > 0, "GPT config: n_layer must be at least 1, got {}", n_layer);
   ATTO_CHECK(n_head > 0, "GPT config: n_head must be positive, got {}", n_head);
   ATTO_CHECK(n_embd > 0 && n_embd % n_head == 0, "GPT config: n_embd ({}) must be a positive multiple of n_head ({})",

@@ -29,6 +29,12 @@ namespace atto {
 
 enum class PosKind { Learned, Sinusoidal };
 
+// The longest context a config may ask for (GPT block_size, seq2seq max_len): a sinusoidal table
+// has no tensor in the checkpoint to check a config.json against, so this bound keeps a damaged
+// value (block_size 1000000000) from allocating the table and the KV caches. 64x GPT-2's context;
+// training that long a context on a CPU is out of reach anyway (attention is quadratic in it).
+inline constexpr int64_t kMaxPositions = 65536;
+
 struct GPTConfig {
   int64_t vocab_size = 0;
   int64_t block_size = 32;  // longest context

@@ -9,7 +9,8 @@ void Seq2SeqConfig::validate() const {
              src_vocab, tgt_vocab);
   ATTO_CHECK(!share_embeddings || src_vocab == tgt_vocab,
              "seq2seq config: a shared vocabulary needs equal sizes, got {} and {}", src_vocab, tgt_vocab);
-  ATTO_CHECK(max_len > 0, "seq2seq config: max_len must be positive, got {}", max_len);
+  ATTO_CHECK(max_len > 0 && max_len <= kMaxPositions,
+             "seq2seq config: max_len must be in [1, {}] (atto's limit on positions), got {}", kMaxPositions, max_len);
   ATTO_CHECK(n_enc_layers > 0 && n_dec_layers > 0, "seq2seq config: layers must be at least 1, got {} and {}",
              n_enc_layers, n_dec_layers);
   ATTO_CHECK(n_head > 0 && d_model > 0 && d_model % n_head == 0,

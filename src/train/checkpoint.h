@@ -17,6 +17,7 @@
 #include <string>
 
 #include "models/gpt.h"
+#include "io/safetensors.h"
 #include "models/seq2seq.h"
 #include "tokenize/tokenizer.h"
 #include "optim/optimizer.h"
@@ -41,6 +42,11 @@ struct TrainState {
 
 void save_model_weights(const std::string& path, const nn::Module& model);
 void load_model_weights(const std::string& path, nn::Module& model);
+// Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it.
+// load_run refuses such weights: a NaN can vanish inside a forward pass (attention treats a row
+// of NaN scores as fully masked), so checking the logits alone let `atto sample` print text
+// from a damaged checkpoint.
+void check_finite_weights(const io::SafetensorsFile& f);
 
 void save_train_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt,
                       const TrainState& st);
@@ -55,7 +61,11 @@ struct LoadedModel {
   std::unique_ptr<GPT> model;
 };
 // Reads config.json, tokenizer.json and model.safetensors of a run directory, validating that
-// they agree (vocabulary size, tensor names and shapes).
+// they agree (vocabulary size, tensor names and shapes). Before any model is built, config.json's
+// dimensions (vocab_size, d_model, block_size of learned positions, d_ff, n_layers) are checked
+// against the tensor shapes in model.safetensors's header, and block_size against kMaxPositions;
+// the weights must be finite (check_finite_weights). Stale temporary files of killed saves in
+// the directory are removed first (io::remove_stale_temp_files; best effort).
 LoadedModel load_run(const std::string& dir);
 RunConfig load_run_config(const std::string& dir);
 
@@ -65,6 +75,9 @@ struct LoadedSeq2Seq {
   std::unique_ptr<Tokenizer> src_tok, tgt_tok;
   std::unique_ptr<Seq2Seq> model;
 };
+// The same checks as load_run (src/tgt vocabulary sizes, d_model, max_len of learned positions,
+// d_ff, n_enc_layers, n_dec_layers), except the finite-weights check: non-finite weights show as
+// non-finite logits when decoding (generate/seq2seq_decode.h).
 LoadedSeq2Seq load_seq2seq_run(const std::string& dir);
 CharTokenizer load_tokenizer(const std::string& dir);
 

@@ -81,6 +81,7 @@ void start_new(Session& s, const TrainerOptions& o) {
   build_task(s, /*resume=*/false);  // reads and checks the data before anything is written
   s.cfg.train.validate();           // the values the data decided
   fs::create_directories(s.dir);
+  io::remove_stale_temp_files(s.dir);  // leftovers of killed saves (--force over an old run)
   io::write_json_atomic(run_path(s.dir, "config.json"), to_json(s.cfg));
   s.task->write_files(s.dir);
   io::write_file_atomic(run_path(s.dir, "metrics.jsonl"), "");
@@ -104,6 +105,7 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 void start_resume(Session& s) {
   s.cfg.train.validate();
+  io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; files of a live writer stay
   build_task(s, /*resume=*/true);
   s.st = load_train_state(run_path(s.dir, "train_state.safetensors"), s.task->model(), *s.opt);
   s.data_rng.set_state(s.st.data_rng);

@@ -137,3 +137,22 @@ TEST(GPT, ConfigErrorsNameTheField) {
   EXPECT_THROW(m.forward(tokens(9, 1, 11), 1, 9), Error);  // longer than the block
   EXPECT_THROW(m.forward({0, 1, 99}, 1, 3), Error);       // token outside the vocabulary
 }
+
+// A context beyond kMaxPositions is refused by validate() before any table is allocated (a
+// damaged config.json with block_size 1e9 asked the sinusoidal table alone for 64e9 floats).
+TEST(GPT, BlockSizeIsBounded) {
+  GPTConfig c = small_config();
+  c.block_size = kMaxPositions;
+  EXPECT_NO_THROW(c.validate());
+  for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal}) {
+    c.pos = pos;
+    c.block_size = 1000000000;
+    try {
+      c.validate();
+      FAIL() << "block_size 1e9 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("block_size must be in [1, 65536]"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("1000000000"), std::string::npos) << e.what();
+    }
+  }
+}

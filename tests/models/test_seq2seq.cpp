@@ -125,3 +125,16 @@ TEST(Seq2Seq, LearnsToCopyASmallBatch) {
   }
   EXPECT_LT(last, 0.1f * first) << "first " << first << " last " << last;
 }
+
+TEST(Seq2Seq, MaxLenIsBounded) {
+  Seq2SeqConfig c = small();
+  c.max_len = kMaxPositions;
+  EXPECT_NO_THROW(c.validate());
+  c.max_len = kMaxPositions + 1;
+  try {
+    c.validate();
+    FAIL() << "max_len beyond the limit accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_len must be in [1, 65536]"), std::string::npos) << e.what();
+  }
+}

@@ -1,0 +1,186 @@
+// The run loader's checks before it builds a model (config.json against model.safetensors's
+// header; block_size / max_len bounds; finite weights) and the removal of stale temporary files
+// of killed saves when a run is opened (issue 17, points 2, 3 and 4).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "io/file.h"
+#include "io/safetensors.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+using namespace atto;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / fmt::format("atto-ckpt-test-{}-{}", ::getpid(), n++);
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// A GPT run of a few steps on a names-like file (learned positions: block_size has a tensor).
+std::string tiny_gpt_run(const TempDir& dir, PosKind pos = PosKind::Learned) {
+  std::string text;
+  for (const char* a : {"ma", "ri", "an", "el", "jo"})
+    for (const char* b : {"li", "sa", "on", "ka", "te", "mo"}) text += std::string(a) + b + "\n";
+  io::write_file_atomic(dir / "names.txt", text);
+  RunConfig c;
+  c.data.path = dir / "names.txt";
+  c.model.n_layer = 2;
+  c.model.n_head = 2;
+  c.model.n_embd = 16;
+  c.model.pos = pos;
+  c.train.batch_size = 8;
+  c.train.steps = 3;
+  c.train.eval_every = 3;
+  c.train.threads = 1;
+  const std::string run = dir / (pos == PosKind::Learned ? "run" : "run_sin");
+  train_gpt(c, {.out_dir = run, .progress = nullptr});
+  return run;
+}
+
+// config.json of `run` with model[key] = value.
+void set_model_key(const std::string& run, const std::string& section, const std::string& key, nlohmann::json value) {
+  nlohmann::json j = io::read_json(run_path(run, "config.json"));
+  j[section][key] = std::move(value);
+  io::write_json_atomic(run_path(run, "config.json"), j);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected atto::Error";
+  return "";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+// Each damaged dimension is reported from the header, naming both files, the key, the value
+// and the tensor's shape, before the model is built. The old loader built the model first: with
+// block_size 1000000000 it asked for a [1e9, 16] position table (64 GB) before any shape check.
+TEST(LoadRun, ConfigDimensionsAreCheckedAgainstTheWeightsFirst) {
+  TempDir dir;
+  const std::string run = tiny_gpt_run(dir);
+  const std::string cfg = run_path(run, "config.json");
+  const std::string weights = run_path(run, "model.safetensors");
+  const nlohmann::json good = io::read_json(cfg);
+  const int64_t block = good["model"]["block_size"];
+  struct Case {
+    const char* key;
+    int64_t value;
+    std::string tensor, shape;
+  };
+  const std::vector<Case> cases{
+      {"block_size", 1000000000, "transformer.wpe.weight", fmt::format("[{}, 16]", block)},
+      {"d_model", 32, "transformer.wpe.weight", "16]"},
+      {"d_ff", 100, "transformer.h.0.mlp.c_fc.weight", "[64, 16]"},
+  };
+  for (const Case& c : cases) {
+    set_model_key(run, "model", c.key, c.value);
+    const std::string e = error_of([&] { load_run(run); });
+    EXPECT_TRUE(has(e, cfg) && has(e, weights) && has(e, fmt::format("{} is {}", c.key, c.value)) &&
+                has(e, "'" + c.tensor + "'") && has(e, c.shape))
+        << e;
+    io::write_json_atomic(cfg, good);
+  }
+  set_model_key(run, "model", "n_layers", 5);
+  const std::string e = error_of([&] { load_run(run); });
+  EXPECT_TRUE(has(e, cfg) && has(e, "n_layers is 5") && has(e, "holds 2 layers") && has(e, "transformer.h.")) << e;
+  io::write_json_atomic(cfg, good);
+  EXPECT_NO_THROW(load_run(run));
+}
+
+// Sinusoidal positions have no tensor: block_size is bounded by kMaxPositions, and the message
+// names the file and says so.
+TEST(LoadRun, SinusoidalBlockSizeIsBounded) {
+  TempDir dir;
+  const std::string run = tiny_gpt_run(dir, PosKind::Sinusoidal);
+  set_model_key(run, "model", "block_size", 1000000000);
+  const std::string e = error_of([&] { load_run(run); });
+  EXPECT_TRUE(has(e, run_path(run, "config.json")) && has(e, "block_size is 1000000000, outside [1, 65536]") &&
+              has(e, "sinusoidal positions have no tensor"))
+      << e;
+}
+
+// A NaN in one weight tensor is refused at load, naming the file and the tensor. The attention
+// kernels treat a row of NaN scores as fully masked, so the logits of `atto sample` can stay
+// finite while the weights are broken (it printed samples and exited 0).
+TEST(LoadRun, NonFiniteWeightsAreRefused) {
+  TempDir dir;
+  const std::string run = tiny_gpt_run(dir);
+  const std::string weights = run_path(run, "model.safetensors");
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    io::SafetensorsFile f = io::load_safetensors(weights);
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const std::string& n : f.names) tensors.emplace_back(n, f.get(n));
+    const Tensor& ln = f.get("transformer.h.1.ln_1.weight");
+    const_cast<float*>(ln.data())[3] = bad;
+    io::save_safetensors(weights + ".bad", tensors, f.metadata);
+    fs::rename(weights, weights + ".good");
+    fs::rename(weights + ".bad", weights);
+    const std::string e = error_of([&] { load_run(run); });
+    EXPECT_TRUE(has(e, weights) && has(e, "'transformer.h.1.ln_1.weight'") && has(e, "non-finite") &&
+                has(e, "element 3"))
+        << e;
+    fs::rename(weights + ".good", weights);
+  }
+  EXPECT_NO_THROW(load_run(run));
+}
+
+// Leftovers of killed saves go when a run is opened (loader and resume); a live process's
+// temporary file stays (it may be saving into this run right now).
+TEST(LoadRun, StaleTempFilesAreRemovedWhenARunIsOpened) {
+  TempDir dir;
+  const std::string run = tiny_gpt_run(dir);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = run_path(run, fmt::format("model.safetensors.tmp.{}.0", dead).c_str());
+  const std::string stale2 = run_path(run, fmt::format("train_state.safetensors.tmp.{}.1", dead).c_str());
+  const std::string live = run_path(run, fmt::format("model.safetensors.tmp.{}.7", ::getppid()).c_str());
+  for (const std::string& p : {stale, stale2, live}) io::write_file_atomic(p, "partial");
+  load_run(run);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(stale2));
+  EXPECT_TRUE(fs::exists(live));
+
+  io::write_file_atomic(stale, "partial");
+  RunConfig c = load_run_config(run);
+  c.train.steps = 4;
+  train_gpt(c, {.out_dir = run, .resume = true, .progress = nullptr});
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+// A run directory the loader cannot write to still loads (the clean-up is best effort).
+TEST(LoadRun, ReadOnlyRunStillLoads) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores folder permissions";
+  TempDir dir;
+  const std::string run = tiny_gpt_run(dir);
+  const std::string stale = run_path(run, "model.safetensors.tmp.999999999.0");
+  io::write_file_atomic(stale, "partial");
+  fs::permissions(run, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  EXPECT_NO_THROW(load_run(run));
+  fs::permissions(run, fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_TRUE(fs::exists(stale));
+}
