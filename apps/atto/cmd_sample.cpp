@@ -1,6 +1,7 @@
 // atto sample: generate text from a trained GPT (batched, with the KV cache).
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,59 +29,83 @@ struct SampleFlags {
   bool report = false, json = false;
 };
 
-struct Novelty {
+// Which samples are copies of training or validation lines: the run's data file is re-read and
+// split again with the run's split seed and tokenizer (the same split the trainer used). Read
+// before any sample is generated, so a missing file is an error at once; counts grow per chunk.
+class NoveltyCounter {
+ public:
+  NoveltyCounter(const LoadedModel& lm, const std::string& run_dir) : data_(load(lm, run_dir), lm.tokenizer, {
+      .split_seed = lm.config.data.split_seed}) {}
+
+  void add(const std::string& text) {
+    switch (data_.novelty(text)) {
+      case LinesDataset::Novelty::Train: ++train; break;
+      case LinesDataset::Novelty::Val: ++val; break;
+      case LinesDataset::Novelty::New: ++fresh; break;
+    }
+  }
+  int64_t total() const { return train + val + fresh; }
+
   int64_t train = 0, val = 0, fresh = 0;
+
+ private:
+  static TextFile load(const LoadedModel& lm, const std::string& run_dir) {
+    const DataConfig& d = lm.config.data;
+    if (d.path.empty() || !std::filesystem::exists(d.path))
+      fail("--report needs the training file '{}' named in {}: it no longer exists (run from the directory you "
+           "trained in, or restore the file)",
+           d.path, run_path(run_dir, "config.json"));
+    TextFile file = read_text_file(d.path);
+    if (!d.fingerprint.empty() && fingerprint_bytes(file.text) != d.fingerprint)
+      fmt::print(stderr, "atto: warning: {} has changed since training; the train/val split may differ\n", d.path);
+    return file;
+  }
+
+  LinesDataset data_;
 };
 
-// Which samples are copies of training or validation lines: the run's data file is re-read and
-// split again with the run's split seed and tokenizer (the same split the trainer used).
-Novelty novelty_report(const LoadedModel& lm, const std::string& run_dir, const std::vector<std::string>& texts) {
-  const DataConfig& d = lm.config.data;
-  if (d.path.empty() || !std::filesystem::exists(d.path))
-    fail("--report needs the training file '{}' named in {}: it no longer exists (run from the directory you "
-         "trained in, or restore the file)",
-         d.path, run_path(run_dir, "config.json"));
-  const TextFile file = read_text_file(d.path);
-  if (!d.fingerprint.empty() && fingerprint_bytes(file.text) != d.fingerprint)
-    fmt::print(stderr, "atto: warning: {} has changed since training; the train/val split may differ\n", d.path);
-  const LinesDataset data(file, lm.tokenizer, {.split_seed = d.split_seed});
-  Novelty n;
-  for (const std::string& t : texts) {
-    switch (data.novelty(t)) {
-      case LinesDataset::Novelty::Train: ++n.train; break;
-      case LinesDataset::Novelty::Val: ++n.val; break;
-      case LinesDataset::Novelty::New: ++n.fresh; break;
-    }
+// Prints samples chunk by chunk as they come (stdout is flushed after each chunk). --json
+// streams one JSON object: {"mode", "seed", "samples": [...] (one element per sample, written
+// as its chunk finishes), "novelty" (with --report)}.
+class SamplePrinter {
+ public:
+  SamplePrinter(const SampleFlags& f, bool lines) : f_(f), lines_(lines) {
+    if (f_.json) fmt::print("{{\"mode\":\"{}\",\"seed\":{},\"samples\":[", lines ? "lines" : "stream", f_.seed);
   }
-  return n;
-}
 
-void print_samples(const SampleFlags& f, bool lines, const gen::PromptSet& ps, const std::vector<gen::Sample>& out,
-                   const std::vector<std::string>& texts, const Novelty* nov) {
-  if (f.json) {
-    nlohmann::json samples = nlohmann::json::array();
-    for (size_t i = 0; i < out.size(); ++i)
-      samples.push_back({{"text", texts[i]}, {"prompt_ids", ps.prompts[i]}, {"ids", out[i].tokens},
-                         {"stopped", out[i].stopped}});
-    nlohmann::json j{{"mode", lines ? "lines" : "stream"}, {"seed", f.seed}, {"samples", samples}};
-    if (nov) j["novelty"] = {{"train", nov->train}, {"val", nov->val}, {"new", nov->fresh}};
-    fmt::print("{}\n", j.dump());
-    return;
+  void chunk(const gen::SampleChunk& c, const std::vector<std::string>& texts) {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (f_.json) {
+        const nlohmann::json j{{"text", texts[i]}, {"prompt_ids", c.prompts[i]}, {"ids", c.samples[i].tokens},
+                               {"stopped", c.samples[i].stopped}};
+        fmt::print("{}{}", c.first + static_cast<int64_t>(i) == 0 ? "" : ",", j.dump());
+      } else if (lines_) {
+        fmt::print("{}\n", texts[i]);
+      } else {  // stream: each sample, then a separator line
+        fmt::print("{}{}----------\n", texts[i], texts[i].empty() || texts[i].back() != '\n' ? "\n" : "");
+      }
+    }
+    std::fflush(stdout);
   }
-  for (const std::string& t : texts) {
-    if (lines) {
-      fmt::print("{}\n", t);
-    } else {  // stream: each sample, then a separator line
-      fmt::print("{}{}----------\n", t, t.empty() || t.back() != '\n' ? "\n" : "");
+
+  void finish(const NoveltyCounter* nov) {
+    if (f_.json) {
+      fmt::print("]");
+      if (nov) fmt::print(",\"novelty\":{}", nlohmann::json{{"train", nov->train}, {"val", nov->val},
+                                                              {"new", nov->fresh}}.dump());
+      fmt::print("}}\n");
+    } else if (nov) {  // on stderr, so that stdout stays one sample per line
+      std::fflush(stdout);
+      const double n = static_cast<double>(nov->total());
+      fmt::print(stderr, "novelty: {:.1f}% in the training set, {:.1f}% in the validation set, {:.1f}% new ({} "
+                 "samples)\n", 100.0 * nov->train / n, 100.0 * nov->val / n, 100.0 * nov->fresh / n, nov->total());
     }
   }
-  if (nov) {  // on stderr, so that stdout stays one sample per line
-    std::fflush(stdout);
-    const double n = static_cast<double>(texts.size());
-    fmt::print(stderr, "novelty: {:.1f}% in the training set, {:.1f}% in the validation set, {:.1f}% new ({} samples)\n",
-               100.0 * nov->train / n, 100.0 * nov->val / n, 100.0 * nov->fresh / n, texts.size());
-  }
-}
+
+ private:
+  const SampleFlags& f_;
+  bool lines_;
+};
 
 int run_sample(const SampleFlags& f) {
   if (f.n < 1) throw UsageError(fmt::format("-n must be at least 1, got {}", f.n));
@@ -93,26 +118,31 @@ int run_sample(const SampleFlags& f) {
     throw UsageError("--report compares samples with the training lines: it needs a lines-mode model, and " + f.model +
                      " was trained in stream mode");
   const int64_t block = lm.config.model.block_size;
-  Rng rng(f.seed);
   gen::PromptSet ps;
   try {
-    ps = gen::make_prompts(lm.tokenizer, f.prompt, f.n, block, rng);
+    ps = gen::make_prompt_set(lm.tokenizer, f.prompt, block);
   } catch (const Error& e) {
     fail("--prompt: {}", e.what());
   }
   if (ps.cropped > 0)
     fmt::print(stderr, "atto: warning: the prompt is longer than the block size {}: its first {} tokens are dropped\n",
                block, ps.cropped);
-  gen::GenerateOptions opt;
+  gen::GenerateOptions opt;  // opt.max_batch: the chunk size, fixed (same seed, same samples anywhere)
   opt.max_new_tokens = f.max_tokens > 0 ? f.max_tokens : (lines ? block : kStreamDefaultTokens);
   opt.stop_token = lines ? lm.tokenizer.boundary_id() : -1;
   opt.sampler = f.sampler;
-  const std::vector<gen::Sample> out = gen::generate_batch(*lm.model, ps.prompts, opt, rng);
-  std::vector<std::string> texts;
-  for (const gen::Sample& s : out) texts.push_back(ps.text + lm.tokenizer.decode(s.tokens));
-  Novelty nov;
-  if (f.report) nov = novelty_report(lm, f.model, texts);
-  print_samples(f, lines, ps, out, texts, f.report ? &nov : nullptr);
+  std::optional<NoveltyCounter> nov;
+  if (f.report) nov.emplace(lm, f.model);
+  SamplePrinter printer(f, lines);
+  Rng rng(f.seed);
+  gen::generate_chunks(*lm.model, ps, f.n, opt, rng, [&](const gen::SampleChunk& c) {
+    std::vector<std::string> texts;
+    for (const gen::Sample& s : c.samples) texts.push_back(ps.text + lm.tokenizer.decode(s.tokens));
+    if (nov)
+      for (const std::string& t : texts) nov->add(t);
+    printer.chunk(c, texts);
+  });
+  printer.finish(nov ? &*nov : nullptr);
   return 0;
 }
 
@@ -123,7 +153,7 @@ Command add_sample(CLI::App& root) {
   auto f = std::make_shared<SampleFlags>();
   gen::SamplerOptions& s = f->sampler;
   app->add_option("--model", f->model, "Run directory of a trained model")->required();
-  app->add_option("-n,--num-samples", f->n, "Number of samples (generated together as one batch)")
+  app->add_option("-n,--num-samples", f->n, "Number of samples (decoded 256 at a time and printed as they come)")
       ->capture_default_str();
   app->add_option("--prompt", f->prompt, "Text each sample starts with");
   app->add_option("--max-tokens", f->max_tokens, "Tokens to generate per sample at most; 0 = block size (lines) "
@@ -144,7 +174,7 @@ Command add_sample(CLI::App& root) {
   app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
   app->add_flag("--report", f->report, "Lines mode: report how many samples are training lines, validation lines, "
                 "or new (re-reads the training file)");
-  app->add_flag("--json", f->json, "Print one JSON object (texts, token ids)");
+  app->add_flag("--json", f->json, "Print one JSON object (texts, token ids), its samples streamed as they come");
   return {app, [f] { return run_sample(*f); }};
 }
 

@@ -58,7 +58,9 @@ class Decoder {
     }
     live_.resize(B);
     for (int64_t b = 0; b < B; ++b) live_[b] = b;
-    cache_ = model_.make_cache(B, block_);
+    // Positions beyond P + max_new_tokens - 1 are never fed: a shorter cache saves memory and
+    // never fills up before block_size (so feed's re-encode rule is unchanged).
+    cache_ = model_.make_cache(B, opt_.max_new_tokens >= block_ - P ? block_ : P + opt_.max_new_tokens);
     set_logits(model_.forward_cached(ids, B, P, cache_), P);
   }
 
@@ -107,6 +109,7 @@ class Decoder {
   void set_logits(const Tensor& logits, int64_t Tn) {
     logits_ = logits.contiguous();  // [B, Tn, V]
     Tn_ = Tn;
+    check_finite_logits(std::span<const float>(logits_.data(), logits_.numel()), "sampling");
   }
 
   GPT& model_;
@@ -170,35 +173,59 @@ std::vector<Sample> generate_batch(GPT& model, const std::vector<std::vector<int
   return out;
 }
 
+void generate_chunks(GPT& model, const PromptSet& ps, int64_t n, const GenerateOptions& opt, Rng& rng,
+                     const std::function<void(const SampleChunk&)>& emit) {
+  ATTO_CHECK(n >= 0, "generate: the number of samples must be >= 0, got {}", n);
+  ATTO_CHECK(opt.max_batch >= 1, "generate: max_batch must be >= 1, got {}", opt.max_batch);
+  SampleChunk c;
+  for (c.first = 0; c.first < n; c.first += opt.max_batch) {
+    c.prompts = ps.draw(std::min(opt.max_batch, n - c.first), rng);
+    c.samples = generate_batch(model, c.prompts, opt, rng);
+    emit(c);
+  }
+}
+
 std::vector<Sample> generate(GPT& model, const std::vector<int32_t>& prompt, int64_t n, const GenerateOptions& opt,
                              Rng& rng) {
   ATTO_CHECK(n >= 1, "generate: the number of samples must be >= 1, got {}", n);
   return generate_batch(model, std::vector<std::vector<int32_t>>(n, prompt), opt, rng);
 }
 
-PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng) {
-  ATTO_CHECK(n >= 1, "make_prompts: the number of samples must be >= 1, got {}", n);
+PromptSet make_prompt_set(const CharTokenizer& tok, std::string_view text, int64_t block_size) {
   ATTO_CHECK(block_size >= 1, "make_prompts: block size must be >= 1, got {}", block_size);
   ATTO_CHECK(tok.vocab_size() > 0, "make_prompts: the tokenizer is empty");
   PromptSet ps;
   ps.text = std::string(text);
-  std::vector<int32_t> base = tok.encode(text);  // throws naming unknown characters
+  ps.base = tok.encode(text);  // throws naming unknown characters
   if (tok.has_boundary()) {
-    base.insert(base.begin(), tok.boundary_id());
-  } else if (base.empty()) {
+    ps.base.insert(ps.base.begin(), tok.boundary_id());
+  } else if (ps.base.empty()) {
     const int32_t newline = tok.id_of(U'\n');
     if (newline < 0) {  // no newline to start from: a random token per sample
-      for (int64_t i = 0; i < n; ++i)
-        ps.prompts.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(tok.vocab_size())))});
+      ps.random_start_vocab = tok.vocab_size();
       return ps;
     }
-    base.push_back(newline);
+    ps.base.push_back(newline);
   }
-  if (static_cast<int64_t>(base.size()) > block_size) {
-    ps.cropped = static_cast<int64_t>(base.size()) - block_size;
-    base.erase(base.begin(), base.begin() + ps.cropped);
+  if (static_cast<int64_t>(ps.base.size()) > block_size) {
+    ps.cropped = static_cast<int64_t>(ps.base.size()) - block_size;
+    ps.base.erase(ps.base.begin(), ps.base.begin() + ps.cropped);
   }
-  ps.prompts.assign(static_cast<size_t>(n), base);
+  return ps;
+}
+
+std::vector<std::vector<int32_t>> PromptSet::draw(int64_t count, Rng& rng) const {
+  if (random_start_vocab == 0) return std::vector<std::vector<int32_t>>(static_cast<size_t>(count), base);
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(random_start_vocab)))});
+  return out;
+}
+
+PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng) {
+  ATTO_CHECK(n >= 1, "make_prompts: the number of samples must be >= 1, got {}", n);
+  PromptSet ps = make_prompt_set(tok, text, block_size);
+  ps.prompts = ps.draw(n, rng);
   return ps;
 }
 

@@ -15,6 +15,7 @@
 //   feeds each live sequence's newest token (Tn = 1): each new token costs one position.
 // - Draws happen sequence by sequence in batch order, each from the one Rng; so the tokens
 //   depend on the seed, the prompts and opt, never on the thread count.
+// - Logits that are NaN or infinite are an error (the non-finite-logits message of sampler.h).
 // - A sequence ends when it samples opt.stop_token (not included in Sample::tokens) or after
 //   opt.max_new_tokens sampled tokens (the stop token counts). Finished sequences are dropped
 //   from the batch and the KV cache, so they cost nothing afterwards.
@@ -35,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,9 +73,14 @@ std::vector<Sample> generate(GPT& model, const std::vector<int32_t>& prompt, int
 // ---- prompts from text --------------------------------------------------------------------
 
 struct PromptSet {
-  std::vector<std::vector<int32_t>> prompts;  // n prompts of one length
+  std::vector<std::vector<int32_t>> prompts;  // n prompts of one length (make_prompts fills it)
   std::string text;                           // the prompt text to print before each sample
   int64_t cropped = 0;                        // tokens dropped from the front (0: none)
+  std::vector<int32_t> base;                  // the prompt all samples share (empty: random starts)
+  int64_t random_start_vocab = 0;             // > 0: each prompt is one token drawn from [0, this)
+
+  // `count` prompts: copies of base, or one random start token each drawn with rng in order.
+  std::vector<std::vector<int32_t>> draw(int64_t count, Rng& rng) const;
 };
 
 // The prompts for n samples, in the tokenizer's mode:
@@ -85,5 +92,24 @@ struct PromptSet {
 // A prompt longer than block_size keeps its last block_size tokens (`cropped` says how many
 // were dropped; the caller warns).
 PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng);
+// The same without drawing any prompt (ps.prompts stays empty; ps.draw makes them).
+PromptSet make_prompt_set(const CharTokenizer& tok, std::string_view text, int64_t block_size);
+
+// ---- many samples, chunk by chunk ---------------------------------------------------------
+
+struct SampleChunk {
+  int64_t first = 0;                          // index of the chunk's first sample among all n
+  std::vector<std::vector<int32_t>> prompts;  // the chunk's prompts, one per sample
+  std::vector<Sample> samples;
+};
+
+// n samples from ps, opt.max_batch at a time: each chunk's prompts are drawn (ps.draw), decoded
+// with generate_batch and handed to `emit` before the next chunk starts, so memory does not grow
+// with n and the first samples come out at once (atto sample streams them). The chunks are
+// generate_batch's own chunks, so with a shared prompt the samples equal generate_batch(n
+// copies of it); random start tokens are drawn per chunk, just before it is decoded. The chunk
+// size is opt.max_batch, never the thread count: same seed, same samples on any machine.
+void generate_chunks(GPT& model, const PromptSet& ps, int64_t n, const GenerateOptions& opt, Rng& rng,
+                     const std::function<void(const SampleChunk&)>& emit);
 
 }  // namespace atto::gen

@@ -23,14 +23,22 @@ std::vector<int32_t> order_by_logit(std::span<const float> logits) {
   return idx;
 }
 
+// -inf is a token a step filtered out; NaN and +inf come from the model.
 void check_no_nan(std::span<const float> logits) {
-  for (size_t i = 0; i < logits.size(); ++i)
-    ATTO_CHECK(!std::isnan(logits[i]) && logits[i] != std::numeric_limits<float>::infinity(),
-               "sampler: the model produced a non-finite logit ({}) for token {}; the weights may be damaged",
-               logits[i], i);
+  for (float l : logits)
+    if (std::isnan(l) || l == std::numeric_limits<float>::infinity()) fail_non_finite_logits("sampling");
 }
 
 }  // namespace
+
+void fail_non_finite_logits(std::string_view doing) {
+  fail("the model produced non-finite logits while {}; the weights may be damaged", doing);
+}
+
+void check_finite_logits(std::span<const float> logits, std::string_view doing) {
+  if (!std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }))
+    fail_non_finite_logits(doing);
+}
 
 void SamplerOptions::validate() const {
   auto usage = [](const std::string& msg) { throw UsageError(msg); };

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -43,6 +44,15 @@ struct SamplerOptions {
   // Throws atto::UsageError naming the flag (--temperature, --top-p, ...) and the value.
   void validate() const;
 };
+
+// ---- broken weights -----------------------------------------------------------------------
+// Every command that computes logits refuses NaN and infinite ones with one message:
+//   "the model produced non-finite logits while <doing>; the weights may be damaged"
+// (<doing>: sampling, scoring, evaluating, inspecting; seq2seq decoding words it the same).
+// Diverged or damaged weights give such logits; sampling from them would print noise.
+[[noreturn]] void fail_non_finite_logits(std::string_view doing);
+// Throws that error when any value is NaN or +-inf.
+void check_finite_logits(std::span<const float> logits, std::string_view doing);
 
 // ---- steps ------------------------------------------------------------------------------
 // Each step: apply(logits [V], history) rewrites logits in place. history holds the tokens
@@ -87,8 +97,8 @@ using SamplerStep = std::variant<RepetitionPenalty, Temperature, TopK, TopP, Min
 
 // ---- strategies ---------------------------------------------------------------------------
 
-// Softmax of the logits (-inf -> 0), in double. Throws atto::Error on a NaN or +inf logit or
-// when every logit is -inf.
+// Softmax of the logits (-inf -> 0), in double. Throws atto::Error on a NaN or +inf logit (the
+// non-finite-logits message) or when every logit is -inf.
 std::vector<double> probabilities(std::span<const float> logits);
 // One token drawn from softmax(logits) by inverse CDF with a single rng.uniform().
 int32_t draw(std::span<const float> logits, Rng& rng);

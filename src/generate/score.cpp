@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/tape.h"
+#include "generate/sampler.h"
 #include "tensor/error.h"
 
 namespace atto::gen {
@@ -18,18 +19,17 @@ double log_prob(const float* row, int64_t V, int32_t target) {
   for (int64_t v = 1; v < V; ++v) top = std::max(top, static_cast<double>(row[v]));
   double sum = 0.0;
   for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
-  const double lp = static_cast<double>(row[target]) - top - std::log(sum);
-  ATTO_CHECK(std::isfinite(lp), "score: the model produced non-finite logits; the weights may be damaged");
-  return lp;
+  return static_cast<double>(row[target]) - top - std::log(sum);
 }
 
-// Logits [B, T, V] of the model in eval mode, no tape.
+// Logits [B, T, V] of the model in eval mode, no tape; all of them finite.
 Tensor run_forward(GPT& model, const std::vector<int32_t>& idx, int64_t B, int64_t T) {
   NoGradGuard no_grad;
   const bool was_training = model.training();
   model.eval();
   Tensor logits = model.forward(idx, B, T).contiguous();
   model.train(was_training);
+  check_finite_logits(std::span<const float>(logits.data(), logits.numel()), "scoring");
   return logits;
 }
 

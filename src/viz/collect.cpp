@@ -81,8 +81,9 @@ ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text)
   model.eval();
   NoGradGuard no_grad;
   GPT::Trace trace;
-  const Tensor logits = model.forward(v.ids, 1, T, &trace);  // [1, T, V]
+  const Tensor logits = model.forward(v.ids, 1, T, &trace).contiguous();  // [1, T, V]
   model.train(was_training);
+  gen::check_finite_logits(std::span<const float>(logits.data(), logits.numel()), "inspecting");
 
   for (const nn::BlockTrace& b : trace.blocks) {
     const std::vector<float> w = b.attn_weights.contiguous().to_vector();  // [1, NH, T, T]
@@ -96,8 +97,7 @@ ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text)
   v.positions = to_matrix(table, cfg.block_size, C);
   v.wte = to_matrix(model.transformer.wte.weight, V, C);
   for (int32_t id = 0; id < V; ++id) v.vocab.push_back(token_label(tok, id));
-  const std::vector<float> lg = logits.contiguous().to_vector();
-  v.last_logits.assign(lg.end() - V, lg.end());
+  v.last_logits.assign(logits.data() + (T - 1) * V, logits.data() + T * V);
   return v;
 }
 

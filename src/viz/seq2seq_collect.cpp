@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "autograd/tape.h"
+#include "generate/sampler.h"
 #include "generate/seq2seq_decode.h"
 #include "tensor/error.h"
 #include "viz/seq2seq_report.h"
@@ -97,8 +98,9 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
   const auto S = static_cast<int64_t>(v.src_ids.size()), T = static_cast<int64_t>(v.tgt_ids.size());
   std::vector<nn::BlockTrace> enc, dec;
   const Tensor memory = model.encode(v.src_ids, 1, S, {}, &enc);               // [1, S, C]
-  const Tensor logits = model.decode(v.tgt_ids, 1, T, memory, {}, {}, &dec);   // [1, T, V]
+  const Tensor logits = model.decode(v.tgt_ids, 1, T, memory, {}, {}, &dec).contiguous();  // [1, T, V]
   model.train(was_training);
+  gen::check_finite_logits(std::span<const float>(logits.data(), logits.numel()), "inspecting");
   for (const nn::BlockTrace& b : enc) {
     v.enc_attention.push_back(heads_of(b.attn_weights));
     v.enc_residual.push_back({row_norms(b.input), row_norms(b.attn_update), {}, row_norms(b.ffn_update)});
@@ -115,8 +117,7 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
   v.tgt_embed = to_matrix(model.decoder.embed_tokens.weight);
   for (int32_t id = 0; id < cfg.src_vocab; ++id) v.src_vocab.push_back(token_label(src_tok, id));
   for (int32_t id = 0; id < cfg.tgt_vocab; ++id) v.tgt_vocab.push_back(token_label(tgt_tok, id));
-  const std::vector<float> lg = logits.contiguous().to_vector();
-  v.last_logits.assign(lg.end() - cfg.tgt_vocab, lg.end());
+  v.last_logits.assign(logits.data() + (T - 1) * cfg.tgt_vocab, logits.data() + T * cfg.tgt_vocab);
   return v;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "broken_logits.h"
 #include "generate/generate.h"
 #include "tensor/error.h"
 
@@ -258,4 +259,70 @@ TEST(Prompts, LinesStartWithEosAndStreamWithNewline) {
     starts.insert(s[0]);
   }
   EXPECT_EQ(starts, (std::set<int32_t>{0, 1, 2, 3}));
+}
+
+// Non-finite logits are refused with the one message every command gives. The old decoder
+// passed the logits to the sampler, which took -inf for a token a filter had removed and
+// sampled on (atto sample printed text from such a model and exited 0).
+TEST(Generate, NonFiniteLogitsAreRefused) {
+  for (float row : {-3e38f, 3e38f, std::nanf("")}) {
+    auto m = tiny_gpt(8, 3);
+    atto::testing::break_logit(*m, 5, row);
+    for (bool greedy : {false, true}) {
+      Rng rng(1);
+      try {
+        generate(*m, {0}, 2, options(4, greedy), rng);
+        ADD_FAILURE() << "logit " << row << " of token 5 accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "the model produced non-finite logits while sampling; the weights may be damaged");
+      }
+    }
+  }
+}
+
+// generate_chunks hands out opt.max_batch samples at a time, in order, and they are exactly
+// the samples of one generate_batch call (its chunks are the same), which match the full-forward
+// reference: the KV cache sized to prompt + max_new_tokens (< block size here) changes nothing.
+TEST(Generate, ChunksStreamTheSamplesOfOneBatch) {
+  auto m = tiny_gpt(16, 4);
+  GenerateOptions o = options(6, false, 0);
+  o.max_batch = 4;
+  PromptSet ps;
+  ps.base = {0, 3};
+  std::vector<int64_t> firsts;
+  std::vector<Sample> got;
+  Rng r1(7);
+  generate_chunks(*m, ps, 10, o, r1, [&](const SampleChunk& c) {
+    firsts.push_back(c.first);
+    ASSERT_EQ(c.prompts.size(), c.samples.size());
+    for (size_t i = 0; i < c.samples.size(); ++i) {
+      EXPECT_EQ(c.prompts[i], ps.base);
+      got.push_back(c.samples[i]);
+    }
+  });
+  EXPECT_EQ(firsts, (std::vector<int64_t>{0, 4, 8}));
+  Rng r2(7);
+  const std::vector<Sample> want = generate(*m, ps.base, 10, o, r2);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << i;
+  // Per chunk, the reference (one full forward per token, no cache) draws the same tokens.
+  Rng r3(7);
+  for (size_t first = 0; first < got.size(); first += 4) {
+    const size_t n = std::min<size_t>(4, got.size() - first);
+    const std::vector<Sample> ref = reference_batch(*m, std::vector<Ids>(n, ps.base), o, r3);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[first + i].tokens, ref[i].tokens) << first + i;
+  }
+  // Random start tokens are drawn per chunk: reproducible from the seed.
+  ps.base.clear();
+  ps.random_start_vocab = 11;
+  std::vector<Ids> a, b;
+  Rng r4(9), r5(9);
+  const auto into = [](std::vector<Ids>& v) {
+    return [&v](const SampleChunk& c) { v.insert(v.end(), c.prompts.begin(), c.prompts.end()); };
+  };
+  generate_chunks(*m, ps, 9, o, r4, into(a));
+  generate_chunks(*m, ps, 9, o, r5, into(b));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 9u);
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/tape.h"
+#include "broken_logits.h"
 #include "generate/score.h"
 #include "tensor/error.h"
 
@@ -101,4 +102,17 @@ TEST(Score, StreamTextNeedsTwoCharacters) {
   EXPECT_NE(msg.find("at least 2"), std::string::npos) << msg;
   EXPECT_NE(error_of([&] { score_text(*m, tok, "ab\nba ba"); }).find("position 5"), std::string::npos);
   EXPECT_EQ(score_text(*m, tok, "ab\nba").targets, (Ids{2, 0, 2, 1}));
+}
+
+// A non-finite logit of a token that is not the target is refused too: the old check looked
+// only at the target's log-probability, which a -inf logit elsewhere leaves finite.
+TEST(Score, NonFiniteLogitsAreRefused) {
+  for (float row : {-3e38f, 3e38f, std::nanf("")}) {
+    auto m = tiny_gpt(9, 8, 3);
+    atto::testing::break_logit(*m, 7, row);
+    EXPECT_EQ(error_of([&] { score_lines(*m, {1, 2, 3}, 0); }),
+              "the model produced non-finite logits while scoring; the weights may be damaged");
+    EXPECT_EQ(error_of([&] { score_stream(*m, {1, 2, 3, 4}); }),
+              "the model produced non-finite logits while scoring; the weights may be damaged");
+  }
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "autograd/tape.h"
+#include "generate/broken_logits.h"
 #include "io/file.h"
 #include "models/gpt.h"
 #include "tensor/error.h"
@@ -299,4 +300,24 @@ TEST(Report, HostileTextCannotBreakThePage) {
   EXPECT_EQ(d["input"]["text"], text);
   EXPECT_EQ(d["input"]["tokens"][0], "<");
   for (const Figure& f : r.figures) EXPECT_EQ(count(f.svg, "<!--"), 0u) << f.id;
+}
+
+// Non-finite logits anywhere in the traced pass are refused with the message every command
+// gives; the old report checked only the last position's row for NaN and +inf, so a -inf logit
+// went into the figures.
+TEST(Report, NonFiniteLogitsAreRefused) {
+  const CharTokenizer tok = names_tokenizer();
+  const int32_t v = tok.id_of(U'v');
+  ASSERT_GE(v, 0);
+  for (float row : {-3e38f, 3e38f, std::nanf("")}) {
+    auto m = small_gpt(tok.vocab_size(), PosKind::Learned, 16, 4);
+    atto::testing::break_logit(*m, v, row);
+    try {
+      collect(*m, tok, "emma");
+      ADD_FAILURE() << "logit " << row << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "the model produced non-finite logits while inspecting; the weights may be damaged");
+    }
+  }
 }
