@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <charconv>
 #include <filesystem>
+#include <limits>
 
 #include "io/file.h"
 #include "io/safetensors.h"
@@ -174,7 +175,9 @@ void check_layers(const io::SafetensorsHeader& h, const std::string& cfg_path, c
   int64_t n = 0;  // one more than the highest layer index
   for (const std::string& name : h.names) {
     if (!name.starts_with(prefix)) continue;
-    n = std::max<int64_t>(n, std::atoll(name.c_str() + prefix.size()) + 1);
+    int64_t i = 0;  // a damaged index that does not parse or overflows counts as layer 0
+    std::from_chars(name.data() + prefix.size(), name.data() + name.size(), i);
+    if (i >= 0 && i < std::numeric_limits<int32_t>::max()) n = std::max(n, i + 1);
   }
   ATTO_CHECK(n == value, "{}: {} is {}, but {} holds {} layers (tensors {}<i>.*): config.json and model.safetensors "
              "do not belong to one model; restore the run's config.json", cfg_path, key, value, h.path, n, prefix);
