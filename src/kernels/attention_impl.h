@@ -1,0 +1,165 @@
+// atto/kernels/attention_impl.h: what attention's kernel paths share (internal to src/kernels).
+//
+//   const attn::Problem p = ...;                  // attention.cpp: make_problem(dims, key_mask)
+//   switch (attn::choose_path(p.d, attn::Pass::kForward)) {
+//     case attn::Path::kTiny: attn::tiny_forward(out, lse, q, k, v, p); break;
+//     ...
+//   }
+//
+// One file per path, forward and backward side by side:
+//   attention_decode.cpp  Tq <= kDecodeMaxRows (one new token per sequence): forward only
+//   attention_tiny.cpp    Tk <= kTinyMaxKeys, HS <= kTinyMaxHeadSize: query rows in vector lanes
+//   attention_short.cpp   Tk <= kShortMaxKeys, HS <= kShortMaxHeadSize: keys in vector lanes
+//   attention_flash.cpp   anything else: key and query tiles with an online softmax
+//   attention.cpp         the public entry points and choose_path, the one place a path is chosen
+//
+// Conventions every path keeps
+// - A Problem carries the dims with ld and scale resolved; paths read only p.d, never the
+//   caller's AttentionDims.
+// - Scores are masked to -inf (causal, key mask, padding); exp(-inf) adds exact zeros, so a
+//   padded key costs work, not bits. A row with nothing visible gets out = 0, lse = -inf and no
+//   gradient.
+// - A path's backward recomputes the scores with the same code as its forward, so its
+//   exp(S - lse) sees the forward's scores exactly.
+// - Work is split over heads (or rows) and every sum runs in one fixed order, so results do not
+//   depend on the thread count.
+// - Helpers below are inline: each path's file compiles its own copy, as when they were one file.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/kernels.h"
+#include "kernels/simd.h"
+
+namespace atto::kernels::attn {
+
+using namespace simd;
+
+// ---- Path choice --------------------------------------------------------------------------------
+// The bounds are the kernels' capacities as much as thresholds: the tiny and short kernels size
+// their buffers and register blocks from them. choose_path (attention.cpp) applies them in the
+// order decode, tiny, short, flash.
+
+// Up to this many query rows, the forward takes the decode path (a handful of rows on the
+// strided KV cache, no tiles). It has no backward: a backward of so few rows takes the short
+// path (or the flash path past the short path's bounds), never the tiny one.
+constexpr int64_t kDecodeMaxRows = 4;
+// The tiny path (query rows in lanes) keeps a block's scores as one vector per key, in arrays of
+// kTinyMaxKeys, and moves rows in and out by 16 x 16 register transposes: a row's head columns
+// must fit one vector.
+constexpr int64_t kTinyMaxKeys = 64;
+constexpr int64_t kTinyMaxHeadSize = W;
+// The short path (keys in lanes) holds a row's scores in at most 4 vectors and a row of the
+// output (or of dQ) in at most 4 vectors.
+constexpr int64_t kShortMaxKeys = 64;
+constexpr int64_t kShortMaxHeadSize = 64;
+
+enum class Pass { kForward, kBackward };
+enum class Path { kDecode, kTiny, kShort, kFlash };
+
+// ---- Problem description ------------------------------------------------------------------------
+
+constexpr int64_t BK = 64;  // keys per flash tile (at most; Problem::bk is the width in use)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+struct Problem {
+  AttentionDims d;  // ld and scale resolved
+  int64_t HSp = 0;  // HS rounded up to 16
+  int64_t off = 0;  // causal: row i sees keys j <= i + off
+  // Keys per tile: BK, or Tk rounded up to 16 when shorter (T = 16 scores 16 columns, not 64).
+  // With Tk < BK there is one key tile either way, and the extra columns were -inf scores whose
+  // exp adds exact zeros, so the width changes the work, not the results.
+  int64_t bk = BK;
+  const uint8_t* key_mask = nullptr;
+};
+
+// ---- The paths (one file each) ------------------------------------------------------------------
+
+void decode_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                    const Problem& p);
+void tiny_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                  const Problem& p);
+void tiny_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                   const float* lse, const float* q, const float* k, const float* v,
+                   const Problem& p);
+void short_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                   const Problem& p);
+void short_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                    const float* lse, const float* q, const float* k, const float* v,
+                    const Problem& p);
+void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                   const Problem& p);
+void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                    const float* lse, const float* q, const float* k, const float* v,
+                    const Problem& p);
+
+// ---- Row helpers used by several paths ----------------------------------------------------------
+
+// s = exp(s - shift) in place for n floats (a multiple of 16); returns the sum (lane partial
+// sums, then the fixed tree). Inlined so that the exps of consecutive rows overlap in the
+// pipeline (a call per row left them serialised).
+VINLINE float row_exp_sum(float* s, int64_t n, float shift) {
+  const vf16 sh = splat(shift);
+  vf16 acc = splat(0.0f);
+  for (int64_t j = 0; j < n; j += W) {
+    const vf16 e = vexp(load(s + j) - sh);
+    store(s + j, e);
+    acc += e;
+  }
+  return hsum(acc);
+}
+
+// <a, b> over HS floats: 16-lane partial sums, masked tail, then the fixed tree.
+VINLINE float dot_hs(const float* a, const float* b, int64_t HS) {
+  vf16 acc{};
+  int64_t e = 0;
+  for (; e + W <= HS; e += W) acc += load(a + e) * load(b + e);
+  if (e < HS) acc += load_part(a + e, HS - e) * load_part(b + e, HS - e);
+  return hsum(acc);
+}
+
+// dst[HS, bk] (row stride ldd) = the transpose of n rows of HS floats (row stride ld), zero
+// padding (bk is a multiple of 16).
+inline void pack_transposed(float* dst, int64_t ldd, const float* src, int64_t ld, int64_t n,
+                            int64_t HS, int64_t bk) {
+  for (int64_t j0 = 0; j0 < bk; j0 += W) {
+    const int64_t nr = std::clamp<int64_t>(n - j0, 0, W);
+    for (int64_t e0 = 0; e0 < HS; e0 += W)
+      transpose16(dst + e0 * ldd + j0, ldd, src + j0 * ld + e0, ld, nr, std::min<int64_t>(W, HS - e0));
+  }
+}
+
+// Key tile [j0, j0 + nk) of batch b: kbias[j] = 0, or -inf for padding and masked keys.
+inline void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int64_t nk) {
+  for (int64_t j = 0; j < p.bk; j++) {
+    const bool pad = j >= nk;
+    const bool masked = !pad && p.key_mask != nullptr && p.key_mask[b * p.d.Tk + j0 + j] == 0;
+    kbias[j] = pad || masked ? kNegInf : 0.0f;
+  }
+}
+
+// dst rows (stride ld) += src rows [n, HSp] (first HS columns); = when !accumulate.
+inline void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_t HS, int64_t HSp,
+                     bool accumulate) {
+  if (dst == nullptr) return;
+  for (int64_t r = 0; r < n; r++) {
+    float* d = dst + r * ld;
+    const float* x = src + r * HSp;
+    for (int64_t e = 0; e < HS; e += W) {
+      const int64_t cnt = std::min<int64_t>(W, HS - e);
+      vf16 v = load(x + e);  // src rows are HSp (a multiple of 16) floats
+      if (accumulate) v += cnt == W ? load(d + e) : load_part(d + e, cnt);
+      if (cnt == W) {
+        store(d + e, v);
+      } else {
+        store_part(d + e, v, cnt);
+      }
+    }
+  }
+}
+
+}  // namespace atto::kernels::attn
