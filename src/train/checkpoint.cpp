@@ -280,6 +280,7 @@ LoadedSeq2Seq load_seq2seq_run(const std::string& dir) {
              "{}: the tokenizers have {} / {} tokens but config.json says {} / {}", dir, lm.src_tok->vocab_size(),
              lm.tgt_tok->vocab_size(), m.src_vocab, m.tgt_vocab);
   const io::SafetensorsFile weights = read_checked_weights(dir, check_seq2seq_config, m);
+  check_finite_weights(weights);  // as load_run: ReLU and masking can hide a NaN from the logits
   Rng rng(0);
   lm.model = std::make_unique<Seq2Seq>(m, rng);
   load_weights_from(weights, *lm.model);

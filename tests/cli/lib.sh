@@ -6,8 +6,14 @@
 #   expect_fail "text" cmd...      the command exits non-zero and its stderr contains text
 #   write_names [N] >FILE          N (400) pseudo-names from syllables, deterministic
 #   write_toy DIR                  DIR/toy.src and DIR/toy.tgt: the tutorial's 3 sentence pairs
+#   $LIMIT_AS                      'ulimit -v 4000000;' (4 GB of address space) for a bash -c line,
+#                                  empty when $ATTO is built with AddressSanitizer (its shadow
+#                                  memory reserves terabytes of address space at start-up)
 W=$(mktemp -d /tmp/atto-cli.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+LIMIT_AS='ulimit -v 4000000;'
+ATTO_ASAN=0
+if ldd "$ATTO" 2>/dev/null | grep -q libasan; then LIMIT_AS=''; ATTO_ASAN=1; fi
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); }

@@ -34,7 +34,10 @@ assert last["lr"] <= 1.1 * cfg["min_lr"], (last["lr"], cfg["min_lr"])
 PY
 
 # ---- the plan is in the run: rebuilt from config.json, stopped halfway and resumed: same bits ----
-H=$((S / 2))
+# model.safetensors holds the best evaluation's weights, and the stop at H evaluates: H is one of
+# the run's own evaluation steps (every 100), or that extra evaluation could pick another best.
+H=$((S / 200 * 100))
+[ "$H" -gt 0 ] || H=$((S / 2))
 "$ATTO" train --config "$W/a/config.json" --out "$W/b" --steps $H --decay-steps $S -q >/dev/null && ok ||
   bad "rebuilding the --time run from its config failed"
 "$ATTO" train --resume "$W/b" --steps $S -q >/dev/null && ok || bad "resuming the rebuilt run failed"
