@@ -171,8 +171,9 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--warmup", t.warmup, "Linear warmup steps; -1 = auto")->default_str("auto");
   app->add_option("--schedule", f.schedule, "constant, cosine (warmup + cosine decay), or invsqrt (Noam)")
       ->default_str("cosine");
-  app->add_option("--weight-decay", t.weight_decay, "AdamW weight decay (not on biases, norms, embeddings)")
-      ->capture_default_str();
+  app->add_option("--weight-decay", t.weight_decay,
+                  "Weight decay (not on biases, norms, embeddings); -1 = auto (GPT), 0 for seq2seq")
+      ->default_str("auto");
   app->add_option("--beta1", t.beta1, "AdamW beta1")->capture_default_str();
   app->add_option("--beta2", t.beta2, "AdamW beta2")->capture_default_str();
   app->add_option("--grad-clip", t.grad_clip, "Clip the global gradient norm; 0 = off")->capture_default_str();

@@ -64,8 +64,8 @@ void TrainConfig::validate() const {
   ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && (lr == kAutoLr || min_lr <= lr),
              "--min-lr must be finite and in [0, --lr = {}], got {}", lr, min_lr);
   ATTO_CHECK(warmup >= 0 || warmup == kAutoWarmup, "--warmup must be >= 0 (-1 = auto), got {}", warmup);
-  ATTO_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, "--weight-decay must be >= 0, got {}",
-             weight_decay);
+  ATTO_CHECK(std::isfinite(weight_decay) && (weight_decay >= 0.0f || weight_decay == kAutoWeightDecay),
+             "--weight-decay must be >= 0 (-1 = auto), got {}", weight_decay);
   ATTO_CHECK(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
              "--beta1 and --beta2 must be in [0, 1), got {} and {}", beta1, beta2);
   ATTO_CHECK(eps > 0.0f, "--eps must be positive, got {}", eps);
@@ -290,8 +290,8 @@ RunConfig default_run_config(const std::string& task) {
   RunConfig c;
   ATTO_CHECK(task == "gpt" || task == "seq2seq", "--task must be gpt or seq2seq, got '{}'", task);
   c.task = task;
-  // What the data decides (train/auto_config.h): model size, context, batch, steps, lr, warmup
-  // and dropout.
+  // What the data decides (train/auto_config.h): model size, context, batch, steps, lr, warmup,
+  // dropout and (GPT) weight decay.
   GPTConfig& m = c.model;
   m.n_embd = m.n_head = m.n_layer = m.block_size = kAutoInt;
   m.dropout = kAutoDropout;
@@ -302,6 +302,7 @@ RunConfig default_run_config(const std::string& task) {
   t.steps = t.batch_size = kAutoInt;
   t.lr = kAutoLr;
   t.warmup = kAutoWarmup;
+  t.weight_decay = kAutoWeightDecay;
   if (task == "seq2seq") {  // the paper's optimisation: Adam (0.9, 0.98, 1e-9), the Noam schedule
     t.optimizer = "adam";
     t.beta1 = 0.9f;

@@ -33,6 +33,7 @@ inline constexpr int64_t kAutoInt = 0;       // n_embd, n_head, n_layer, block_s
 inline constexpr float kAutoLr = 0.0f;
 inline constexpr float kAutoDropout = -1.0f;
 inline constexpr int64_t kAutoWarmup = -1;
+inline constexpr float kAutoWeightDecay = -1.0f;  // GPT
 inline constexpr int64_t kAutoBatchTokens = -1;  // seq2seq (0 = batches of batch_size sentences)
 
 struct DataConfig {

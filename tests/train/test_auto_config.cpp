@@ -31,7 +31,8 @@ TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);  // lines mode
   EXPECT_EQ(c.train.warmup, 100);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.2f);
-  EXPECT_GE(why.size(), 6u);  // one reason per choice
+  EXPECT_FLOAT_EQ(c.train.weight_decay, 0.3f);  // lines mode, AdamW
+  EXPECT_GE(why.size(), 7u);  // one reason per choice
   EXPECT_NO_THROW(c.train.validate());
   EXPECT_NO_THROW(c.train.lr_schedule().validate());
 }
@@ -45,6 +46,16 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   EXPECT_EQ(c.train.steps, 3900);  // 8M tokens / 2048
   EXPECT_FLOAT_EQ(c.train.lr, 1e-3f);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
+  EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
+  // SGD adds the decay to the gradient: none unless given; a given value is kept.
+  RunConfig sgd = default_run_config("gpt");
+  sgd.train.optimizer = "sgd";
+  resolve_gpt_auto(sgd, shakespeare_facts());
+  EXPECT_FLOAT_EQ(sgd.train.weight_decay, 0.0f);
+  RunConfig given = default_run_config("gpt");
+  given.train.weight_decay = 0.05f;
+  resolve_gpt_auto(given, names_facts());
+  EXPECT_FLOAT_EQ(given.train.weight_decay, 0.05f);
 }
 
 TEST(AutoConfig, SizeFollowsTheCorpus) {
@@ -62,6 +73,7 @@ TEST(AutoConfig, SizeFollowsTheCorpus) {
   EXPECT_EQ(c.train.size, "tiny");
   EXPECT_EQ(c.model.n_embd, 32);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.0f);
+  EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);
   EXPECT_GE(c.train.steps, 500);
   // A short stream: the context is cut to what the data allows.
