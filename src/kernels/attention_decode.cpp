@@ -9,10 +9,6 @@
 // come with it. There is no decode backward: choose_path sends a backward of so few rows to the
 // short or the flash path.
 
-// 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
-// would still warn that their calling convention differs between targets.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>

@@ -20,10 +20,6 @@
 // (head size rounded up to 16 lanes), so any HS, Tq, Tk and leading dimension work. Forward and
 // backward compute the scores with one function (score_tile).
 
-// 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
-// would still warn that their calling convention differs between targets.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <immintrin.h>
 
 #include <algorithm>

@@ -15,10 +15,6 @@
 // Forward and backward share short_scores, so the backward's exp(S - lse) sees the forward's
 // exact scores.
 
-// 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
-// would still warn that their calling convention differs between targets.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>

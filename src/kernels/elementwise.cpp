@@ -4,10 +4,6 @@
 // Every element goes through the same 16-lane code (the tail is padded, never a scalar
 // epilogue), so an element's value does not depend on how the range was split over threads.
 
-// 64-byte vectors never cross a call here (helpers are always inlined); without AVX-512, GCC
-// would still warn that their calling convention differs between targets.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 
 #include <algorithm>
 #include <cmath>

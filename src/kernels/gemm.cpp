@@ -14,9 +14,6 @@
 // the tiles over threads. A C element is then always computed by the same call with the same
 // operands, for 1 or 2 threads alike.
 
-// 64-byte vectors never cross a call here (simd.h helpers are always inlined).
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <cblas.h>
 #include <omp.h>
 

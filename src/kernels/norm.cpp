@@ -3,8 +3,6 @@
 // Rows are independent, so forward and dinp split rows over threads. The weight/bias gradients
 // sum over rows: rows are cut into fixed chunks (a function of N only), each chunk sums its rows
 // in order into its own partial, and the partials are added in chunk order.
-// 64-byte vectors never cross a call here (helpers are always inlined).
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <omp.h>
 

@@ -2,7 +2,9 @@
 //
 // GCC vector extensions: one AVX-512 register with -march=native on this machine, split into
 // narrower instructions elsewhere. Everything is always inlined, so 64-byte vectors never cross
-// a call (hence the -Wpsabi note being silenced by the including files).
+// a call; the -Wpsabi note (a 64-byte vector return changes the ABI without AVX-512) is therefore
+// silenced here, for every file that includes this header. Without AVX-512 (AVX2 machines), GCC
+// splits each vector into two 32-byte halves: same results, same order of operations.
 //
 // Determinism: reductions (hsum) use one fixed order, so a value never depends on how work was
 // split over threads; the tail of a range goes through the same 16-lane code, padded.
@@ -16,6 +18,8 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
+
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace atto::kernels::simd {
 
