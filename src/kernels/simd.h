@@ -4,7 +4,8 @@
 // narrower instructions elsewhere. Everything is always inlined, so 64-byte vectors never cross
 // a call; the -Wpsabi note (a 64-byte vector return changes the ABI without AVX-512) is therefore
 // silenced here, for every file that includes this header. Without AVX-512 (AVX2 machines), GCC
-// splits each vector into two 32-byte halves: same results, same order of operations.
+// splits each vector into two 32-byte halves: same results, same order of operations (but it
+// keeps them in memory when a loop holds many: GEMM's kernel uses 8-lane vectors there).
 //
 // Determinism: reductions (hsum) use one fixed order, so a value never depends on how work was
 // split over threads; the tail of a range goes through the same 16-lane code, padded.
@@ -15,7 +16,7 @@
 #include <cstring>
 #include <limits>
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -53,6 +54,19 @@ VINLINE vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
   vf16 r;
   std::memcpy(&r, &v, sizeof(r));
   return r;
+#elif defined(__AVX2__)
+  // Two masked 8-lane loads (lanes past n are not touched, as with AVX-512's mask): a memcpy of
+  // n floats into the vector cost a library call and a store-forwarding stall on every use.
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), iota);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n) - 8), iota);
+  const __m256 f = _mm256_set1_ps(fill);
+  const __m256 lo = _mm256_blendv_ps(f, _mm256_maskload_ps(p, m0), _mm256_castsi256_ps(m0));
+  const __m256 hi = _mm256_blendv_ps(f, _mm256_maskload_ps(p + 8, m1), _mm256_castsi256_ps(m1));
+  vf16 r;
+  std::memcpy(&r, &lo, sizeof(lo));
+  std::memcpy(reinterpret_cast<char*>(&r) + sizeof(lo), &hi, sizeof(hi));
+  return r;
 #else
   vf16 v = splat(fill);
   std::memcpy(&v, p, sizeof(float) * static_cast<size_t>(n));
@@ -65,6 +79,15 @@ VINLINE void store_part(float* p, vf16 v, int64_t n) {  // the first n (< 16) la
   __m512 x;
   std::memcpy(&x, &v, sizeof(x));
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), x);
+#elif defined(__AVX2__)
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), iota);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n) - 8), iota);
+  __m256 lo, hi;
+  std::memcpy(&lo, &v, sizeof(lo));
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(lo), sizeof(hi));
+  _mm256_maskstore_ps(p, m0, lo);
+  _mm256_maskstore_ps(p + 8, m1, hi);
 #else
   std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
 #endif
