@@ -75,11 +75,16 @@ void attach_cross_attention(Seq2Seq& model, const std::vector<int32_t>& src, Hyp
   tgt.insert(tgt.end(), h.tokens.begin(), h.tokens.end());
   const auto T = static_cast<int64_t>(tgt.size());
   if (T > model.config().max_len) return;
-  std::vector<nn::BlockTrace> trace;
-  model.decode(tgt, 1, T, model.encode(p.ids, 1, p.S, p.mask), p.mask, {}, &trace);
+  struct CrossWeights : nn::BlockObserver {  // each decoder block's cross-attention weights
+    std::vector<Tensor> layers;
+    void input(const Tensor&) override {}
+    void update(Sublayer s, const Tensor&, const Tensor& weights) override {
+      if (s == Sublayer::CrossAttention) layers.push_back(weights);
+    }
+  } cross;
+  model.decode(tgt, 1, T, model.encode(p.ids, 1, p.S, p.mask), p.mask, {}, &cross);
   h.cross_attention.clear();
-  for (const auto& layer : trace) {
-    const Tensor& w = layer.cross_weights;  // [1, NH, T, S]
+  for (const Tensor& w : cross.layers) {  // [1, NH, T, S]
     std::vector<std::vector<std::vector<float>>> heads(w.size(1));
     for (int64_t hd = 0; hd < w.size(1); ++hd)
       for (int64_t t = 0; t < T; ++t) {

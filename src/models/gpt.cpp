@@ -1,6 +1,7 @@
 #include "models/gpt.h"
 
 #include <cmath>
+#include <optional>
 
 namespace atto {
 
@@ -17,18 +18,7 @@ void GPTConfig::validate() const {
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
 }
 
-nn::BlockConfig GPTConfig::block_config() const {
-  nn::BlockConfig b;
-  b.d_model = n_embd;
-  b.n_heads = n_head;
-  b.d_ff = d_ff > 0 ? d_ff : 4 * n_embd;
-  b.activation = activation;
-  b.norm = norm;
-  b.pre_norm = pre_norm;
-  b.bias = bias;
-  b.dropout = dropout;
-  return b;
-}
+nn::BlockConfig GPTConfig::block_config() const { return nn::block_config_of(*this, n_embd, n_head); }
 
 GPT::Transformer::Transformer(const GPTConfig& cfg, Rng& rng)
     : wte((cfg.validate(), cfg.vocab_size), cfg.n_embd, rng), drop(cfg.dropout) {
@@ -95,7 +85,8 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
   Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(Tn, cache.len)
                                             : transformer.pe->forward(Tn, cache.len);
   Tensor x = add(tok, pos);
-  for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i]->forward_cached(x, cache.layers[i]);
+  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+  for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i]->forward(x, causal, &cache.layers[i]);
   cache.len += Tn;
   if (transformer.ln_f) x = transformer.ln_f->forward(x);
   return lm_head.forward(x);
@@ -111,12 +102,12 @@ Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace
   Tensor emb = add(tok, pos);
   Tensor x = transformer.drop.forward(emb);
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+  std::optional<nn::BlockRecorder> recorder;
   if (trace) {
     trace->embeddings = emb.detach();
-    trace->blocks.assign(transformer.h.size(), {});
+    recorder.emplace(trace->blocks);
   }
-  for (size_t i = 0; i < transformer.h.size(); ++i)
-    x = transformer.h[i]->forward(x, causal, trace ? &trace->blocks[i] : nullptr);
+  for (const auto& block : transformer.h) x = block->forward(x, causal, nullptr, recorder ? &*recorder : nullptr);
   if (transformer.ln_f) x = transformer.ln_f->forward(x);
   if (trace) trace->final_hidden = x.detach();
   return lm_head.forward(x);  // [B, T, V]

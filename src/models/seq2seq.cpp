@@ -19,21 +19,10 @@ void Seq2SeqConfig::validate() const {
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "seq2seq config: dropout {} is outside [0, 1)", dropout);
 }
 
-nn::BlockConfig Seq2SeqConfig::block_config() const {
-  nn::BlockConfig b;
-  b.d_model = d_model;
-  b.n_heads = n_head;
-  b.d_ff = d_ff > 0 ? d_ff : 4 * d_model;
-  b.activation = activation;
-  b.norm = norm;
-  b.pre_norm = pre_norm;
-  b.bias = bias;
-  b.dropout = dropout;
-  return b;
-}
+nn::BlockConfig Seq2SeqConfig::block_config() const { return nn::block_config_of(*this, d_model, n_head); }
 
-Seq2Seq::Stack::Stack(const Seq2SeqConfig& cfg, bool is_decoder, int64_t vocab, Rng& rng)
-    : embed_tokens((cfg.validate(), vocab), cfg.d_model, rng), drop(cfg.dropout) {
+Seq2Seq::Stack::Stack(const Seq2SeqConfig& cfg, int64_t vocab, Rng& rng)
+    : embed_tokens((cfg.validate(), vocab), cfg.d_model, rng), drop(cfg.dropout), d_model_(cfg.d_model) {
   register_module("embed_tokens", embed_tokens);
   if (cfg.pos == PosKind::Learned) {
     embed_positions = std::make_unique<nn::LearnedPositions>(cfg.max_len, cfg.d_model, rng);
@@ -42,32 +31,57 @@ Seq2Seq::Stack::Stack(const Seq2SeqConfig& cfg, bool is_decoder, int64_t vocab, 
     pe = std::make_unique<nn::SinusoidalPositions>(cfg.max_len, cfg.d_model);
   }
   register_module("drop", drop);
-  const nn::BlockConfig bc = cfg.block_config();
-  const int64_t n = is_decoder ? cfg.n_dec_layers : cfg.n_enc_layers;
-  for (int64_t i = 0; i < n; ++i) {
-    if (is_decoder) {
-      dec_layers.push_back(std::make_unique<nn::DecoderBlock>(bc, rng));
-      register_module("layers." + std::to_string(i), *dec_layers.back());
-    } else {
-      enc_layers.push_back(std::make_unique<nn::EncoderBlock>(bc, rng));
-      register_module("layers." + std::to_string(i), *enc_layers.back());
-    }
-  }
-  if (cfg.pre_norm) {
-    ln_f = std::make_unique<nn::Norm>(cfg.norm, cfg.d_model, cfg.bias, bc.norm_eps);
-    register_module("ln_f", *ln_f);
-  }
 }
 
-Tensor Seq2Seq::Stack::embed(const std::vector<int32_t>& ids, int64_t B, int64_t T, int64_t offset, int64_t C) {
-  Tensor tok = scale(embed_tokens.forward(ids, {B, T}), std::sqrt(static_cast<float>(C)));
+void Seq2Seq::Stack::add_final_norm(const Seq2SeqConfig& cfg) {
+  if (!cfg.pre_norm) return;
+  const nn::BlockConfig bc = cfg.block_config();
+  ln_f = std::make_unique<nn::Norm>(bc.norm, bc.d_model, bc.bias, bc.norm_eps);
+  register_module("ln_f", *ln_f);
+}
+
+Tensor Seq2Seq::Stack::embed(const std::vector<int32_t>& ids, int64_t B, int64_t T, int64_t offset) const {
+  Tensor tok = scale(embed_tokens.forward(ids, {B, T}), std::sqrt(static_cast<float>(d_model_)));
   Tensor pos = embed_positions ? embed_positions->forward(T, offset) : pe->forward(T, offset);
   return drop.forward(add(tok, pos));
 }
 
+Seq2Seq::EncoderStack::EncoderStack(const Seq2SeqConfig& cfg, Rng& rng) : Stack(cfg, cfg.src_vocab, rng) {
+  for (int64_t i = 0; i < cfg.n_enc_layers; ++i) {
+    layers.push_back(std::make_unique<nn::EncoderBlock>(cfg.block_config(), rng));
+    register_module("layers." + std::to_string(i), *layers.back());
+  }
+  add_final_norm(cfg);
+}
+
+Tensor Seq2Seq::EncoderStack::forward(const std::vector<int32_t>& src, int64_t B, int64_t S,
+                                      const nn::AttentionMask& mask, nn::BlockObserver* observer) const {
+  Tensor x = embed(src, B, S, 0);
+  for (const auto& layer : layers) x = layer->forward(x, mask, nullptr, observer);
+  return final_norm(x);
+}
+
+Seq2Seq::DecoderStack::DecoderStack(const Seq2SeqConfig& cfg, Rng& rng) : Stack(cfg, cfg.tgt_vocab, rng) {
+  for (int64_t i = 0; i < cfg.n_dec_layers; ++i) {
+    layers.push_back(std::make_unique<nn::DecoderBlock>(cfg.block_config(), rng));
+    register_module("layers." + std::to_string(i), *layers.back());
+  }
+  add_final_norm(cfg);
+}
+
+Tensor Seq2Seq::DecoderStack::forward(const std::vector<int32_t>& tgt, int64_t B, int64_t T, int64_t offset,
+                                      const Tensor& memory, const nn::AttentionMask& self_mask,
+                                      const nn::AttentionMask& memory_mask, std::vector<nn::DecoderCache>* caches,
+                                      nn::BlockObserver* observer) const {
+  Tensor y = embed(tgt, B, T, offset);
+  for (size_t i = 0; i < layers.size(); ++i)
+    y = layers[i]->forward(y, memory, self_mask, memory_mask, caches ? &(*caches)[i] : nullptr, observer);
+  return final_norm(y);
+}
+
 Seq2Seq::Seq2Seq(const Seq2SeqConfig& cfg, Rng& rng)
-    : encoder(cfg, false, cfg.src_vocab, rng),
-      decoder(cfg, true, cfg.tgt_vocab, rng),
+    : encoder(cfg, rng),
+      decoder(cfg, rng),
       lm_head(cfg.d_model, cfg.tgt_vocab, /*bias=*/false, rng),
       cfg_(cfg) {
   if (cfg.share_embeddings) decoder.embed_tokens.weight = encoder.embed_tokens.weight;
@@ -102,28 +116,17 @@ void check_ids(const char* what, const std::vector<int32_t>& ids, int64_t B, int
 }  // namespace
 
 Tensor Seq2Seq::encode(const std::vector<int32_t>& src, int64_t B, int64_t S, const std::vector<uint8_t>& src_mask,
-                       std::vector<nn::BlockTrace>* trace) {
+                       nn::BlockObserver* observer) {
   check_ids("source", src, B, S, cfg_.max_len, src_mask);
-  Tensor x = encoder.embed(src, B, S, 0, cfg_.d_model);
-  const nn::AttentionMask mask{.causal = false, .key_mask = src_mask};
-  if (trace) trace->assign(encoder.enc_layers.size(), {});
-  for (size_t i = 0; i < encoder.enc_layers.size(); ++i)
-    x = encoder.enc_layers[i]->forward(x, mask, trace ? &(*trace)[i] : nullptr);
-  return encoder.ln_f ? encoder.ln_f->forward(x) : x;
+  return encoder.forward(src, B, S, {.causal = false, .key_mask = src_mask}, observer);
 }
 
 Tensor Seq2Seq::decode(const std::vector<int32_t>& tgt, int64_t B, int64_t T, const Tensor& memory,
                        const std::vector<uint8_t>& src_mask, const std::vector<uint8_t>& tgt_mask,
-                       std::vector<nn::BlockTrace>* trace) {
+                       nn::BlockObserver* observer) {
   check_ids("target", tgt, B, T, cfg_.max_len, tgt_mask);
-  Tensor y = decoder.embed(tgt, B, T, 0, cfg_.d_model);
-  const nn::AttentionMask self_mask{.causal = true, .key_mask = tgt_mask};
-  const nn::AttentionMask mem_mask{.causal = false, .key_mask = src_mask};
-  if (trace) trace->assign(decoder.dec_layers.size(), {});
-  for (size_t i = 0; i < decoder.dec_layers.size(); ++i)
-    y = decoder.dec_layers[i]->forward(y, memory, self_mask, mem_mask, trace ? &(*trace)[i] : nullptr);
-  if (decoder.ln_f) y = decoder.ln_f->forward(y);
-  return lm_head.forward(y);
+  return lm_head.forward(decoder.forward(tgt, B, T, 0, memory, {.causal = true, .key_mask = tgt_mask},
+                                         {.causal = false, .key_mask = src_mask}, nullptr, observer));
 }
 
 Seq2Seq::Cache Seq2Seq::start_decoding(const Tensor& memory, const std::vector<uint8_t>& src_mask, int64_t max_len) {
@@ -133,11 +136,7 @@ Seq2Seq::Cache Seq2Seq::start_decoding(const Tensor& memory, const std::vector<u
   Cache c;
   c.max_len = max_len;
   c.src_mask = src_mask;
-  const int64_t B = memory.size(0);
-  for (auto& layer : decoder.dec_layers) {
-    c.self.push_back(layer->attn.make_cache(B, max_len));
-    c.memory_kv.push_back(layer->cross_attn.memory_kv(memory));
-  }
+  for (auto& layer : decoder.layers) c.layers.push_back(layer->make_cache(memory, max_len));
   return c;
 }
 
@@ -146,12 +145,9 @@ Tensor Seq2Seq::decode_step(const std::vector<int32_t>& tgt, int64_t B, int64_t 
   ATTO_CHECK(cache.len + Tn <= cache.max_len, "Seq2Seq: {} decoded + {} new positions exceed the decoding length {}",
              cache.len, Tn, cache.max_len);
   check_ids("target", tgt, B, Tn, cfg_.max_len, {});
-  Tensor y = decoder.embed(tgt, B, Tn, cache.len, cfg_.d_model);
-  const nn::AttentionMask mem_mask{.causal = false, .key_mask = cache.src_mask};
-  for (size_t i = 0; i < decoder.dec_layers.size(); ++i)
-    y = decoder.dec_layers[i]->forward_cached(y, cache.self[i], cache.memory_kv[i], mem_mask);
+  const Tensor y = decoder.forward(tgt, B, Tn, cache.len, Tensor(), {.causal = true, .key_mask = {}},
+                                   {.causal = false, .key_mask = cache.src_mask}, &cache.layers, nullptr);
   cache.len += Tn;
-  if (decoder.ln_f) y = decoder.ln_f->forward(y);
   return lm_head.forward(y);
 }
 
@@ -172,7 +168,7 @@ Tensor gather_rows(const Tensor& in, const std::vector<int64_t>& rows) {
 
 void Seq2Seq::Cache::reorder(const std::vector<int64_t>& rows) {
   if (!src_mask.empty()) {
-    const int64_t S = memory_kv.at(0).size(1), B = memory_kv.at(0).size(0);
+    const int64_t S = layers.at(0).memory_kv.size(1), B = layers.at(0).memory_kv.size(0);
     std::vector<uint8_t> m(rows.size() * static_cast<size_t>(S));
     for (size_t i = 0; i < rows.size(); ++i) {
       ATTO_CHECK(rows[i] >= 0 && rows[i] < B, "reorder: row {} out of range [0, {})", rows[i], B);
@@ -180,8 +176,10 @@ void Seq2Seq::Cache::reorder(const std::vector<int64_t>& rows) {
     }
     src_mask = std::move(m);
   }
-  for (auto& s : self) s.kv = gather_rows(s.kv, rows);
-  for (auto& kv : memory_kv) kv = gather_rows(kv, rows);
+  for (auto& layer : layers) {
+    layer.self.kv = gather_rows(layer.self.kv, rows);
+    layer.memory_kv = gather_rows(layer.memory_kv, rows);
+  }
 }
 
 }  // namespace atto

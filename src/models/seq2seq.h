@@ -60,17 +60,18 @@ class Seq2Seq : public nn::Module {
  public:
   Seq2Seq(const Seq2SeqConfig& cfg, Rng& rng);
 
+  // src [B, S] -> the memory [B, S, C]. With an observer, it sees every encoder block.
   Tensor encode(const std::vector<int32_t>& src, int64_t B, int64_t S, const std::vector<uint8_t>& src_mask,
-                std::vector<nn::BlockTrace>* trace = nullptr);
+                nn::BlockObserver* observer = nullptr);
+  // tgt [B, T] (teacher forcing) -> logits [B, T, V]. With an observer, it sees every decoder block.
   Tensor decode(const std::vector<int32_t>& tgt, int64_t B, int64_t T, const Tensor& memory,
                 const std::vector<uint8_t>& src_mask, const std::vector<uint8_t>& tgt_mask,
-                std::vector<nn::BlockTrace>* trace = nullptr);
+                nn::BlockObserver* observer = nullptr);
 
-  // Incremental decoding: self-attention KV caches, and the memory's cross-attention keys and
-  // values computed once per source.
+  // Incremental decoding: per decoder layer, the self-attention KV cache and the memory's
+  // cross-attention keys and values computed once per source.
   struct Cache {
-    std::vector<nn::KVCache> self;
-    std::vector<Tensor> memory_kv;  // per layer [B, S, 2C]
+    std::vector<nn::DecoderCache> layers;
     std::vector<uint8_t> src_mask;
     int64_t len = 0, max_len = 0;
     // Keep batch rows `rows` (in that order; repeats allowed), e.g. after a beam search step.
@@ -82,19 +83,41 @@ class Seq2Seq : public nn::Module {
 
   const Seq2SeqConfig& config() const { return cfg_; }
 
+  // What both stacks start with: token embeddings scaled by sqrt(C) plus positions, then dropout;
+  // and, pre-norm, the final norm ("ln_f", registered after the layers).
   struct Stack : nn::Module {
-    Stack(const Seq2SeqConfig& cfg, bool decoder, int64_t vocab, Rng& rng);
+    Stack(const Seq2SeqConfig& cfg, int64_t vocab, Rng& rng);
     nn::Embedding embed_tokens;
     std::unique_ptr<nn::LearnedPositions> embed_positions;
     std::unique_ptr<nn::SinusoidalPositions> pe;
     nn::Dropout drop;
-    std::vector<std::unique_ptr<nn::EncoderBlock>> enc_layers;
-    std::vector<std::unique_ptr<nn::DecoderBlock>> dec_layers;
     std::unique_ptr<nn::Norm> ln_f;
     // embed(ids) * sqrt(C) + positions [offset, offset + T)
-    Tensor embed(const std::vector<int32_t>& ids, int64_t B, int64_t T, int64_t offset, int64_t d_model);
+    Tensor embed(const std::vector<int32_t>& ids, int64_t B, int64_t T, int64_t offset) const;
+    Tensor final_norm(const Tensor& x) const { return ln_f ? ln_f->forward(x) : x; }
+
+   protected:
+    void add_final_norm(const Seq2SeqConfig& cfg);
+    int64_t d_model_;
   };
-  Stack encoder, decoder;
+  // "encoder.layers.<i>": the source's self-attention blocks.
+  struct EncoderStack : Stack {
+    EncoderStack(const Seq2SeqConfig& cfg, Rng& rng);
+    std::vector<std::unique_ptr<nn::EncoderBlock>> layers;
+    Tensor forward(const std::vector<int32_t>& src, int64_t B, int64_t S, const nn::AttentionMask& mask,
+                   nn::BlockObserver* observer) const;
+  };
+  // "decoder.layers.<i>": masked self-attention, cross-attention over the memory, FFN. With
+  // caches (one per layer), the T positions from `offset` are decoded incrementally.
+  struct DecoderStack : Stack {
+    DecoderStack(const Seq2SeqConfig& cfg, Rng& rng);
+    std::vector<std::unique_ptr<nn::DecoderBlock>> layers;
+    Tensor forward(const std::vector<int32_t>& tgt, int64_t B, int64_t T, int64_t offset, const Tensor& memory,
+                   const nn::AttentionMask& self_mask, const nn::AttentionMask& memory_mask,
+                   std::vector<nn::DecoderCache>* caches, nn::BlockObserver* observer) const;
+  };
+  EncoderStack encoder;
+  DecoderStack decoder;
   nn::Linear lm_head;
 
  private:

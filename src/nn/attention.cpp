@@ -28,26 +28,22 @@ SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
   register_module("resid_dropout", resid_dropout);
 }
 
-Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual) {
+Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual, KVCache* cache,
+                             Tensor* weights) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
   Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
   const AttentionOptions o = options(NH_, mask);
-  if (keep_weights) last_weights = attention_weights(slice(qkv, 2, 0, C_), slice(qkv, 2, C_, 2 * C_), o);
+  if (cache) {  // inference: no dropout, no weights
+    ATTO_CHECK(mask.causal && mask.key_mask.empty() && !weights,
+               "SelfAttention: a cached forward is causal, without a key mask or weights");
+    Tensor y = attention_decode(qkv, cache->kv, cache->len, o);
+    cache->len += x.size(1);
+    return residual.defined() ? c_proj.forward_residual(y, residual) : c_proj.forward(y);
+  }
+  if (weights) *weights = attention_weights(slice(qkv, 2, 0, C_), slice(qkv, 2, C_, 2 * C_), o);
   Tensor y = attention_qkv(qkv, o);  // [B, T, C]
   return project_residual(c_proj, resid_dropout, y, residual);
-}
-
-Tensor SelfAttention::forward_cached(const Tensor& x, KVCache& cache, const Tensor& residual) {
-  ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
-             shape_str(x.shape()));
-  Tensor qkv = c_attn.forward(x);
-  AttentionOptions o;
-  o.n_heads = NH_;
-  o.causal = true;
-  Tensor y = attention_decode(qkv, cache.kv, cache.len, o);
-  cache.len += x.size(1);
-  return residual.defined() ? c_proj.forward_residual(y, residual) : c_proj.forward(y);
 }
 
 KVCache SelfAttention::make_cache(int64_t B, int64_t max_len) const {
@@ -68,21 +64,18 @@ CrossAttention::CrossAttention(const AttentionConfig& cfg, Rng& rng)
 }
 
 Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask,
-                               const Tensor& residual) {
-  ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_ && memory.ndim() == 3 && memory.size(2) == C_ &&
-                 memory.size(0) == x.size(0),
-             "CrossAttention: x must be [B, Tq, {}] and memory [B, Tk, {}], got {} and {}", C_, C_,
-             shape_str(x.shape()), shape_str(memory.shape()));
-  return forward_kv(x, kv_proj.forward(memory), mask, residual);
-}
-
-Tensor CrossAttention::forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask,
-                                  const Tensor& residual) {
+                               const Tensor& residual, const Tensor* memory_kv, Tensor* weights) {
+  ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "CrossAttention: x must be [B, Tq, {}], got {}", C_,
+             shape_str(x.shape()));
+  ATTO_CHECK(memory_kv || (memory.ndim() == 3 && memory.size(2) == C_ && memory.size(0) == x.size(0)),
+             "CrossAttention: memory must be [{}, Tk, {}], got {}", x.size(0), C_, shape_str(memory.shape()));
+  const Tensor kv = memory_kv ? *memory_kv : this->memory_kv(memory);  // [B, Tk, 2C]
   ATTO_CHECK(kv.ndim() == 3 && kv.size(2) == 2 * C_ && kv.size(0) == x.size(0),
-             "CrossAttention: memory keys/values must be [B, Tk, {}], got {}", 2 * C_, shape_str(kv.shape()));
+             "CrossAttention: memory keys/values must be [{}, Tk, {}], got {}", x.size(0), 2 * C_,
+             shape_str(kv.shape()));
   Tensor q = q_proj.forward(x);  // [B, Tq, C]
   const AttentionOptions o = options(NH_, mask);
-  if (keep_weights) last_weights = attention_weights(q, slice(kv, 2, 0, C_), o);
+  if (weights) *weights = attention_weights(q, slice(kv, 2, 0, C_), o);
   Tensor y = attention_q_kv(q, kv, o);
   return project_residual(c_proj, resid_dropout, y, residual);
 }

@@ -11,8 +11,8 @@
 // the memory's keys and values with one fused "kv_proj" [2C, C]. Both end in "c_proj" [C, C]
 // and residual dropout. Heads split C into n_heads slices of C / n_heads.
 //
-// Set keep_weights = true to keep the attention weights of the last forward ([B, NH, Tq, Tk],
-// masked entries 0) in last_weights, for inspection.
+// For inspection, a forward given `weights` also stores the attention weights there ([B, NH, Tq,
+// Tk], masked entries 0); nothing extra is computed without it.
 #pragma once
 
 #include "nn/layers.h"
@@ -42,16 +42,15 @@ class SelfAttention : public Module {
   SelfAttention(const AttentionConfig& cfg, Rng& rng);
   // [B, T, C] -> [B, T, C]. With a residual ([B, T, C]) the output is residual + attention, the
   // add fused into the output projection (project_residual).
-  Tensor forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual = Tensor());
-  // Inference: x [B, Tn, C] are the next Tn positions; attends causally over the cache plus
-  // themselves and appends their keys and values (cache.len += Tn). Call under NoGradGuard.
-  Tensor forward_cached(const Tensor& x, KVCache& cache, const Tensor& residual = Tensor());
+  // With a cache (inference, under NoGradGuard; the mask must be causal with no key mask): x are
+  // the next T positions; they attend causally over the cached ones and themselves, and their
+  // keys and values are appended (cache->len += T).
+  Tensor forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual = Tensor(),
+                 KVCache* cache = nullptr, Tensor* weights = nullptr);
   KVCache make_cache(int64_t B, int64_t max_len) const;
 
   Linear c_attn, c_proj;
   Dropout resid_dropout;
-  bool keep_weights = false;
-  Tensor last_weights;
 
  private:
   int64_t C_, NH_;
@@ -61,19 +60,16 @@ class CrossAttention : public Module {
  public:
   CrossAttention(const AttentionConfig& cfg, Rng& rng);
   // x [B, Tq, C] attends over memory [B, Tk, C]; mask.key_mask masks memory positions.
-  // With a residual ([B, Tq, C]), residual + attention (as SelfAttention::forward).
-  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask,
-                 const Tensor& residual = Tensor());
-  // The memory's keys and values, [B, Tk, 2C]: computed once per source when decoding.
+  // With a residual ([B, Tq, C]), residual + attention (as SelfAttention::forward). With
+  // memory_kv (decoding: memory_kv(memory), computed once per source) the memory's keys and
+  // values are taken from there and memory is not read.
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask, const Tensor& residual = Tensor(),
+                 const Tensor* memory_kv = nullptr, Tensor* weights = nullptr);
+  // The memory's keys and values, [B, Tk, 2C].
   Tensor memory_kv(const Tensor& memory) { return kv_proj.forward(memory); }
-  // forward() with precomputed memory_kv(memory).
-  Tensor forward_kv(const Tensor& x, const Tensor& kv, const AttentionMask& mask,
-                    const Tensor& residual = Tensor());
 
   Linear q_proj, kv_proj, c_proj;
   Dropout resid_dropout;
-  bool keep_weights = false;
-  Tensor last_weights;
 
  private:
   int64_t C_, NH_;

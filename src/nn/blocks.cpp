@@ -43,54 +43,49 @@ EncoderBlock::EncoderBlock(const BlockConfig& cfg, Rng& rng)
   register_module("mlp", mlp);
 }
 
-namespace {
-// Runs f with the attention module keeping its weights when a trace is wanted.
-template <typename Attn, typename F>
-Tensor with_weights(Attn& a, bool on, Tensor* weights, F&& f) {
-  a.keep_weights = on;
-  Tensor y = f();
-  if (on) {
-    *weights = a.last_weights;
-    a.keep_weights = false;
-    a.last_weights = Tensor();
-  }
-  return y;
+void BlockRecorder::input(const Tensor& x) {
+  out_.emplace_back();
+  out_.back().input = x;
 }
 
-// residual + a sublayer's output. run(residual) adds it inside the sublayer's output projection
-// (project_residual); traced (on), run(Tensor()) gives the output alone, kept in *update, and the
-// add is separate. The same bits either way.
+void BlockRecorder::update(Sublayer sublayer, const Tensor& added, const Tensor& weights) {
+  BlockTrace& t = out_.back();
+  switch (sublayer) {
+    case Sublayer::SelfAttention: t.attn_update = added, t.attn_weights = weights; break;
+    case Sublayer::CrossAttention: t.cross_update = added, t.cross_weights = weights; break;
+    case Sublayer::FeedForward: t.ffn_update = added; break;
+  }
+}
+
+namespace {
+using Sublayer = BlockObserver::Sublayer;
+
+// One residual sublayer: x + f(norm(x)) (pre-norm) or norm(x + f(x)) (post-norm).
+// f(input, residual, weights) returns residual + the sublayer's output (its output projection
+// adds the residual: linear_residual), and stores attention weights when asked. Observed, the
+// sublayer's output is computed alone, reported, and added here: the same bits.
 template <typename F>
-Tensor residual_sublayer(bool on, const Tensor& residual, Tensor* update, F&& run) {
-  if (!on) return run(residual);
-  const Tensor y = run(Tensor());
-  *update = y.detach();
-  return add(residual, y);
+Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, BlockObserver* observer, Sublayer s, F&& f) {
+  const Tensor in = pre_norm ? norm.forward(x) : x;
+  Tensor y;
+  if (observer) {
+    Tensor w;
+    const Tensor out = f(in, Tensor(), s == Sublayer::FeedForward ? nullptr : &w);
+    observer->update(s, out.detach(), w);
+    y = add(x, out);
+  } else {
+    y = f(in, x, nullptr);
+  }
+  return pre_norm ? y : norm.forward(y);
 }
 }  // namespace
 
-Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, BlockTrace* trace) {
-  const bool on = trace != nullptr;
-  BlockTrace local;
-  BlockTrace& t = on ? *trace : local;
-  if (on) t.input = x.detach();
-  const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
-  Tensor h = residual_sublayer(on, x, &t.attn_update, [&](const Tensor& r) {
-    return with_weights(attn, on, &t.attn_weights, [&] { return attn.forward(xa, mask, r); });
-  });
-  if (!pre_norm_) h = ln_1.forward(h);
-  const Tensor xf = pre_norm_ ? ln_2.forward(h) : h;
-  const Tensor y = residual_sublayer(on, h, &t.ffn_update, [&](const Tensor& r) { return mlp.forward(xf, r); });
-  return pre_norm_ ? y : ln_2.forward(y);
-}
-
-Tensor EncoderBlock::forward_cached(const Tensor& x, KVCache& cache) {
-  if (pre_norm_) {
-    const Tensor h = attn.forward_cached(ln_1.forward(x), cache, x);
-    return mlp.forward(ln_2.forward(h), h);
-  }
-  const Tensor h = ln_1.forward(attn.forward_cached(x, cache, x));
-  return ln_2.forward(mlp.forward(h, h));
+Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, KVCache* cache, BlockObserver* observer) {
+  if (observer) observer->input(x.detach());
+  const Tensor h = residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
+                            [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, mask, r, cache, w); });
+  return residual(h, ln_2, pre_norm_, observer, Sublayer::FeedForward,
+                  [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }
 
 DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
@@ -110,36 +105,22 @@ DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
-                             const AttentionMask& memory_mask, BlockTrace* trace) {
-  const bool on = trace != nullptr;
-  BlockTrace local;
-  BlockTrace& t = on ? *trace : local;
-  if (on) t.input = x.detach();
-  const Tensor xa = pre_norm_ ? ln_1.forward(x) : x;
-  Tensor h = residual_sublayer(on, x, &t.attn_update, [&](const Tensor& r) {
-    return with_weights(attn, on, &t.attn_weights, [&] { return attn.forward(xa, self_mask, r); });
+                             const AttentionMask& memory_mask, DecoderCache* cache, BlockObserver* observer) {
+  if (observer) observer->input(x.detach());
+  KVCache* self_cache = cache ? &cache->self : nullptr;
+  const Tensor* memory_kv = cache ? &cache->memory_kv : nullptr;
+  Tensor h = residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
+    return attn.forward(a, self_mask, r, self_cache, w);
   });
-  if (!pre_norm_) h = ln_1.forward(h);
-  const Tensor hc = pre_norm_ ? ln_2.forward(h) : h;
-  h = residual_sublayer(on, h, &t.cross_update, [&](const Tensor& r) {
-    return with_weights(cross_attn, on, &t.cross_weights, [&] { return cross_attn.forward(hc, memory, memory_mask, r); });
+  h = residual(h, ln_2, pre_norm_, observer, Sublayer::CrossAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
+    return cross_attn.forward(a, memory, memory_mask, r, memory_kv, w);
   });
-  if (!pre_norm_) h = ln_2.forward(h);
-  const Tensor xf = pre_norm_ ? ln_3.forward(h) : h;
-  const Tensor y = residual_sublayer(on, h, &t.ffn_update, [&](const Tensor& r) { return mlp.forward(xf, r); });
-  return pre_norm_ ? y : ln_3.forward(y);
+  return residual(h, ln_3, pre_norm_, observer, Sublayer::FeedForward,
+                  [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }
 
-Tensor DecoderBlock::forward_cached(const Tensor& x, KVCache& cache, const Tensor& memory_kv,
-                                    const AttentionMask& memory_mask) {
-  if (pre_norm_) {
-    Tensor h = attn.forward_cached(ln_1.forward(x), cache, x);
-    h = cross_attn.forward_kv(ln_2.forward(h), memory_kv, memory_mask, h);
-    return mlp.forward(ln_3.forward(h), h);
-  }
-  Tensor h = ln_1.forward(attn.forward_cached(x, cache, x));
-  h = ln_2.forward(cross_attn.forward_kv(h, memory_kv, memory_mask, h));
-  return ln_3.forward(mlp.forward(h, h));
+DecoderCache DecoderBlock::make_cache(const Tensor& memory, int64_t max_len) {
+  return {attn.make_cache(memory.size(0), max_len), cross_attn.memory_kv(memory)};
 }
 
 }  // namespace atto::nn

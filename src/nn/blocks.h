@@ -11,6 +11,9 @@
 // The decoder block adds cross-attention between the two (LN "ln_2", cross_attn), and its
 // FFN norm is "ln_3". Parameter names: ln_1, attn, ln_2, mlp (+ cross_attn, ln_3).
 //
+// One forward serves training and decoding (given a cache, the new positions attend over the
+// cached ones) and inspection (given a BlockObserver, it is told what each sublayer adds).
+//
 // FFN: mlp.c_proj(act(mlp.c_fc(x))); for SwiGLU, c_proj(silu(c_fc(x)) * c_fc2(x)), where
 // c_fc is the gated branch and c_fc2 the linear one (both [d_ff, C]).
 #pragma once
@@ -57,6 +60,27 @@ struct BlockConfig {
   float norm_eps = 1e-5f;
 };
 
+// The blocks of a model whose configuration names these fields (GPT and Seq2Seq): d_ff 0 means
+// 4 * d_model (for SwiGLU, the hidden width of each branch).
+template <class ModelConfig>
+BlockConfig block_config_of(const ModelConfig& m, int64_t d_model, int64_t n_heads) {
+  return {.d_model = d_model, .n_heads = n_heads, .d_ff = m.d_ff > 0 ? m.d_ff : 4 * d_model,
+          .activation = m.activation, .norm = m.norm, .pre_norm = m.pre_norm, .bias = m.bias,
+          .dropout = m.dropout};
+}
+
+// What inspection watches in a block. A block given an observer calls input() with the residual
+// stream entering it, then update() for each sublayer in order with what that sublayer adds to the
+// stream (before any post-norm) and, for attention, its weights [B, NH, Tq, Tk] (undefined for the
+// FFN). All tensors detached. Without an observer the block computes none of this.
+class BlockObserver {
+ public:
+  enum class Sublayer { SelfAttention, CrossAttention, FeedForward };
+  virtual ~BlockObserver() = default;
+  virtual void input(const Tensor& x) = 0;
+  virtual void update(Sublayer sublayer, const Tensor& added, const Tensor& weights) = 0;
+};
+
 // What a block adds to the residual stream, for inspection (detached [B, T, C] tensors).
 struct BlockTrace {
   Tensor input;        // the residual stream entering the block
@@ -67,13 +91,31 @@ struct BlockTrace {
   Tensor cross_weights;  // [B, NH, T, S] cross-attention weights (decoder blocks only)
 };
 
+// The observer that keeps one BlockTrace per block it sees, in order.
+class BlockRecorder : public BlockObserver {
+ public:
+  explicit BlockRecorder(std::vector<BlockTrace>& out) : out_(out) { out_.clear(); }
+  void input(const Tensor& x) override;
+  void update(Sublayer sublayer, const Tensor& added, const Tensor& weights) override;
+
+ private:
+  std::vector<BlockTrace>& out_;
+};
+
+// A decoder block's decoding state: its self-attention cache and the memory's keys and values
+// (cross_attn.memory_kv(memory), computed once per source).
+struct DecoderCache {
+  KVCache self;
+  Tensor memory_kv;
+};
+
 // Self-attention + FFN: the encoder block, and the GPT block when the mask is causal.
 class EncoderBlock : public Module {
  public:
   EncoderBlock(const BlockConfig& cfg, Rng& rng);
-  Tensor forward(const Tensor& x, const AttentionMask& mask, BlockTrace* trace = nullptr);
-  // Inference with a causal KV cache (GPT decoding); see SelfAttention::forward_cached.
-  Tensor forward_cached(const Tensor& x, KVCache& cache);
+  // With a cache: inference (see SelfAttention::forward).
+  Tensor forward(const Tensor& x, const AttentionMask& mask, KVCache* cache = nullptr,
+                 BlockObserver* observer = nullptr);
   Norm ln_1;
   SelfAttention attn;
   Norm ln_2;
@@ -87,11 +129,11 @@ class EncoderBlock : public Module {
 class DecoderBlock : public Module {
  public:
   DecoderBlock(const BlockConfig& cfg, Rng& rng);
+  // With a cache: inference, the next positions x (memory is then not read: the cache holds its
+  // keys and values).
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
-                 const AttentionMask& memory_mask, BlockTrace* trace = nullptr);
-  // Inference: the next positions x given the self-attention cache and the memory's
-  // precomputed keys/values (cross_attn.memory_kv(memory)).
-  Tensor forward_cached(const Tensor& x, KVCache& cache, const Tensor& memory_kv, const AttentionMask& memory_mask);
+                 const AttentionMask& memory_mask, DecoderCache* cache = nullptr, BlockObserver* observer = nullptr);
+  DecoderCache make_cache(const Tensor& memory, int64_t max_len);
   Norm ln_1;
   SelfAttention attn;
   Norm ln_2;

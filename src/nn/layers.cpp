@@ -22,22 +22,6 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Rng& rng) {
   register_parameter("weight", weight, ParamKind::Embedding);
 }
 
-LayerNorm::LayerNorm(int64_t dim, bool use_bias, float eps_) : eps(eps_) {
-  ATTO_CHECK(dim > 0, "LayerNorm: dim must be positive, got {}", dim);
-  weight = Tensor::ones({dim});
-  register_parameter("weight", weight, ParamKind::Norm);
-  if (use_bias) {
-    bias = Tensor::zeros({dim});
-    register_parameter("bias", bias, ParamKind::Norm);
-  }
-}
-
-RMSNorm::RMSNorm(int64_t dim, float eps_) : eps(eps_) {
-  ATTO_CHECK(dim > 0, "RMSNorm: dim must be positive, got {}", dim);
-  weight = Tensor::ones({dim});
-  register_parameter("weight", weight, ParamKind::Norm);
-}
-
 Norm::Norm(NormKind kind, int64_t dim, bool use_bias, float eps) : kind_(kind), eps_(eps) {
   ATTO_CHECK(dim > 0, "Norm: dim must be positive, got {}", dim);
   ATTO_CHECK(eps > 0.0f, "Norm: eps must be positive, got {}", eps);

@@ -3,7 +3,7 @@
 //   Rng rng(0);
 //   nn::Linear fc(64, 256, /*bias=*/true, rng);      // weight [256, 64], bias [256]
 //   Tensor y = fc.forward(x);                        // x [..., 64] -> [..., 256]
-//   nn::LayerNorm ln(64);                             // weight = 1, bias = 0
+//   nn::Norm ln(nn::NormKind::LayerNorm, 64, /*bias=*/true, 1e-5f);  // weight = 1, bias = 0
 //   nn::SinusoidalPositions pe(/*max_len=*/512, 64);  // table [512, 64]
 //   Tensor p = pe.forward(T);                         // [T, 64], rows 0..T-1
 //
@@ -37,22 +37,6 @@ class Embedding : public Module {
   Tensor weight;  // [V, C]
 };
 
-class LayerNorm : public Module {
- public:
-  explicit LayerNorm(int64_t dim, bool bias = true, float eps = 1e-5f);
-  Tensor forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
-  Tensor weight, bias;  // [C]; bias undefined when disabled
-  float eps;
-};
-
-class RMSNorm : public Module {
- public:
-  explicit RMSNorm(int64_t dim, float eps = 1e-5f);
-  Tensor forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
-  Tensor weight;  // [C]
-  float eps;
-};
-
 enum class NormKind { LayerNorm, RMSNorm };
 
 // LayerNorm or RMSNorm, chosen by configuration (parameters "weight" and, for LayerNorm with
@@ -63,7 +47,8 @@ class Norm : public Module {
   Tensor forward(const Tensor& x) const {
     return kind_ == NormKind::LayerNorm ? layer_norm(x, weight, bias, eps_) : rms_norm(x, weight, eps_);
   }
-  Tensor weight, bias;
+  Tensor weight, bias;  // [C]; bias undefined for RMSNorm or when disabled
+  float eps() const { return eps_; }
 
  private:
   NormKind kind_;

@@ -305,7 +305,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   const auto t0 = Clock::now();
   const double base_elapsed = s.st.elapsed_seconds;  // earlier invocations of this run
   auto last_log = t0;
-  int64_t bad_streak = 0, steps_since_log = 0, tokens_since_log = 0, steps_done = 0;
+  int64_t bad_streak = 0, tokens_since_log = 0, steps_done = 0;
   double val = std::nan("");
   while (s.st.step < t.steps) {
     const float lr = sched.at(s.st.step);
@@ -322,7 +322,6 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     }
     bad_streak = 0;
     s.st.step++;
-    steps_since_log++;
     steps_done++;
     tokens_since_log += step_tokens;
     r.last_train_loss = loss;
@@ -341,7 +340,6 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
                          t.steps, loss, s.val_is_train ? "train-set loss" : "val loss", shown, lr, tok_s,
                          format_duration(eta)));
       last_log = now;
-      steps_since_log = 0;
       tokens_since_log = 0;
     }
     if (s.st.step % t.eval_every == 0 || last || g_interrupted) {

@@ -9,9 +9,9 @@
 //
 // One step: grad_accum micro-batches (forward, cross-entropy, backward), then a finite check
 // (a NaN or Inf loss or gradient skips the step: the weights never see it), gradient clipping,
-// the scheduled learning rate, and one AdamW update. Every eval_every steps and at the end the
-// whole validation split is scored (dropout off, nothing recorded); a new best writes
-// model.safetensors; the training state is written at the same time. Ctrl-C stops at the end of
+// the scheduled learning rate, and one optimizer update (AdamW, Adam or SGD). Every eval_every
+// steps and at the end the whole validation split is scored (dropout off, nothing recorded); a
+// new best writes model.safetensors; the training state is written at the same time. Ctrl-C stops at the end of
 // the current step and saves the training state, so `--resume` continues the run.
 //
 // Reproducibility: the initial weights, the batch sequence and the dropout masks come from three

@@ -97,8 +97,9 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
 
   const auto S = static_cast<int64_t>(v.src_ids.size()), T = static_cast<int64_t>(v.tgt_ids.size());
   std::vector<nn::BlockTrace> enc, dec;
-  const Tensor memory = model.encode(v.src_ids, 1, S, {}, &enc);               // [1, S, C]
-  const Tensor logits = model.decode(v.tgt_ids, 1, T, memory, {}, {}, &dec).contiguous();  // [1, T, V]
+  nn::BlockRecorder enc_recorder(enc), dec_recorder(dec);
+  const Tensor memory = model.encode(v.src_ids, 1, S, {}, &enc_recorder);                   // [1, S, C]
+  const Tensor logits = model.decode(v.tgt_ids, 1, T, memory, {}, {}, &dec_recorder).contiguous();  // [1, T, V]
   model.train(was_training);
   gen::check_finite_logits(std::span<const float>(logits.data(), logits.numel()), "inspecting");
   for (const nn::BlockTrace& b : enc) {

@@ -1,57 +1,20 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "data/parallel.h"
+#include "support.h"
 #include "tensor/error.h"
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;
-
-namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "atto_par_XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-};
-
-}  // namespace
+using atto::test::contains;
+using atto::test::error_of;
+using atto::test::TempDir;
 
 TEST(Parallel, ReadsAlignedFilesAndSkipsPairsWithAnEmptySide) {
   TempDir dir;
@@ -79,12 +42,12 @@ TEST(Parallel, DifferentLineCountsNameBothFilesAndCounts) {
   const std::string e = error_of([&] { read_parallel(src, tgt); });
   EXPECT_TRUE(contains(e, src) && contains(e, tgt) && contains(e, "has 3 lines") &&
               contains(e, "has 2")) << e;
-  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.path + "/missing.en"); }),
+  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir / "missing.en"); }),
                        "missing.en"));
   EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("e.txt", "")); }), "is empty"));
   // A device or a FIFO is refused by stat, before it is opened (a FIFO used to block here).
   EXPECT_TRUE(contains(error_of([&] { read_parallel("/dev/zero", tgt); }), "source file '/dev/zero' is a character"));
-  const std::string fifo = dir.path + "/fifo.en";
+  const std::string fifo = dir / "fifo.en";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_TRUE(contains(error_of([&] { read_parallel(src, fifo); }), "target file '" + fifo + "' is a FIFO"));
   EXPECT_TRUE(contains(error_of([&] { read_parallel_tsv(fifo); }), "not a regular file"));

@@ -1,14 +1,13 @@
 // Reading and validating data files; the auto mode rule; the bad-input cases of the issue.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "data/dataset.h"
 #include "data/text_file.h"
+#include "support.h"
 #include "tensor/error.h"
 
 using namespace atto;
@@ -16,45 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           fmt::format("atto_test_data_{}_{}_{}", ::getpid(), info->test_suite_name(), info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
- private:
-  fs::path dir_;
-};
+using atto::test::contains;
+using atto::test::error_of;
+using atto::test::TempDir;
 
 std::string repeat_lines(const std::string& line, int n, const std::string& sep = "\n") {
   std::string s;
@@ -89,7 +52,7 @@ TEST(TextFile, SplitLinesKeepsEmptyLinesAndNumbers) {
 
 TEST(TextFileBadInput, MissingPath) {
   TempDir tmp;
-  const std::string p = tmp.path("nope.txt");
+  const std::string p = tmp / "nope.txt";
   const std::string msg = error_of([&] { read_text_file(p); });
   EXPECT_TRUE(contains(msg, p) && contains(msg, "does not exist") && contains(msg, "check the path"))
       << msg;
@@ -97,7 +60,7 @@ TEST(TextFileBadInput, MissingPath) {
 
 TEST(TextFileBadInput, Directory) {
   TempDir tmp;
-  const std::string p = tmp.path("");
+  const std::string p = tmp / "";
   const std::string msg = error_of([&] { read_text_file(p); });
   EXPECT_TRUE(contains(msg, p) && contains(msg, "is a directory") && contains(msg, "text file"))
       << msg;
@@ -111,14 +74,14 @@ TEST(TextFileBadInput, DevicesAndFifosAreRefusedBeforeOpening) {
   EXPECT_TRUE(contains(msg, "data file '/dev/zero'") && contains(msg, "character device") &&
               contains(msg, "not a regular file") && contains(msg, "save the text to a file"))
       << msg;
-  const std::string fifo = tmp.path("pipe");
+  const std::string fifo = tmp / "pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   msg = error_of([&] { read_text_file(fifo); });
   EXPECT_TRUE(contains(msg, fifo) && contains(msg, "FIFO")) << msg;
   msg = error_of([&] { read_user_file(fifo, "--input"); });
   EXPECT_TRUE(contains(msg, "--input file '" + fifo + "'")) << msg;
-  fs::create_symlink(tmp.write("real.txt", "ab\ncd\n"), tmp.path("link.txt"));  // a link to a file is fine
-  EXPECT_EQ(read_text_file(tmp.path("link.txt")).text, "ab\ncd\n");
+  fs::create_symlink(tmp.write("real.txt", "ab\ncd\n"), tmp / "link.txt");  // a link to a file is fine
+  EXPECT_EQ(read_text_file(tmp / "link.txt").text, "ab\ncd\n");
 }
 
 TEST(TextFileBadInput, EmptyFile) {

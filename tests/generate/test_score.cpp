@@ -7,6 +7,7 @@
 #include "autograd/tape.h"
 #include "broken_logits.h"
 #include "generate/score.h"
+#include "support.h"
 #include "tensor/error.h"
 
 using namespace atto;
@@ -14,6 +15,7 @@ using namespace atto::gen;
 
 namespace {
 
+using atto::test::error_of;
 using Ids = std::vector<int32_t>;
 
 std::unique_ptr<GPT> tiny_gpt(int64_t V, int64_t block_size, uint64_t seed) {
@@ -28,15 +30,6 @@ std::unique_ptr<GPT> tiny_gpt(int64_t V, int64_t block_size, uint64_t seed) {
   for (auto& p : m->named_parameters()) p.tensor.copy_from(Tensor::randn(p.tensor.shape(), rng, 0.0f, 0.3f));
   m->eval();
   return m;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace

@@ -55,11 +55,11 @@ TEST(Modules, LinearEmbeddingNormGradients) {
   Rng rng(1);
   nn::Linear lin(5, 3, true, rng);
   check_both_layouts("linear", lin, [&](const Tensor& x) { return lin.forward(x); }, randn({2, 4, 5}, 2));
-  nn::LayerNorm ln2(6);  // weights away from the identity init, so their gradients matter
+  nn::Norm ln2(nn::NormKind::LayerNorm, 6, true, 1e-5f);  // weights away from the identity init, so their gradients matter
   ln2.weight.copy_from(randn({6}, 3));
   ln2.bias.copy_from(randn({6}, 4));
   check_both_layouts("layernorm", ln2, [&](const Tensor& x) { return ln2.forward(x); }, randn({3, 6}, 5));
-  nn::RMSNorm rms(6);
+  nn::Norm rms(nn::NormKind::RMSNorm, 6, false, 1e-5f);
   rms.weight.copy_from(randn({6}, 6));
   check_both_layouts("rmsnorm", rms, [&](const Tensor& x) { return rms.forward(x); }, randn({3, 6}, 7));
   nn::Embedding emb(7, 4, rng);
@@ -122,13 +122,22 @@ TEST(Modules, TracingABlockDoesNotChangeItsOutput) {
     nn::DecoderBlock dec(cfg, rng);
     const Tensor x = randn({3, 20, 32}, 17), memory = randn({3, 9, 32}, 18);
     const nn::AttentionMask causal{.causal = true, .key_mask = {}};
-    nn::BlockTrace te, td;
-    const Tensor ye = enc.forward(x, causal, &te);
+    std::vector<nn::BlockTrace> te, td;
+    nn::BlockRecorder enc_recorder(te), dec_recorder(td);
+    const Tensor ye = enc.forward(x, causal, nullptr, &enc_recorder);
     EXPECT_TRUE(same_bits(ye, enc.forward(x, causal))) << "encoder, pre_norm " << pre;
-    EXPECT_TRUE(same_bits(dec.forward(x, memory, causal, {}, &td), dec.forward(x, memory, causal, {})))
+    EXPECT_TRUE(same_bits(dec.forward(x, memory, causal, {}, nullptr, &dec_recorder), dec.forward(x, memory, causal, {})))
         << "decoder, pre_norm " << pre;
+    ASSERT_EQ(te.size(), 1u);
+    ASSERT_EQ(td.size(), 1u);
+    EXPECT_EQ(te[0].attn_weights.shape(), (Shape{3, 4, 20, 20}));
+    EXPECT_EQ(td[0].cross_weights.shape(), (Shape{3, 4, 20, 9}));
+    EXPECT_FALSE(te[0].cross_update.defined());
     if (pre) {  // the trace's updates add up to the output
-      EXPECT_TRUE(same_bits(ye, add(add(te.input, te.attn_update), te.ffn_update)));
+      EXPECT_TRUE(same_bits(ye, add(add(te[0].input, te[0].attn_update), te[0].ffn_update)));
+      const nn::BlockTrace& d = td[0];
+      EXPECT_TRUE(same_bits(dec.forward(x, memory, causal, {}),
+                            add(add(add(d.input, d.attn_update), d.cross_update), d.ffn_update)));
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "io/file.h"
+#include "support.h"
 #include "tensor/error.h"
 
 extern char** environ;
@@ -37,29 +38,6 @@ bool is_file(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
-
-// A fresh folder under $TMPDIR (or /tmp), removed with its contents at the end of scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = env_or("TMPDIR", "/tmp") + "/atto_parity_XXXXXX";
-    if (!::mkdtemp(tmpl.data())) {
-      const int err = errno;
-      fail("cannot create a temporary folder '{}': {}", tmpl, std::strerror(err));
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 std::string quote(const std::string& s) {
   if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos) return s;
@@ -179,9 +157,9 @@ io::SafetensorsFile run_reference(const std::string& script, const std::string& 
   ATTO_CHECK(is_file(script_path),
              "reference script '{}' not found (set ATTO_SOURCE_DIR to the atto source folder)",
              script_path);
-  TempDir tmp;
-  const std::string out = tmp.file("reference.safetensors");
-  const std::string log = tmp.file("output.txt");
+  TempDir tmp("parity");
+  const std::string out = tmp / "reference.safetensors";
+  const std::string log = tmp / "output.txt";
   std::vector<std::string> argv = {python_executable(), script_path, "--case", case_name,
                                    "--out", out};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());

@@ -2,20 +2,21 @@
 // independent Python reader (st.py) and vice versa.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <functional>
 
 #include "io/safetensors.h"
 #include "parity/harness.h"
+#include "support.h"
 #include "tensor/error.h"
 
 using namespace atto;
 
 namespace {
+
+using atto::test::error_of;
+using atto::test::TempDir;
 
 // Sets an environment variable for the scope, restoring the old value after.
 class ScopedEnv {
@@ -35,15 +36,6 @@ class ScopedEnv {
   std::string name_, old_;
   bool had_ = false;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -69,13 +61,10 @@ TEST(Harness, AttoFileLoadsInIndependentPythonReader) {
   const Tensor wt = w.as_strided({4, 3}, {1, 4}, 0);  // non-contiguous
   const std::vector<std::pair<std::string, Tensor>> ts = {
       {"w", w}, {"w.t", wt}, {"scalar", Tensor::scalar(-0.5f)}, {"empty", Tensor::zeros({0, 2})}};
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("atto_harness_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string in = dir + "/from_atto.safetensors";
+  TempDir dir("harness");
+  const std::string in = dir / "from_atto.safetensors";
   io::save_safetensors(in, ts, {{"writer", "atto"}, {"note", "caf\xc3\xa9"}});
   const auto ref = atto::test::run_reference("test_safetensors_python.py", "roundtrip", {"--in", in});
-  std::filesystem::remove_all(dir);
 
   EXPECT_EQ(ref.metadata.at("echo.writer"), "atto");
   EXPECT_EQ(ref.metadata.at("echo.note"), "caf\xc3\xa9");

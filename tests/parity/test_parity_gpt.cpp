@@ -20,12 +20,10 @@
 // lm_head); RMSNorm + SwiGLU + no bias + untied lm_head; post-norm (no ln_f) + sinusoidal
 // positions + ReLU. Each TEST starts the reference once (one torch import, ~2-3 s).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -35,12 +33,13 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "parity/harness.h"
+#include "support.h"
 #include "train/checkpoint.h"
 
 namespace atto {
 namespace {
 
-namespace fs = std::filesystem;
+using atto::test::TempDir;
 
 constexpr float kTol = 1e-4f;
 constexpr int kSteps = 10;
@@ -51,20 +50,6 @@ struct TrainOptions {
   float weight_decay = 0.1f;
   optim::AdamOptions adam{.beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
   float max_norm = 1.0f;
-};
-
-// A temporary directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("atto_gpt_parity_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
 };
 
 GPTConfig base_config() {
@@ -243,11 +228,11 @@ void check_training(GPT& model, const Batch& batch, const TrainOptions& o, const
 
 void run_case(const std::string& name, const GPTConfig& cfg) {
   const TrainOptions opts;
-  TempDir dir(name);
+  TempDir dir("gpt_parity_" + name);
   Rng rng(1234);
   GPT model(cfg, rng);
-  const std::string weights = (dir.path / "model.safetensors").string();
-  const std::string batch_path = (dir.path / "batch.safetensors").string();
+  const std::string weights = dir / "model.safetensors";
+  const std::string batch_path = dir / "batch.safetensors";
   save_model_weights(weights, model);
   const Batch batch = make_batch(cfg.vocab_size);
   io::save_safetensors(batch_path, {{"idx", as_float_tensor(batch.idx)}, {"targets", as_float_tensor(batch.targets)}});

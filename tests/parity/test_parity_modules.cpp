@@ -85,12 +85,12 @@ void run_norm(const ModuleRef& ref) {
   const int64_t C = ref.meta_int("C");
   Inputs in{{"x", ref.input("x")}};
   if (ref.meta("kind") == "rmsnorm") {
-    nn::RMSNorm m(C);
-    EXPECT_EQ(m.eps, ref.meta_float("eps")) << "RMSNorm's default eps differs from the reference's";
+    nn::Norm m(nn::NormKind::RMSNorm, C, false, nn::BlockConfig{}.norm_eps);
+    EXPECT_EQ(m.eps(), ref.meta_float("eps")) << "RMSNorm's default eps differs from the reference's";
     run_module(ref, m, in, [&] { return m.forward(in[0].second); });
   } else {
-    nn::LayerNorm m(C, ref.meta_bool("bias"));
-    EXPECT_EQ(m.eps, ref.meta_float("eps")) << "LayerNorm's default eps differs from the reference's";
+    nn::Norm m(nn::NormKind::LayerNorm, C, ref.meta_bool("bias"), nn::BlockConfig{}.norm_eps);
+    EXPECT_EQ(m.eps(), ref.meta_float("eps")) << "LayerNorm's default eps differs from the reference's";
     run_module(ref, m, in, [&] { return m.forward(in[0].second); });
   }
 }

@@ -19,12 +19,10 @@
 // positions + GELU + one vocabulary (encoder, decoder and output embeddings one tensor); and
 // RMSNorm + SwiGLU + no bias + untied output + 1 encoder / 3 decoder layers.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -33,30 +31,17 @@
 #include "data/seq2seq_batches.h"
 #include "models/seq2seq.h"
 #include "parity/harness.h"
+#include "support.h"
 #include "train/checkpoint.h"
 
 namespace atto {
 namespace {
 
-namespace fs = std::filesystem;
+using atto::test::TempDir;
 
 constexpr float kTol = 1e-4f;
 // Pad contents cannot reach real positions through -inf scores; allow float32 GEMM noise only.
 constexpr float kPadTol = 1e-6f;
-
-// A temporary directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("atto_s2s_parity_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 Seq2SeqConfig base_config() {
   Seq2SeqConfig c;
@@ -243,12 +228,12 @@ void check_padding(Seq2Seq& model, const Seq2SeqBatch& b, const AltIds& alt, con
 }
 
 void run_case(const std::string& name, const Seq2SeqConfig& cfg, float label_smoothing) {
-  TempDir dir(name);
+  TempDir dir("s2s_parity_" + name);
   Rng rng(4321);
   Seq2Seq model(cfg, rng);
   perturb(model, rng);
-  const std::string weights = (dir.path / "model.safetensors").string();
-  const std::string batch_path = (dir.path / "batch.safetensors").string();
+  const std::string weights = dir / "model.safetensors";
+  const std::string batch_path = dir / "batch.safetensors";
   save_model_weights(weights, model);
 
   const std::vector<EncodedPair> pairs = make_pairs(cfg);

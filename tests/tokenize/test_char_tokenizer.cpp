@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support.h"
 #include "tensor/error.h"
 #include "tokenize/char_tokenizer.h"
 
@@ -11,20 +12,8 @@ using namespace atto;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using atto::test::contains;
+using atto::test::error_of;
 
 const CharTokenizerOptions kLines{.boundary = true, .include_newline = false};
 const CharTokenizerOptions kStream{.boundary = false, .include_newline = true};

@@ -1,50 +1,19 @@
 // The common seq2seq Tokenizer interface: the char wrapper and load_tokenizer_json dispatch.
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
-
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "support.h"
 #include "tensor/error.h"
 #include "tokenize/tokenizer.h"
 
 using namespace atto;
-
-namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "atto_tok_XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-}  // namespace
+using atto::test::contains;
+using atto::test::error_of;
+using atto::test::TempDir;
 
 TEST(CharSeqTokenizer, SpecialsFirstThenSortedCharacters) {
   auto tok = CharSeqTokenizer::build({"cab", "ba"});
@@ -102,13 +71,13 @@ TEST(LoadTokenizer, DispatchesOnTypeAndRejectsUnknown) {
 
 TEST(LoadTokenizer, FromFileUsesItsFolder) {
   TempDir dir;
-  auto tok = train_tokenizer({.type = "word"}, {"a b c", "c b"}, dir.path);
-  const std::string path = dir.path + "/tokenizer.json";
+  auto tok = train_tokenizer({.type = "word"}, {"a b c", "c b"}, dir.str());
+  const std::string path = dir / "tokenizer.json";
   std::ofstream(path) << tok->to_json().dump(1);
   auto back = load_tokenizer_file(path);
   EXPECT_EQ(back->encode("c b a z"), tok->encode("c b a z"));
   std::ofstream(path) << "{not json";
   EXPECT_TRUE(contains(error_of([&] { load_tokenizer_file(path); }), "not valid JSON"));
-  EXPECT_TRUE(contains(error_of([&] { load_tokenizer_file(dir.path + "/none.json"); }),
+  EXPECT_TRUE(contains(error_of([&] { load_tokenizer_file(dir / "none.json"); }),
                        "none.json"));
 }

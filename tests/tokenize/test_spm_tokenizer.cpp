@@ -1,14 +1,12 @@
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "support.h"
 #include "tensor/error.h"
 #include "tensor/rng.h"
 #include "tokenize/spm_tokenizer.h"
@@ -17,33 +15,9 @@ using namespace atto;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "atto_spm_XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using atto::test::contains;
+using atto::test::error_of;
+using atto::test::TempDir;
 
 // 300 sentences of 3..12 words drawn from 30 words (single spaces, ASCII): a corpus on which
 // SentencePiece's normalisation is the identity, so decode(encode(s)) == s exactly.
@@ -71,8 +45,8 @@ std::vector<std::string> corpus() {
 TEST(SpmTokenizer, TrainSaveLoadRoundTrip) {
   TempDir dir;
   const auto lines = corpus();
-  const SpmTokenizer tok = SpmTokenizer::train(lines, {.vocab_size = 56}, dir.path);
-  EXPECT_TRUE(std::filesystem::exists(dir.path + "/spm.model"));
+  const SpmTokenizer tok = SpmTokenizer::train(lines, {.vocab_size = 56}, dir.str());
+  EXPECT_TRUE(std::filesystem::exists(dir / "spm.model"));
   EXPECT_EQ(tok.vocab_size(), 56);
   EXPECT_EQ(tok.id_to_string(kPadId), "<pad>");
   EXPECT_EQ(tok.id_to_string(kBosId), "<bos>");
@@ -83,7 +57,7 @@ TEST(SpmTokenizer, TrainSaveLoadRoundTrip) {
     for (int32_t id : ids) ASSERT_GE(id, kNumSpecialTokens) << line;  // no unk, no specials
     ASSERT_EQ(tok.decode(ids), line);
   }
-  const SpmTokenizer again = SpmTokenizer::load(dir.path + "/spm.model");
+  const SpmTokenizer again = SpmTokenizer::load(dir / "spm.model");
   EXPECT_EQ(again.model_bytes(), tok.model_bytes());
   EXPECT_EQ(again.encode(lines[5]), tok.encode(lines[5]));
   // Specials decode to nothing; an unseen character is <unk>.
@@ -100,7 +74,7 @@ TEST(SpmTokenizer, BpeRoundTrip) {
   TempDir dir;
   const auto lines = corpus();
   const SpmTokenizer tok = SpmTokenizer::train(lines, {.vocab_size = 60, .model_type = "bpe"},
-                                               dir.path);
+                                               dir.str());
   EXPECT_EQ(tok.vocab_size(), 60);
   for (const auto& line : lines) ASSERT_EQ(tok.decode(tok.encode(line)), line);
 }
@@ -108,8 +82,8 @@ TEST(SpmTokenizer, BpeRoundTrip) {
 TEST(SpmTokenizer, TrainingIsDeterministic) {
   TempDir a, b;
   const auto lines = corpus();
-  const SpmTokenizer t1 = SpmTokenizer::train(lines, {.vocab_size = 52}, a.path);
-  const SpmTokenizer t2 = SpmTokenizer::train(lines, {.vocab_size = 52}, b.path);
+  const SpmTokenizer t1 = SpmTokenizer::train(lines, {.vocab_size = 52}, a.str());
+  const SpmTokenizer t2 = SpmTokenizer::train(lines, {.vocab_size = 52}, b.str());
   ASSERT_EQ(t1.vocab_size(), t2.vocab_size());
   for (int32_t id = 0; id < t1.vocab_size(); ++id) EXPECT_EQ(t1.id_to_string(id), t2.id_to_string(id));
   EXPECT_EQ(t1.model_bytes(), t2.model_bytes());
@@ -117,45 +91,45 @@ TEST(SpmTokenizer, TrainingIsDeterministic) {
 
 TEST(SpmTokenizer, JsonRoundTripThroughTheFactory) {
   TempDir dir;
-  auto tok = train_tokenizer({.type = "spm", .vocab_size = 50}, corpus(), dir.path);
+  auto tok = train_tokenizer({.type = "spm", .vocab_size = 50}, corpus(), dir.str());
   const nlohmann::json j = tok->to_json();
   EXPECT_EQ(j["type"], "spm");
   EXPECT_EQ(j["model"], "spm.model");
   EXPECT_EQ(j["vocab_size"], 50);
-  auto back = load_tokenizer_json(j, "tokenizer.json", dir.path);
+  auto back = load_tokenizer_json(j, "tokenizer.json", dir.str());
   EXPECT_EQ(back->type(), "spm");
   EXPECT_EQ(back->encode("the red bird sang"), tok->encode("the red bird sang"));
   // write_files copies the model into another run directory.
   TempDir other;
-  back->write_files(other.path);
-  EXPECT_EQ(load_tokenizer_json(j, "copy", other.path)->encode("a tree"), tok->encode("a tree"));
+  back->write_files(other.str());
+  EXPECT_EQ(load_tokenizer_json(j, "copy", other.str())->encode("a tree"), tok->encode("a tree"));
   nlohmann::json wrong = j;
   wrong["vocab_size"] = 51;
-  EXPECT_TRUE(contains(error_of([&] { load_tokenizer_json(wrong, "t.json", dir.path); }),
+  EXPECT_TRUE(contains(error_of([&] { load_tokenizer_json(wrong, "t.json", dir.str()); }),
                        "has 50 pieces"));
 }
 
 TEST(SpmTokenizer, MissingOrBadModelNamesThePath) {
   TempDir dir;
-  const std::string missing = dir.path + "/nope/spm.model";
+  const std::string missing = dir / "nope/spm.model";
   std::string e = error_of([&] { SpmTokenizer::load(missing); });
   EXPECT_TRUE(contains(e, missing)) << e;
   const nlohmann::json j = {{"type", "spm"}, {"version", 1}, {"model", "other.model"},
                             {"special_tokens", {"<pad>", "<bos>", "<eos>", "<unk>"}}};
-  e = error_of([&] { load_tokenizer_json(j, "run/tokenizer.json", dir.path); });
-  EXPECT_TRUE(contains(e, dir.path + "/other.model")) << e;
-  std::ofstream(dir.path + "/garbage.model") << "this is not a protobuf";
-  e = error_of([&] { SpmTokenizer::load(dir.path + "/garbage.model"); });
+  e = error_of([&] { load_tokenizer_json(j, "run/tokenizer.json", dir.str()); });
+  EXPECT_TRUE(contains(e, dir / "other.model")) << e;
+  dir.write("garbage.model", "this is not a protobuf");
+  e = error_of([&] { SpmTokenizer::load(dir / "garbage.model"); });
   EXPECT_TRUE(contains(e, "garbage.model") && contains(e, "cannot be loaded")) << e;
 }
 
 TEST(SpmTokenizer, BadTrainingRequestsAreErrors) {
   TempDir dir;
   const auto lines = corpus();
-  std::string e = error_of([&] { SpmTokenizer::train(lines, {.vocab_size = 5000}, dir.path); });
+  std::string e = error_of([&] { SpmTokenizer::train(lines, {.vocab_size = 5000}, dir.str()); });
   EXPECT_TRUE(contains(e, "Vocabulary size too high")) << e;  // SentencePiece's own hint
-  EXPECT_THROW(SpmTokenizer::train(lines, {.vocab_size = 50, .model_type = "word"}, dir.path), Error);
-  EXPECT_THROW(SpmTokenizer::train(lines, {.vocab_size = 4}, dir.path), Error);
-  EXPECT_THROW(SpmTokenizer::train({"", ""}, {.vocab_size = 50}, dir.path), Error);
-  EXPECT_THROW(train_tokenizer({.type = "spm"}, lines, dir.path), Error);  // no vocab size
+  EXPECT_THROW(SpmTokenizer::train(lines, {.vocab_size = 50, .model_type = "word"}, dir.str()), Error);
+  EXPECT_THROW(SpmTokenizer::train(lines, {.vocab_size = 4}, dir.str()), Error);
+  EXPECT_THROW(SpmTokenizer::train({"", ""}, {.vocab_size = 50}, dir.str()), Error);
+  EXPECT_THROW(train_tokenizer({.type = "spm"}, lines, dir.str()), Error);  // no vocab size
 }

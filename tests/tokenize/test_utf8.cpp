@@ -2,26 +2,12 @@
 
 #include <string>
 
+#include "support.h"
 #include "tensor/error.h"
 #include "tokenize/utf8.h"
 
 using namespace atto;
-
-namespace {
-
-// The message of the atto::Error thrown by f (fails the test if none is thrown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-}  // namespace
+using atto::test::error_of;
 
 TEST(Utf8, DecodesOneToFourByteSequences) {
   // $ (1 byte), é (2), € (3), 𐍈 (4)

@@ -4,29 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "support.h"
 #include "tensor/error.h"
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;
-
-namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-}  // namespace
+using atto::test::contains;
+using atto::test::error_of;
 
 TEST(WordTokenizer, VocabularyBySpecialsThenCountThenBytes) {
   auto tok = WordTokenizer::build({"3 1 2", "2 2 1", "b a"});

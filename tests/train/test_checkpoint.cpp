@@ -11,6 +11,7 @@
 
 #include "io/file.h"
 #include "io/safetensors.h"
+#include "support.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -20,17 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / fmt::format("atto-ckpt-test-{}-{}", ::getpid(), n++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using atto::test::contains;
+using atto::test::error_of;
+using atto::test::TempDir;
 
 // A GPT run of a few steps on a names-like file (learned positions: block_size has a tensor).
 std::string tiny_gpt_run(const TempDir& dir, PosKind pos = PosKind::Learned) {
@@ -60,18 +53,6 @@ void set_model_key(const std::string& run, const std::string& section, const std
   io::write_json_atomic(run_path(run, "config.json"), j);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected atto::Error";
-  return "";
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 }  // namespace
 
 // Each damaged dimension is reported from the header, naming both files, the key, the value
@@ -97,14 +78,16 @@ TEST(LoadRun, ConfigDimensionsAreCheckedAgainstTheWeightsFirst) {
   for (const Case& c : cases) {
     set_model_key(run, "model", c.key, c.value);
     const std::string e = error_of([&] { load_run(run); });
-    EXPECT_TRUE(has(e, cfg) && has(e, weights) && has(e, fmt::format("{} is {}", c.key, c.value)) &&
-                has(e, "'" + c.tensor + "'") && has(e, c.shape))
+    EXPECT_TRUE(contains(e, cfg) && contains(e, weights) && contains(e, fmt::format("{} is {}", c.key, c.value)) &&
+                contains(e, "'" + c.tensor + "'") && contains(e, c.shape))
         << e;
     io::write_json_atomic(cfg, good);
   }
   set_model_key(run, "model", "n_layers", 5);
   const std::string e = error_of([&] { load_run(run); });
-  EXPECT_TRUE(has(e, cfg) && has(e, "n_layers is 5") && has(e, "holds 2 layers") && has(e, "transformer.h.")) << e;
+  EXPECT_TRUE(contains(e, cfg) && contains(e, "n_layers is 5") && contains(e, "holds 2 layers") &&
+              contains(e, "transformer.h."))
+      << e;
   io::write_json_atomic(cfg, good);
   EXPECT_NO_THROW(load_run(run));
 }
@@ -116,8 +99,9 @@ TEST(LoadRun, SinusoidalBlockSizeIsBounded) {
   const std::string run = tiny_gpt_run(dir, PosKind::Sinusoidal);
   set_model_key(run, "model", "block_size", 1000000000);
   const std::string e = error_of([&] { load_run(run); });
-  EXPECT_TRUE(has(e, run_path(run, "config.json")) && has(e, "block_size is 1000000000, outside [1, 65536]") &&
-              has(e, "sinusoidal positions have no tensor"))
+  EXPECT_TRUE(contains(e, run_path(run, "config.json")) &&
+              contains(e, "block_size is 1000000000, outside [1, 65536]") &&
+              contains(e, "sinusoidal positions have no tensor"))
       << e;
 }
 
@@ -138,8 +122,8 @@ TEST(LoadRun, NonFiniteWeightsAreRefused) {
     fs::rename(weights, weights + ".good");
     fs::rename(weights + ".bad", weights);
     const std::string e = error_of([&] { load_run(run); });
-    EXPECT_TRUE(has(e, weights) && has(e, "'transformer.h.1.ln_1.weight'") && has(e, "non-finite") &&
-                has(e, "element 3"))
+    EXPECT_TRUE(contains(e, weights) && contains(e, "'transformer.h.1.ln_1.weight'") && contains(e, "non-finite") &&
+                contains(e, "element 3"))
         << e;
     fs::rename(weights + ".good", weights);
   }

@@ -2,29 +2,17 @@
 // the classic from-scratch tutorials, and digit-sequence reversal.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "data/synth.h"
 #include "generate/seq2seq_decode.h"
 #include "io/file.h"
+#include "support.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace atto;
-namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / fmt::format("atto-s2s-test-{}-{}", ::getpid(), n++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using atto::test::TempDir;
 
 std::vector<std::string> translate_lines(LoadedSeq2Seq& lm, const std::vector<std::string>& lines, int64_t beam) {
   std::vector<std::vector<int32_t>> src;

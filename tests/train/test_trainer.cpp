@@ -7,6 +7,7 @@
 
 #include "io/file.h"
 #include "io/safetensors.h"
+#include "support.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -16,20 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / fmt::format("atto-train-test-{}-{}", ::getpid(), counter()++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using atto::test::TempDir;
 
 // A small names-like file the test makes itself.
 std::string write_names(const TempDir& dir) {

@@ -76,8 +76,9 @@ Traced trace(Seq2Seq& m, const std::vector<int32_t>& src, const std::vector<int3
   NoGradGuard ng;
   m.eval();
   Traced t;
-  const Tensor mem = m.encode(src, 1, static_cast<int64_t>(src.size()), {}, &t.enc);
-  t.logits = m.decode(tgt, 1, static_cast<int64_t>(tgt.size()), mem, {}, {}, &t.dec).contiguous().to_vector();
+  nn::BlockRecorder enc(t.enc), dec(t.dec);
+  const Tensor mem = m.encode(src, 1, static_cast<int64_t>(src.size()), {}, &enc);
+  t.logits = m.decode(tgt, 1, static_cast<int64_t>(tgt.size()), mem, {}, {}, &dec).contiguous().to_vector();
   return t;
 }
 
