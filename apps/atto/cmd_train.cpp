@@ -1,8 +1,12 @@
 // atto train: train a GPT on a text file (or continue a run with --resume).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <csignal>
+
 #include "commands.h"
 #include "io/file.h"
+#include "kernels/kernels.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
@@ -11,6 +15,17 @@
 namespace atto::cli {
 
 namespace {
+
+// Ctrl-C while training: stop at the end of the current step and save (the trainer reads the flag).
+std::atomic<bool> g_stop{false};
+extern "C" void on_sigint(int) { g_stop = true; }
+
+struct SigintScope {
+  using Handler = void (*)(int);
+  Handler prev;
+  SigintScope() : prev(std::signal(SIGINT, on_sigint)) { g_stop = false; }
+  ~SigintScope() { std::signal(SIGINT, prev); }
+};
 
 struct TrainFlags {
   RunConfig cfg = default_run_config("gpt");  // flag values (defaults shown in --help)
@@ -254,6 +269,9 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   opts.resume = resume;
   opts.force = f.force;
   opts.progress = f.quiet ? nullptr : stderr;
+  opts.stop = &g_stop;
+  kernels::set_num_threads(cfg.train.threads);
+  SigintScope sigint;
   const TrainResult r = train_gpt(cfg, opts);
   const bool by_bleu = cfg.task == "seq2seq" && cfg.train.best_by == "bleu" && cfg.train.eval_bleu != 0;
   fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best {} {} {:.4f} at step {}; run saved in {}\n", r.steps,

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -24,17 +23,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Ctrl-C: finish the current step, save, exit.
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
-
-struct SigintScope {
-  using Handler = void (*)(int);
-  Handler prev;
-  SigintScope() : prev(std::signal(SIGINT, on_sigint)) { g_interrupted = false; }
-  ~SigintScope() { std::signal(SIGINT, prev); }
-};
 
 // Everything a run needs, built either fresh or from a run directory.
 struct Session {
@@ -282,7 +270,6 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   s.cfg = std::move(cfg);
   s.dir = o.out_dir;
   ATTO_CHECK(!s.dir.empty(), "no output directory: pass --out DIR");
-  kernels::set_num_threads(s.cfg.train.threads);
   Progress p(o.progress);
   TrainResult r;
   const bool plan_time = !o.resume && s.cfg.train.time_budget > 0.0 && s.cfg.train.steps == kAutoInt;
@@ -299,7 +286,6 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   for (const std::string& why : s.task->auto_notes()) p.message("  from the data: " + why);
   if (o.resume) p.message(fmt::format("resuming {} at step {} of {}", s.dir, s.st.step, s.cfg.train.steps));
 
-  SigintScope sigint;
   const TrainConfig& t = s.cfg.train;
   const optim::LrSchedule sched = t.lr_schedule();
   const auto t0 = Clock::now();
@@ -327,6 +313,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     r.last_train_loss = loss;
     r.tokens += step_tokens;
     const bool last = s.st.step == t.steps;
+    const bool stopping = o.stop != nullptr && o.stop->load();  // read once: both checks below agree
     if (s.st.step % t.log_every == 0 || last) {
       const auto now = Clock::now();
       const double dt = std::chrono::duration<double>(now - last_log).count();
@@ -342,7 +329,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
       last_log = now;
       tokens_since_log = 0;
     }
-    if (s.st.step % t.eval_every == 0 || last || g_interrupted) {
+    if (s.st.step % t.eval_every == 0 || last || stopping) {
       s.st.elapsed_seconds = base_elapsed + std::chrono::duration<double>(Clock::now() - t0).count();
       val = evaluate_and_save(s, p);
       r.last_val_loss = val;
@@ -352,7 +339,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
         break;
       }
     }
-    if (g_interrupted) {
+    if (stopping) {
       r.interrupted = true;
       p.message(fmt::format("interrupted at step {}: state saved; continue with `atto train --resume {}`", s.st.step,
                             s.dir));

@@ -19,6 +19,7 @@
 // uninterrupted one bit for bit (same thread count; kernels are thread-count independent anyway).
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -31,6 +32,11 @@ struct TrainerOptions {
   bool resume = false;
   bool force = false;              // allow writing into a directory that already holds a run
   std::FILE* progress = stderr;    // progress and status; nullptr = silent
+  // When it becomes true (set from another thread, or from a signal handler: the CLI's Ctrl-C),
+  // training stops at the end of the current step and saves its state; --resume continues.
+  // train_gpt installs no signal handler and leaves the thread count as it finds it (the CLI
+  // sets kernels::set_num_threads from the config's threads).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct TrainResult {

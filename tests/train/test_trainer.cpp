@@ -1,12 +1,14 @@
 // The trainer: exact resume, best checkpoint, divergence handling, run-directory safety.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "io/file.h"
 #include "io/safetensors.h"
+#include "kernels/kernels.h"
 #include "support.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
@@ -82,6 +84,29 @@ TEST(Trainer, ResumeIsBitExact) {
     EXPECT_EQ(a[i].second, b[i].second) << a[i].first;  // bit for bit
   }
   EXPECT_EQ(weights(dir / "straight/model.safetensors"), weights(dir / "split/model.safetensors"));
+}
+
+// The stop flag (the CLI's Ctrl-C) ends training after the current step with the state saved, and
+// the resumed run ends where an uninterrupted one does. train_gpt leaves the thread count alone.
+TEST(Trainer, StopFlagSavesTheStateAndResumeFinishesTheRun) {
+  TempDir dir;
+  const std::string data = write_names(dir);
+  kernels::set_num_threads(1);
+  RunConfig c = tiny_config(data);
+  c.train.threads = 2;  // recorded in config.json; the CLI applies it, train_gpt does not
+  std::atomic<bool> stop{true};
+  const TrainResult r = train_gpt(c, {.out_dir = dir / "stopped", .progress = nullptr, .stop = &stop});
+  EXPECT_EQ(kernels::num_threads(), 1);
+  kernels::set_num_threads(0);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.steps, 1);
+  EXPECT_TRUE(fs::exists(dir / "stopped/train_state.safetensors"));
+  const TrainResult done =
+      train_gpt(load_run_config(dir / "stopped"), {.out_dir = dir / "stopped", .resume = true, .progress = nullptr});
+  EXPECT_FALSE(done.interrupted);
+  EXPECT_EQ(done.steps, 200);
+  train_gpt(tiny_config(data), {.out_dir = dir / "straight", .progress = nullptr});
+  EXPECT_EQ(weights(dir / "straight/train_state.safetensors"), weights(dir / "stopped/train_state.safetensors"));
 }
 
 TEST(Trainer, KeepsBestCheckpointAndWritesMetrics) {
