@@ -14,7 +14,7 @@
 #include <system_error>
 #include <utility>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::test {
 

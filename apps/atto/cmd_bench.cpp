@@ -4,7 +4,7 @@
 #include <string>
 
 #include "commands.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/bench.h"
 #include "train/run_config.h"
 

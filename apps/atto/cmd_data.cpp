@@ -3,7 +3,7 @@
 
 #include "commands.h"
 #include "data/synth.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::cli {
 

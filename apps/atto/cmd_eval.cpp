@@ -14,7 +14,7 @@
 #include "metrics/bleu.h"
 #include "metrics/chrf.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 #include "viz/report.h"

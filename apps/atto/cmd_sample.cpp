@@ -10,7 +10,7 @@
 #include "data/lines_dataset.h"
 #include "generate/generate.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 
 namespace atto::cli {

@@ -8,7 +8,7 @@
 #include "data/text_file.h"
 #include "generate/score.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 
 namespace atto::cli {

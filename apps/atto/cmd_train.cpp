@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "io/file.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/trainer.h"

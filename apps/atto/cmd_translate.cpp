@@ -9,7 +9,7 @@
 #include "data/text_file.h"
 #include "generate/seq2seq_decode.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 
 namespace atto::cli {

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 int main(int argc, char** argv) {
   CLI::App root{"atto: a small-transformer engine (train a GPT on a text file, sample from it, score text)"};

@@ -7,7 +7,7 @@
 
 #include "autograd/tape.h"
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/tensor.h"
 
 namespace atto::detail {

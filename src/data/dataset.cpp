@@ -4,7 +4,7 @@
 
 #include "data/lines_dataset.h"
 #include "data/stream_dataset.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto {

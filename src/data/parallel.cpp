@@ -5,7 +5,7 @@
 
 #include "data/split.h"
 #include "data/text_file.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/rng.h"
 
 namespace atto {

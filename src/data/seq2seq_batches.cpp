@@ -4,7 +4,7 @@
 #include <numeric>
 #include <type_traits>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 

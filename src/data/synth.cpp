@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/rng.h"
 
 namespace atto {

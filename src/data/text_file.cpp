@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "autograd/tape.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::gen {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::gen {
 

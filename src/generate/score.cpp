@@ -5,7 +5,7 @@
 
 #include "autograd/tape.h"
 #include "generate/sampler.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::gen {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::gen {
 

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::io {
 

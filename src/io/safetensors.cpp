@@ -11,7 +11,7 @@
 #include <set>
 
 #include "io/file.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::io {
 

@@ -8,7 +8,7 @@
 #include "metrics/corpus.h"
 #include "metrics/text_ops.h"
 #include "metrics/tokenizer_13a.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::metrics {
 

@@ -6,7 +6,7 @@
 
 #include "metrics/corpus.h"
 #include "metrics/text_ops.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::metrics {
 

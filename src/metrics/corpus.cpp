@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto::metrics::detail {

@@ -28,7 +28,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/parameter.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::nn {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::optim {
 

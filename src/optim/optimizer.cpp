@@ -5,7 +5,7 @@
 #include <set>
 
 #include "kernels/kernels.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::optim {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::optim {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto {

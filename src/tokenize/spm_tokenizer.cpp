@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto {

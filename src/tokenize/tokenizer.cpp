@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/spm_tokenizer.h"
 #include "tokenize/utf8.h"
 #include "tokenize/word_tokenizer.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto {

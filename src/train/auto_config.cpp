@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 

@@ -11,7 +11,7 @@
 #include "kernels/kernels.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/data_parallel.h"
 
 namespace atto::bench {

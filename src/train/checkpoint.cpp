@@ -8,7 +8,7 @@
 
 #include "io/file.h"
 #include "io/safetensors.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 

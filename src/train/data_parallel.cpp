@@ -6,7 +6,7 @@
 #include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 

@@ -4,7 +4,7 @@
 #include "data/dataset.h"
 #include "io/file.h"
 #include "models/gpt.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"

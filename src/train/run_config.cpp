@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 

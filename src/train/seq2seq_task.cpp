@@ -10,7 +10,7 @@
 #include "generate/seq2seq_decode.h"
 #include "io/file.h"
 #include "metrics/bleu.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"

@@ -11,7 +11,7 @@
 #include "kernels/kernels.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"

@@ -6,7 +6,7 @@
 
 #include "autograd/tape.h"
 #include "generate/sampler.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "viz/report.h"
 
 namespace atto::viz {

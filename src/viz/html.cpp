@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "io/file.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "viz/report.h"
 

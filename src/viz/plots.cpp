@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "viz/figures.h"
 
 namespace atto::viz {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "generate/sampler.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 #include "viz/pca.h"

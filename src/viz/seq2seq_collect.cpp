@@ -7,7 +7,7 @@
 #include "autograd/tape.h"
 #include "generate/sampler.h"
 #include "generate/seq2seq_decode.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "viz/seq2seq_report.h"
 
 namespace atto::viz {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 #include "viz/report_parts.h"

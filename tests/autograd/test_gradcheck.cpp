@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "autograd/gradcheck.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 using namespace atto::test;

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/ops.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 

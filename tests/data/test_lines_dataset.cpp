@@ -7,7 +7,7 @@
 #include <string>
 
 #include "data/lines_dataset.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 

@@ -8,7 +8,7 @@
 
 #include "data/parallel.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;

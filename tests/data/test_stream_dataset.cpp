@@ -5,7 +5,7 @@
 #include <string>
 
 #include "data/stream_dataset.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 using namespace atto;

@@ -11,7 +11,7 @@
 
 #include "data/parallel.h"
 #include "data/synth.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 

@@ -8,7 +8,7 @@
 #include "data/dataset.h"
 #include "data/text_file.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 namespace fs = std::filesystem;

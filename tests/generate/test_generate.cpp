@@ -8,7 +8,7 @@
 #include "autograd/tape.h"
 #include "broken_logits.h"
 #include "generate/generate.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 using namespace atto::gen;

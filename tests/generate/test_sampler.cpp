@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "generate/sampler.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 using namespace atto::gen;

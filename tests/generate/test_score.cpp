@@ -8,7 +8,7 @@
 #include "broken_logits.h"
 #include "generate/score.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 using namespace atto::gen;

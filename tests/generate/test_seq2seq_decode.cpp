@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "generate/seq2seq_decode.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 using namespace atto::gen;

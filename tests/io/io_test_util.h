@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::io::testing {
 

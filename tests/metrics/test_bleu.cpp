@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "metrics/bleu.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto::metrics;
 

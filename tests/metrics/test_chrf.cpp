@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "metrics/chrf.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto::metrics;
 

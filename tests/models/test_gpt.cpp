@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "models/gpt.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "models/seq2seq.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 

@@ -8,7 +8,7 @@
 
 #include "optim/clip.h"
 #include "optim/schedule.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::optim {
 namespace {

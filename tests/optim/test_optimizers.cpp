@@ -8,7 +8,7 @@
 #include <string>
 
 #include "optim/optimizer.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto::optim {
 namespace {

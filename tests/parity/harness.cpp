@@ -16,7 +16,7 @@
 
 #include "io/file.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 extern char** environ;
 

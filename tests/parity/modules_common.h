@@ -33,7 +33,7 @@
 #include "io/safetensors.h"
 #include "nn/module.h"
 #include "parity/harness.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/tensor.h"
 
 namespace atto::test {

@@ -9,7 +9,7 @@
 #include "io/safetensors.h"
 #include "parity/harness.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 using namespace atto;
 

@@ -18,7 +18,7 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "parity/harness.h"
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace atto {
 namespace {

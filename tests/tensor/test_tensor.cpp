@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/tensor.h"
 
 using namespace atto;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/char_tokenizer.h"
 
 using namespace atto;

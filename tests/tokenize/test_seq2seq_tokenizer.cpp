@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/tokenizer.h"
 
 using namespace atto;

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/utf8.h"
 
 using namespace atto;

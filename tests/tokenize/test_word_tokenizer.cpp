@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;

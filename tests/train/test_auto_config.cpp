@@ -1,7 +1,7 @@
 // The settings a run takes from its data (train/auto_config.h), and --time's duration syntax.
 #include <gtest/gtest.h>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/progress.h"
 

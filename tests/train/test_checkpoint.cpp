@@ -12,7 +12,7 @@
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

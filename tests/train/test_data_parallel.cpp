@@ -10,7 +10,7 @@
 #include "data/seq2seq_batches.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/data_parallel.h"
 
 using namespace atto;

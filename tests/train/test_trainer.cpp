@@ -10,7 +10,7 @@
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "support.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

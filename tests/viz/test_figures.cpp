@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/rng.h"
 #include "viz/figures.h"
 #include "viz/pca.h"

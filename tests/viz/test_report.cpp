@@ -13,7 +13,7 @@
 #include "generate/broken_logits.h"
 #include "io/file.h"
 #include "models/gpt.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "viz/report.h"
 
 using namespace atto;

@@ -11,7 +11,7 @@
 #include "autograd/tape.h"
 #include "generate/seq2seq_decode.h"
 #include "io/file.h"
-#include "tensor/error.h"
+#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "viz/seq2seq_report.h"

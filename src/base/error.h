@@ -1,4 +1,5 @@
-// atto/tensor/error.h: the one error type of the project.
+// atto/base/error.h: the one error type of the project (below every layer: tokenize and metrics
+// use it without tensors).
 //
 //   ATTO_CHECK(d_model % n_heads == 0,
 //              "d_model ({}) must be divisible by n_heads ({})", d_model, n_heads);
