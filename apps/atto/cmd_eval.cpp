@@ -31,19 +31,6 @@ struct EvalFlags {
   gen::DecodeOptions decode;
 };
 
-// Greedy or beam translations (best hypothesis) of the sources, f.batch_size at a time.
-std::vector<std::string> translate_all(LoadedSeq2Seq& lm, const std::vector<std::vector<int32_t>>& sources,
-                                       const EvalFlags& f) {
-  std::vector<std::string> hyps;
-  for (size_t start = 0; start < sources.size(); start += f.batch_size) {
-    std::vector<std::vector<int32_t>> chunk(sources.begin() + start,
-                                            sources.begin() + std::min(sources.size(), start + f.batch_size));
-    for (const auto& h : gen::translate_batch(*lm.model, chunk, f.decode))
-      hyps.push_back(lm.tgt_tok->decode(h[0].tokens));
-  }
-  return hyps;
-}
-
 // Mean loss (nats/token) of the references under teacher forcing, over the pairs within the
 // model's max_len; sets count to the reference tokens scored. Non-finite logits are an error.
 double reference_loss(LoadedSeq2Seq& lm, const ParallelCorpus& corpus, int64_t& count, LengthFilterReport& lf) {
@@ -71,16 +58,14 @@ int run_eval_seq2seq(const EvalFlags& f) {
   LoadedSeq2Seq lm = load_seq2seq_run(f.model);
   const ParallelCorpus corpus = read_parallel(f.src, f.refs[0]);
   ATTO_CHECK(corpus.skipped_empty == 0 || !corpus.pairs.empty(), "{}: no sentence pairs", corpus.summary());
-  const int64_t max_len = lm.config.seq2seq.max_len;
   std::vector<std::vector<int32_t>> sources;
-  std::vector<std::string> refs;
+  std::vector<std::string> refs, hyps;
   for (const auto& p : corpus.pairs) {
-    auto ids = lm.src_tok->encode(p.src);
-    if (static_cast<int64_t>(ids.size()) > max_len) ids.resize(max_len);
-    sources.push_back(std::move(ids));
+    sources.push_back(lm.src_tok->encode(p.src));
     refs.push_back(p.tgt);
   }
-  const std::vector<std::string> hyps = translate_all(lm, sources, f);
+  for (const auto& h : gen::translate_all(*lm.model, sources, f.decode, f.batch_size))
+    hyps.push_back(h.empty() ? std::string() : lm.tgt_tok->decode(h[0].tokens));
   int64_t count = 0;
   LengthFilterReport lf;
   const double loss = reference_loss(lm, corpus, count, lf);

@@ -58,26 +58,17 @@ int run_translate(TranslateFlags f) {
   const int64_t max_len = lm.config.seq2seq.max_len;
   std::vector<std::vector<int32_t>> sources;
   for (size_t i = 0; i < lines.size(); ++i) {
-    auto ids = lm.src_tok->encode(lines[i]);
-    if (static_cast<int64_t>(ids.size()) > max_len) {  // policy: truncate, with a warning
+    sources.push_back(lm.src_tok->encode(lines[i]));
+    if (static_cast<int64_t>(sources.back().size()) > max_len)  // translate_chunks keeps the first max_len
       fmt::print(stderr, "atto: warning: line {} has {} tokens; only the first {} (the model's --max-len) are used\n",
-                 i + 1, ids.size(), max_len);
-      ids.resize(max_len);
-    }
-    sources.push_back(std::move(ids));
+                 i + 1, sources.back().size(), max_len);
   }
-  for (size_t start = 0; start < sources.size(); start += f.batch_size) {
-    // Empty lines translate to empty lines (nothing is decoded for them).
-    std::vector<size_t> idx;
-    std::vector<std::vector<int32_t>> batch;
-    for (size_t i = start; i < std::min(sources.size(), start + f.batch_size); ++i)
-      if (!sources[i].empty()) idx.push_back(i), batch.push_back(sources[i]);
-    const auto out = gen::translate_batch(*lm.model, batch, f.decode);
-    size_t k = 0;
-    for (size_t i = start; i < std::min(sources.size(), start + f.batch_size); ++i) {
-      const bool empty = sources[i].empty();
-      const std::vector<gen::Hypothesis> none;
-      const auto& hyps = empty ? none : out[k++];
+  // Printed batch by batch as they are decoded; an empty line translates to an empty line.
+  gen::translate_chunks(*lm.model, sources, f.decode, f.batch_size,
+                        [&](size_t first, std::vector<std::vector<gen::Hypothesis>>& results) {
+    for (size_t k = 0; k < results.size(); ++k) {
+      const size_t i = first + k;
+      const auto& hyps = results[k];
       if (f.json) {
         nlohmann::json j = {{"index", i}, {"source", lines[i]}, {"translations", nlohmann::json::array()}};
         for (const auto& h : hyps) j["translations"].push_back(hypothesis_json(h, *lm.tgt_tok, f.attention));
@@ -89,7 +80,7 @@ int run_translate(TranslateFlags f) {
       }
     }
     std::fflush(stdout);
-  }
+  });
   return 0;
 }
 

@@ -305,4 +305,37 @@ std::vector<std::vector<Hypothesis>> translate_batch(Seq2Seq& model, const std::
   return out;
 }
 
+void translate_chunks(
+    Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources, const DecodeOptions& opt, int64_t batch_size,
+    const std::function<void(size_t first, std::vector<std::vector<Hypothesis>>& results)>& on_batch) {
+  ATTO_CHECK(batch_size >= 1, "translate: the batch size must be at least 1, got {}", batch_size);
+  opt.validate();
+  const auto max_len = static_cast<size_t>(model.config().max_len);
+  for (size_t first = 0; first < sources.size(); first += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(sources.size(), first + static_cast<size_t>(batch_size));
+    std::vector<size_t> decoded;  // the non-empty sources of the batch
+    std::vector<std::vector<int32_t>> batch;
+    for (size_t i = first; i < end; ++i) {
+      if (sources[i].empty()) continue;
+      decoded.push_back(i);
+      batch.emplace_back(sources[i].begin(), sources[i].begin() + static_cast<std::ptrdiff_t>(
+                                                                       std::min(sources[i].size(), max_len)));
+    }
+    std::vector<std::vector<Hypothesis>> out = translate_batch(model, batch, opt);
+    std::vector<std::vector<Hypothesis>> results(end - first);
+    for (size_t k = 0; k < decoded.size(); ++k) results[decoded[k] - first] = std::move(out[k]);
+    on_batch(first, results);
+  }
+}
+
+std::vector<std::vector<Hypothesis>> translate_all(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources,
+                                                   const DecodeOptions& opt, int64_t batch_size) {
+  std::vector<std::vector<Hypothesis>> all;
+  all.reserve(sources.size());
+  translate_chunks(model, sources, opt, batch_size, [&](size_t, std::vector<std::vector<Hypothesis>>& results) {
+    for (auto& r : results) all.push_back(std::move(r));
+  });
+  return all;
+}
+
 }  // namespace atto::gen

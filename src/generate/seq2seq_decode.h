@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "models/seq2seq.h"
@@ -60,6 +61,18 @@ struct Hypothesis {
 // eos 2). Sources longer than the model's max_len are an error naming the source index.
 std::vector<std::vector<Hypothesis>> translate_batch(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources,
                                                      const DecodeOptions& opt);
+
+// Translates any number of sources batch_size at a time, the one policy of atto translate, atto
+// eval and the trainer's validation BLEU: a source longer than the model's max_len is cut to its
+// first max_len tokens (callers that warn check the length themselves); an empty source gets no
+// hypotheses (nothing is decoded for it). on_batch(first, results) receives each batch's results
+// (sources first, first + 1, ...) as soon as they are decoded: nothing is kept, for streaming.
+void translate_chunks(
+    Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources, const DecodeOptions& opt, int64_t batch_size,
+    const std::function<void(size_t first, std::vector<std::vector<Hypothesis>>& results)>& on_batch);
+// translate_chunks, keeping every source's hypotheses.
+std::vector<std::vector<Hypothesis>> translate_all(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources,
+                                                   const DecodeOptions& opt, int64_t batch_size);
 
 // The argmax decoder, kept separate as a reference for beam search (beam 1 must equal it).
 std::vector<Hypothesis> greedy_decode(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources,

@@ -191,18 +191,11 @@ class Seq2SeqTask final : public TrainTask {
   double bleu() {
     const int64_t n = cfg_.train.eval_bleu < 0 ? static_cast<int64_t>(val_sources_.size())
                                                : std::min<int64_t>(cfg_.train.eval_bleu, val_sources_.size());
-    gen::DecodeOptions o;  // greedy
-    std::vector<std::string> hyps, refs;
-    for (int64_t start = 0; start < n; start += 64) {
-      std::vector<std::vector<int32_t>> chunk;
-      for (int64_t i = start; i < std::min<int64_t>(n, start + 64); ++i) {
-        auto s = val_sources_[i];
-        if (static_cast<int64_t>(s.size()) > cfg_.seq2seq.max_len) s.resize(cfg_.seq2seq.max_len);
-        chunk.push_back(std::move(s));
-        refs.push_back(val_refs_[i]);
-      }
-      for (const auto& h : gen::translate_batch(*model_, chunk, o)) hyps.push_back(tgt_tok_->decode(h[0].tokens));
-    }
+    const std::vector<std::vector<int32_t>> sources(val_sources_.begin(), val_sources_.begin() + n);
+    const std::vector<std::string> refs(val_refs_.begin(), val_refs_.begin() + n);
+    std::vector<std::string> hyps;
+    for (const auto& h : gen::translate_all(*model_, sources, gen::DecodeOptions{} /* greedy */, 64))
+      hyps.push_back(h.empty() ? std::string() : tgt_tok_->decode(h[0].tokens));
     return metrics::corpus_bleu(hyps, {refs}).score;
   }
 

@@ -78,6 +78,51 @@ TEST(Seq2SeqDecode, NBestSortedAndBatchedEqualsSingle) {
   }
 }
 
+// translate_chunks (atto translate, atto eval, the trainer's BLEU): batches of any size give
+// translate_batch's results in order; an empty source gets no hypotheses; a source over max_len is
+// cut to its first max_len tokens (translate_batch itself refuses it).
+TEST(Seq2SeqDecode, TranslateChunksBatchesTruncatesAndSkipsEmpty) {
+  Rng rng(3);
+  Seq2Seq m(cfg(), rng);
+  m.eval();
+  DecodeOptions o;
+  o.beam = 3;
+  o.n_best = 2;
+  std::vector<int32_t> long_src(20);
+  for (size_t i = 0; i < long_src.size(); ++i) long_src[i] = static_cast<int32_t>(4 + i % 8);
+  const std::vector<int32_t> cut(long_src.begin(), long_src.begin() + 16);
+  std::vector<std::vector<int32_t>> srcs = sources();
+  srcs.insert(srcs.begin() + 1, std::vector<int32_t>{});
+  srcs.push_back(long_src);
+  EXPECT_THROW(translate_batch(m, {long_src}, o), Error);
+  std::vector<std::vector<int32_t>> expect_srcs = sources();
+  expect_srcs.push_back(cut);
+  const auto expect = translate_batch(m, expect_srcs, o);
+  for (int64_t batch : {1, 2, 3, 100}) {
+    std::vector<size_t> firsts;
+    std::vector<std::vector<Hypothesis>> got;
+    translate_chunks(m, srcs, o, batch, [&](size_t first, std::vector<std::vector<Hypothesis>>& r) {
+      firsts.push_back(first);
+      for (auto& h : r) got.push_back(std::move(h));
+    });
+    ASSERT_EQ(got.size(), srcs.size()) << "batch " << batch;
+    EXPECT_EQ(firsts.front(), 0u);
+    EXPECT_EQ(firsts.size(), (srcs.size() + batch - 1) / batch) << "batch " << batch;
+    EXPECT_TRUE(got[1].empty()) << "the empty source, batch " << batch;
+    for (size_t i = 0, e = 0; i < srcs.size(); ++i) {
+      if (i == 1) continue;
+      ASSERT_EQ(got[i].size(), 2u);
+      for (size_t n = 0; n < 2; ++n) {
+        EXPECT_EQ(got[i][n].tokens, expect[e][n].tokens) << "source " << i << ", batch " << batch;
+        EXPECT_NEAR(got[i][n].score, expect[e][n].score, 1e-5) << "source " << i << ", batch " << batch;
+      }
+      ++e;
+    }
+    EXPECT_EQ(translate_all(m, srcs, o, batch).size(), srcs.size());
+  }
+  EXPECT_THROW(translate_all(m, srcs, o, 0), Error);
+}
+
 namespace {
 constexpr int32_t kBos = 1, kEos = 2;
 
