@@ -1,4 +1,5 @@
-// Finite-difference gradient checks: every differentiable op, contiguous and non-contiguous.
+// Finite-difference gradient checks: every differentiable op, contiguous and non-contiguous, one
+// parameterised test per op (EveryOp/Gradcheck.Contiguous/<op>).
 #include <cmath>
 
 #include "autograd/gradcheck.h"
@@ -128,19 +129,38 @@ std::vector<Case> cases() {
 
 }  // namespace
 
-TEST(Gradcheck, EveryOpContiguous) {
-  for (const Case& c : cases()) EXPECT_TRUE(gradcheck(c.name, c.f, c.inputs, c.opt));
+// One test per op and layout, runnable alone: --gtest_filter='EveryOp/Gradcheck.*/layer_norm*'.
+class Gradcheck : public ::testing::TestWithParam<std::string> {
+ protected:
+  static Case find(const std::string& name) {
+    for (Case& c : cases())
+      if (c.name == name) return c;
+    throw Error("no gradcheck case " + name);
+  }
+};
+
+TEST_P(Gradcheck, Contiguous) {
+  const Case c = find(GetParam());
+  EXPECT_TRUE(gradcheck(c.name, c.f, c.inputs, c.opt));
 }
 
-TEST(Gradcheck, EveryOpNonContiguous) {
-  for (Case c : cases()) {
-    c.opt.non_contiguous = true;
-    EXPECT_TRUE(gradcheck(c.name, c.f, c.inputs, c.opt));
-  }
+TEST_P(Gradcheck, NonContiguous) {
+  Case c = find(GetParam());
+  c.opt.non_contiguous = true;
+  EXPECT_TRUE(gradcheck(c.name, c.f, c.inputs, c.opt));
 }
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const Case& c : cases()) names.push_back(c.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, Gradcheck, ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The harness itself must catch a wrong gradient: a deliberately broken op fails it.
-TEST(Gradcheck, CatchesAWrongGradient) {
+TEST(GradcheckHarness, CatchesAWrongGradient) {
   // A correct op with the wrong expected function: compare d/dx of exp with numeric of 2*exp.
   auto f = [](const Inputs& x) {
     Tensor a = exp(x[0]);
