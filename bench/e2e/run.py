@@ -41,6 +41,9 @@ VOCAB = 65
 def parse_args(argv):
     p = argparse.ArgumentParser(description="atto vs PyTorch, side by side")
     p.add_argument("--atto", default=os.environ.get("ATTO_BIN", "build/atto"), help="the atto binary")
+    p.add_argument("--baseline", default=None,
+                   help="an older atto binary: each atto measurement is repeated with it right after, and a table "
+                        "compares the two (a change's before and after, from one run)")
     p.add_argument("--python", default=os.environ.get("ATTO_PYTHON", "/usr/bin/python3"),
                    help="a python with torch (Debian's python3-torch)")
     p.add_argument("--smoke", action="store_true", help="a few steps of everything (CI): checks that it runs")
@@ -124,10 +127,11 @@ class Bench:
     def train(self, name):
         a, cfg = self.a, CONFIGS[name]
         steps = ["--warmup", str(a.warmup), "--steps", str(a.steps), "--batch-size", str(cfg["batch_size"])]
-        r = run_json([a.atto, "bench", "train", *model_flags(cfg, False), *steps, "--threads", str(a.atto_threads),
-                      "--peak-gflops", "-1", "--json"])
-        self.record("train", name, "atto", str(a.atto_threads), r)
-        self.log(f"  ({name}) train atto  {a.atto_threads} threads: {r['tokens_per_s']:9.0f} tokens/s")
+        for side, binary in self.attos():
+            r = run_json([binary, "bench", "train", *model_flags(cfg, False), *steps, "--threads", str(a.atto_threads),
+                          "--peak-gflops", "-1", "--json"])
+            self.record("train", name, side, str(a.atto_threads), r)
+            self.log(f"  ({name}) train {side}  {a.atto_threads} threads: {r['tokens_per_s']:9.0f} tokens/s")
         for t, blas in a.torch_threads:
             r = run_json([*self.ref, "train", *model_flags(cfg, True), *steps, "--threads", str(t),
                           "--blas-threads", str(blas), "--json"])
@@ -138,10 +142,11 @@ class Bench:
         a, cfg = self.a, CONFIGS[name]
         common = ["--batch-size", "1", "--new-tokens", str(a.new_tokens)]
         kv_runs = ["--warmup", str(a.gen_warmup), "--steps", str(a.gen_runs)]
-        r = run_json([a.atto, "bench", "generate", *model_flags(cfg, False), *common, *kv_runs,
-                      "--threads", str(a.atto_threads), "--json"])
-        self.record("generate", name, "atto", str(a.atto_threads), r)
-        self.log(f"  ({name}) generate atto:          {r['tokens_per_s']:9.1f} tokens/s")
+        for side, binary in self.attos():
+            r = run_json([binary, "bench", "generate", *model_flags(cfg, False), *common, *kv_runs,
+                          "--threads", str(a.atto_threads), "--json"])
+            self.record("generate", name, side, str(a.atto_threads), r)
+            self.log(f"  ({name}) generate {side}:          {r['tokens_per_s']:9.1f} tokens/s")
         for mode in ("kvcache", "nanogpt"):
             runs = kv_runs if mode == "kvcache" else ["--warmup", "0", "--steps", "1"]
             for t, blas in a.torch_threads:
@@ -149,6 +154,10 @@ class Bench:
                               "--threads", str(t), "--blas-threads", str(blas), "--json"])
                 self.record("generate", name, f"torch-{mode}", f"{t}:{blas}", r)
                 self.log(f"  ({name}) generate torch {mode} {t}:{blas}: {r['tokens_per_s']:9.1f} tokens/s")
+
+    def attos(self):
+        """The atto binaries to measure, in order: this one, then the baseline (when given)."""
+        return [("atto", self.a.atto)] + ([("baseline", self.a.baseline)] if self.a.baseline else [])
 
     def run(self):
         for rnd in range(self.a.rounds):
@@ -264,10 +273,26 @@ def print_generate_table(b):
         print(f"({name}) atto {spread(r[0])}   torch KV {spread(r[1])}   torch nanoGPT {spread(r[2])}")
 
 
+def print_baseline_table(b):
+    if not b.a.baseline:
+        return
+    print()
+    print(f"== atto against the baseline binary {b.a.baseline} (run alternately, each the best of {b.a.rounds} "
+          f"round(s)): tokens/s")
+    print(f"{'':<9} {'cfg':<4} {'model':<18} {'atto':>10} {'baseline':>10} {'atto/baseline':>13}")
+    for kind, names in (("train", b.a.configs), ("generate", b.a.gen_configs)):
+        for name in names:
+            new, old = b.best(kind, name, "atto")["result"], b.best(kind, name, "baseline")["result"]
+            print(f"{kind:<9} ({name}) {describe(CONFIGS[name]):<18} {new['tokens_per_s']:>10.1f} "
+                  f"{old['tokens_per_s']:>10.1f} {new['tokens_per_s'] / old['tokens_per_s']:>13.3f}")
+
+
 def main(argv):
     a = parse_args(argv)
     if not os.access(a.atto, os.X_OK):
         sys.exit(f"run.py: no atto binary at {a.atto}: build it (scripts/build) or pass --atto PATH")
+    if a.baseline and not os.access(a.baseline, os.X_OK):
+        sys.exit(f"run.py: no baseline binary at {a.baseline}")
     b = Bench(a)
     load_start = load_average()
     try:
@@ -278,6 +303,7 @@ def main(argv):
     peak = print_header(b, load_start, load_end)
     print_train_table(b, peak)
     print_generate_table(b)
+    print_baseline_table(b)
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump(dict(args={k: v for k, v in vars(a).items()}, load_start=load_start, load_end=load_end,

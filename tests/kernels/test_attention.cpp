@@ -9,35 +9,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_support.h"
 #include "kernels/kernels.h"
 
 namespace atto::kernels {
 namespace {
 
-std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-struct ThreadGuard {
-  int saved = num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
-
-void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
-                          const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); i++)
-    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << what << " differs at " << i;
-}
+using test::expect_bit_identical;
+using test::expect_matches_central_differences;
+using test::randn;
+using test::ThreadGuard;
 
 enum class Mask { kNone, kPadding, kOneBatchAllMasked };
 
@@ -397,21 +381,9 @@ TEST(KernelAttention, NaiveBackwardMatchesCentralDifferences) {
   std::fill(x.dkb.begin(), x.dkb.end(), 0.0f);
   std::fill(x.dvb.begin(), x.dvb.end(), 0.0f);
   run_backward(x, true);
-  auto check = [&](std::vector<float>& param, const std::vector<float>& grad, const char* nm) {
-    for (size_t i = 0; i < param.size(); i++) {
-      const float saved = param[i], h = 1e-2f;
-      param[i] = saved + h;
-      const double up = loss();
-      param[i] = saved - h;
-      const double down = loss();
-      param[i] = saved;
-      const double fd = (up - down) / (2.0 * h);
-      EXPECT_NEAR(grad[i], fd, 2e-3 * (1 + std::fabs(fd))) << nm << "[" << i << "]";
-    }
-  };
-  check(x.qb, x.dqb, "dq");
-  check(x.kb, x.dkb, "dk");
-  check(x.vb, x.dvb, "dv");
+  expect_matches_central_differences(x.qb, x.dqb, loss, "dq");
+  expect_matches_central_differences(x.kb, x.dkb, loss, "dk");
+  expect_matches_central_differences(x.vb, x.dvb, loss, "dv");
 }
 
 }  // namespace

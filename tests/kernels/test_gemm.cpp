@@ -7,44 +7,26 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <limits>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernels/kernel_support.h"
 #include "kernels/kernels.h"
 
 namespace atto::kernels {
 namespace {
 
-std::vector<float> randn(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-struct ThreadGuard {
-  int saved = num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using test::expect_bit_identical;
+using test::randn;
+using test::ThreadGuard;
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
-}
-
-void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
-                          const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); i++)
-    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
-        << what << " differs at " << i << ": " << a[i] << " vs " << b[i];
 }
 
 struct GemmCase {

@@ -7,48 +7,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_support.h"
 #include "kernels/kernels.h"
 
 namespace atto::kernels {
 namespace {
 
-std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f, float mean = 0.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(mean, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-struct ThreadGuard {
-  int saved = num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
-                  double atol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); i++)
-    ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
-}
-
-void expect_thread_invariant(const std::function<std::vector<float>()>& f,
-                             const std::string& what) {
-  ThreadGuard guard;
-  set_num_threads(1);
-  const std::vector<float> one = f();
-  set_num_threads(2);
-  const std::vector<float> two = f();
-  ASSERT_EQ(one.size(), two.size());
-  for (size_t i = 0; i < one.size(); i++)
-    ASSERT_EQ(std::memcmp(&one[i], &two[i], sizeof(float)), 0) << what << " differs at " << i;
-}
+using test::expect_close;
+using test::expect_matches_central_differences;
+using test::expect_thread_invariant;
+using test::randn;
 
 // ---- LayerNorm / RMSNorm -------------------------------------------------------------------
 
@@ -207,22 +178,10 @@ TEST(KernelNorm, NaiveBackwardMatchesCentralDifferences) {
       layernorm_backward_naive(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
                                mean.data(), rstd.data(), N, C);
     }
-    auto check = [&](std::vector<float>& param, const std::vector<float>& grad, const char* nm) {
-      for (size_t i = 0; i < param.size(); i++) {
-        const float saved = param[i], h = 1e-2f;
-        param[i] = saved + h;
-        const double up = loss();
-        param[i] = saved - h;
-        const double down = loss();
-        param[i] = saved;
-        const double fd = (up - down) / (2.0 * h);
-        EXPECT_NEAR(grad[i], fd, 2e-3 * (1 + std::fabs(fd)))
-            << (rms ? "rmsnorm " : "layernorm ") << nm << "[" << i << "]";
-      }
-    };
-    check(x, dx, "dinp");
-    check(w, dw, "dweight");
-    if (!rms) check(b, db, "dbias");
+    const std::string what = rms ? "rmsnorm " : "layernorm ";
+    expect_matches_central_differences(x, dx, loss, what + "dinp");
+    expect_matches_central_differences(w, dw, loss, what + "dweight");
+    if (!rms) expect_matches_central_differences(b, db, loss, what + "dbias");
   }
 }
 
