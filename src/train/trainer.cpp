@@ -262,36 +262,69 @@ double plan_time_budget(RunConfig& cfg, const std::string& dir, Clock::time_poin
   return planned;
 }
 
-}  // namespace
+// The progress line and metrics.jsonl record of the logged steps; the wall time of this invocation.
+class StepLog {
+ public:
+  explicit StepLog(double base_elapsed) : base_elapsed_(base_elapsed) {}
+  void add(int64_t tokens) {
+    tokens_ += tokens;
+    steps_++;
+  }
+  // The run's training time so far: earlier invocations (resumed runs) plus this one.
+  double run_elapsed() const { return base_elapsed_ + seconds_since(t0_); }
+  double seconds() const { return seconds_since(t0_); }
+  void write(const Session& s, Progress& p, double loss, float lr, double val) {
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - last_).count();
+    const double tok_s = dt > 0 ? static_cast<double>(tokens_) / dt : 0.0;
+    const TrainConfig& t = s.cfg.train;
+    const double eta = seconds() / static_cast<double>(steps_) * static_cast<double>(t.steps - s.st.step);
+    append_metrics(s.dir, {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s},
+                           {"elapsed_s", run_elapsed()}});
+    const std::string shown = std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val);
+    p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  {} {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step, t.steps,
+                       loss, s.val_is_train ? "train-set loss" : "val loss", shown, lr, tok_s, format_duration(eta)));
+    last_ = now;
+    tokens_ = 0;
+  }
 
-TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
-  const auto t_start = Clock::now();
+ private:
+  double base_elapsed_;
+  Clock::time_point t0_ = Clock::now(), last_ = t0_;
+  int64_t tokens_ = 0, steps_ = 0;  // tokens since the last log line; steps of this invocation
+};
+
+// A fresh run or a resumed one, planned for a time budget when asked, its header printed.
+Session open_session(RunConfig cfg, const TrainerOptions& o, Clock::time_point t_start, Progress& p, TrainResult& r) {
   Session s;
   s.cfg = std::move(cfg);
   s.dir = o.out_dir;
   ATTO_CHECK(!s.dir.empty(), "no output directory: pass --out DIR");
-  Progress p(o.progress);
-  TrainResult r;
-  const bool plan_time = !o.resume && s.cfg.train.time_budget > 0.0 && s.cfg.train.steps == kAutoInt;
-  if (plan_time) {
+  if (!o.resume && s.cfg.train.time_budget > 0.0 && s.cfg.train.steps == kAutoInt) {
     s.cfg.train.validate();
     check_out_dir(s.dir, o.force);
     r.time_budget = s.cfg.train.time_budget;
     r.planned_seconds = plan_time_budget(s.cfg, s.dir, t_start, p);
   }
   if (o.resume) start_resume(s); else start_new(s, o);
-
   r.num_parameters = s.task->model().num_parameters();
   p.message("atto: " + s.task->summary());
   for (const std::string& why : s.task->auto_notes()) p.message("  from the data: " + why);
   if (o.resume) p.message(fmt::format("resuming {} at step {} of {}", s.dir, s.st.step, s.cfg.train.steps));
+  return s;
+}
 
+}  // namespace
+
+TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
+  const auto t_start = Clock::now();
+  Progress p(o.progress);
+  TrainResult r;
+  Session s = open_session(std::move(cfg), o, t_start, p, r);
   const TrainConfig& t = s.cfg.train;
   const optim::LrSchedule sched = t.lr_schedule();
-  const auto t0 = Clock::now();
-  const double base_elapsed = s.st.elapsed_seconds;  // earlier invocations of this run
-  auto last_log = t0;
-  int64_t bad_streak = 0, tokens_since_log = 0, steps_done = 0;
+  StepLog log(s.st.elapsed_seconds);
+  int64_t bad_streak = 0;
   double val = std::nan("");
   while (s.st.step < t.steps) {
     const float lr = sched.at(s.st.step);
@@ -308,31 +341,15 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     }
     bad_streak = 0;
     s.st.step++;
-    steps_done++;
-    tokens_since_log += step_tokens;
+    log.add(step_tokens);
     r.last_train_loss = loss;
     r.tokens += step_tokens;
     const bool last = s.st.step == t.steps;
     const bool stopping = o.stop != nullptr && o.stop->load();  // read once: both checks below agree
-    if (s.st.step % t.log_every == 0 || last) {
-      const auto now = Clock::now();
-      const double dt = std::chrono::duration<double>(now - last_log).count();
-      const double tok_s = dt > 0 ? tokens_since_log / dt : 0.0;
-      const double elapsed = std::chrono::duration<double>(now - t0).count();
-      const double eta = elapsed / static_cast<double>(steps_done) * static_cast<double>(t.steps - s.st.step);
-      append_metrics(s.dir, {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s},
-                             {"elapsed_s", base_elapsed + elapsed}});
-      const std::string shown = std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val);
-      p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  {} {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step,
-                         t.steps, loss, s.val_is_train ? "train-set loss" : "val loss", shown, lr, tok_s,
-                         format_duration(eta)));
-      last_log = now;
-      tokens_since_log = 0;
-    }
+    if (s.st.step % t.log_every == 0 || last) log.write(s, p, loss, lr, val);
     if (s.st.step % t.eval_every == 0 || last || stopping) {
-      s.st.elapsed_seconds = base_elapsed + std::chrono::duration<double>(Clock::now() - t0).count();
-      val = evaluate_and_save(s, p);
-      r.last_val_loss = val;
+      s.st.elapsed_seconds = log.run_elapsed();
+      val = r.last_val_loss = evaluate_and_save(s, p);
       if (t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {
         r.early_stopped = true;
         p.message(fmt::format("early stop: {} evaluations without improvement", t.early_stop));
@@ -347,7 +364,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     }
   }
   p.finish();
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.seconds = log.seconds();
   r.total_seconds = seconds_since(t_start);
   r.steps = s.st.step;
   r.best_val_loss = s.st.best_val_loss;
