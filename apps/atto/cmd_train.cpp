@@ -30,6 +30,7 @@ struct SigintScope {
 struct TrainFlags {
   RunConfig cfg = default_run_config("gpt");  // flag values (defaults shown in --help)
   std::string out, config_file, resume, mode = "auto", ffn, norm, placement, pos, schedule, task = "gpt", time;
+  std::string optimizer = "adamw", best_by = "loss";
   int64_t n_enc_layers = 0, n_dec_layers = 0, max_len = 0;
   bool force = false, quiet = false;
 };
@@ -107,10 +108,12 @@ std::vector<FlagCopy> flag_table() {
          c.train.steps = kAutoInt;  // planned
        },
        false},
-      {"--optimizer", t(&TrainConfig::optimizer), false},
+      {"--optimizer",
+       [](RunConfig& c, const TrainFlags& f) { c.train.optimizer = optim::optimizer_kind_from_string(f.optimizer); },
+       false},
       {"--momentum", t(&TrainConfig::momentum), false},
       {"--nesterov", t(&TrainConfig::nesterov), false},
-      {"--best-by", t(&TrainConfig::best_by), false},
+      {"--best-by", [](RunConfig& c, const TrainFlags& f) { c.train.best_by = parse_best_by(f.best_by); }, false},
       {"--steps", t(&TrainConfig::steps), true},
       {"--decay-steps", t(&TrainConfig::decay_steps), false},
       {"--batch-size", t(&TrainConfig::batch_size), false},
@@ -222,11 +225,11 @@ void add_flags(CLI::App* app, TrainFlags& f) {
                   "seq2seq: padded tokens per batch; 0 = --batch-size sentences; -1 = auto")
       ->default_str("auto");
   app->add_option("--eval-bleu", t.eval_bleu, "seq2seq: validation sentences decoded for BLEU (-1 all, 0 none)");
-  app->add_option("--optimizer", t.optimizer,
+  app->add_option("--optimizer", f.optimizer,
                   "adamw, adam or sgd (plain SGD with L2 --weight-decay; seq2seq default adam, as the paper)");
   app->add_option("--momentum", t.momentum, "sgd: momentum in [0, 1)")->capture_default_str();
   app->add_flag("--nesterov", t.nesterov, "sgd: Nesterov momentum (needs --momentum > 0)");
-  app->add_option("--best-by", t.best_by, "Keep the checkpoint with the best loss or bleu (seq2seq default bleu)");
+  app->add_option("--best-by", f.best_by, "Keep the checkpoint with the best loss or bleu (seq2seq default bleu)");
 }
 
 int run_train(CLI::App* app, const TrainFlags& f) {
@@ -273,7 +276,7 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   kernels::set_num_threads(cfg.train.threads);
   SigintScope sigint;
   const TrainResult r = train_gpt(cfg, opts);
-  const bool by_bleu = cfg.task == "seq2seq" && cfg.train.best_by == "bleu" && cfg.train.eval_bleu != 0;
+  const bool by_bleu = cfg.task == "seq2seq" && cfg.train.best_by == BestBy::Bleu && cfg.train.eval_bleu != 0;
   fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best {} {} {:.4f} at step {}; run saved in {}\n", r.steps,
              r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.val_is_train ? "training-set" : "val",
              by_bleu ? "BLEU" : "loss",

@@ -48,6 +48,21 @@ void check_params(const std::vector<ParamGroup>& groups) {
 
 }  // namespace
 
+const char* to_string(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::AdamW: return "adamw";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::SGD: return "sgd";
+  }
+  return "?";
+}
+
+OptimizerKind optimizer_kind_from_string(std::string_view name) {
+  for (OptimizerKind k : {OptimizerKind::AdamW, OptimizerKind::Adam, OptimizerKind::SGD})
+    if (name == to_string(k)) return k;
+  fail("--optimizer must be adamw, adam or sgd, got '{}'", name);
+}
+
 Tensor encode_count(int64_t count) {
   ATTO_CHECK(count >= 0 && count < kCountBase * kCountBase, "step count {} out of range", count);
   return Tensor::from_vector(

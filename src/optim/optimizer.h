@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,12 @@
 #include "optim/param_groups.h"
 
 namespace atto::optim {
+
+// The optimisers a run can choose, by name: "adamw" (decoupled weight decay), "adam" and "sgd"
+// (weight decay as L2 through the gradient).
+enum class OptimizerKind { AdamW, Adam, SGD };
+const char* to_string(OptimizerKind kind);
+OptimizerKind optimizer_kind_from_string(std::string_view name);  // atto::Error listing the names
 
 // Named state tensors, in a fixed order (global step first, then parameters in group order).
 using StateDict = std::vector<std::pair<std::string, Tensor>>;

@@ -156,10 +156,10 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
     // AdamW's decoupled decay: lines mode's many passes over short samples take more (names.txt:
     // 1.9150 and 1.9140 at 0.3 against 1.9230 and 1.9188 at 0.1, seeds 1337 and 2). SGD and Adam
     // add the decay to the gradient (L2), where PyTorch's default is none.
-    const bool adamw = t.optimizer == "adamw";
+    const bool adamw = t.optimizer == optim::OptimizerKind::AdamW;
     t.weight_decay = !adamw ? 0.0f : lines && !tiny ? 0.3f : 0.1f;
     why.push_back(fmt::format("weight decay {:g}: {}", t.weight_decay,
-                              !adamw          ? "L2 through the gradient is off by default for " + t.optimizer
+                              !adamw          ? "L2 through the gradient is off by default for " + std::string(optim::to_string(t.optimizer))
                               : lines && !tiny ? std::string("lines mode goes over short samples many times")
                                                : std::string("AdamW's usual decay")));
   }

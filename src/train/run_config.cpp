@@ -78,14 +78,11 @@ void TrainConfig::validate() const {
   ATTO_CHECK(early_stop >= 0, "--early-stop must be >= 0 (0 = off), got {}", early_stop);
   ATTO_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
   ATTO_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1, got {}", max_bad_steps);
-  ATTO_CHECK(optimizer == "adamw" || optimizer == "adam" || optimizer == "sgd",
-             "--optimizer must be adamw, adam or sgd, got '{}'", optimizer);
   ATTO_CHECK(std::isfinite(momentum) && momentum >= 0.0f && momentum < 1.0f, "--momentum must be in [0, 1), got {}",
              momentum);
   ATTO_CHECK(!nesterov || momentum > 0.0f, "--nesterov needs --momentum > 0");
-  ATTO_CHECK(optimizer == "sgd" || (momentum == 0.0f && !nesterov),
-             "--momentum and --nesterov are SGD's: pass --optimizer sgd (got --optimizer {})", optimizer);
-  ATTO_CHECK(best_by == "loss" || best_by == "bleu", "--best-by must be loss or bleu, got '{}'", best_by);
+  ATTO_CHECK(optimizer == optim::OptimizerKind::SGD || (momentum == 0.0f && !nesterov),
+             "--momentum and --nesterov are SGD's: pass --optimizer sgd (got --optimizer {})", optim::to_string(optimizer));
   ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "--label-smoothing must be in [0, 1), got {}",
              label_smoothing);
   ATTO_CHECK(batch_tokens >= 0 || batch_tokens == kAutoBatchTokens,
@@ -152,6 +149,7 @@ Field text(const char* key, std::string& ref) {
 
 DataMode parse_mode_str(const std::string& s) { return parse_data_mode(s); }
 optim::ScheduleKind parse_schedule_str(const std::string& s) { return optim::schedule_kind_from_string(s); }
+optim::OptimizerKind parse_optimizer_str(const std::string& s) { return optim::optimizer_kind_from_string(s); }
 bool parse_placement(const std::string& s) {
   if (s == "pre") return true;
   if (s == "post") return false;
@@ -198,8 +196,8 @@ std::vector<Field> train_fields(TrainConfig& t) {
           num("seed", t.seed), num("threads", t.threads), num("shards", t.shards),
           num("eval_every", t.eval_every),
           num("eval_batches", t.eval_batches), num("early_stop", t.early_stop), num("log_every", t.log_every),
-          num("max_bad_steps", t.max_bad_steps), text("optimizer", t.optimizer), num("momentum", t.momentum),
-          boolean("nesterov", t.nesterov), text("best_by", t.best_by),
+          num("max_bad_steps", t.max_bad_steps), named("optimizer", t.optimizer, parse_optimizer_str, optim::to_string), num("momentum", t.momentum),
+          boolean("nesterov", t.nesterov), named("best_by", t.best_by, parse_best_by, to_string),
           num("label_smoothing", t.label_smoothing), num("batch_tokens", t.batch_tokens),
           num("eval_bleu", t.eval_bleu)};
 }
@@ -286,6 +284,14 @@ void apply_config_json(RunConfig& cfg, const json& j, const std::string& source)
   }
 }
 
+const char* to_string(BestBy b) { return b == BestBy::Bleu ? "bleu" : "loss"; }
+
+BestBy parse_best_by(const std::string& s) {
+  if (s == "loss") return BestBy::Loss;
+  if (s == "bleu") return BestBy::Bleu;
+  fail("--best-by must be loss or bleu, got '{}'", s);
+}
+
 RunConfig default_run_config(const std::string& task) {
   RunConfig c;
   ATTO_CHECK(task == "gpt" || task == "seq2seq", "--task must be gpt or seq2seq, got '{}'", task);
@@ -304,7 +310,7 @@ RunConfig default_run_config(const std::string& task) {
   t.warmup = kAutoWarmup;
   t.weight_decay = kAutoWeightDecay;
   if (task == "seq2seq") {  // the paper's optimisation: Adam (0.9, 0.98, 1e-9), the Noam schedule
-    t.optimizer = "adam";
+    t.optimizer = optim::OptimizerKind::Adam;
     t.beta1 = 0.9f;
     t.beta2 = 0.98f;
     t.eps = 1e-9f;
@@ -315,7 +321,7 @@ RunConfig default_run_config(const std::string& task) {
     t.batch_size = 32;
     t.eval_every = 500;
     t.eval_bleu = 500;
-    t.best_by = "bleu";
+    t.best_by = BestBy::Bleu;
   }
   return c;
 }

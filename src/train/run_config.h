@@ -20,6 +20,7 @@
 #include "data/text_file.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
 
 namespace atto {
@@ -35,6 +36,12 @@ inline constexpr float kAutoDropout = -1.0f;
 inline constexpr int64_t kAutoWarmup = -1;
 inline constexpr float kAutoWeightDecay = -1.0f;  // GPT
 inline constexpr int64_t kAutoBatchTokens = -1;  // seq2seq (0 = batches of batch_size sentences)
+
+// What makes an evaluation the best one (its weights are model.safetensors): the validation loss,
+// or (seq2seq) the validation BLEU. Named "loss" and "bleu" in config.json and --best-by.
+enum class BestBy { Loss, Bleu };
+const char* to_string(BestBy b);
+BestBy parse_best_by(const std::string& s);  // atto::Error listing the names
 
 struct DataConfig {
   std::string path;              // gpt: the training text file
@@ -72,13 +79,13 @@ struct TrainConfig {
   int64_t early_stop = 0;        // stop after N evaluations without improvement; 0 = off
   int64_t log_every = 10;
   int64_t max_bad_steps = 5;     // consecutive non-finite steps before giving up
-  std::string optimizer = "adamw";  // adamw (decoupled weight decay), adam (L2) or sgd (L2)
+  optim::OptimizerKind optimizer = optim::OptimizerKind::AdamW;
   float momentum = 0.0f;         // sgd: heavy-ball momentum in [0, 1)
   bool nesterov = false;         // sgd: Nesterov momentum (needs momentum > 0)
   float label_smoothing = 0.0f;
   int64_t batch_tokens = 0;      // seq2seq: padded tokens per batch (0: use batch_size sentences)
   int64_t eval_bleu = 0;         // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
-  std::string best_by = "loss";  // which evaluation keeps the best checkpoint: loss or the task's metric
+  BestBy best_by = BestBy::Loss;  // which evaluation keeps the best checkpoint
 
   void validate() const;         // atto::Error naming the flag and the value (auto values pass)
   optim::LrSchedule lr_schedule() const;  // needs steps, lr and warmup resolved

@@ -44,12 +44,13 @@ void build_task(Session& s, bool resume) {
   const TrainConfig& t = s.cfg.train;
   const optim::AdamOptions ao{t.beta1, t.beta2, t.eps};
   auto groups = optim::default_param_groups(m.named_parameters(), t.weight_decay);
-  if (t.optimizer == "sgd")
-    s.opt = std::make_unique<optim::SGD>(std::move(groups), optim::SgdOptions{t.momentum, t.nesterov});
-  else if (t.optimizer == "adam")
-    s.opt = std::make_unique<optim::Adam>(std::move(groups), ao);
-  else
-    s.opt = std::make_unique<optim::AdamW>(std::move(groups), ao);
+  switch (t.optimizer) {
+    case optim::OptimizerKind::SGD:
+      s.opt = std::make_unique<optim::SGD>(std::move(groups), optim::SgdOptions{t.momentum, t.nesterov});
+      break;
+    case optim::OptimizerKind::Adam: s.opt = std::make_unique<optim::Adam>(std::move(groups), ao); break;
+    case optim::OptimizerKind::AdamW: s.opt = std::make_unique<optim::AdamW>(std::move(groups), ao); break;
+  }
 }
 
 void check_out_dir(const std::string& dir, bool force) {
@@ -151,7 +152,7 @@ double evaluate_and_save(Session& s, Progress& p) {
   }
   // The best checkpoint is chosen by the metric when the task has one and --best-by asks for
   // it (stored negated, so lower is better either way), else by the loss.
-  const bool by_metric = e.has_metric && s.cfg.train.best_by != "loss";
+  const bool by_metric = e.has_metric && s.cfg.train.best_by != BestBy::Loss;
   const double score = by_metric ? -e.metric : val;
   const bool best = s.st.best_step < 0 || score < s.st.best_val_loss;
   if (best) {

@@ -49,7 +49,7 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
   // SGD adds the decay to the gradient: none unless given; a given value is kept.
   RunConfig sgd = default_run_config("gpt");
-  sgd.train.optimizer = "sgd";
+  sgd.train.optimizer = optim::OptimizerKind::SGD;
   resolve_gpt_auto(sgd, shakespeare_facts());
   EXPECT_FLOAT_EQ(sgd.train.weight_decay, 0.0f);
   RunConfig given = default_run_config("gpt");

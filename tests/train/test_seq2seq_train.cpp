@@ -48,7 +48,7 @@ TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
   c.train.lr = 3e-3f;
   c.train.eval_every = 150;
   c.train.eval_bleu = 0;
-  c.train.best_by = "loss";
+  c.train.best_by = BestBy::Loss;
   c.train.threads = 1;
   train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
   LoadedSeq2Seq lm = load_seq2seq_run(dir / "run");
@@ -79,7 +79,7 @@ TEST(SlowSeq2SeqTraining, ReversesDigitSequences) {
   c.train.batch_tokens = 2048;
   c.train.eval_every = c.train.steps;
   c.train.eval_bleu = 0;
-  c.train.best_by = "loss";
+  c.train.best_by = BestBy::Loss;
   train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
   LoadedSeq2Seq lm = load_seq2seq_run(dir / "run");
   std::vector<std::string> src, want;

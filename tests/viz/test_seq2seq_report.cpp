@@ -58,7 +58,7 @@ class Seq2SeqReport : public ::testing::Test {
     c.train.lr = 3e-3f;
     c.train.eval_every = 60;
     c.train.eval_bleu = 0;
-    c.train.best_by = "loss";
+    c.train.best_by = BestBy::Loss;
     c.train.threads = 1;
     train_gpt(c, {.out_dir = run(), .progress = nullptr});
   }
