@@ -42,9 +42,9 @@ struct CommonFlags {
 void add_model_flags(CLI::App* app, ModelFlags& f) {
   GPTConfig& m = f.cfg;
   app->add_option("--vocab-size", m.vocab_size, "Vocabulary size (random token ids)")->capture_default_str();
-  app->add_option("--d-model", m.n_embd, "Model width")->capture_default_str();
-  app->add_option("--n-heads", m.n_head, "Attention heads (must divide --d-model)")->capture_default_str();
-  app->add_option("--n-layers", m.n_layer, "Transformer blocks")->capture_default_str();
+  app->add_option("--d-model", m.d_model, "Model width")->capture_default_str();
+  app->add_option("--n-heads", m.n_heads, "Attention heads (must divide --d-model)")->capture_default_str();
+  app->add_option("--n-layers", m.n_layers, "Transformer blocks")->capture_default_str();
   app->add_option("--block-size", m.block_size, "Context length (training batches are [B, block-size])")
       ->capture_default_str();
   app->add_option("--d-ff", m.d_ff, "Feed-forward width; 0 = 4 * d-model")->capture_default_str();
@@ -70,7 +70,7 @@ double mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
 
 std::string describe(const GPTConfig& m) {
   return fmt::format("GPT {} layers, d_model {}, {} heads, block {}, vocab {}, {}, {}, {}-norm, {} positions{}{}",
-                     m.n_layer, m.n_embd, m.n_head, m.block_size, m.vocab_size, to_string(m.activation),
+                     m.n_layers, m.d_model, m.n_heads, m.block_size, m.vocab_size, to_string(m.activation),
                      to_string(m.norm), m.pre_norm ? "pre" : "post", to_string(m.pos),
                      m.tie_weights ? ", tied" : "", m.dropout > 0 ? fmt::format(", dropout {}", m.dropout) : "");
 }

@@ -58,12 +58,12 @@ std::vector<FlagCopy> flag_table() {
       {"--data", [](RunConfig& c, const TrainFlags& f) { c.data.path = f.cfg.data.path; }, false},
       {"--mode", [](RunConfig& c, const TrainFlags& f) { c.data.mode = parse_data_mode(f.mode); }, false},
       {"--split-seed", [](RunConfig& c, const TrainFlags& f) { c.data.split_seed = f.cfg.data.split_seed; }, false},
-      {"--d-model", both(&GPTConfig::n_embd, &Seq2SeqConfig::d_model), false},
-      {"--n-heads", both(&GPTConfig::n_head, &Seq2SeqConfig::n_head), false},
+      {"--d-model", both(&GPTConfig::d_model, &Seq2SeqConfig::d_model), false},
+      {"--n-heads", both(&GPTConfig::n_heads, &Seq2SeqConfig::n_heads), false},
       {"--n-layers",
        [](RunConfig& c, const TrainFlags& f) {
-         c.model.n_layer = f.cfg.model.n_layer;
-         c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = f.cfg.model.n_layer;
+         c.model.n_layers = f.cfg.model.n_layers;
+         c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = f.cfg.model.n_layers;
        },
        false},
       {"--n-enc-layers", [](RunConfig& c, const TrainFlags& f) { c.seq2seq.n_enc_layers = f.n_enc_layers; }, false},
@@ -73,7 +73,7 @@ std::vector<FlagCopy> flag_table() {
       {"--d-ff", both(&GPTConfig::d_ff, &Seq2SeqConfig::d_ff), false},
       {"--dropout", both(&GPTConfig::dropout, &Seq2SeqConfig::dropout), false},
       {"--bias", both(&GPTConfig::bias, &Seq2SeqConfig::bias), false},
-      {"--tie-weights", both(&GPTConfig::tie_weights, &Seq2SeqConfig::tie_embeddings), false},
+      {"--tie-weights", both(&GPTConfig::tie_weights, &Seq2SeqConfig::tie_weights), false},
       {"--ffn",
        [](RunConfig& c, const TrainFlags& f) { c.model.activation = c.seq2seq.activation = parse_activation(f.ffn); },
        false},
@@ -164,9 +164,9 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--time", f.time,
                   "Wall-clock budget, e.g. 90s, 5m, 1h30m: measures its step time, then sizes the model (with --size "
                   "auto) and the steps so the run ends on time with the LR decayed");
-  app->add_option("--d-model", m.n_embd, "Model width; 0 = auto")->default_str("auto");
-  app->add_option("--n-heads", m.n_head, "Attention heads (must divide --d-model); 0 = auto")->default_str("auto");
-  app->add_option("--n-layers", m.n_layer, "Transformer blocks; 0 = auto")->default_str("auto");
+  app->add_option("--d-model", m.d_model, "Model width; 0 = auto")->default_str("auto");
+  app->add_option("--n-heads", m.n_heads, "Attention heads (must divide --d-model); 0 = auto")->default_str("auto");
+  app->add_option("--n-layers", m.n_layers, "Transformer blocks; 0 = auto")->default_str("auto");
   app->add_option("--block-size", m.block_size,
                   "Context length; 0 = auto (lines: longest line + 1; stream: by model size)")
       ->default_str("auto");

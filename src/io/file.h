@@ -2,8 +2,8 @@
 //
 //   atto::io::write_file_atomic("run/config.json.txt", "hello\n");
 //   std::string s = atto::io::read_file("run/config.json.txt");        // "hello\n"
-//   atto::io::write_json_atomic("run/config.json", {{"n_layer", 2}});
-//   nlohmann::json j = atto::io::read_json("run/config.json");        // j["n_layer"] == 2
+//   atto::io::write_json_atomic("run/config.json", {{"n_layers", 2}});
+//   nlohmann::json j = atto::io::read_json("run/config.json");        // j["n_layers"] == 2
 //
 // Conventions
 // - An atomic write goes to a temporary file in the same folder as the target

@@ -10,39 +10,39 @@ void GPTConfig::validate() const {
   ATTO_CHECK(block_size > 0 && block_size <= kMaxPositions,
              "GPT config: block_size must be in [1, {}] (atto's limit on positions), got {}", kMaxPositions,
              block_size);
-  ATTO_CHECK(n_layer > 0, "GPT config: n_layer must be at least 1, got {}", n_layer);
-  ATTO_CHECK(n_head > 0, "GPT config: n_head must be positive, got {}", n_head);
-  ATTO_CHECK(n_embd > 0 && n_embd % n_head == 0, "GPT config: n_embd ({}) must be a positive multiple of n_head ({})",
-             n_embd, n_head);
-  ATTO_CHECK(d_ff >= 0, "GPT config: d_ff must be >= 0 (0 = 4 * n_embd), got {}", d_ff);
+  ATTO_CHECK(n_layers > 0, "GPT config: n_layers must be at least 1, got {}", n_layers);
+  ATTO_CHECK(n_heads > 0, "GPT config: n_heads must be positive, got {}", n_heads);
+  ATTO_CHECK(d_model > 0 && d_model % n_heads == 0, "GPT config: d_model ({}) must be a positive multiple of n_heads ({})",
+             d_model, n_heads);
+  ATTO_CHECK(d_ff >= 0, "GPT config: d_ff must be >= 0 (0 = 4 * d_model), got {}", d_ff);
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
 }
 
-nn::BlockConfig GPTConfig::block_config() const { return nn::block_config_of(*this, n_embd, n_head); }
+nn::BlockConfig GPTConfig::block_config() const { return nn::block_config_of(*this, d_model, n_heads); }
 
 GPT::Transformer::Transformer(const GPTConfig& cfg, Rng& rng)
-    : wte((cfg.validate(), cfg.vocab_size), cfg.n_embd, rng), drop(cfg.dropout) {
+    : wte((cfg.validate(), cfg.vocab_size), cfg.d_model, rng), drop(cfg.dropout) {
   register_module("wte", wte);
   if (cfg.pos == PosKind::Learned) {
-    wpe = std::make_unique<nn::LearnedPositions>(cfg.block_size, cfg.n_embd, rng);
+    wpe = std::make_unique<nn::LearnedPositions>(cfg.block_size, cfg.d_model, rng);
     register_module("wpe", *wpe);
   } else {
-    pe = std::make_unique<nn::SinusoidalPositions>(cfg.block_size, cfg.n_embd);
+    pe = std::make_unique<nn::SinusoidalPositions>(cfg.block_size, cfg.d_model);
   }
   register_module("drop", drop);
   const nn::BlockConfig bc = cfg.block_config();
-  for (int64_t i = 0; i < cfg.n_layer; ++i) {
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
     h.push_back(std::make_unique<nn::EncoderBlock>(bc, rng));
     register_module("h." + std::to_string(i), *h.back());
   }
   if (cfg.pre_norm) {
-    ln_f = std::make_unique<nn::Norm>(cfg.norm, cfg.n_embd, cfg.bias, bc.norm_eps);
+    ln_f = std::make_unique<nn::Norm>(cfg.norm, cfg.d_model, cfg.bias, bc.norm_eps);
     register_module("ln_f", *ln_f);
   }
 }
 
 GPT::GPT(const GPTConfig& cfg, Rng& rng)
-    : transformer(cfg, rng), lm_head(cfg.n_embd, cfg.vocab_size, /*bias=*/false, rng), cfg_(cfg) {
+    : transformer(cfg, rng), lm_head(cfg.d_model, cfg.vocab_size, /*bias=*/false, rng), cfg_(cfg) {
   register_module("transformer", transformer);
   if (cfg.tie_weights) lm_head.weight = transformer.wte.weight;  // one tensor, two names
   register_module("lm_head", lm_head);
@@ -50,7 +50,7 @@ GPT::GPT(const GPTConfig& cfg, Rng& rng)
 }
 
 void GPT::init_gpt2(Rng& rng) {
-  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layer));
+  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layers));
   for (auto& p : named_parameters()) {
     Tensor t = p.tensor;
     const bool residual_proj = p.name.ends_with("c_proj.weight");

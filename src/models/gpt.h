@@ -38,10 +38,10 @@ inline constexpr int64_t kMaxPositions = 65536;
 struct GPTConfig {
   int64_t vocab_size = 0;
   int64_t block_size = 32;  // longest context
-  int64_t n_layer = 4;
-  int64_t n_head = 4;
-  int64_t n_embd = 64;
-  int64_t d_ff = 0;  // 0: 4 * n_embd (for SwiGLU: the hidden width of each branch)
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t d_model = 64;
+  int64_t d_ff = 0;  // 0: 4 * d_model (for SwiGLU: the hidden width of each branch)
   nn::Activation activation = nn::Activation::GELU;
   nn::NormKind norm = nn::NormKind::LayerNorm;
   bool pre_norm = true;
@@ -83,7 +83,7 @@ class GPT : public nn::Module {
 
   const GPTConfig& config() const { return cfg_; }
   // Applies GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases,
-  // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layer)).
+  // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layers)).
   void init_gpt2(Rng& rng);
 
   // Submodules, named as in nanoGPT ("transformer.wte", "transformer.h.<i>", ...).

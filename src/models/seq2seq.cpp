@@ -13,13 +13,13 @@ void Seq2SeqConfig::validate() const {
              "seq2seq config: max_len must be in [1, {}] (atto's limit on positions), got {}", kMaxPositions, max_len);
   ATTO_CHECK(n_enc_layers > 0 && n_dec_layers > 0, "seq2seq config: layers must be at least 1, got {} and {}",
              n_enc_layers, n_dec_layers);
-  ATTO_CHECK(n_head > 0 && d_model > 0 && d_model % n_head == 0,
-             "seq2seq config: d_model ({}) must be a positive multiple of n_heads ({})", d_model, n_head);
+  ATTO_CHECK(n_heads > 0 && d_model > 0 && d_model % n_heads == 0,
+             "seq2seq config: d_model ({}) must be a positive multiple of n_heads ({})", d_model, n_heads);
   ATTO_CHECK(d_ff >= 0, "seq2seq config: d_ff must be >= 0 (0 = 4 * d_model), got {}", d_ff);
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "seq2seq config: dropout {} is outside [0, 1)", dropout);
 }
 
-nn::BlockConfig Seq2SeqConfig::block_config() const { return nn::block_config_of(*this, d_model, n_head); }
+nn::BlockConfig Seq2SeqConfig::block_config() const { return nn::block_config_of(*this, d_model, n_heads); }
 
 Seq2Seq::Stack::Stack(const Seq2SeqConfig& cfg, int64_t vocab, Rng& rng)
     : embed_tokens((cfg.validate(), vocab), cfg.d_model, rng), drop(cfg.dropout), d_model_(cfg.d_model) {
@@ -85,7 +85,7 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& cfg, Rng& rng)
       lm_head(cfg.d_model, cfg.tgt_vocab, /*bias=*/false, rng),
       cfg_(cfg) {
   if (cfg.share_embeddings) decoder.embed_tokens.weight = encoder.embed_tokens.weight;
-  if (cfg.tie_embeddings) lm_head.weight = decoder.embed_tokens.weight;
+  if (cfg.tie_weights) lm_head.weight = decoder.embed_tokens.weight;
   register_module("encoder", encoder);
   register_module("decoder", decoder);
   register_module("lm_head", lm_head);

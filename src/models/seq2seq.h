@@ -10,7 +10,7 @@
 // Reads like the paper (section 3):
 //   encoder:  x = dropout(embed(src) * sqrt(C) + PE);  x = EncoderLayer_i(x)   (N layers)
 //   decoder:  y = dropout(embed(tgt) * sqrt(C) + PE);  y = DecoderLayer_i(y, x)
-//             logits = y W^T   (W tied to the target embedding when tie_embeddings)
+//             logits = y W^T   (W tied to the target embedding when tie_weights)
 // Encoder layers: self-attention (key padding mask) + FFN. Decoder layers: masked
 // (look-ahead + padding) self-attention, cross-attention over the encoder output (source
 // padding mask), FFN. Post-norm as in the paper, pre-norm as an option (then a final norm
@@ -20,7 +20,7 @@
 // positions only), encoder.layers.{i}.{ln_1,attn,ln_2,mlp}.*, encoder.ln_f.*,
 // decoder.embed_tokens.weight, decoder.layers.{i}.{ln_1,attn,ln_2,cross_attn,ln_3,mlp}.*,
 // decoder.ln_f.*, lm_head.weight. Sharing the vocabulary (share_embeddings) makes encoder and
-// decoder embeddings one tensor; tie_embeddings makes lm_head that of the decoder (all three
+// decoder embeddings one tensor; tie_weights makes lm_head that of the decoder (all three
 // when both are on).
 //
 // Masks: src_mask and tgt_mask are [B, S] and [B, T] key padding masks (1 = token, 0 = pad);
@@ -40,7 +40,7 @@ struct Seq2SeqConfig {
   int64_t max_len = 256;       // longest source or target sequence (positions)
   int64_t n_enc_layers = 3;
   int64_t n_dec_layers = 3;
-  int64_t n_head = 4;
+  int64_t n_heads = 4;
   int64_t d_model = 128;
   int64_t d_ff = 0;            // 0: 4 * d_model
   nn::Activation activation = nn::Activation::ReLU;
@@ -50,7 +50,7 @@ struct Seq2SeqConfig {
   float dropout = 0.1f;
   PosKind pos = PosKind::Sinusoidal;
   bool share_embeddings = false;  // one vocabulary for source and target
-  bool tie_embeddings = true;     // lm_head = decoder embedding
+  bool tie_weights = true;     // lm_head = decoder embedding
 
   void validate() const;
   nn::BlockConfig block_config() const;

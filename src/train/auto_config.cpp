@@ -112,11 +112,11 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
   TrainConfig& t = cfg.train;
   const GptRung& r = choose_rung(kGptRungs, t, f.train_tokens, "GPT", why);
   const bool tiny = std::string(r.name) == "tiny", lines = f.mode == DataMode::Lines;
-  if (m.n_embd == kAutoInt || m.n_layer == kAutoInt || m.n_head == kAutoInt) {
-    if (m.n_embd == kAutoInt) m.n_embd = r.d_model;
-    if (m.n_layer == kAutoInt) m.n_layer = r.n_layers;
-    if (m.n_head == kAutoInt) m.n_head = m.n_embd % r.n_heads == 0 ? r.n_heads : 1;
-    why.push_back(fmt::format("d_model {}, {} layers, {} heads", m.n_embd, m.n_layer, m.n_head));
+  if (m.d_model == kAutoInt || m.n_layers == kAutoInt || m.n_heads == kAutoInt) {
+    if (m.d_model == kAutoInt) m.d_model = r.d_model;
+    if (m.n_layers == kAutoInt) m.n_layers = r.n_layers;
+    if (m.n_heads == kAutoInt) m.n_heads = m.d_model % r.n_heads == 0 ? r.n_heads : 1;
+    why.push_back(fmt::format("d_model {}, {} layers, {} heads", m.d_model, m.n_layers, m.n_heads));
   }
   if (m.block_size == kAutoInt) {
     m.block_size = lines ? f.min_block : std::min(r.stream_block, f.max_block);
@@ -140,9 +140,9 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
   if (t.lr == kAutoLr) {
     // Lines mode's short samples take a larger step at d_model 128 (names.txt: 2e-3 reached 1.921
     // where 1e-3 reached 1.930, docs/defaults.md).
-    t.lr = m.n_embd <= 64 || (lines && m.n_embd <= 128) ? 2e-3f : m.n_embd <= 128 ? 1e-3f : 6e-4f;
+    t.lr = m.d_model <= 64 || (lines && m.d_model <= 128) ? 2e-3f : m.d_model <= 128 ? 1e-3f : 6e-4f;
     t.min_lr = std::min(t.min_lr, t.lr / 10.0f);
-    why.push_back(fmt::format("lr {:g}: d_model {}{}", t.lr, m.n_embd, lines ? " in lines mode" : ""));
+    why.push_back(fmt::format("lr {:g}: d_model {}{}", t.lr, m.d_model, lines ? " in lines mode" : ""));
   }
   if (t.steps != kAutoInt) set_warmup(t, why);
   if (m.dropout == kAutoDropout) {
@@ -175,13 +175,13 @@ std::vector<std::string> resolve_seq2seq_auto(RunConfig& cfg, const Seq2SeqDataF
   const std::string reason = fmt::format("a target vocabulary of {} types is a symbolic task", f.tgt_vocab);
   const Seq2SeqRung& r = choose_rung(kSeq2SeqRungs, t, symbolic ? 0 : f.train_tokens, "seq2seq", why,
                                      symbolic ? reason.c_str() : nullptr);
-  if (m.d_model == kAutoInt || m.n_enc_layers == kAutoInt || m.n_dec_layers == kAutoInt || m.n_head == kAutoInt) {
+  if (m.d_model == kAutoInt || m.n_enc_layers == kAutoInt || m.n_dec_layers == kAutoInt || m.n_heads == kAutoInt) {
     if (m.d_model == kAutoInt) m.d_model = r.d_model;
     if (m.n_enc_layers == kAutoInt) m.n_enc_layers = r.n_layers;
     if (m.n_dec_layers == kAutoInt) m.n_dec_layers = r.n_layers;
-    if (m.n_head == kAutoInt) m.n_head = m.d_model % r.n_heads == 0 ? r.n_heads : 1;
+    if (m.n_heads == kAutoInt) m.n_heads = m.d_model % r.n_heads == 0 ? r.n_heads : 1;
     why.push_back(fmt::format("d_model {}, {} + {} layers, {} heads, d_ff {}", m.d_model, m.n_enc_layers,
-                              m.n_dec_layers, m.n_head, m.d_ff == 0 ? 4 * m.d_model : m.d_ff));
+                              m.n_dec_layers, m.n_heads, m.d_ff == 0 ? 4 * m.d_model : m.d_ff));
   }
   if (t.batch_tokens == kAutoBatchTokens) {
     t.batch_tokens = r.batch_tokens;

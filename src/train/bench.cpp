@@ -151,7 +151,7 @@ int64_t flop_parameters(const GPT& model) {
 }
 
 double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params) {
-  const auto L = static_cast<double>(cfg.n_layer), C = static_cast<double>(cfg.n_embd);
+  const auto L = static_cast<double>(cfg.n_layers), C = static_cast<double>(cfg.d_model);
   const auto T = static_cast<double>(cfg.block_size);
   return 6.0 * static_cast<double>(flop_params) + 12.0 * L * C * T;
 }

@@ -2,7 +2,7 @@
 //
 //   bench::TrainBenchOptions o;
 //   o.model.vocab_size = 65;             // the model is built from a GPTConfig, as `atto train`
-//   o.model.n_embd = 384; o.model.n_layer = 6; o.model.n_head = 6; o.model.block_size = 256;
+//   o.model.d_model = 384; o.model.n_layers = 6; o.model.n_heads = 6; o.model.block_size = 256;
 //   o.batch_size = 8;
 //   bench::TrainBenchResult r = bench::bench_train(o);
 //   fmt::print("{:.1f} ms/step, {:.0f} tokens/s, MFU {:.1%}\n", r.step.median_ms, r.tokens_per_s, r.mfu);

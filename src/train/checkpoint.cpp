@@ -208,14 +208,14 @@ void validate_config(const Config& m, const std::string& cfg_path) {
 }
 
 void check_gpt_config(const GPTConfig& m, const std::string& cfg_path, const io::SafetensorsHeader& h) {
-  const Dim V{"vocab_size", m.vocab_size}, C{"d_model", m.n_embd};
+  const Dim V{"vocab_size", m.vocab_size}, C{"d_model", m.d_model};
   std::vector<ExpectedTensor> want;
   if (m.pos == PosKind::Learned) want.push_back({"transformer.wpe.weight", {{"block_size", m.block_size}, C}});
   want.push_back({"transformer.wte.weight", {V, C}});
   want.push_back({"lm_head.weight", {V, C}});
   check_dims(h, cfg_path, want);
-  check_dims(h, cfg_path, {{"transformer.h.0.mlp.c_fc.weight", {ffn_width(m.d_ff, m.n_embd), C}}});
-  check_layers(h, cfg_path, "transformer.h.", "n_layers", m.n_layer);
+  check_dims(h, cfg_path, {{"transformer.h.0.mlp.c_fc.weight", {ffn_width(m.d_ff, m.d_model), C}}});
+  check_layers(h, cfg_path, "transformer.h.", "n_layers", m.n_layers);
   check_positions(cfg_path, m.pos, "block_size", m.block_size);
   validate_config(m, cfg_path);
 }

@@ -157,8 +157,8 @@ bool parse_placement(const std::string& s) {
 }
 
 std::vector<Field> model_fields(GPTConfig& m) {
-  return {num("vocab_size", m.vocab_size), num("block_size", m.block_size), num("n_layers", m.n_layer),
-          num("n_heads", m.n_head), num("d_model", m.n_embd), num("d_ff", m.d_ff),
+  return {num("vocab_size", m.vocab_size), num("block_size", m.block_size), num("n_layers", m.n_layers),
+          num("n_heads", m.n_heads), num("d_model", m.d_model), num("d_ff", m.d_ff),
           named("ffn", m.activation, parse_activation, to_string), named("norm", m.norm, parse_norm, to_string),
           Field{"norm_placement", [&m] { return json(m.pre_norm ? "pre" : "post"); },
                 [&m](const json& v) {
@@ -170,7 +170,7 @@ std::vector<Field> model_fields(GPTConfig& m) {
 }
 std::vector<Field> seq2seq_fields(Seq2SeqConfig& m) {
   return {num("src_vocab_size", m.src_vocab), num("tgt_vocab_size", m.tgt_vocab), num("max_len", m.max_len),
-          num("n_enc_layers", m.n_enc_layers), num("n_dec_layers", m.n_dec_layers), num("n_heads", m.n_head),
+          num("n_enc_layers", m.n_enc_layers), num("n_dec_layers", m.n_dec_layers), num("n_heads", m.n_heads),
           num("d_model", m.d_model), num("d_ff", m.d_ff), named("ffn", m.activation, parse_activation, to_string),
           named("norm", m.norm, parse_norm, to_string),
           Field{"norm_placement", [&m] { return json(m.pre_norm ? "pre" : "post"); },
@@ -179,7 +179,7 @@ std::vector<Field> seq2seq_fields(Seq2SeqConfig& m) {
                   m.pre_norm = parse_placement(v.get<std::string>());
                 }},
           boolean("bias", m.bias), num("dropout", m.dropout), named("pos", m.pos, parse_pos, to_string),
-          boolean("share_embeddings", m.share_embeddings), boolean("tie_weights", m.tie_embeddings)};
+          boolean("share_embeddings", m.share_embeddings), boolean("tie_weights", m.tie_weights)};
 }
 std::vector<Field> data_fields(DataConfig& d) {
   return {text("data", d.path), named("mode", d.mode, parse_mode_str, to_string), num("split_seed", d.split_seed),
@@ -299,10 +299,10 @@ RunConfig default_run_config(const std::string& task) {
   // What the data decides (train/auto_config.h): model size, context, batch, steps, lr, warmup,
   // dropout and (GPT) weight decay.
   GPTConfig& m = c.model;
-  m.n_embd = m.n_head = m.n_layer = m.block_size = kAutoInt;
+  m.d_model = m.n_heads = m.n_layers = m.block_size = kAutoInt;
   m.dropout = kAutoDropout;
   Seq2SeqConfig& s = c.seq2seq;
-  s.d_model = s.n_head = s.n_enc_layers = s.n_dec_layers = kAutoInt;
+  s.d_model = s.n_heads = s.n_enc_layers = s.n_dec_layers = kAutoInt;
   s.dropout = kAutoDropout;
   TrainConfig& t = c.train;
   t.steps = t.batch_size = kAutoInt;

@@ -30,7 +30,7 @@ inline constexpr int kRunFormatVersion = 1;
 // "Auto" values: a field holding one is chosen from the data when the run starts
 // (train/auto_config.h), and config.json records the choice. default_run_config() sets them;
 // a plain RunConfig{} holds concrete values.
-inline constexpr int64_t kAutoInt = 0;       // n_embd, n_head, n_layer, block_size, batch_size, steps
+inline constexpr int64_t kAutoInt = 0;       // d_model, n_heads, n_layers, block_size, batch_size, steps
 inline constexpr float kAutoLr = 0.0f;
 inline constexpr float kAutoDropout = -1.0f;
 inline constexpr int64_t kAutoWarmup = -1;

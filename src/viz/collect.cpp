@@ -75,7 +75,7 @@ ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text)
   v.config = cfg;
   v.ids = encode_input(tok, text, cfg.block_size, &v.dropped);
   for (int32_t id : v.ids) v.tokens.push_back(token_label(tok, id));
-  const int64_t T = static_cast<int64_t>(v.ids.size()), C = cfg.n_embd, NH = cfg.n_head, V = cfg.vocab_size;
+  const int64_t T = static_cast<int64_t>(v.ids.size()), C = cfg.d_model, NH = cfg.n_heads, V = cfg.vocab_size;
 
   const bool was_training = model.training();
   model.eval();

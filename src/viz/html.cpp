@@ -129,7 +129,7 @@ std::string seq2seq_meta_html(const nlohmann::json& data) {
       "<div class=\"meta\">Seq2seq: <b>{}</b> encoder + <b>{}</b> decoder layers \u00b7 <b>{}</b> heads \u00b7 d_model "
       "<b>{}</b> \u00b7 max length <b>{}</b> \u00b7 vocabularies <b>{}</b> / <b>{}</b>{} \u00b7 {} positions \u00b7 {} ({}) "
       "\u00b7 {}</div>\n",
-      m["n_enc_layers"].get<int64_t>(), m["n_dec_layers"].get<int64_t>(), m["n_head"].get<int64_t>(),
+      m["n_enc_layers"].get<int64_t>(), m["n_dec_layers"].get<int64_t>(), m["n_heads"].get<int64_t>(),
       m["d_model"].get<int64_t>(), m["max_len"].get<int64_t>(), m["src_vocab"].get<int64_t>(),
       m["tgt_vocab"].get<int64_t>(), m["share_embeddings"].get<bool>() ? " (shared)" : "",
       escape_xml(m["pos"].get<std::string>()), escape_xml(m["norm"].get<std::string>()),
@@ -156,7 +156,7 @@ std::string header_html(const nlohmann::json& data, const std::vector<std::strin
     s += fmt::format(
         "<div class=\"meta\">GPT: <b>{}</b> layers \u00b7 <b>{}</b> heads \u00b7 d_model <b>{}</b> \u00b7 block size "
         "<b>{}</b> \u00b7 vocabulary <b>{}</b> \u00b7 {} positions \u00b7 {} ({}) \u00b7 {}</div>\n",
-        m["n_layer"].get<int64_t>(), m["n_head"].get<int64_t>(), m["n_embd"].get<int64_t>(),
+        m["n_layers"].get<int64_t>(), m["n_heads"].get<int64_t>(), m["d_model"].get<int64_t>(),
         m["block_size"].get<int64_t>(), m["vocab_size"].get<int64_t>(), escape_xml(m["pos"].get<std::string>()),
         escape_xml(m["norm"].get<std::string>()), m["pre_norm"].get<bool>() ? "pre-norm" : "post-norm",
         escape_xml(m["activation"].get<std::string>()));

@@ -360,7 +360,7 @@ Report build_report(const ModelView& v, const TrainingCurves* curves, const Repo
   const GPTConfig& c = v.config;
   r.data["format"] = "atto-inspect";
   r.data["version"] = 1;
-  r.data["model"] = {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"block_size", c.block_size},
+  r.data["model"] = {{"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"d_model", c.d_model}, {"block_size", c.block_size},
                      {"vocab_size", c.vocab_size}, {"pos", to_string(c.pos)}, {"norm", to_string(c.norm)},
                      {"pre_norm", c.pre_norm}, {"activation", to_string(c.activation)}};
   r.data["input"] = {{"text", opt.text}, {"tokens", v.tokens}, {"ids", v.ids}, {"dropped", v.dropped}};

@@ -124,11 +124,11 @@ void embedding_figures(Report& r, const Seq2SeqView& v) {
 }
 
 nlohmann::json model_json(const Seq2SeqConfig& c) {
-  return {{"n_enc_layers", c.n_enc_layers}, {"n_dec_layers", c.n_dec_layers}, {"n_head", c.n_head},
+  return {{"n_enc_layers", c.n_enc_layers}, {"n_dec_layers", c.n_dec_layers}, {"n_heads", c.n_heads},
           {"d_model", c.d_model}, {"max_len", c.max_len}, {"src_vocab", c.src_vocab}, {"tgt_vocab", c.tgt_vocab},
           {"pos", to_string(c.pos)}, {"norm", to_string(c.norm)}, {"pre_norm", c.pre_norm},
           {"activation", to_string(c.activation)}, {"share_embeddings", c.share_embeddings},
-          {"tie_embeddings", c.tie_embeddings}};
+          {"tie_weights", c.tie_weights}};
 }
 
 }  // namespace

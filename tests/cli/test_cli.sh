@@ -51,8 +51,8 @@ expect_fail "only" "$ATTO" train --data "$W/newlines.txt" --out "$W/x4"
 expect_fail "UTF-8" "$ATTO" train --data "$W/binary.txt" --out "$W/x5"
 expect_fail "block" "$ATTO" train --data "$W/short.txt" --out "$W/x6" --mode stream --block-size 64
 expect_fail "--block-size" "$ATTO" train --data "$W/longline.txt" --out "$W/x7" --mode lines --block-size 32
-expect_fail "must be a positive multiple of n_head" "$ATTO" train --data "$W/names.txt" --out "$W/x8" --d-model 30 --n-heads 4
-expect_fail "n_layer must be at least 1" "$ATTO" train --data "$W/names.txt" --out "$W/x9" --n-layers -1
+expect_fail "must be a positive multiple of n_heads" "$ATTO" train --data "$W/names.txt" --out "$W/x8" --d-model 30 --n-heads 4
+expect_fail "n_layers must be at least 1" "$ATTO" train --data "$W/names.txt" --out "$W/x9" --n-layers -1
 expect_fail "--lr must be a positive finite number" "$ATTO" train --data "$W/names.txt" --out "$W/x10" --lr -1
 expect_fail "--lr must be a positive finite number" "$ATTO" train --data "$W/names.txt" --out "$W/x11" --lr nan
 expect_fail "--no-such-flag" "$ATTO" train --data "$W/names.txt" --out "$W/x12" --no-such-flag 3

@@ -12,7 +12,7 @@ namespace atto::testing {
 inline void break_logit(GPT& m, int32_t t, float row_value) {
   m.transformer.ln_f->weight.fill(0.0f);
   m.transformer.ln_f->bias.fill(1.0f);
-  const int64_t C = m.config().n_embd;
+  const int64_t C = m.config().d_model;
   float* row = m.lm_head.weight.data() + static_cast<int64_t>(t) * C;
   for (int64_t c = 0; c < C; ++c) row[c] = row_value;
 }

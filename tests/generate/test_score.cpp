@@ -22,9 +22,9 @@ std::unique_ptr<GPT> tiny_gpt(int64_t V, int64_t block_size, uint64_t seed) {
   GPTConfig c;
   c.vocab_size = V;
   c.block_size = block_size;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.d_model = 16;
   Rng rng(seed);
   auto m = std::make_unique<GPT>(c, rng);
   for (auto& p : m->named_parameters()) p.tensor.copy_from(Tensor::randn(p.tensor.shape(), rng, 0.0f, 0.3f));

@@ -26,7 +26,7 @@ Seq2SeqConfig cfg() {
   c.max_len = 16;
   c.n_enc_layers = 2;
   c.n_dec_layers = 2;
-  c.n_head = 2;
+  c.n_heads = 2;
   c.d_model = 16;
   c.dropout = 0.0f;
   return c;
@@ -134,7 +134,7 @@ constexpr int32_t kBos = 1, kEos = 2;
 std::unique_ptr<Seq2Seq> sharp_model(uint64_t seed, int64_t tgt_vocab, float sharpen) {
   Seq2SeqConfig c = cfg();
   c.tgt_vocab = tgt_vocab;
-  c.tie_embeddings = false;
+  c.tie_weights = false;
   Rng rng(seed);
   auto m = std::make_unique<Seq2Seq>(c, rng);
   m->eval();

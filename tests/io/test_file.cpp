@@ -119,7 +119,7 @@ TEST(IoFile, ReadFileErrorsNameTheFile) {
 TEST(IoFile, JsonRoundTripAndParseErrors) {
   ScratchDir dir;
   const std::string p = dir.file("c.json");
-  nlohmann::json j = {{"n_layer", 2}, {"name", "caf\xc3\xa9"}, {"dims", {1, 2, 3}}};
+  nlohmann::json j = {{"n_layers", 2}, {"name", "caf\xc3\xa9"}, {"dims", {1, 2, 3}}};
   io::write_json_atomic(p, j);
   EXPECT_EQ(io::read_json(p), j);
   EXPECT_EQ(io::read_file(p).back(), '\n');

@@ -14,9 +14,9 @@ GPTConfig small_config() {
   GPTConfig c;
   c.vocab_size = 11;
   c.block_size = 8;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.d_model = 8;
   return c;
 }
 std::vector<int32_t> tokens(int64_t n, uint64_t seed, int32_t V) {
@@ -42,7 +42,7 @@ TEST(GPT, NanoGptNamesShapesAndTying) {
   EXPECT_TRUE(m.lm_head.weight.same(m.transformer.wte.weight));
   // named_parameters lists the tied tensor once; state_dict under both names.
   EXPECT_EQ(m.named_parameters().size() + 1, sd.size());
-  // GPT-2 init: std 0.02, residual projections 0.02/sqrt(2 n_layer), zero biases.
+  // GPT-2 init: std 0.02, residual projections 0.02/sqrt(2 n_layers), zero biases.
   auto stdev = [](const Tensor& t) {
     double s = 0, s2 = 0;
     for (float v : t.to_vector()) s += v, s2 += double(v) * v;
@@ -50,7 +50,7 @@ TEST(GPT, NanoGptNamesShapesAndTying) {
     return std::sqrt(s2 / n - (s / n) * (s / n));
   };
   GPTConfig big = small_config();
-  big.n_embd = 64;
+  big.d_model = 64;
   big.vocab_size = 500;
   GPT g(big, rng);
   EXPECT_NEAR(stdev(g.transformer.wte.weight), 0.02, 0.002);
@@ -96,7 +96,7 @@ TEST(GPT, KvCacheDecodingEqualsFullForward) {
 TEST(GPT, OverfitsOneBatch) {
   Rng rng(3);
   GPTConfig c = small_config();
-  c.n_embd = 16;
+  c.d_model = 16;
   GPT m(c, rng);
   const int64_t B = 4, T = 8;
   const auto x = tokens(B * T, 4, 11);
@@ -122,15 +122,15 @@ TEST(GPT, OverfitsOneBatch) {
 TEST(GPT, ConfigErrorsNameTheField) {
   Rng rng(0);
   GPTConfig c = small_config();
-  c.n_head = 3;
+  c.n_heads = 3;
   try {
     GPT m(c, rng);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("n_embd (8) must be a positive multiple of n_head (3)"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("d_model (8) must be a positive multiple of n_heads (3)"), std::string::npos);
   }
   c = small_config();
-  c.n_layer = 0;
+  c.n_layers = 0;
   EXPECT_THROW(GPT(c, rng), Error);
   c = small_config();
   GPT m(c, rng);

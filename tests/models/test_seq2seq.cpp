@@ -15,7 +15,7 @@ Seq2SeqConfig small() {
   c.max_len = 10;
   c.n_enc_layers = 2;
   c.n_dec_layers = 2;
-  c.n_head = 2;
+  c.n_heads = 2;
   c.d_model = 8;
   c.dropout = 0.0f;
   return c;

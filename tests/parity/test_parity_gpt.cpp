@@ -56,9 +56,9 @@ GPTConfig base_config() {
   GPTConfig c;
   c.vocab_size = 13;
   c.block_size = kT;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.d_model = 16;
   c.dropout = 0.0f;
   return c;
 }
@@ -85,8 +85,8 @@ std::vector<std::string> reference_args(const GPTConfig& c, const nn::BlockConfi
                                         const std::string& weights, const std::string& batch) {
   return {"--weights", weights, "--batch", batch,
           "--vocab", std::to_string(c.vocab_size), "--block", std::to_string(c.block_size),
-          "--n-layer", std::to_string(c.n_layer), "--n-head", std::to_string(c.n_head),
-          "--n-embd", std::to_string(c.n_embd), "--d-ff", std::to_string(bc.d_ff),
+          "--n-layer", std::to_string(c.n_layers), "--n-head", std::to_string(c.n_heads),
+          "--n-embd", std::to_string(c.d_model), "--d-ff", std::to_string(bc.d_ff),
           "--activation", activation_name(c.activation),
           "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
           "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
@@ -214,7 +214,7 @@ void check_training(GPT& model, const Batch& batch, const TrainOptions& o, const
     const Tensor& want = ref.get("final." + p.name);
     float e = 0.0f;
     if (p.name.ends_with("attn.c_attn.bias")) {
-      const int64_t C = model.config().n_embd;
+      const int64_t C = model.config().d_model;
       e = std::max(compare(slice(p.tensor, 0, 0, C), slice(want, 0, 0, C), kTol, "final " + p.name + " (q)"),
                    compare(slice(p.tensor, 0, 2 * C, 3 * C), slice(want, 0, 2 * C, 3 * C), kTol,
                            "final " + p.name + " (v)"));

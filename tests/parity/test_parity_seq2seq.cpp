@@ -50,7 +50,7 @@ Seq2SeqConfig base_config() {
   c.max_len = 12;
   c.n_enc_layers = 2;
   c.n_dec_layers = 2;
-  c.n_head = 2;
+  c.n_heads = 2;
   c.d_model = 16;
   c.dropout = 0.0f;
   return c;
@@ -79,13 +79,13 @@ std::vector<std::string> reference_args(const Seq2SeqConfig& c, float label_smoo
   return {"--weights", weights, "--batch", batch,
           "--src-vocab", std::to_string(c.src_vocab), "--tgt-vocab", std::to_string(c.tgt_vocab),
           "--max-len", std::to_string(c.max_len), "--n-enc", std::to_string(c.n_enc_layers),
-          "--n-dec", std::to_string(c.n_dec_layers), "--n-head", std::to_string(c.n_head),
+          "--n-dec", std::to_string(c.n_dec_layers), "--n-head", std::to_string(c.n_heads),
           "--d-model", std::to_string(c.d_model), "--d-ff", std::to_string(bc.d_ff),
           "--activation", activation_name(c.activation),
           "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
           "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
           "--pos", c.pos == PosKind::Learned ? "learned" : "sinusoidal",
-          "--share", c.share_embeddings ? "1" : "0", "--tie", c.tie_embeddings ? "1" : "0",
+          "--share", c.share_embeddings ? "1" : "0", "--tie", c.tie_weights ? "1" : "0",
           "--norm-eps", num(bc.norm_eps), "--label-smoothing", num(label_smoothing)};
 }
 
@@ -267,7 +267,7 @@ TEST(Seq2SeqParity, PaperModelMatchesPyTorch) {
   ATTO_REQUIRE_TORCH();
   Seq2SeqConfig c = base_config();  // post-norm, sinusoidal, ReLU, LayerNorm, tied output
   ASSERT_TRUE(!c.pre_norm && c.pos == PosKind::Sinusoidal && c.activation == nn::Activation::ReLU &&
-              c.norm == nn::NormKind::LayerNorm && c.bias && c.tie_embeddings && !c.share_embeddings);
+              c.norm == nn::NormKind::LayerNorm && c.bias && c.tie_weights && !c.share_embeddings);
   run_case("paper", c, 0.1f);
 }
 
@@ -279,7 +279,7 @@ TEST(Seq2SeqParity, PreNormLearnedGeluSharedVocabularyMatchesPyTorch) {
   c.pos = PosKind::Learned;
   c.activation = nn::Activation::GELU;
   c.share_embeddings = true;
-  c.tie_embeddings = true;
+  c.tie_weights = true;
   run_case("prenorm_shared", c, 0.0f);
 }
 
@@ -288,13 +288,13 @@ TEST(Seq2SeqParity, RmsSwigluNoBiasUntiedMatchesPyTorch) {
   Seq2SeqConfig c = base_config();
   c.n_enc_layers = 1;
   c.n_dec_layers = 3;
-  c.n_head = 4;
+  c.n_heads = 4;
   c.d_ff = 24;
   c.pre_norm = true;
   c.norm = nn::NormKind::RMSNorm;
   c.activation = nn::Activation::SwiGLU;
   c.bias = false;
-  c.tie_embeddings = false;
+  c.tie_weights = false;
   run_case("rms_swiglu", c, 0.1f);
 }
 

@@ -22,9 +22,9 @@ TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
   RunConfig c = default_run_config("gpt");
   const auto why = resolve_gpt_auto(c, names_facts());
   EXPECT_EQ(c.train.size, "small");
-  EXPECT_EQ(c.model.n_embd, 128);
-  EXPECT_EQ(c.model.n_layer, 6);
-  EXPECT_EQ(c.model.n_head, 4);
+  EXPECT_EQ(c.model.d_model, 128);
+  EXPECT_EQ(c.model.n_layers, 6);
+  EXPECT_EQ(c.model.n_heads, 4);
   EXPECT_EQ(c.model.block_size, 16);  // longest line + 1
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.steps, 11700);    // 12M tokens / (64 x 16), to 100
@@ -71,7 +71,7 @@ TEST(AutoConfig, SizeFollowsTheCorpus) {
   RunConfig c = default_run_config("gpt");
   resolve_gpt_auto(c, {.mode = DataMode::Lines, .train_tokens = 40, .min_block = 17, .max_block = INT64_MAX});
   EXPECT_EQ(c.train.size, "tiny");
-  EXPECT_EQ(c.model.n_embd, 32);
+  EXPECT_EQ(c.model.d_model, 32);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.0f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);
@@ -87,17 +87,17 @@ TEST(AutoConfig, SizeFollowsTheCorpus) {
 
 TEST(AutoConfig, EveryGivenFieldWins) {
   RunConfig c = default_run_config("gpt");
-  c.model.n_embd = 48;  // not a multiple of the rung's 4 heads? it is: 48 / 4
-  c.model.n_head = 3;
+  c.model.d_model = 48;  // not a multiple of the rung's 4 heads? it is: 48 / 4
+  c.model.n_heads = 3;
   c.model.dropout = 0.0f;
   c.train.steps = 123;
   c.train.lr = 5e-4f;
   c.train.batch_size = 7;
   c.model.block_size = 20;
   resolve_gpt_auto(c, names_facts());
-  EXPECT_EQ(c.model.n_embd, 48);
-  EXPECT_EQ(c.model.n_head, 3);
-  EXPECT_EQ(c.model.n_layer, 6);  // left out: the rung's
+  EXPECT_EQ(c.model.d_model, 48);
+  EXPECT_EQ(c.model.n_heads, 3);
+  EXPECT_EQ(c.model.n_layers, 6);  // left out: the rung's
   EXPECT_FLOAT_EQ(c.model.dropout, 0.0f);
   EXPECT_EQ(c.train.steps, 123);
   EXPECT_EQ(c.train.warmup, 12);  // min(100, 123 / 10)
@@ -108,8 +108,8 @@ TEST(AutoConfig, EveryGivenFieldWins) {
   RunConfig big = default_run_config("gpt");
   big.train.size = "medium";
   resolve_gpt_auto(big, names_facts());
-  EXPECT_EQ(big.model.n_embd, 256);
-  EXPECT_EQ(big.model.n_layer, 6);
+  EXPECT_EQ(big.model.d_model, 256);
+  EXPECT_EQ(big.model.n_layers, 6);
   RunConfig bad = default_run_config("gpt");
   bad.train.size = "huge";
   try {
@@ -122,7 +122,7 @@ TEST(AutoConfig, EveryGivenFieldWins) {
   RunConfig plain;
   const GPTConfig before = plain.model;
   EXPECT_TRUE(resolve_gpt_auto(plain, names_facts()).size() == 1u);  // only the size note
-  EXPECT_EQ(plain.model.n_embd, before.n_embd);
+  EXPECT_EQ(plain.model.d_model, before.d_model);
   EXPECT_EQ(plain.train.steps, RunConfig{}.train.steps);
 }
 

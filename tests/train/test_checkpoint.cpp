@@ -33,9 +33,9 @@ std::string tiny_gpt_run(const TempDir& dir, PosKind pos = PosKind::Learned) {
   io::write_file_atomic(dir / "names.txt", text);
   RunConfig c;
   c.data.path = dir / "names.txt";
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 16;
+  c.model.n_layers = 2;
+  c.model.n_heads = 2;
+  c.model.d_model = 16;
   c.model.pos = pos;
   c.train.batch_size = 8;
   c.train.steps = 3;

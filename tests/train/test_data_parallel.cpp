@@ -21,9 +21,9 @@ GPTConfig small_gpt(float dropout) {
   GPTConfig c;
   c.vocab_size = 11;
   c.block_size = 6;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.d_model = 16;
   c.dropout = dropout;
   return c;
 }
@@ -107,7 +107,7 @@ TEST(DataParallel, ReplicaAliasesValuesKeepsTiesAndOwnGradients) {
   EXPECT_FALSE(model.transformer.wte.weight.grad().defined());
   // A model of another shape is refused.
   GPTConfig other = c;
-  other.n_embd = 8;
+  other.d_model = 8;
   GPT wrong(other, a);
   EXPECT_THROW(wrong.alias_parameters(model), Error);
 }
@@ -251,7 +251,7 @@ Seq2SeqConfig small_seq2seq(float dropout) {
   c.max_len = 12;
   c.n_enc_layers = 2;
   c.n_dec_layers = 2;
-  c.n_head = 2;
+  c.n_heads = 2;
   c.d_model = 16;
   c.dropout = dropout;
   return c;

@@ -29,9 +29,9 @@ bench::TrainBenchOptions curve_options(int threads) {
   bench::TrainBenchOptions o;
   o.model.vocab_size = 17;
   o.model.block_size = 8;
-  o.model.n_layer = 2;
-  o.model.n_head = 2;
-  o.model.n_embd = 16;
+  o.model.n_layers = 2;
+  o.model.n_heads = 2;
+  o.model.d_model = 16;
   o.model.dropout = 0.1f;
   o.batch_size = 4;
   o.data_batches = 1;
@@ -147,9 +147,9 @@ TEST(BenchStats, QuantilesInterpolateLikeNumpy) {
 TEST(BenchFlops, CountsMatrixParametersAndAttention) {
   GPTConfig c;
   c.vocab_size = 65;
-  c.n_embd = 32;
-  c.n_layer = 4;
-  c.n_head = 4;
+  c.d_model = 32;
+  c.n_layers = 4;
+  c.n_heads = 4;
   c.block_size = 16;
   Rng rng(1);
   // Per layer: 2 LayerNorms (2C each), c_attn C x 3C + 3C, c_proj C x C + C, c_fc C x 4C + 4C,

@@ -39,7 +39,7 @@ TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
   c.data.tgt = dir / "toy.es";
   c.data.tokenizer = "word";
   c.seq2seq.d_model = 32;
-  c.seq2seq.n_head = 2;
+  c.seq2seq.n_heads = 2;
   c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = 2;
   c.seq2seq.max_len = 8;
   c.seq2seq.dropout = 0.0f;
@@ -69,7 +69,7 @@ TEST(SlowSeq2SeqTraining, ReversesDigitSequences) {
   c.data.tgt = dir / "rev.tgt";
   c.data.tokenizer = "word";
   c.seq2seq.d_model = 64;
-  c.seq2seq.n_head = 4;
+  c.seq2seq.n_heads = 4;
   c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = 2;
   c.seq2seq.max_len = 16;
   c.seq2seq.dropout = 0.0f;

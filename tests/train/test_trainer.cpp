@@ -39,9 +39,9 @@ std::string write_names(const TempDir& dir) {
 RunConfig tiny_config(const std::string& data) {
   RunConfig c;
   c.data.path = data;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 16;
+  c.model.n_layers = 2;
+  c.model.n_heads = 2;
+  c.model.d_model = 16;
   c.model.dropout = 0.1f;  // exercises the dropout RNG across the resume
   c.train.batch_size = 8;
   c.train.steps = 200;

@@ -37,9 +37,9 @@ std::unique_ptr<GPT> small_gpt(int64_t V, PosKind pos, int64_t block, uint64_t s
   GPTConfig c;
   c.vocab_size = V;
   c.block_size = block;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.d_model = 16;
   c.pos = pos;
   Rng rng(seed);
   auto m = std::make_unique<GPT>(c, rng);

@@ -48,7 +48,7 @@ class Seq2SeqReport : public ::testing::Test {
     c.data.tgt = (dir_ / "d.de").string();
     c.data.tokenizer = "word";
     c.seq2seq.d_model = 16;
-    c.seq2seq.n_head = 2;
+    c.seq2seq.n_heads = 2;
     c.seq2seq.n_enc_layers = 2;
     c.seq2seq.n_dec_layers = 3;
     c.seq2seq.max_len = 8;
