@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "base/error.h"
 #include "train/bench.h"
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace atto::cli {
 

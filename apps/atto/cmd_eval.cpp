@@ -15,7 +15,7 @@
 #include "metrics/chrf.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 #include "train/trainer.h"
 
 namespace atto::cli {

@@ -6,8 +6,8 @@
 #include "commands.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
-#include "train/run_config.h"
+#include "run/run_dir.h"
+#include "run/run_config.h"
 #include "viz/report.h"
 
 namespace atto::cli {

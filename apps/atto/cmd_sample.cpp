@@ -11,7 +11,7 @@
 #include "generate/generate.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 
 namespace atto::cli {
 

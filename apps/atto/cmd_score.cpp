@@ -9,7 +9,7 @@
 #include "generate/score.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 
 namespace atto::cli {
 

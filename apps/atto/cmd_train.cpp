@@ -8,7 +8,7 @@
 #include "io/file.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 

@@ -10,7 +10,7 @@
 #include "generate/seq2seq_decode.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 
 namespace atto::cli {
 

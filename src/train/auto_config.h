@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace atto {
 

@@ -1,32 +1,16 @@
-// atto/train/checkpoint.h: the run directory.
-//
-//   runs/names/
-//     config.json               model + data + train configuration (train/run_config.h)
-//     tokenizer.json            the character vocabulary
-//     model.safetensors         the best weights so far (lowest validation loss)
-//     train_state.safetensors   the latest weights, optimizer moments, step, RNG states: exact resume
-//     metrics.jsonl             one JSON object per logged step and per evaluation
-//
-// Every file is written atomically (temporary file, fsync, rename): an interrupted write never
-// leaves a half-written file under the real name. model.safetensors uses the nanoGPT names of
-// GPT::state_dict() (docs/checkpoint-format.md), so a PyTorch GPT loads it without renaming.
+// atto/train/checkpoint.h: the training state of a run directory (train_state.safetensors): the
+// latest weights, the optimizer's moments, the step and the RNG states, for exact resume. The
+// rest of the run directory (config, tokenizer, best weights, loading) is run/run_dir.h.
 #pragma once
 
 #include <array>
-#include <memory>
+#include <cstdint>
 #include <string>
 
-#include "models/gpt.h"
-#include "io/safetensors.h"
-#include "models/seq2seq.h"
-#include "tokenize/tokenizer.h"
 #include "optim/optimizer.h"
-#include "tokenize/char_tokenizer.h"
-#include "train/run_config.h"
+#include "run/run_dir.h"
 
 namespace atto {
-
-std::string run_path(const std::string& dir, const char* file);  // dir + "/" + file
 
 // Where training stands; saved in train_state.safetensors' metadata.
 struct TrainState {
@@ -40,48 +24,10 @@ struct TrainState {
   double elapsed_seconds = 0.0;
 };
 
-void save_model_weights(const std::string& path, const nn::Module& model);
-void load_model_weights(const std::string& path, nn::Module& model);
-// Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it.
-// load_run refuses such weights: a NaN can vanish inside a forward pass (attention treats a row
-// of NaN scores as fully masked), so checking the logits alone let `atto sample` print text
-// from a damaged checkpoint.
-void check_finite_weights(const io::SafetensorsFile& f);
-
 void save_train_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt,
                       const TrainState& st);
 // Restores model weights, optimizer state and TrainState. Throws atto::Error, naming the file,
 // when anything is missing or malformed.
 TrainState load_train_state(const std::string& path, nn::Module& model, optim::Optimizer& opt);
-
-// A trained GPT ready for sampling, scoring and evaluation.
-struct LoadedModel {
-  RunConfig config;
-  CharTokenizer tokenizer;
-  std::unique_ptr<GPT> model;
-};
-// Reads config.json, tokenizer.json and model.safetensors of a run directory, validating that
-// they agree (vocabulary size, tensor names and shapes). Before any model is built, config.json's
-// dimensions (vocab_size, d_model, block_size of learned positions, d_ff, n_layers) are checked
-// against the tensor shapes in model.safetensors's header, and block_size against kMaxPositions;
-// the weights must be finite (check_finite_weights). Stale temporary files of killed saves in
-// the directory are removed first (io::remove_stale_temp_files; best effort).
-LoadedModel load_run(const std::string& dir);
-RunConfig load_run_config(const std::string& dir);
-
-// A trained encoder-decoder: config, source and target tokenizers (DIR/src, DIR/tgt), weights.
-struct LoadedSeq2Seq {
-  RunConfig config;
-  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
-  std::unique_ptr<Seq2Seq> model;
-};
-// The same checks as load_run (src/tgt vocabulary sizes, d_model, max_len of learned positions,
-// d_ff, n_enc_layers, n_dec_layers), except the finite-weights check: non-finite weights show as
-// non-finite logits when decoding (generate/seq2seq_decode.h).
-LoadedSeq2Seq load_seq2seq_run(const std::string& dir);
-CharTokenizer load_tokenizer(const std::string& dir);
-
-// True if `dir` holds any of the run files (so a new run must not write there).
-bool looks_like_run(const std::string& dir);
 
 }  // namespace atto

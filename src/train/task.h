@@ -12,7 +12,7 @@
 
 #include "nn/module.h"
 #include "tensor/rng.h"
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace atto {
 

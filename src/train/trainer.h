@@ -23,7 +23,7 @@
 #include <cstdio>
 #include <string>
 
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 namespace atto {
 

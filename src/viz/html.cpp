@@ -7,7 +7,7 @@
 
 #include "io/file.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 #include "viz/report.h"
 
 namespace atto::viz {

@@ -8,8 +8,8 @@
 
 #include "generate/sampler.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
-#include "train/run_config.h"
+#include "run/run_dir.h"
+#include "run/run_config.h"
 #include "viz/pca.h"
 #include "viz/report.h"
 #include "viz/report_parts.h"

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
-#include "train/checkpoint.h"
-#include "train/run_config.h"
+#include "run/run_dir.h"
+#include "run/run_config.h"
 #include "viz/report_parts.h"
 #include "viz/seq2seq_report.h"
 

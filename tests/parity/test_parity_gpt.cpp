@@ -34,7 +34,7 @@
 #include "optim/optimizer.h"
 #include "parity/harness.h"
 #include "support.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 
 namespace atto {
 namespace {

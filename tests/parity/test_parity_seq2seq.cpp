@@ -32,7 +32,7 @@
 #include "models/seq2seq.h"
 #include "parity/harness.h"
 #include "support.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 
 namespace atto {
 namespace {

@@ -12,7 +12,7 @@
 #include "generate/seq2seq_decode.h"
 #include "io/file.h"
 #include "base/error.h"
-#include "train/checkpoint.h"
+#include "run/run_dir.h"
 #include "train/trainer.h"
 #include "viz/seq2seq_report.h"
 

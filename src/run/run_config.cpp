@@ -1,4 +1,4 @@
-#include "train/run_config.h"
+#include "run/run_config.h"
 
 #include <cmath>
 #include <functional>

@@ -1,4 +1,4 @@
-// atto/train/run_config.h: everything that defines a training run, and its config.json form.
+// atto/run/run_config.h: everything that defines a training run, and its config.json form.
 //
 //   RunConfig cfg;                         // defaults: a small GPT for names/words
 //   cfg.data.path = "names.txt";

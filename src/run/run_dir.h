@@ -1,0 +1,68 @@
+// atto/run/run_dir.h: the run directory, and loading a trained model from it (for inference:
+// nothing here needs the trainer; train/checkpoint.h adds the training state).
+//
+//   runs/names/
+//     config.json               model + data + train configuration (run/run_config.h)
+//     tokenizer.json            the character vocabulary
+//     model.safetensors         the best weights so far (lowest validation loss)
+//     train_state.safetensors   the latest weights, optimizer moments, step, RNG states: exact resume
+//     metrics.jsonl             one JSON object per logged step and per evaluation
+//
+// Every file is written atomically (temporary file, fsync, rename): an interrupted write never
+// leaves a half-written file under the real name. model.safetensors uses the nanoGPT names of
+// GPT::state_dict() (docs/checkpoint-format.md), so a PyTorch GPT loads it without renaming.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/gpt.h"
+#include "io/safetensors.h"
+#include "models/seq2seq.h"
+#include "tokenize/tokenizer.h"
+#include "tokenize/char_tokenizer.h"
+#include "run/run_config.h"
+
+namespace atto {
+
+std::string run_path(const std::string& dir, const char* file);  // dir + "/" + file
+
+void save_model_weights(const std::string& path, const nn::Module& model);
+void load_model_weights(const std::string& path, nn::Module& model);
+// Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it.
+// load_run refuses such weights: a NaN can vanish inside a forward pass (attention treats a row
+// of NaN scores as fully masked), so checking the logits alone let `atto sample` print text
+// from a damaged checkpoint.
+void check_finite_weights(const io::SafetensorsFile& f);
+
+// A trained GPT ready for sampling, scoring and evaluation.
+struct LoadedModel {
+  RunConfig config;
+  CharTokenizer tokenizer;
+  std::unique_ptr<GPT> model;
+};
+// Reads config.json, tokenizer.json and model.safetensors of a run directory, validating that
+// they agree (vocabulary size, tensor names and shapes). Before any model is built, config.json's
+// dimensions (vocab_size, d_model, block_size of learned positions, d_ff, n_layers) are checked
+// against the tensor shapes in model.safetensors's header, and block_size against kMaxPositions;
+// the weights must be finite (check_finite_weights). Stale temporary files of killed saves in
+// the directory are removed first (io::remove_stale_temp_files; best effort).
+LoadedModel load_run(const std::string& dir);
+RunConfig load_run_config(const std::string& dir);
+
+// A trained encoder-decoder: config, source and target tokenizers (DIR/src, DIR/tgt), weights.
+struct LoadedSeq2Seq {
+  RunConfig config;
+  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  std::unique_ptr<Seq2Seq> model;
+};
+// The same checks as load_run (src/tgt vocabulary sizes, d_model, max_len of learned positions,
+// d_ff, n_enc_layers, n_dec_layers), except the finite-weights check: non-finite weights show as
+// non-finite logits when decoding (generate/seq2seq_decode.h).
+LoadedSeq2Seq load_seq2seq_run(const std::string& dir);
+CharTokenizer load_tokenizer(const std::string& dir);
+
+// True if `dir` holds any of the run files (so a new run must not write there).
+bool looks_like_run(const std::string& dir);
+
+}  // namespace atto
