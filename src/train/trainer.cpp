@@ -8,7 +8,6 @@
 #include <fstream>
 
 #include "io/file.h"
-#include "kernels/kernels.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "base/error.h"

@@ -33,6 +33,7 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "parity/harness.h"
+#include "run/run_config.h"
 #include "support.h"
 #include "run/run_dir.h"
 
@@ -63,16 +64,6 @@ GPTConfig base_config() {
   return c;
 }
 
-const char* activation_name(nn::Activation a) {
-  switch (a) {
-    case nn::Activation::ReLU: return "relu";
-    case nn::Activation::GELU: return "gelu";
-    case nn::Activation::GELUTanh: return "gelu_tanh";
-    case nn::Activation::SwiGLU: return "swiglu";
-  }
-  return "?";
-}
-
 std::string num(double v) {
   std::ostringstream s;
   s.precision(9);
@@ -87,7 +78,7 @@ std::vector<std::string> reference_args(const GPTConfig& c, const nn::BlockConfi
           "--vocab", std::to_string(c.vocab_size), "--block", std::to_string(c.block_size),
           "--n-layer", std::to_string(c.n_layers), "--n-head", std::to_string(c.n_heads),
           "--n-embd", std::to_string(c.d_model), "--d-ff", std::to_string(bc.d_ff),
-          "--activation", activation_name(c.activation),
+          "--activation", to_string(c.activation),
           "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
           "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
           "--tie", c.tie_weights ? "1" : "0", "--pos", c.pos == PosKind::Learned ? "learned" : "sinusoidal",

@@ -31,6 +31,7 @@
 #include "data/seq2seq_batches.h"
 #include "models/seq2seq.h"
 #include "parity/harness.h"
+#include "run/run_config.h"
 #include "support.h"
 #include "run/run_dir.h"
 
@@ -56,16 +57,6 @@ Seq2SeqConfig base_config() {
   return c;
 }
 
-const char* activation_name(nn::Activation a) {
-  switch (a) {
-    case nn::Activation::ReLU: return "relu";
-    case nn::Activation::GELU: return "gelu";
-    case nn::Activation::GELUTanh: return "gelu_tanh";
-    case nn::Activation::SwiGLU: return "swiglu";
-  }
-  return "?";
-}
-
 std::string num(double v) {
   std::ostringstream s;
   s.precision(9);
@@ -81,7 +72,7 @@ std::vector<std::string> reference_args(const Seq2SeqConfig& c, float label_smoo
           "--max-len", std::to_string(c.max_len), "--n-enc", std::to_string(c.n_enc_layers),
           "--n-dec", std::to_string(c.n_dec_layers), "--n-head", std::to_string(c.n_heads),
           "--d-model", std::to_string(c.d_model), "--d-ff", std::to_string(bc.d_ff),
-          "--activation", activation_name(c.activation),
+          "--activation", to_string(c.activation),
           "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
           "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
           "--pos", c.pos == PosKind::Learned ? "learned" : "sinusoidal",
