@@ -27,7 +27,7 @@ int run_inspect(const InspectFlags& f) {
   viz::InspectOptions opt = f.opt;
   opt.validate();
   if (f.tgt_given) opt.tgt = f.tgt;
-  const bool seq2seq = load_run_config(f.model).task == "seq2seq";
+  const bool seq2seq = load_run_config(f.model).task == Task::Seq2Seq;
   if (seq2seq && f.text_given)
     throw UsageError(fmt::format("--text is for GPT runs; {} is a seq2seq run: give the source sentence with --src",
                                  f.model));

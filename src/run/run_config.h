@@ -6,10 +6,10 @@
 //   nlohmann::json j = to_json(cfg);       // config.json of the run directory
 //   RunConfig back = run_config_from_json(j, "runs/names/config.json");
 //
-// config.json holds three sections, each a typed struct here: "model" (GPTConfig), "data"
-// (where the text came from and how it is cut) and "train" (optimisation). Keys are the CLI
-// flag names with '_' for '-', so `--config FILE.json` takes the same keys (flat or in
-// sections) and flags override it. "format_version" guards against files of a newer atto.
+// config.json holds three sections, each a typed struct here: "model" (GPTConfig or
+// Seq2SeqConfig), "data" (where the text came from and how it is cut) and "train" (optimisation).
+// Each key is declared once, in the field table of run/config_fields.cpp, with its flag, help
+// and resume rule. "format_version" guards against files of a newer atto.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,7 @@
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tokenize/tokenizer.h"
 
 namespace atto {
 
@@ -37,6 +38,12 @@ inline constexpr int64_t kAutoWarmup = -1;
 inline constexpr float kAutoWeightDecay = -1.0f;  // GPT
 inline constexpr int64_t kAutoBatchTokens = -1;  // seq2seq (0 = batches of batch_size sentences)
 
+// What a run trains: a GPT language model on one text, or an encoder-decoder Transformer on
+// sentence pairs. Named "gpt" and "seq2seq" in config.json and --task.
+enum class Task { Gpt, Seq2Seq };
+const char* to_string(Task t);
+Task parse_task(const std::string& s);  // atto::Error listing the names
+
 // What makes an evaluation the best one (its weights are model.safetensors): the validation loss,
 // or (seq2seq) the validation BLEU. Named "loss" and "bleu" in config.json and --best-by.
 enum class BestBy { Loss, Bleu };
@@ -51,7 +58,7 @@ struct DataConfig {
   // seq2seq: aligned source/target files (or one tab-separated file in `path`), optional
   // explicit validation files, and the subword model.
   std::string src, tgt, valid_src, valid_tgt;
-  std::string tokenizer = "char";  // char, word or spm
+  TokenizerKind tokenizer = TokenizerKind::Char;
   int64_t vocab_size = 0;          // spm: pieces; word: cap (0 = all)
   bool shared_vocab = false;       // one tokenizer (and embedding) for both languages
 };
@@ -92,7 +99,7 @@ struct TrainConfig {
 };
 
 struct RunConfig {
-  std::string task = "gpt";  // gpt or seq2seq
+  Task task = Task::Gpt;
   GPTConfig model;           // task gpt
   Seq2SeqConfig seq2seq;     // task seq2seq
   DataConfig data;
@@ -101,8 +108,10 @@ struct RunConfig {
 
 // The defaults of a task: seq2seq follows the paper (Adam 0.9/0.98/1e-9 with inverse-square-root
 // warmup, label smoothing 0.1, dropout 0.1, post-norm, sinusoidal positions).
-RunConfig default_run_config(const std::string& task);
+RunConfig default_run_config(Task task);
 
+// config.json reading and writing, driven by the field table of run/config_fields.h (which
+// also drives the command-line flags).
 nlohmann::json to_json(const RunConfig& cfg);
 // `source` names the file in error messages.
 RunConfig run_config_from_json(const nlohmann::json& j, const std::string& source);

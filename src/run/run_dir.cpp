@@ -170,8 +170,8 @@ io::SafetensorsFile read_checked_weights(const std::string& dir, Check check, co
 LoadedModel load_run(const std::string& dir) {
   LoadedModel lm;
   lm.config = load_run_config(dir);
-  ATTO_CHECK(lm.config.task == "gpt", "{} holds a {} model, not a GPT: use `atto translate --model {}`", dir,
-             lm.config.task, dir);
+  ATTO_CHECK(lm.config.task == Task::Gpt, "{} holds a {} model, not a GPT: use `atto translate --model {}`", dir,
+             to_string(lm.config.task), dir);
   io::remove_stale_temp_files(dir);  // leftovers of killed saves; best effort (a read-only run still loads)
   lm.tokenizer = load_tokenizer(dir);
   ATTO_CHECK(lm.tokenizer.vocab_size() == lm.config.model.vocab_size,
@@ -189,7 +189,7 @@ LoadedModel load_run(const std::string& dir) {
 LoadedSeq2Seq load_seq2seq_run(const std::string& dir) {
   LoadedSeq2Seq lm;
   lm.config = load_run_config(dir);
-  ATTO_CHECK(lm.config.task == "seq2seq", "{} holds a GPT language model, not an encoder-decoder: use `atto sample "
+  ATTO_CHECK(lm.config.task == Task::Seq2Seq, "{} holds a GPT language model, not an encoder-decoder: use `atto sample "
              "--model {}`", dir, dir);
   io::remove_stale_temp_files(dir);  // as load_run
   lm.src_tok = load_tokenizer_file(run_path(run_path(dir, "src"), "tokenizer.json"));

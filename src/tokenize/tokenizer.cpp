@@ -115,19 +115,36 @@ CharSeqTokenizer CharSeqTokenizer::from_json(const nlohmann::json& j, std::strin
 std::unique_ptr<Tokenizer> train_tokenizer(const TokenizerOptions& opts,
                                            const std::vector<std::string>& lines,
                                            const std::string& dir) {
-  if (opts.type == "char") return std::make_unique<CharSeqTokenizer>(CharSeqTokenizer::build(lines));
-  if (opts.type == "word") {
-    return std::make_unique<WordTokenizer>(WordTokenizer::build(
-        lines, {.min_count = opts.min_count, .max_size = opts.vocab_size}));
+  switch (opts.type) {
+    case TokenizerKind::Char:
+      return std::make_unique<CharSeqTokenizer>(CharSeqTokenizer::build(lines));
+    case TokenizerKind::Word:
+      return std::make_unique<WordTokenizer>(
+          WordTokenizer::build(lines, {.min_count = opts.min_count, .max_size = opts.vocab_size}));
+    case TokenizerKind::Spm:
+      ATTO_CHECK(opts.vocab_size > kNumSpecialTokens, "a SentencePiece tokenizer needs a vocabulary "
+                 "size above {} (the special tokens); got {}; pass e.g. --vocab-size 8000",
+                 kNumSpecialTokens, opts.vocab_size);
+      return std::make_unique<SpmTokenizer>(SpmTokenizer::train(
+          lines, {.vocab_size = opts.vocab_size, .model_type = opts.spm_model_type}, dir));
   }
-  if (opts.type == "spm") {
-    ATTO_CHECK(opts.vocab_size > kNumSpecialTokens, "a SentencePiece tokenizer needs a vocabulary "
-               "size above {} (the special tokens); got {}; pass e.g. --vocab-size 8000",
-               kNumSpecialTokens, opts.vocab_size);
-    return std::make_unique<SpmTokenizer>(SpmTokenizer::train(
-        lines, {.vocab_size = opts.vocab_size, .model_type = opts.spm_model_type}, dir));
+  fail("unknown tokenizer kind {}", static_cast<int>(opts.type));
+}
+
+const char* to_string(TokenizerKind k) {
+  switch (k) {
+    case TokenizerKind::Char: return "char";
+    case TokenizerKind::Word: return "word";
+    case TokenizerKind::Spm: return "spm";
   }
-  throw UsageError(fmt::format("unknown tokenizer type '{}'; use char, word or spm", opts.type));
+  return "?";
+}
+
+TokenizerKind parse_tokenizer_kind(const std::string& s) {
+  if (s == "char") return TokenizerKind::Char;
+  if (s == "word") return TokenizerKind::Word;
+  if (s == "spm") return TokenizerKind::Spm;
+  fail("unknown tokenizer '{}': use char, word or spm", s);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::string_view where,

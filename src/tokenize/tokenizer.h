@@ -2,7 +2,7 @@
 // three kinds behind it: characters, words and SentencePiece pieces.
 //
 //   std::vector<std::string> lines = {"the cat sat", "a dog ran"};
-//   auto tok = atto::train_tokenizer({.type = "word"}, lines, run_dir);  // spm writes spm.model
+//   auto tok = atto::train_tokenizer({.type = TokenizerKind::Word}, lines, run_dir);  // spm writes spm.model
 //   // words by count, ties in byte order: a=4 cat=5 dog=6 ran=7 sat=8 the=9
 //   std::vector<int32_t> ids = tok->encode("the dog sat up"); // {9, 6, 8, 3}: "up" -> <unk>
 //   tok->decode(ids);                                         // "the dog sat <unk>"
@@ -93,9 +93,15 @@ class CharSeqTokenizer : public Tokenizer {
   CharTokenizer chars_;  // without boundary token: its id c is our id c + 4
 };
 
+// The kinds of sequence tokenizer, named "char", "word" and "spm" in tokenizer.json, config.json
+// and --tokenizer.
+enum class TokenizerKind { Char, Word, Spm };
+const char* to_string(TokenizerKind k);
+TokenizerKind parse_tokenizer_kind(const std::string& s);  // atto::Error listing the names
+
 // How to build a tokenizer from training text (the CLI's --tokenizer and vocabulary flags).
 struct TokenizerOptions {
-  std::string type = "char";           // "char", "word" or "spm"
+  TokenizerKind type = TokenizerKind::Char;
   int64_t min_count = 1;               // word: rarer words become <unk>
   int64_t vocab_size = 0;              // word: max vocabulary (0: all); spm: required, > 4
   std::string spm_model_type = "unigram";  // spm: "unigram" or "bpe"

@@ -1,6 +1,6 @@
 // atto/train/auto_config.h: the settings a run takes from its data when the user leaves them out.
 //
-//   RunConfig cfg = default_run_config("gpt");     // model size, batch, steps, lr ... = auto
+//   RunConfig cfg = default_run_config(Task::Gpt);     // model size, batch, steps, lr ... = auto
 //   GptDataFacts facts{.mode = DataMode::Lines, .train_tokens = 228145, ...};
 //   std::vector<std::string> why = resolve_gpt_auto(cfg, facts);   // fills every auto field
 //

@@ -117,7 +117,7 @@ std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir,
 }
 
 std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) {
-  if (cfg.task == "seq2seq") return make_seq2seq_task(cfg, dir, resume, init_rng);
+  if (cfg.task == Task::Seq2Seq) return make_seq2seq_task(cfg, dir, resume, init_rng);
   return make_gpt_task(cfg, dir, resume, init_rng);
 }
 

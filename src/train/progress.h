@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/duration.h"  // format_duration, parse_duration (the progress line and --time)
+
 namespace atto {
 
 class Progress {
@@ -22,9 +24,5 @@ class Progress {
   bool tty_ = false;
   bool open_line_ = false;
 };
-
-std::string format_duration(double seconds);  // "1h02m", "3m05s", "12.3s"
-// "90", "90s", "5m", "1h30m", "2.5m" -> seconds (> 0); anything else throws atto::Error naming `what`.
-double parse_duration(const std::string& text, const std::string& what);
 
 }  // namespace atto

@@ -37,7 +37,7 @@ TokenizerOptions tokenizer_options(const DataConfig& d) {
   TokenizerOptions o;
   o.type = d.tokenizer;
   o.vocab_size = d.vocab_size;
-  if (o.type == "spm" && o.vocab_size <= 0) o.vocab_size = 8000;
+  if (o.type == TokenizerKind::Spm && o.vocab_size <= 0) o.vocab_size = 8000;
   return o;
 }
 
@@ -139,7 +139,7 @@ class Seq2SeqTask final : public TrainTask {
     return fmt::format("seq2seq Transformer, {} parameters; {}; {}; vocabularies {} / {} ({}); "
                        "{} batches of <= {} tokens, {} shard{}{}",
                        model_->num_parameters(), summary_, split, src_tok_->vocab_size(),
-                       tgt_tok_->vocab_size(), cfg_.data.tokenizer, batches_.size(), bucket_options().max_tokens,
+                       tgt_tok_->vocab_size(), to_string(cfg_.data.tokenizer), batches_.size(), bucket_options().max_tokens,
                        dp_->shards(), dp_->shards() == 1 ? "" : "s", filter_.dropped > 0 ? "; " + filter_.summary() : "");
   }
 

@@ -376,7 +376,7 @@ Report build_report(const ModelView& v, const TrainingCurves* curves, const Repo
 }
 
 Report inspect_run(const std::string& run_dir, const InspectOptions& opt) {
-  if (load_run_config(run_dir).task == "seq2seq") return inspect_seq2seq_run(run_dir, opt);
+  if (load_run_config(run_dir).task == Task::Seq2Seq) return inspect_seq2seq_run(run_dir, opt);
   return inspect_gpt_run(run_dir, opt);
 }
 

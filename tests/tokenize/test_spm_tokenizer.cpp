@@ -1,4 +1,4 @@
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -15,9 +15,9 @@ using namespace atto;
 
 namespace {
 
-using atto::test::contains;
 using atto::test::error_of;
 using atto::test::TempDir;
+using ::testing::HasSubstr;
 
 // 300 sentences of 3..12 words drawn from 30 words (single spaces, ASCII): a corpus on which
 // SentencePiece's normalisation is the identity, so decode(encode(s)) == s exactly.
@@ -95,7 +95,7 @@ TEST(SpmTokenizer, TrainingIsDeterministic) {
 
 TEST(SpmTokenizer, JsonRoundTripThroughTheFactory) {
   TempDir dir;
-  auto tok = train_tokenizer({.type = "spm", .vocab_size = 50}, corpus(), dir.str());
+  auto tok = train_tokenizer({.type = TokenizerKind::Spm, .vocab_size = 50}, corpus(), dir.str());
   const nlohmann::json j = tok->to_json();
   EXPECT_EQ(j["type"], "spm");
   EXPECT_EQ(j["model"], "spm.model");
@@ -109,31 +109,31 @@ TEST(SpmTokenizer, JsonRoundTripThroughTheFactory) {
   EXPECT_EQ(load_tokenizer_json(j, "copy", other.str())->encode("a tree"), tok->encode("a tree"));
   nlohmann::json wrong = j;
   wrong["vocab_size"] = 51;
-  EXPECT_TRUE(contains(error_of([&] { load_tokenizer_json(wrong, "t.json", dir.str()); }),
-                       "has 50 pieces"));
+  EXPECT_THAT(error_of([&] { load_tokenizer_json(wrong, "t.json", dir.str()); }), HasSubstr("has 50 pieces"));
 }
 
 TEST(SpmTokenizer, MissingOrBadModelNamesThePath) {
   TempDir dir;
   const std::string missing = dir / "nope/spm.model";
   std::string e = error_of([&] { SpmTokenizer::load(missing); });
-  EXPECT_TRUE(contains(e, missing)) << e;
+  EXPECT_THAT(e, HasSubstr(missing));
   const nlohmann::json j = {{"type", "spm"}, {"version", 1}, {"model", "other.model"},
                             {"special_tokens", {"<pad>", "<bos>", "<eos>", "<unk>"}}};
   e = error_of([&] { load_tokenizer_json(j, "run/tokenizer.json", dir.str()); });
-  EXPECT_TRUE(contains(e, dir / "other.model")) << e;
+  EXPECT_THAT(e, HasSubstr(dir / "other.model"));
   dir.write("garbage.model", "this is not a protobuf");
   e = error_of([&] { SpmTokenizer::load(dir / "garbage.model"); });
-  EXPECT_TRUE(contains(e, "garbage.model") && contains(e, "cannot be loaded")) << e;
+  EXPECT_THAT(e, HasSubstr("garbage.model"));
+  EXPECT_THAT(e, HasSubstr("cannot be loaded"));
 }
 
 TEST(SpmTokenizer, BadTrainingRequestsAreErrors) {
   TempDir dir;
   const auto lines = corpus();
   std::string e = error_of([&] { SpmTokenizer::train(lines, {.vocab_size = 5000}, dir.str()); });
-  EXPECT_TRUE(contains(e, "Vocabulary size too high")) << e;  // SentencePiece's own hint
+  EXPECT_THAT(e, HasSubstr("Vocabulary size too high"));  // SentencePiece's own hint
   EXPECT_THROW(SpmTokenizer::train(lines, {.vocab_size = 50, .model_type = "word"}, dir.str()), Error);
   EXPECT_THROW(SpmTokenizer::train(lines, {.vocab_size = 4}, dir.str()), Error);
   EXPECT_THROW(SpmTokenizer::train({"", ""}, {.vocab_size = 50}, dir.str()), Error);
-  EXPECT_THROW(train_tokenizer({.type = "spm"}, lines, dir.str()), Error);  // no vocab size
+  EXPECT_THROW(train_tokenizer({.type = TokenizerKind::Spm}, lines, dir.str()), Error);  // no vocab size
 }

@@ -19,7 +19,7 @@ GptDataFacts shakespeare_facts() {  // tinyshakespeare: 1,003,854 / 111,540 char
 }  // namespace
 
 TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
-  RunConfig c = default_run_config("gpt");
+  RunConfig c = default_run_config(Task::Gpt);
   const auto why = resolve_gpt_auto(c, names_facts());
   EXPECT_EQ(c.train.size, "small");
   EXPECT_EQ(c.model.d_model, 128);
@@ -38,7 +38,7 @@ TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
 }
 
 TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
-  RunConfig c = default_run_config("gpt");
+  RunConfig c = default_run_config(Task::Gpt);
   resolve_gpt_auto(c, shakespeare_facts());
   EXPECT_EQ(c.train.size, "small");
   EXPECT_EQ(c.model.block_size, 64);
@@ -48,11 +48,11 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
   // SGD adds the decay to the gradient: none unless given; a given value is kept.
-  RunConfig sgd = default_run_config("gpt");
+  RunConfig sgd = default_run_config(Task::Gpt);
   sgd.train.optimizer = optim::OptimizerKind::SGD;
   resolve_gpt_auto(sgd, shakespeare_facts());
   EXPECT_FLOAT_EQ(sgd.train.weight_decay, 0.0f);
-  RunConfig given = default_run_config("gpt");
+  RunConfig given = default_run_config(Task::Gpt);
   given.train.weight_decay = 0.05f;
   resolve_gpt_auto(given, names_facts());
   EXPECT_FLOAT_EQ(given.train.weight_decay, 0.05f);
@@ -68,7 +68,7 @@ TEST(AutoConfig, SizeFollowsTheCorpus) {
   EXPECT_EQ(seq2seq_size_for(260'000), "small");
   EXPECT_EQ(seq2seq_size_for(900'000), "base");
   // A tiny corpus: a small model, no dropout (learn it by heart), at least 500 steps.
-  RunConfig c = default_run_config("gpt");
+  RunConfig c = default_run_config(Task::Gpt);
   resolve_gpt_auto(c, {.mode = DataMode::Lines, .train_tokens = 40, .min_block = 17, .max_block = INT64_MAX});
   EXPECT_EQ(c.train.size, "tiny");
   EXPECT_EQ(c.model.d_model, 32);
@@ -77,16 +77,16 @@ TEST(AutoConfig, SizeFollowsTheCorpus) {
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);
   EXPECT_GE(c.train.steps, 500);
   // A short stream: the context is cut to what the data allows.
-  RunConfig s = default_run_config("gpt");
+  RunConfig s = default_run_config(Task::Gpt);
   resolve_gpt_auto(s, {.mode = DataMode::Stream, .train_tokens = 5000, .min_block = 1, .max_block = 40});
   EXPECT_EQ(s.model.block_size, 32);
-  RunConfig s2 = default_run_config("gpt");
+  RunConfig s2 = default_run_config(Task::Gpt);
   resolve_gpt_auto(s2, {.mode = DataMode::Stream, .train_tokens = 30'000, .min_block = 1, .max_block = 40});
   EXPECT_EQ(s2.model.block_size, 40);
 }
 
 TEST(AutoConfig, EveryGivenFieldWins) {
-  RunConfig c = default_run_config("gpt");
+  RunConfig c = default_run_config(Task::Gpt);
   c.model.d_model = 48;  // not a multiple of the rung's 4 heads? it is: 48 / 4
   c.model.n_heads = 3;
   c.model.dropout = 0.0f;
@@ -105,12 +105,12 @@ TEST(AutoConfig, EveryGivenFieldWins) {
   EXPECT_EQ(c.train.batch_size, 7);
   EXPECT_EQ(c.model.block_size, 20);
   // An explicit size picks that rung whatever the data.
-  RunConfig big = default_run_config("gpt");
+  RunConfig big = default_run_config(Task::Gpt);
   big.train.size = "medium";
   resolve_gpt_auto(big, names_facts());
   EXPECT_EQ(big.model.d_model, 256);
   EXPECT_EQ(big.model.n_layers, 6);
-  RunConfig bad = default_run_config("gpt");
+  RunConfig bad = default_run_config(Task::Gpt);
   bad.train.size = "huge";
   try {
     resolve_gpt_auto(bad, names_facts());
@@ -127,7 +127,7 @@ TEST(AutoConfig, EveryGivenFieldWins) {
 }
 
 TEST(AutoConfig, Seq2SeqBySizeAndVocabulary) {
-  RunConfig rev = default_run_config("seq2seq");
+  RunConfig rev = default_run_config(Task::Seq2Seq);
   resolve_seq2seq_auto(rev, {.train_tokens = 260'000, .tgt_vocab = 14});  // digit reversal
   EXPECT_EQ(rev.train.size, "small");
   EXPECT_EQ(rev.seq2seq.d_model, 64);
@@ -138,7 +138,7 @@ TEST(AutoConfig, Seq2SeqBySizeAndVocabulary) {
   EXPECT_FLOAT_EQ(rev.train.lr, 2e-3f);
   EXPECT_EQ(rev.train.warmup, 100);
   EXPECT_FLOAT_EQ(rev.seq2seq.dropout, 0.0f);  // a symbolic task
-  RunConfig m30 = default_run_config("seq2seq");
+  RunConfig m30 = default_run_config(Task::Seq2Seq);
   resolve_seq2seq_auto(m30, {.train_tokens = 900'000, .tgt_vocab = 8000});
   EXPECT_EQ(m30.train.size, "base");
   EXPECT_EQ(m30.seq2seq.d_model, 256);
@@ -149,13 +149,13 @@ TEST(AutoConfig, Seq2SeqBySizeAndVocabulary) {
   EXPECT_FLOAT_EQ(m30.seq2seq.dropout, 0.1f);
   EXPECT_NO_THROW(m30.train.validate());
   // A symbolic task stays small however many tokens (reversal with the char tokenizer).
-  RunConfig chars = default_run_config("seq2seq");
+  RunConfig chars = default_run_config(Task::Seq2Seq);
   resolve_seq2seq_auto(chars, {.train_tokens = 900'000, .tgt_vocab = 15});
   EXPECT_EQ(chars.train.size, "small");
 }
 
 TEST(AutoConfig, TimeBudgetLeavesTheStepsToThePlanner) {
-  RunConfig c = default_run_config("gpt");
+  RunConfig c = default_run_config(Task::Gpt);
   c.train.time_budget = 300.0;
   resolve_gpt_auto(c, names_facts());
   EXPECT_EQ(c.train.steps, kAutoInt);

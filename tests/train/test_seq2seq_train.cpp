@@ -34,10 +34,10 @@ TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
     for (size_t i = 0; i < en.size(); ++i) src += en[i] + "\n", tgt += es[i] + "\n";
   io::write_file_atomic(dir / "toy.en", src);
   io::write_file_atomic(dir / "toy.es", tgt);
-  RunConfig c = default_run_config("seq2seq");
+  RunConfig c = default_run_config(Task::Seq2Seq);
   c.data.src = dir / "toy.en";
   c.data.tgt = dir / "toy.es";
-  c.data.tokenizer = "word";
+  c.data.tokenizer = TokenizerKind::Word;
   c.seq2seq.d_model = 32;
   c.seq2seq.n_heads = 2;
   c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = 2;
@@ -64,10 +64,10 @@ TEST(SlowSeq2SeqTraining, ReversesDigitSequences) {
   TempDir dir;
   write_synth(SynthTask::Reverse, 6000, {.seed = 1}, dir / "rev");
   const auto test = make_synth(SynthTask::Reverse, 300, {.seed = 2});
-  RunConfig c = default_run_config("seq2seq");
+  RunConfig c = default_run_config(Task::Seq2Seq);
   c.data.src = dir / "rev.src";
   c.data.tgt = dir / "rev.tgt";
-  c.data.tokenizer = "word";
+  c.data.tokenizer = TokenizerKind::Word;
   c.seq2seq.d_model = 64;
   c.seq2seq.n_heads = 4;
   c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = 2;

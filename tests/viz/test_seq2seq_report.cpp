@@ -43,10 +43,10 @@ class Seq2SeqReport : public ::testing::Test {
       for (size_t i = 0; i < en.size(); ++i) src += en[i] + "\n", tgt += de[i] + "\n";
     io::write_file_atomic((dir_ / "d.en").string(), src);
     io::write_file_atomic((dir_ / "d.de").string(), tgt);
-    RunConfig c = default_run_config("seq2seq");
+    RunConfig c = default_run_config(Task::Seq2Seq);
     c.data.src = (dir_ / "d.en").string();
     c.data.tgt = (dir_ / "d.de").string();
-    c.data.tokenizer = "word";
+    c.data.tokenizer = TokenizerKind::Word;
     c.seq2seq.d_model = 16;
     c.seq2seq.n_heads = 2;
     c.seq2seq.n_enc_layers = 2;
