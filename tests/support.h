@@ -1,9 +1,10 @@
-// What many test files need: a temporary folder that cleans itself up, the message of the
-// atto::Error a call throws, and a substring check. One copy here (they were copied into 13 test
-// files, each a little different).
+// What many test files need: a temporary folder that cleans itself up and the message of the
+// atto::Error a call throws. One copy here (they were copied into 13 test files, each a little
+// different). Check a message with GoogleMock's matchers, which print it when they fail:
+// EXPECT_THAT(error_of(f), HasSubstr("...")) (using ::testing::HasSubstr).
 #pragma once
 
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,7 +64,5 @@ std::string error_of(F&& f) {
   ADD_FAILURE() << "expected an atto::Error";
   return "";
 }
-
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace atto::test

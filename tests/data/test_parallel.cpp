@@ -1,4 +1,4 @@
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,9 +12,9 @@
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;
-using atto::test::contains;
 using atto::test::error_of;
 using atto::test::TempDir;
+using ::testing::HasSubstr;
 
 TEST(Parallel, ReadsAlignedFilesAndSkipsPairsWithAnEmptySide) {
   TempDir dir;
@@ -40,22 +40,21 @@ TEST(Parallel, DifferentLineCountsNameBothFilesAndCounts) {
   const auto src = dir.write("s.txt", "a\nb\nc\n");
   const auto tgt = dir.write("t.txt", "x\ny\n");
   const std::string e = error_of([&] { read_parallel(src, tgt); });
-  EXPECT_TRUE(contains(e, src) && contains(e, tgt) && contains(e, "has 3 lines") &&
-              contains(e, "has 2")) << e;
-  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir / "missing.en"); }),
-                       "missing.en"));
-  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("e.txt", "")); }), "is empty"));
+  EXPECT_THAT(e, HasSubstr(src));
+  EXPECT_THAT(e, HasSubstr(tgt));
+  EXPECT_THAT(e, HasSubstr("has 3 lines"));
+  EXPECT_THAT(e, HasSubstr("has 2"));
+  EXPECT_THAT(error_of([&] { read_parallel(src, dir / "missing.en"); }), HasSubstr("missing.en"));
+  EXPECT_THAT(error_of([&] { read_parallel(src, dir.write("e.txt", "")); }), HasSubstr("is empty"));
   // A device or a FIFO is refused by stat, before it is opened (a FIFO used to block here).
-  EXPECT_TRUE(contains(error_of([&] { read_parallel("/dev/zero", tgt); }), "source file '/dev/zero' is a character"));
+  EXPECT_THAT(error_of([&] { read_parallel("/dev/zero", tgt); }), HasSubstr("source file '/dev/zero' is a character"));
   const std::string fifo = dir / "fifo.en";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, fifo); }), "target file '" + fifo + "' is a FIFO"));
-  EXPECT_TRUE(contains(error_of([&] { read_parallel_tsv(fifo); }), "not a regular file"));
-  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, dir.write("bad.txt", "ok\n\xFF\nz\n")); }),
-                       "line 2"));
-  EXPECT_TRUE(contains(error_of([] { make_parallel("s", "\n\n", "t", "x\ny\n"); }), "no text"));
-  EXPECT_TRUE(contains(error_of([] { make_parallel("s", " \nb", "t", "x\n "); }),
-                       "none of its 2 line(s)"));
+  EXPECT_THAT(error_of([&] { read_parallel(src, fifo); }), HasSubstr("target file '" + fifo + "' is a FIFO"));
+  EXPECT_THAT(error_of([&] { read_parallel_tsv(fifo); }), HasSubstr("not a regular file"));
+  EXPECT_THAT(error_of([&] { read_parallel(src, dir.write("bad.txt", "ok\n\xFF\nz\n")); }), HasSubstr("line 2"));
+  EXPECT_THAT(error_of([] { make_parallel("s", "\n\n", "t", "x\ny\n"); }), HasSubstr("no text"));
+  EXPECT_THAT(error_of([] { make_parallel("s", " \nb", "t", "x\n "); }), HasSubstr("none of its 2 line(s)"));
 }
 
 TEST(Parallel, TsvNeedsExactlyOneTabPerLine) {
@@ -67,9 +66,12 @@ TEST(Parallel, TsvNeedsExactlyOneTabPerLine) {
   EXPECT_EQ(c.skipped_empty, 2);  // the empty line and "zwei\t" (empty target)
   EXPECT_EQ(c.summary(), "2 sentence pairs from 'c.tsv' (2 pairs with an empty side skipped)");
   std::string e = error_of([] { make_parallel_tsv("c.tsv", "a\tb\nno tab here\n"); });
-  EXPECT_TRUE(contains(e, "c.tsv") && contains(e, "line 2") && contains(e, "0 tab(s)")) << e;
+  EXPECT_THAT(e, HasSubstr("c.tsv"));
+  EXPECT_THAT(e, HasSubstr("line 2"));
+  EXPECT_THAT(e, HasSubstr("0 tab(s)"));
   e = error_of([] { make_parallel_tsv("c.tsv", "a\tb\tc\n"); });
-  EXPECT_TRUE(contains(e, "line 1") && contains(e, "2 tab(s)")) << e;
+  EXPECT_THAT(e, HasSubstr("line 1"));
+  EXPECT_THAT(e, HasSubstr("2 tab(s)"));
   TempDir dir;
   EXPECT_EQ(read_parallel_tsv(dir.write("x.tsv", "a\tb\n")).pairs.size(), 1u);
 }

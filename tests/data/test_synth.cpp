@@ -1,4 +1,4 @@
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <stdlib.h>
 
@@ -14,6 +14,11 @@
 #include "base/error.h"
 
 using namespace atto;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::Eq;
+using ::testing::Ge;
+using ::testing::Le;
 
 namespace {
 
@@ -63,7 +68,7 @@ TEST(Synth, LengthsAndSymbolsInRange) {
     const auto s = numbers(src);
     ASSERT_GE(s.size(), 3u);
     ASSERT_LE(s.size(), 10u);
-    for (char c : src) ASSERT_TRUE(c == ' ' || (c >= '0' && c <= '9'));
+    for (char c : src) ASSERT_THAT(c, AnyOf(Eq(' '), AllOf(Ge('0'), Le('9')))) << src;
   }
 }
 

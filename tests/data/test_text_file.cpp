@@ -1,5 +1,5 @@
 // Reading and validating data files; the auto mode rule; the bad-input cases of the issue.
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -15,9 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using atto::test::contains;
 using atto::test::error_of;
 using atto::test::TempDir;
+using ::testing::HasSubstr;
 
 std::string repeat_lines(const std::string& line, int n, const std::string& sep = "\n") {
   std::string s;
@@ -54,16 +54,18 @@ TEST(TextFileBadInput, MissingPath) {
   TempDir tmp;
   const std::string p = tmp / "nope.txt";
   const std::string msg = error_of([&] { read_text_file(p); });
-  EXPECT_TRUE(contains(msg, p) && contains(msg, "does not exist") && contains(msg, "check the path"))
-      << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("does not exist"));
+  EXPECT_THAT(msg, HasSubstr("check the path"));
 }
 
 TEST(TextFileBadInput, Directory) {
   TempDir tmp;
   const std::string p = tmp / "";
   const std::string msg = error_of([&] { read_text_file(p); });
-  EXPECT_TRUE(contains(msg, p) && contains(msg, "is a directory") && contains(msg, "text file"))
-      << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("is a directory"));
+  EXPECT_THAT(msg, HasSubstr("text file"));
 }
 
 // A device never ends (/dev/zero grew atto past 3.7 GB in 10 s) and opening a FIFO blocks until a
@@ -71,15 +73,17 @@ TEST(TextFileBadInput, Directory) {
 TEST(TextFileBadInput, DevicesAndFifosAreRefusedBeforeOpening) {
   TempDir tmp;
   std::string msg = error_of([] { read_text_file("/dev/zero"); });
-  EXPECT_TRUE(contains(msg, "data file '/dev/zero'") && contains(msg, "character device") &&
-              contains(msg, "not a regular file") && contains(msg, "save the text to a file"))
-      << msg;
+  EXPECT_THAT(msg, HasSubstr("data file '/dev/zero'"));
+  EXPECT_THAT(msg, HasSubstr("character device"));
+  EXPECT_THAT(msg, HasSubstr("not a regular file"));
+  EXPECT_THAT(msg, HasSubstr("save the text to a file"));
   const std::string fifo = tmp / "pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   msg = error_of([&] { read_text_file(fifo); });
-  EXPECT_TRUE(contains(msg, fifo) && contains(msg, "FIFO")) << msg;
+  EXPECT_THAT(msg, HasSubstr(fifo));
+  EXPECT_THAT(msg, HasSubstr("FIFO"));
   msg = error_of([&] { read_user_file(fifo, "--input"); });
-  EXPECT_TRUE(contains(msg, "--input file '" + fifo + "'")) << msg;
+  EXPECT_THAT(msg, HasSubstr("--input file '" + fifo + "'"));
   fs::create_symlink(tmp.write("real.txt", "ab\ncd\n"), tmp / "link.txt");  // a link to a file is fine
   EXPECT_EQ(read_text_file(tmp / "link.txt").text, "ab\ncd\n");
 }
@@ -88,8 +92,9 @@ TEST(TextFileBadInput, EmptyFile) {
   TempDir tmp;
   const std::string p = tmp.write("empty.txt", "");
   const std::string msg = error_of([&] { read_text_file(p); });
-  EXPECT_TRUE(contains(msg, p) && contains(msg, "is empty") && contains(msg, "one sample per line"))
-      << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("is empty"));
+  EXPECT_THAT(msg, HasSubstr("one sample per line"));
 }
 
 TEST(TextFileBadInput, OnlyNewlines) {
@@ -97,8 +102,9 @@ TEST(TextFileBadInput, OnlyNewlines) {
   for (const std::string bytes : {"\n", "\n\n\n", "\r\n\r\n"}) {
     const std::string p = tmp.write("blank.txt", bytes);
     const std::string msg = error_of([&] { read_text_file(p); });
-    EXPECT_TRUE(contains(msg, p) && contains(msg, "no text") && contains(msg, "non-empty line"))
-        << msg;
+    EXPECT_THAT(msg, HasSubstr(p));
+    EXPECT_THAT(msg, HasSubstr("no text"));
+    EXPECT_THAT(msg, HasSubstr("non-empty line"));
   }
 }
 
@@ -107,22 +113,23 @@ TEST(TextFileBadInput, InvalidUtf8GivesByteOffsetAndLine) {
   // Latin-1 'ï' (0xEF) in "naïve" on line 2, at byte 8 of the file.
   const std::string p = tmp.write("latin1.txt", "caf\xC3\xA9\nna\xEFve\n");
   const std::string msg = error_of([&] { read_text_file(p); });
-  EXPECT_TRUE(contains(msg, p)) << msg;
-  EXPECT_TRUE(contains(msg, "not valid UTF-8")) << msg;
-  EXPECT_TRUE(contains(msg, "byte offset 8")) << msg;
-  EXPECT_TRUE(contains(msg, "line 2")) << msg;
-  EXPECT_TRUE(contains(msg, "iconv")) << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(msg, HasSubstr("byte offset 8"));
+  EXPECT_THAT(msg, HasSubstr("line 2"));
+  EXPECT_THAT(msg, HasSubstr("iconv"));
 }
 
 TEST(TextFileBadInput, Utf16FileIsRejected) {
   TempDir tmp;
   const std::string p = tmp.write("utf16.txt", std::string("a\0b\0\n\0", 6));
   const std::string msg = error_of([&] { read_text_file(p); });
-  EXPECT_TRUE(contains(msg, p) && contains(msg, "NUL byte at byte offset 1") &&
-              contains(msg, "UTF-16")) << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("NUL byte at byte offset 1"));
+  EXPECT_THAT(msg, HasSubstr("UTF-16"));
   // With a byte-order mark it is caught as invalid UTF-8 at byte 0.
   const std::string q = tmp.write("utf16bom.txt", std::string("\xFF\xFE" "a\0", 4));
-  EXPECT_TRUE(contains(error_of([&] { read_text_file(q); }), "byte offset 0"));
+  EXPECT_THAT(error_of([&] { read_text_file(q); }), HasSubstr("byte offset 0"));
 }
 
 TEST(TextFileBadInput, StreamFileShorterThanOneBlock) {
@@ -133,9 +140,10 @@ TEST(TextFileBadInput, StreamFileShorterThanOneBlock) {
   // train 38 tokens, val 5 tokens: the largest block size is 4.
   EXPECT_NO_THROW(data->check_block_size(4));
   const std::string msg = error_of([&] { data->check_block_size(64); });
-  EXPECT_TRUE(contains(msg, p)) << msg;
-  EXPECT_TRUE(contains(msg, "38 for training") && contains(msg, "5 for validation")) << msg;
-  EXPECT_TRUE(contains(msg, "--block-size 4 or less")) << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("38 for training"));
+  EXPECT_THAT(msg, HasSubstr("5 for validation"));
+  EXPECT_THAT(msg, HasSubstr("--block-size 4 or less"));
   Rng rng(0);
   EXPECT_THROW(data->sample_batch(rng, 2, 64), Error);  // also caught where batches are made
   // By default a stream this short is not split: all 43 tokens train, and validation scores them.
@@ -145,14 +153,16 @@ TEST(TextFileBadInput, StreamFileShorterThanOneBlock) {
   EXPECT_EQ(whole->size(Split::Val), 43);
   EXPECT_EQ(whole->max_block_size(), 42);
   const std::string m2 = error_of([&] { whole->check_block_size(64); });
-  EXPECT_TRUE(contains(m2, "too few to hold any out") && contains(m2, "--block-size 42 or less")) << m2;
+  EXPECT_THAT(m2, HasSubstr("too few to hold any out"));
+  EXPECT_THAT(m2, HasSubstr("--block-size 42 or less"));
 }
 
 TEST(TextFileBadInput, StreamFileTooShortForAnyBlock) {
   TextFile f = make_text_file("tiny.txt", "h");  // one token: no block fits
   auto data = make_dataset(f, build_tokenizer(f, DataMode::Stream), DataMode::Stream);
   const std::string msg = error_of([&] { data->check_block_size(1); });
-  EXPECT_TRUE(contains(msg, "tiny.txt") && contains(msg, "too short for stream mode")) << msg;
+  EXPECT_THAT(msg, HasSubstr("tiny.txt"));
+  EXPECT_THAT(msg, HasSubstr("too short for stream mode"));
 }
 
 TEST(TextFileBadInput, LineLongerThanBlockInLinesMode) {
@@ -163,11 +173,11 @@ TEST(TextFileBadInput, LineLongerThanBlockInLinesMode) {
   EXPECT_EQ(data->min_block_size(), 12);  // "bartholomew": 11 characters + <eos>
   EXPECT_NO_THROW(data->check_block_size(12));
   const std::string msg = error_of([&] { data->check_block_size(8); });
-  EXPECT_TRUE(contains(msg, p)) << msg;
-  EXPECT_TRUE(contains(msg, "line 2 of")) << msg;  // the first line that does not fit
-  EXPECT_TRUE(contains(msg, "has 11 characters")) << msg;
-  EXPECT_TRUE(contains(msg, "2 line(s) are too long")) << msg;
-  EXPECT_TRUE(contains(msg, "--block-size to at least 12")) << msg;
+  EXPECT_THAT(msg, HasSubstr(p));
+  EXPECT_THAT(msg, HasSubstr("line 2 of"));  // the first line that does not fit
+  EXPECT_THAT(msg, HasSubstr("has 11 characters"));
+  EXPECT_THAT(msg, HasSubstr("2 line(s) are too long"));
+  EXPECT_THAT(msg, HasSubstr("--block-size to at least 12"));
   // A line of exactly T characters does not fit either (it needs T + 1 positions).
   EXPECT_THROW(data->check_block_size(11), Error);
 }
@@ -177,7 +187,8 @@ TEST(TextFileBadInput, LinesModeNeedsTwoLines) {
   const std::string msg = error_of([&] {
     make_dataset(f, build_tokenizer(f, DataMode::Lines), DataMode::Lines);
   });
-  EXPECT_TRUE(contains(msg, "one.txt") && contains(msg, "at least 2 non-empty lines")) << msg;
+  EXPECT_THAT(msg, HasSubstr("one.txt"));
+  EXPECT_THAT(msg, HasSubstr("at least 2 non-empty lines"));
 }
 
 TEST(TextFileBadInput, UnknownCharactersAgainstALoadedVocabulary) {
@@ -187,17 +198,16 @@ TEST(TextFileBadInput, UnknownCharactersAgainstALoadedVocabulary) {
   CharTokenizer tok = build_tokenizer(old_file, DataMode::Lines);
   TextFile new_file = make_text_file("names.txt", "emma\nzoe\nava\nzed\n");
   const std::string msg = error_of([&] { make_dataset(new_file, tok, DataMode::Lines); });
-  EXPECT_TRUE(contains(msg, "names.txt")) << msg;
-  EXPECT_TRUE(contains(msg, "'z' (U+007A) at line 2 column 1, line 4 column 1")) << msg;
-  EXPECT_TRUE(contains(msg, "'o' (U+006F) at line 2 column 2")) << msg;
-  EXPECT_TRUE(contains(msg, "'d' (U+0064) at line 4 column 3")) << msg;
+  EXPECT_THAT(msg, HasSubstr("names.txt"));
+  EXPECT_THAT(msg, HasSubstr("'z' (U+007A) at line 2 column 1, line 4 column 1"));
+  EXPECT_THAT(msg, HasSubstr("'o' (U+006F) at line 2 column 2"));
+  EXPECT_THAT(msg, HasSubstr("'d' (U+0064) at line 4 column 3"));
   // A lines-mode tokenizer has no newline: stream mode cannot use it.
-  EXPECT_TRUE(contains(error_of([&] { make_dataset(old_file, tok, DataMode::Stream); }),
-                       "'\\n' (U+000A) at line 1 column 5"));
+  EXPECT_THAT(error_of([&] { make_dataset(old_file, tok, DataMode::Stream); }),
+              HasSubstr("'\\n' (U+000A) at line 1 column 5"));
   // And a stream tokenizer has no <eos>: lines mode cannot use it.
   CharTokenizer stream_tok = build_tokenizer(old_file, DataMode::Stream);
-  EXPECT_TRUE(contains(error_of([&] { make_dataset(old_file, stream_tok, DataMode::Lines); }),
-                       "<eos>"));
+  EXPECT_THAT(error_of([&] { make_dataset(old_file, stream_tok, DataMode::Lines); }), HasSubstr("<eos>"));
 }
 
 TEST(DataMode, ParseAndPrint) {
@@ -235,5 +245,5 @@ TEST(DataMode, AutoRule) {
   EXPECT_EQ(s.median_length, 2);
   EXPECT_EQ(s.max_length, 3);
   EXPECT_EQ(s.longest_line, 3);
-  EXPECT_TRUE(contains(explain_auto_mode(s), "stream")) << explain_auto_mode(s);
+  EXPECT_THAT(explain_auto_mode(s), HasSubstr("stream"));
 }

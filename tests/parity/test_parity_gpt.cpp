@@ -245,8 +245,12 @@ void run_case(const std::string& name, const GPTConfig& cfg) {
 TEST(GptParity, NanoGptLayoutMatchesPyTorch) {
   ATTO_REQUIRE_TORCH();
   GPTConfig c = base_config();  // pre-norm, LayerNorm with bias, exact GELU, learned wpe, tied
-  ASSERT_TRUE(c.pre_norm && c.bias && c.tie_weights && c.pos == PosKind::Learned &&
-              c.norm == nn::NormKind::LayerNorm && c.activation == nn::Activation::GELU);
+  ASSERT_TRUE(c.pre_norm);
+  ASSERT_TRUE(c.bias);
+  ASSERT_TRUE(c.tie_weights);
+  ASSERT_EQ(c.pos, PosKind::Learned);
+  ASSERT_EQ(c.norm, nn::NormKind::LayerNorm);
+  ASSERT_EQ(c.activation, nn::Activation::GELU);
   run_case("default", c);
 }
 

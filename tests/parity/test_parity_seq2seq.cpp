@@ -257,8 +257,13 @@ void run_case(const std::string& name, const Seq2SeqConfig& cfg, float label_smo
 TEST(Seq2SeqParity, PaperModelMatchesPyTorch) {
   ATTO_REQUIRE_TORCH();
   Seq2SeqConfig c = base_config();  // post-norm, sinusoidal, ReLU, LayerNorm, tied output
-  ASSERT_TRUE(!c.pre_norm && c.pos == PosKind::Sinusoidal && c.activation == nn::Activation::ReLU &&
-              c.norm == nn::NormKind::LayerNorm && c.bias && c.tie_weights && !c.share_embeddings);
+  ASSERT_FALSE(c.pre_norm);
+  ASSERT_EQ(c.pos, PosKind::Sinusoidal);
+  ASSERT_EQ(c.activation, nn::Activation::ReLU);
+  ASSERT_EQ(c.norm, nn::NormKind::LayerNorm);
+  ASSERT_TRUE(c.bias);
+  ASSERT_TRUE(c.tie_weights);
+  ASSERT_FALSE(c.share_embeddings);
   run_case("paper", c, 0.1f);
 }
 

@@ -1,4 +1,4 @@
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -12,8 +12,8 @@ using namespace atto;
 
 namespace {
 
-using atto::test::contains;
 using atto::test::error_of;
+using ::testing::HasSubstr;
 
 const CharTokenizerOptions kLines{.boundary = true, .include_newline = false};
 const CharTokenizerOptions kStream{.boundary = false, .include_newline = true};
@@ -69,26 +69,25 @@ TEST(CharTokenizer, DecodeSkipsBoundaryAndRejectsOutOfRange) {
 TEST(CharTokenizer, UnknownCharacterErrorNamesCharacterAndPosition) {
   auto tok = CharTokenizer::build("abcdef", kLines);
   const std::string msg = error_of([&] { tok.encode("caf\xC3\xA9"); });
-  EXPECT_TRUE(contains(msg, "unknown character '\xC3\xA9' (U+00E9) at position 3 of \"caf\xC3\xA9\""))
-      << msg;
-  EXPECT_TRUE(contains(msg, "built from the training data")) << msg;
-  EXPECT_TRUE(contains(msg, "abcdef")) << msg;  // shows the vocabulary
+  EXPECT_THAT(msg, HasSubstr("unknown character '\xC3\xA9' (U+00E9) at position 3 of \"caf\xC3\xA9\""));
+  EXPECT_THAT(msg, HasSubstr("built from the training data"));
+  EXPECT_THAT(msg, HasSubstr("abcdef"));  // shows the vocabulary
 }
 
 TEST(CharTokenizer, UnknownCharacterErrorListsAllPositionsOfAllCharacters) {
   auto tok = CharTokenizer::build("abc", kLines);
   // x at 1 and 4, é at 2, newline at 5 (not in a lines vocabulary)
   const std::string msg = error_of([&] { tok.encode("ax\xC3\xA9" "bx\nc"); });
-  EXPECT_TRUE(contains(msg, "unknown characters in \"ax\xC3\xA9" "bx\\nc\": ")) << msg;
-  EXPECT_TRUE(contains(msg, "'x' (U+0078) at positions 1, 4")) << msg;
-  EXPECT_TRUE(contains(msg, "(U+00E9) at position 2")) << msg;
-  EXPECT_TRUE(contains(msg, "'\\n' (U+000A) at position 5")) << msg;
+  EXPECT_THAT(msg, HasSubstr("unknown characters in \"ax\xC3\xA9" "bx\\nc\": "));
+  EXPECT_THAT(msg, HasSubstr("'x' (U+0078) at positions 1, 4"));
+  EXPECT_THAT(msg, HasSubstr("(U+00E9) at position 2"));
+  EXPECT_THAT(msg, HasSubstr("'\\n' (U+000A) at position 5"));
 }
 
 TEST(CharTokenizer, EncodeRejectsInvalidUtf8) {
   auto tok = CharTokenizer::build("abc", kLines);
   const std::string msg = error_of([&] { tok.encode("ab\xFF"); });
-  EXPECT_TRUE(contains(msg, "byte offset 2")) << msg;
+  EXPECT_THAT(msg, HasSubstr("byte offset 2"));
 }
 
 TEST(CharTokenizer, BuildRejectsEmptyVocabulary) {
@@ -143,10 +142,11 @@ TEST(CharTokenizer, CorruptedJsonGivesErrorsNamingTheProblem) {
     nlohmann::json j = good;
     c.corrupt(j);
     const std::string msg = error_of([&] { CharTokenizer::from_json(j, "runs/x/tokenizer.json"); });
-    EXPECT_TRUE(contains(msg, "runs/x/tokenizer.json")) << msg;
-    EXPECT_TRUE(contains(msg, c.expect)) << msg;
+    EXPECT_THAT(msg, HasSubstr("runs/x/tokenizer.json"));
+    EXPECT_THAT(msg, HasSubstr(c.expect));
   }
   const std::string msg =
       error_of([] { CharTokenizer::from_json_text("{\"type\": \"char\",", "t.json"); });
-  EXPECT_TRUE(contains(msg, "t.json") && contains(msg, "not valid JSON")) << msg;
+  EXPECT_THAT(msg, HasSubstr("t.json"));
+  EXPECT_THAT(msg, HasSubstr("not valid JSON"));
 }

@@ -1,4 +1,4 @@
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,8 +9,8 @@
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;
-using atto::test::contains;
 using atto::test::error_of;
+using ::testing::HasSubstr;
 
 TEST(WordTokenizer, VocabularyBySpecialsThenCountThenBytes) {
   auto tok = WordTokenizer::build({"3 1 2", "2 2 1", "b a"});
@@ -53,11 +53,9 @@ TEST(WordTokenizer, MinCountAndMaxSize) {
   auto capped = WordTokenizer::build(lines, {.max_size = 6});
   EXPECT_EQ(capped.vocab_size(), 6);
   EXPECT_EQ(capped.encode("c d"), (std::vector<int32_t>{kUnkId, kUnkId}));
-  EXPECT_TRUE(contains(error_of([&] { WordTokenizer::build(lines, {.max_size = 4}); }),
-                       "special tokens"));
+  EXPECT_THAT(error_of([&] { WordTokenizer::build(lines, {.max_size = 4}); }), HasSubstr("special tokens"));
   EXPECT_THROW(WordTokenizer::build(lines, {.min_count = 0}), Error);
-  EXPECT_TRUE(contains(error_of([&] { WordTokenizer::build(lines, {.min_count = 9}); }),
-                       "none seen at least 9"));
+  EXPECT_THAT(error_of([&] { WordTokenizer::build(lines, {.min_count = 9}); }), HasSubstr("none seen at least 9"));
   EXPECT_THROW(WordTokenizer::build({"", "  "}), Error);
 }
 
@@ -89,14 +87,15 @@ TEST(WordTokenizer, JsonValidationNamesTheFileAndField) {
     return error_of([&] { WordTokenizer::from_json(j, "run/tokenizer.json"); });
   };
   std::string e = with("words", {"a", "b", "a"});
-  EXPECT_TRUE(contains(e, "run/tokenizer.json") && contains(e, "words[2]") &&
-              contains(e, "duplicate")) << e;
-  EXPECT_TRUE(contains(with("words", {"a b"}), "whitespace"));
-  EXPECT_TRUE(contains(with("words", {"<unk>"}), "special token"));
-  EXPECT_TRUE(contains(with("words", {""}), "empty"));
-  EXPECT_TRUE(contains(with("words", {1}), "must be a string"));
-  EXPECT_TRUE(contains(with("words", nlohmann::json::array()), "non-empty array"));
-  EXPECT_TRUE(contains(with("special_tokens", {"<eos>"}), "special_tokens"));
-  EXPECT_TRUE(contains(with("version", 2), "version"));
-  EXPECT_TRUE(contains(with("type", "char"), "\"word\""));
+  EXPECT_THAT(e, HasSubstr("run/tokenizer.json"));
+  EXPECT_THAT(e, HasSubstr("words[2]"));
+  EXPECT_THAT(e, HasSubstr("duplicate"));
+  EXPECT_THAT(with("words", {"a b"}), HasSubstr("whitespace"));
+  EXPECT_THAT(with("words", {"<unk>"}), HasSubstr("special token"));
+  EXPECT_THAT(with("words", {""}), HasSubstr("empty"));
+  EXPECT_THAT(with("words", {1}), HasSubstr("must be a string"));
+  EXPECT_THAT(with("words", nlohmann::json::array()), HasSubstr("non-empty array"));
+  EXPECT_THAT(with("special_tokens", {"<eos>"}), HasSubstr("special_tokens"));
+  EXPECT_THAT(with("version", 2), HasSubstr("version"));
+  EXPECT_THAT(with("type", "char"), HasSubstr("\"word\""));
 }

@@ -1,7 +1,7 @@
 // The run loader's checks before it builds a model (config.json against model.safetensors's
 // header; block_size / max_len bounds; finite weights) and the removal of stale temporary files
 // of killed saves when a run is opened (issue 17, points 2, 3 and 4).
-#include <gtest/gtest.h>
+#include <gmock/gmock.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,9 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using atto::test::contains;
 using atto::test::error_of;
 using atto::test::TempDir;
+using ::testing::HasSubstr;
 
 // A GPT run of a few steps on a names-like file (learned positions: block_size has a tensor).
 std::string tiny_gpt_run(const TempDir& dir, PosKind pos = PosKind::Learned) {
@@ -78,16 +78,19 @@ TEST(LoadRun, ConfigDimensionsAreCheckedAgainstTheWeightsFirst) {
   for (const Case& c : cases) {
     set_model_key(run, "model", c.key, c.value);
     const std::string e = error_of([&] { load_run(run); });
-    EXPECT_TRUE(contains(e, cfg) && contains(e, weights) && contains(e, fmt::format("{} is {}", c.key, c.value)) &&
-                contains(e, "'" + c.tensor + "'") && contains(e, c.shape))
-        << e;
+    EXPECT_THAT(e, HasSubstr(cfg));
+    EXPECT_THAT(e, HasSubstr(weights));
+    EXPECT_THAT(e, HasSubstr(fmt::format("{} is {}", c.key, c.value)));
+    EXPECT_THAT(e, HasSubstr("'" + c.tensor + "'"));
+    EXPECT_THAT(e, HasSubstr(c.shape));
     io::write_json_atomic(cfg, good);
   }
   set_model_key(run, "model", "n_layers", 5);
   const std::string e = error_of([&] { load_run(run); });
-  EXPECT_TRUE(contains(e, cfg) && contains(e, "n_layers is 5") && contains(e, "holds 2 layers") &&
-              contains(e, "transformer.h."))
-      << e;
+  EXPECT_THAT(e, HasSubstr(cfg));
+  EXPECT_THAT(e, HasSubstr("n_layers is 5"));
+  EXPECT_THAT(e, HasSubstr("holds 2 layers"));
+  EXPECT_THAT(e, HasSubstr("transformer.h."));
   io::write_json_atomic(cfg, good);
   EXPECT_NO_THROW(load_run(run));
 }
@@ -99,10 +102,9 @@ TEST(LoadRun, SinusoidalBlockSizeIsBounded) {
   const std::string run = tiny_gpt_run(dir, PosKind::Sinusoidal);
   set_model_key(run, "model", "block_size", 1000000000);
   const std::string e = error_of([&] { load_run(run); });
-  EXPECT_TRUE(contains(e, run_path(run, "config.json")) &&
-              contains(e, "block_size is 1000000000, outside [1, 65536]") &&
-              contains(e, "sinusoidal positions have no tensor"))
-      << e;
+  EXPECT_THAT(e, HasSubstr(run_path(run, "config.json")));
+  EXPECT_THAT(e, HasSubstr("block_size is 1000000000, outside [1, 65536]"));
+  EXPECT_THAT(e, HasSubstr("sinusoidal positions have no tensor"));
 }
 
 // A NaN in one weight tensor is refused at load, naming the file and the tensor. The attention
@@ -122,9 +124,10 @@ TEST(LoadRun, NonFiniteWeightsAreRefused) {
     fs::rename(weights, weights + ".good");
     fs::rename(weights + ".bad", weights);
     const std::string e = error_of([&] { load_run(run); });
-    EXPECT_TRUE(contains(e, weights) && contains(e, "'transformer.h.1.ln_1.weight'") && contains(e, "non-finite") &&
-                contains(e, "element 3"))
-        << e;
+    EXPECT_THAT(e, HasSubstr(weights));
+    EXPECT_THAT(e, HasSubstr("'transformer.h.1.ln_1.weight'"));
+    EXPECT_THAT(e, HasSubstr("non-finite"));
+    EXPECT_THAT(e, HasSubstr("element 3"));
     fs::rename(weights + ".good", weights);
   }
   EXPECT_NO_THROW(load_run(run));
