@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "base/error.h"
-#include "train/bench.h"
+#include "bench/bench.h"
 #include "run/run_config.h"
 
 namespace atto::cli {

@@ -1,4 +1,4 @@
-#include "train/bench.h"
+#include "bench/bench.h"
 
 #include <sys/resource.h>
 

@@ -1,4 +1,4 @@
-// atto/train/bench.h: honest, reproducible speed measurements of training, generation and GEMM.
+// atto/bench/bench.h: honest, reproducible speed measurements of training, generation and GEMM.
 //
 //   bench::TrainBenchOptions o;
 //   o.model.vocab_size = 65;             // the model is built from a GPTConfig, as `atto train`

@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "models/gpt.h"
-#include "train/bench.h"
+#include "bench/bench.h"
 
 using namespace atto;
 
