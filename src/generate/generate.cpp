@@ -80,6 +80,10 @@ class Decoder {
       }
       seq_[b].push_back(tok);
       out[b].tokens.push_back(tok);
+      if (opt_.on_token && !opt_.on_token(b, tok)) {
+        out[b].stopped = true;
+        continue;
+      }
       keep.push_back(static_cast<int64_t>(r));
     }
     return keep;
@@ -161,7 +165,9 @@ std::vector<Sample> generate_batch(GPT& model, const std::vector<std::vector<int
     const size_t last = std::min(prompts.size(), first + static_cast<size_t>(opt.max_batch));
     const std::vector<std::vector<int32_t>> chunk(prompts.begin() + first, prompts.begin() + last);
     std::vector<Sample> chunk_out(chunk.size());
-    Decoder dec(model, opt, chain);
+    GenerateOptions chunk_opt = opt;  // on_token numbers the sequences among all the prompts
+    if (opt.on_token) chunk_opt.on_token = [&opt, first](int64_t b, int32_t t) { return opt.on_token(first + b, t); };
+    Decoder dec(model, chunk_opt, chain);
     dec.start(chunk);
     for (int64_t s = 0; s < opt.max_new_tokens; ++s) {
       const std::vector<int64_t> keep = dec.step(chunk_out, rng);
@@ -180,7 +186,12 @@ void generate_chunks(GPT& model, const PromptSet& ps, int64_t n, const GenerateO
   SampleChunk c;
   for (c.first = 0; c.first < n; c.first += opt.max_batch) {
     c.prompts = ps.draw(std::min(opt.max_batch, n - c.first), rng);
-    c.samples = generate_batch(model, c.prompts, opt, rng);
+    GenerateOptions chunk_opt = opt;
+    if (opt.on_token) {
+      const int64_t first = c.first;
+      chunk_opt.on_token = [&opt, first](int64_t b, int32_t t) { return opt.on_token(first + b, t); };
+    }
+    c.samples = generate_batch(model, c.prompts, chunk_opt, rng);
     emit(c);
   }
 }

@@ -52,11 +52,15 @@ struct GenerateOptions {
   int32_t stop_token = -1;       // ends a sequence when sampled; -1 = none
   SamplerOptions sampler;
   int64_t max_batch = 256;       // sequences decoded together (bounds the KV cache memory)
+  // Called with each sampled token (not the stop token) as soon as it is drawn: the index of its
+  // sequence among the prompts (generate_chunks: among all n samples) and the token. Returning
+  // false ends that sequence after this token (Sample::stopped), as a stop string does.
+  std::function<bool(int64_t sample, int32_t token)> on_token;
 };
 
 struct Sample {
   std::vector<int32_t> tokens;  // the generated tokens, without the prompt and the stop token
-  bool stopped = false;         // true when the sequence ended at the stop token
+  bool stopped = false;         // true when the sequence ended at the stop token (or on_token ended it)
 };
 
 // max(1, block_size / 2): tokens kept when a full KV cache is rebuilt (see the policy above).

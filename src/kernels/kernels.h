@@ -30,6 +30,19 @@ namespace atto::kernels {
 // Sets the thread count of both OpenMP and OpenBLAS. n <= 0 means "all cores".
 void set_num_threads(int n);
 int num_threads();
+// The thread count of the kernels the calling thread runs, for a scope: OpenMP's nthreads-var
+// is per thread, so other threads (other library handles) keep theirs, and the caller's count is
+// restored at the end. n <= 0 means "all cores". The library API uses it for per-handle counts.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int previous_;
+};
 // Runs fn(s) for every s in [0, shards), the shards spread over up to num_threads() threads
 // (shard s on thread s mod threads); within a shard, kernels use num_threads() / shards
 // threads (at least 1). Independent work that shares nothing writable: data-parallel shards of

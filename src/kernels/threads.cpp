@@ -21,6 +21,11 @@ void set_num_threads(int n) {
 
 int num_threads() { return omp_get_max_threads(); }
 
+ThreadScope::ThreadScope(int n) : previous_(omp_get_max_threads()) {
+  omp_set_num_threads(n <= 0 ? omp_get_num_procs() : n);
+}
+ThreadScope::~ThreadScope() { omp_set_num_threads(previous_); }
+
 void run_shards(int shards, const std::function<void(int)>& fn) {
   if (shards <= 0) return;
   const int total = num_threads();

@@ -273,10 +273,11 @@ class StepLog {
   // The run's training time so far: earlier invocations (resumed runs) plus this one.
   double run_elapsed() const { return base_elapsed_ + seconds_since(t0_); }
   double seconds() const { return seconds_since(t0_); }
+  double tokens_per_s() const { return tokens_per_s_; }
   void write(const Session& s, Progress& p, double loss, float lr, double val) {
     const auto now = Clock::now();
     const double dt = std::chrono::duration<double>(now - last_).count();
-    const double tok_s = dt > 0 ? static_cast<double>(tokens_) / dt : 0.0;
+    const double tok_s = tokens_per_s_ = dt > 0 ? static_cast<double>(tokens_) / dt : 0.0;
     const TrainConfig& t = s.cfg.train;
     const double eta = seconds() / static_cast<double>(steps_) * static_cast<double>(t.steps - s.st.step);
     append_metrics(s.dir, {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s},
@@ -292,6 +293,7 @@ class StepLog {
   double base_elapsed_;
   Clock::time_point t0_ = Clock::now(), last_ = t0_;
   int64_t tokens_ = 0, steps_ = 0;  // tokens since the last log line; steps of this invocation
+  double tokens_per_s_ = 0.0;
 };
 
 // A fresh run or a resumed one, planned for a time budget when asked, its header printed.
@@ -346,10 +348,18 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     r.tokens += step_tokens;
     const bool last = s.st.step == t.steps;
     const bool stopping = o.stop != nullptr && o.stop->load();  // read once: both checks below agree
-    if (s.st.step % t.log_every == 0 || last) log.write(s, p, loss, lr, val);
-    if (s.st.step % t.eval_every == 0 || last || stopping) {
+    const bool logged = s.st.step % t.log_every == 0 || last;
+    if (logged) log.write(s, p, loss, lr, val);
+    const bool evaluating = s.st.step % t.eval_every == 0 || last || stopping;
+    if (evaluating) {
       s.st.elapsed_seconds = log.run_elapsed();
       val = r.last_val_loss = evaluate_and_save(s, p);
+    }
+    if (o.on_progress && (logged || evaluating))
+      o.on_progress({.step = s.st.step, .total_steps = t.steps, .train_loss = loss,
+                     .val_loss = evaluating ? val : std::nan(""), .best_val_loss = s.st.best_val_loss,
+                     .elapsed_s = log.seconds(), .tokens_per_s = log.tokens_per_s()});
+    if (evaluating) {
       if (t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {
         r.early_stopped = true;
         p.message(fmt::format("early stop: {} evaluations without improvement", t.early_stop));

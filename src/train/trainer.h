@@ -20,12 +20,22 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdio>
 #include <string>
 
 #include "run/run_config.h"
 
 namespace atto {
+
+struct TrainProgress {
+  int64_t step = 0, total_steps = 0;
+  double train_loss = 0.0;      // this step's loss
+  double val_loss = 0.0;        // NaN when this step did not evaluate
+  double best_val_loss = 0.0;   // seq2seq by BLEU: -BLEU
+  double elapsed_s = 0.0;       // this invocation's wall time
+  double tokens_per_s = 0.0;    // since the previous logged step
+};
 
 struct TrainerOptions {
   std::string out_dir;
@@ -37,6 +47,9 @@ struct TrainerOptions {
   // train_gpt installs no signal handler and leaves the thread count as it finds it (the CLI
   // sets kernels::set_num_threads from the config's threads).
   const std::atomic<bool>* stop = nullptr;
+  // Called after every logged step and every evaluation (the library API's progress callback;
+  // it stops a run through `stop`).
+  std::function<void(const TrainProgress&)> on_progress = nullptr;
 };
 
 struct TrainResult {

@@ -1,0 +1,230 @@
+// atto/atto.hpp: the C++ API of atto, RAII classes over the C API of atto/atto.h.
+//
+//   atto::Model m("runs/names");                       // throws atto::Exception with the message
+//   atto::SampleParams p;
+//   p.seed = 1337;
+//   for (const std::string& s : m.generate("", 5, p)) std::cout << s << "\n";
+//   atto::Scores sc = m.score("emma");                 // per-token log-probabilities
+//
+//   atto::TrainParams t;                               // train a run, then load it
+//   t.config_json = R"({"data": "names.txt", "steps": 200})";
+//   t.out_dir = "runs/tiny";
+//   atto::train(t, [](const atto_train_progress& p) { return true; });
+//
+// Header-only over the C functions (link atto::atto); every failing call throws atto::Exception
+// (status() and what(): the C API's message). A Model is movable, not copyable, and used by one
+// thread at a time (docs/api.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "atto/atto.h"
+
+namespace atto {
+
+class Exception : public std::runtime_error {
+ public:
+  Exception(atto_status s, const std::string& msg) : std::runtime_error(msg), status_(s) {}
+  atto_status status() const { return status_; }
+
+ private:
+  atto_status status_;
+};
+
+namespace api_detail {
+inline void check(atto_status s) {
+  if (s != ATTO_OK) throw Exception(s, atto_last_error());
+}
+// Takes ownership of a C list of strings.
+inline std::vector<std::string> take(atto_strings* list, std::vector<double>* scores = nullptr) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < atto_strings_count(list); ++i) {
+    size_t len = 0;
+    const char* s = atto_strings_get(list, i, &len);
+    out.emplace_back(s, len);
+    if (scores) scores->push_back(atto_strings_score(list, i));
+  }
+  atto_strings_free(list);
+  return out;
+}
+}  // namespace api_detail
+
+inline std::string version() { return atto_version(); }
+
+// The sampler of `atto sample`; defaults are atto_sample_default_params().
+struct SampleParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  int32_t repetition_last_n = 64;
+  bool greedy = false;
+  uint64_t seed = 1337;
+  int64_t max_tokens = 0;
+  std::vector<std::string> stop;
+};
+
+struct TranslateParams {
+  int32_t beam = 5;
+  int32_t n_best = 1;
+  float length_penalty = 0.6f;
+  float max_len_a = 1.5f;
+  int32_t max_len_b = 10;
+};
+
+struct Scores {
+  std::vector<int32_t> tokens;
+  std::vector<double> logprobs;
+  double total_nll = 0.0;
+  double mean_nll = 0.0;
+};
+
+struct Translation {
+  std::string text;
+  double score = 0.0;
+};
+
+// Streams new text of sample `index`; return false to end that sample.
+using TokenCallback = std::function<bool(int64_t index, std::string_view piece, int32_t token)>;
+
+class Model {
+ public:
+  explicit Model(const std::string& run_dir) { api_detail::check(atto_model_open(run_dir.c_str(), &m_)); }
+  ~Model() { atto_model_free(m_); }
+  Model(Model&& o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
+  Model& operator=(Model&& o) noexcept {
+    if (this != &o) {
+      atto_model_free(m_);
+      m_ = std::exchange(o.m_, nullptr);
+    }
+    return *this;
+  }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  atto_model_info info() const {
+    atto_model_info i{};
+    api_detail::check(atto_model_info_get(m_, &i));
+    return i;
+  }
+  void set_threads(int32_t n) { api_detail::check(atto_model_set_threads(m_, n)); }
+
+  std::vector<int32_t> tokenize(std::string_view text, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    size_t n = 0;
+    atto_status s = atto_tokenize(m_, vocab, text.data(), text.size(), nullptr, 0, &n);
+    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
+    std::vector<int32_t> ids(n);
+    api_detail::check(atto_tokenize(m_, vocab, text.data(), text.size(), ids.data(), ids.size(), &n));
+    return ids;
+  }
+  std::string detokenize(std::span<const int32_t> ids, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    size_t len = 0;
+    atto_status s = atto_detokenize(m_, vocab, ids.data(), ids.size(), nullptr, 0, &len);
+    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
+    std::string text(len + 1, '\0');
+    api_detail::check(atto_detokenize(m_, vocab, ids.data(), ids.size(), text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+
+  // n samples continuing prompt: exactly `atto sample --prompt PROMPT -n N` with the same params.
+  std::vector<std::string> generate(std::string_view prompt, int64_t n, const SampleParams& p = {},
+                                    const TokenCallback& on_token = nullptr) {
+    atto_sample_params c = atto_sample_default_params();
+    c.temperature = p.temperature;
+    c.top_k = p.top_k;
+    c.top_p = p.top_p;
+    c.min_p = p.min_p;
+    c.repetition_penalty = p.repetition_penalty;
+    c.repetition_last_n = p.repetition_last_n;
+    c.greedy = p.greedy;
+    c.seed = p.seed;
+    c.max_tokens = p.max_tokens;
+    std::vector<const char*> stops;
+    for (const std::string& s : p.stop) stops.push_back(s.c_str());
+    c.stop = stops.data();
+    c.n_stop = stops.size();
+    const std::string prompt_text(prompt);
+    atto_strings* out = nullptr;
+    auto trampoline = [](int64_t i, const char* piece, size_t len, int32_t token, void* user) {
+      return (*static_cast<const TokenCallback*>(user))(i, std::string_view(piece, len), token);
+    };
+    api_detail::check(atto_generate(m_, prompt_text.c_str(), n, &c, on_token ? +trampoline : nullptr,
+                                    const_cast<TokenCallback*>(&on_token), &out));
+    return api_detail::take(out);
+  }
+
+  Scores score(std::string_view text) {
+    atto_scores s{};
+    api_detail::check(atto_score(m_, text.data(), text.size(), &s));
+    Scores r{std::vector<int32_t>(s.tokens, s.tokens + s.n), std::vector<double>(s.logprobs, s.logprobs + s.n),
+             s.total_nll, s.mean_nll};
+    atto_scores_free(&s);
+    return r;
+  }
+
+  std::vector<float> logits(std::span<const int32_t> tokens) {
+    std::vector<float> out(static_cast<size_t>(info().vocab_size));
+    api_detail::check(atto_logits(m_, tokens.data(), tokens.size(), out.data(), out.size()));
+    return out;
+  }
+
+  // Per source, n_best translations, best first.
+  std::vector<std::vector<Translation>> translate(std::span<const std::string> sources,
+                                                  const TranslateParams& p = {}) {
+    std::vector<const char*> src;
+    for (const std::string& s : sources) src.push_back(s.c_str());
+    const atto_translate_params c{p.beam, p.n_best, p.length_penalty, p.max_len_a, p.max_len_b};
+    atto_strings* out = nullptr;
+    api_detail::check(atto_translate(m_, src.data(), src.size(), &c, &out));
+    std::vector<double> scores;
+    const std::vector<std::string> texts = api_detail::take(out, &scores);
+    std::vector<std::vector<Translation>> r(sources.size());
+    for (size_t i = 0; i < texts.size(); ++i) r[i / static_cast<size_t>(p.n_best)].push_back({texts[i], scores[i]});
+    return r;
+  }
+
+  atto_model* handle() { return m_; }
+
+ private:
+  atto_model* m_ = nullptr;
+};
+
+struct TrainParams {
+  std::string config_json;  // the keys of config.json
+  std::string out_dir;
+  bool resume = false;
+  bool force = false;
+  int32_t n_threads = 0;
+};
+
+// Trains (or resumes) a run. on_progress returns false to stop: the run saves its state and
+// train throws atto::Exception with status ATTO_ERR_STOPPED.
+inline atto_train_result train(const TrainParams& p,
+                               const std::function<bool(const atto_train_progress&)>& on_progress = nullptr) {
+  atto_train_params c = atto_train_default_params();
+  c.config_json = p.config_json.c_str();
+  c.out_dir = p.out_dir.c_str();
+  c.resume = p.resume;
+  c.force = p.force;
+  c.n_threads = p.n_threads;
+  if (on_progress) {
+    c.on_progress = [](const atto_train_progress* pr, void* user) {
+      return (*static_cast<const std::function<bool(const atto_train_progress&)>*>(user))(*pr);
+    };
+    c.user = const_cast<std::function<bool(const atto_train_progress&)>*>(&on_progress);
+  }
+  atto_train_result r{};
+  api_detail::check(atto_train(&c, &r));
+  return r;
+}
+
+}  // namespace atto

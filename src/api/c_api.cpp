@@ -1,0 +1,559 @@
+// atto/api/c_api.cpp: the C API of include/atto/atto.h over the library's layers. Every entry
+// point runs its body inside `guarded`, which turns exceptions into a status and the thread's
+// last-error message: nothing is thrown across the C boundary.
+#include "atto/atto.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/tape.h"
+#include "base/error.h"
+#include "generate/generate.h"
+#include "generate/score.h"
+#include "generate/seq2seq_decode.h"
+#include "generate/stop_strings.h"
+#include "kernels/kernels.h"
+#include "run/config_fields.h"
+#include "run/run_dir.h"
+#include "train/trainer.h"
+
+struct atto_model {
+  atto::Task task = atto::Task::Gpt;
+  std::optional<atto::LoadedModel> gpt;
+  std::optional<atto::LoadedSeq2Seq> s2s;
+  int32_t threads = 0;
+};
+
+struct atto_strings {
+  std::vector<std::string> texts;
+  std::vector<double> scores;
+};
+
+namespace {
+
+using namespace atto;
+
+thread_local std::string g_last_error;
+
+// A failure with a status of its own (the other errors map by type).
+struct StatusError : Error {
+  StatusError(atto_status s, const std::string& msg) : Error(msg), status(s) {}
+  atto_status status;
+};
+
+[[noreturn]] void fail_with(atto_status s, const std::string& msg) { throw StatusError(s, msg); }
+
+template <typename F>
+atto_status guarded(F&& body) {
+  try {
+    body();
+    return ATTO_OK;
+  } catch (const StatusError& e) {
+    g_last_error = e.what();
+    return e.status;
+  } catch (const UsageError& e) {
+    g_last_error = e.what();
+    return ATTO_ERR_INVALID_ARGUMENT;
+  } catch (const Error& e) {
+    g_last_error = e.what();
+    return ATTO_ERR_BAD_INPUT;
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of memory";
+    return ATTO_ERR_INTERNAL;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return ATTO_ERR_INTERNAL;
+  } catch (...) {
+    g_last_error = "unknown error";
+    return ATTO_ERR_INTERNAL;
+  }
+}
+
+template <typename T>
+T& need(T* p, const char* what) {
+  if (!p) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{} is NULL", what));
+  return *p;
+}
+
+const char* need_str(const char* s, const char* what) {
+  if (!s) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{} is NULL", what));
+  return s;
+}
+
+LoadedModel& need_gpt(atto_model* m, const char* fn) {
+  need(m, "the model");
+  if (!m->gpt)
+    fail_with(ATTO_ERR_INVALID_ARGUMENT,
+              fmt::format("{}: this model is an encoder-decoder (seq2seq); use atto_translate", fn));
+  return *m->gpt;
+}
+
+LoadedSeq2Seq& need_s2s(atto_model* m, const char* fn) {
+  need(m, "the model");
+  if (!m->s2s)
+    fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{}: this model is a GPT; use atto_generate or atto_score", fn));
+  return *m->s2s;
+}
+
+std::string_view text_of(const char* text, size_t len, const char* what) {
+  if (!text && len > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{} is NULL", what));
+  return text ? std::string_view(text, len) : std::string_view();
+}
+
+// Copies `n` items into a caller's buffer of `capacity`, or reports the size needed.
+template <typename T>
+void give(const T* items, size_t n, T* buffer, size_t capacity, size_t* needed, const char* what) {
+  if (needed) *needed = n;
+  if (n > capacity)
+    fail_with(ATTO_ERR_BUFFER_TOO_SMALL, fmt::format("{} needs {} elements; the buffer holds {}", what, n, capacity));
+  if (n > 0) std::memcpy(buffer, items, n * sizeof(T));
+}
+
+// --- generation ------------------------------------------------------------------------------
+constexpr int64_t kStreamDefaultTokens = 500;  // atto sample's default in stream mode
+
+gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_params& p) {
+  gen::GenerateOptions opt;
+  const bool lines = lm.tokenizer.has_boundary();
+  const int64_t block = lm.config.model.block_size;
+  if (p.max_tokens < 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "max_tokens must be >= 0 (0 = default)");
+  opt.max_new_tokens = p.max_tokens > 0 ? p.max_tokens : (lines ? block : kStreamDefaultTokens);
+  opt.stop_token = lines ? lm.tokenizer.boundary_id() : -1;
+  opt.sampler.temperature = p.temperature;
+  opt.sampler.top_k = p.top_k;
+  opt.sampler.top_p = p.top_p;
+  opt.sampler.min_p = p.min_p;
+  opt.sampler.repetition_penalty = p.repetition_penalty;
+  opt.sampler.repetition_last_n = p.repetition_last_n;
+  opt.sampler.greedy = p.greedy;
+  opt.sampler.validate();
+  return opt;
+}
+
+// Per sample: the streamed text, cut at the first stop string.
+struct Streams {
+  std::vector<gen::StopStrings> stops;
+  std::vector<std::string> text;
+  std::vector<char> ended;
+};
+
+void run_generate(atto_model* m, const char* prompt, int64_t n, const atto_sample_params& p, atto_token_callback cb,
+                  void* user, atto_strings** out) {
+  LoadedModel& lm = need_gpt(m, "atto_generate");
+  if (n < 1) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("n_samples must be at least 1, got {}", n));
+  if (p.n_stop > 0 && !p.stop) fail_with(ATTO_ERR_INVALID_ARGUMENT, "stop is NULL but n_stop > 0");
+  std::vector<std::string> stop_list;
+  for (size_t i = 0; i < p.n_stop; ++i) stop_list.emplace_back(need_str(p.stop[i], "a stop string"));
+  gen::GenerateOptions opt = generate_options(lm, p);
+  const gen::PromptSet ps = gen::make_prompt_set(lm.tokenizer, prompt ? prompt : "", lm.config.model.block_size);
+  const bool streaming = cb != nullptr || !stop_list.empty();
+  Streams st;
+  if (streaming) {
+    st.stops.assign(static_cast<size_t>(n), gen::StopStrings(stop_list));
+    st.text.resize(static_cast<size_t>(n));
+    st.ended.assign(static_cast<size_t>(n), 0);
+    opt.on_token = [&](int64_t i, int32_t t) {
+      bool done = false;
+      const std::string piece = st.stops[i].push(lm.tokenizer.decode({t}), done);
+      st.text[i] += piece;
+      const bool go_on = (cb == nullptr || piece.empty() || cb(i, piece.data(), piece.size(), t, user)) && !done;
+      if (!go_on) st.ended[i] = 1;
+      return go_on;
+    };
+  }
+  auto result = std::make_unique<atto_strings>();
+  Rng rng(p.seed);
+  kernels::ThreadScope threads(m->threads);
+  gen::generate_chunks(*lm.model, ps, n, opt, rng, [&](const gen::SampleChunk& c) {
+    for (size_t k = 0; k < c.samples.size(); ++k) {
+      const size_t i = static_cast<size_t>(c.first) + k;
+      std::string text;
+      if (streaming) {
+        if (!st.ended[i]) {  // the end of a sample no stop string ended: release what was held back
+          const std::string rest = st.stops[i].finish();
+          st.text[i] += rest;
+          if (cb && !rest.empty()) cb(static_cast<int64_t>(i), rest.data(), rest.size(), -1, user);
+        }
+        text = ps.text + st.text[i];
+      } else {
+        text = ps.text + lm.tokenizer.decode(c.samples[k].tokens);
+      }
+      result->texts.push_back(std::move(text));
+      result->scores.push_back(static_cast<double>(c.samples[k].tokens.size()));
+    }
+  });
+  *out = result.release();
+}
+
+// --- training --------------------------------------------------------------------------------
+// The keys of a JSON object, sections flattened.
+std::vector<std::string> keys_of(const nlohmann::json& j) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) {
+    if ((k == "model" || k == "train" || k == "data") && v.is_object()) {
+      for (const auto& [k2, v2] : v.items()) keys.push_back(k2);
+    } else {
+      keys.push_back(k);
+    }
+  }
+  return keys;
+}
+
+RunConfig train_config(const atto_train_params& p) {
+  const std::string out_dir = need_str(p.out_dir, "out_dir");
+  nlohmann::json j = nlohmann::json::object();
+  if (p.config_json && *p.config_json) {
+    try {
+      j = nlohmann::json::parse(p.config_json);
+    } catch (const nlohmann::json::exception& e) {
+      fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("config_json is not valid JSON: {}", e.what()));
+    }
+    if (!j.is_object()) fail_with(ATTO_ERR_INVALID_ARGUMENT, "config_json must be a JSON object");
+  }
+  if (p.resume) {
+    RunConfig cfg = load_run_config(out_dir);
+    for (const std::string& key : keys_of(j)) {
+      bool allowed = false;
+      for (const ConfigField& f : config_fields()) allowed = allowed || (key == f.key && f.on_resume);
+      if (!allowed)
+        fail_with(ATTO_ERR_INVALID_ARGUMENT,
+                  fmt::format("config_json key '{}' cannot be changed when resuming (the run's config.json fixes it)",
+                              key));
+    }
+    apply_config_json(cfg, j, "config_json");
+    return cfg;
+  }
+  RunConfig cfg = default_run_config(Task::Gpt);
+  apply_config_json(cfg, j, "config_json");
+  if (cfg.task == Task::Gpt && cfg.data.path.empty())
+    fail_with(ATTO_ERR_INVALID_ARGUMENT, "config_json has no \"data\": the training text file of a new run");
+  if (cfg.task == Task::Seq2Seq && cfg.data.path.empty() && (cfg.data.src.empty() || cfg.data.tgt.empty()))
+    fail_with(ATTO_ERR_INVALID_ARGUMENT, "a seq2seq run needs \"src\" and \"tgt\" (or \"data\", a .tsv file)");
+  return cfg;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* atto_version(void) { return "0.9.0"; }
+const char* atto_last_error(void) { return g_last_error.c_str(); }
+
+const char* atto_status_name(atto_status s) {
+  switch (s) {
+    case ATTO_OK: return "ATTO_OK";
+    case ATTO_ERR_INVALID_ARGUMENT: return "ATTO_ERR_INVALID_ARGUMENT";
+    case ATTO_ERR_BAD_INPUT: return "ATTO_ERR_BAD_INPUT";
+    case ATTO_ERR_BUFFER_TOO_SMALL: return "ATTO_ERR_BUFFER_TOO_SMALL";
+    case ATTO_ERR_STOPPED: return "ATTO_ERR_STOPPED";
+    case ATTO_ERR_INTERNAL: return "ATTO_ERR_INTERNAL";
+  }
+  return "ATTO_ERR_UNKNOWN";
+}
+
+size_t atto_strings_count(const atto_strings* s) { return s ? s->texts.size() : 0; }
+
+const char* atto_strings_get(const atto_strings* s, size_t i, size_t* len) {
+  if (!s || i >= s->texts.size()) return nullptr;
+  if (len) *len = s->texts[i].size();
+  return s->texts[i].c_str();
+}
+
+double atto_strings_score(const atto_strings* s, size_t i) {
+  return s && i < s->scores.size() ? s->scores[i] : std::nan("");
+}
+
+void atto_strings_free(atto_strings* s) { delete s; }
+
+atto_status atto_model_open(const char* run_dir, atto_model** out) {
+  if (out) *out = nullptr;
+  return guarded([&] {
+    need(out, "out");
+    const std::string dir = need_str(run_dir, "run_dir");
+    auto m = std::make_unique<atto_model>();
+    m->task = load_run_config(dir).task;
+    if (m->task == Task::Seq2Seq) {
+      m->s2s = load_seq2seq_run(dir);
+    } else {
+      m->gpt = load_run(dir);
+    }
+    *out = m.release();
+  });
+}
+
+void atto_model_free(atto_model* m) { delete m; }
+
+atto_status atto_model_info_get(const atto_model* m, atto_model_info* out) {
+  return guarded([&] {
+    const atto_model& model = need(m, "the model");
+    atto_model_info& info = need(out, "out");
+    info = {};
+    if (model.gpt) {
+      const GPTConfig& c = model.gpt->model->config();
+      info.task = ATTO_TASK_GPT;
+      info.vocab_size = info.tgt_vocab_size = static_cast<int32_t>(c.vocab_size);
+      info.context = c.block_size;
+      info.n_params = model.gpt->model->num_parameters();
+      info.d_model = static_cast<int32_t>(c.d_model);
+      info.n_heads = static_cast<int32_t>(c.n_heads);
+      info.n_layers = static_cast<int32_t>(c.n_layers);
+      info.lines_mode = model.gpt->tokenizer.has_boundary();
+      info.eos_token = info.lines_mode ? model.gpt->tokenizer.boundary_id() : -1;
+    } else {
+      const Seq2SeqConfig& c = model.s2s->model->config();
+      info.task = ATTO_TASK_SEQ2SEQ;
+      info.vocab_size = static_cast<int32_t>(c.src_vocab);
+      info.tgt_vocab_size = static_cast<int32_t>(c.tgt_vocab);
+      info.context = c.max_len;
+      info.n_params = model.s2s->model->num_parameters();
+      info.d_model = static_cast<int32_t>(c.d_model);
+      info.n_heads = static_cast<int32_t>(c.n_heads);
+      info.n_layers = static_cast<int32_t>(c.n_enc_layers);
+      info.n_dec_layers = static_cast<int32_t>(c.n_dec_layers);
+      info.lines_mode = true;
+      info.eos_token = kEosId;
+    }
+  });
+}
+
+atto_status atto_model_set_threads(atto_model* m, int32_t n_threads) {
+  return guarded([&] {
+    need(m, "the model");
+    if (n_threads < 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("n_threads must be >= 0, got {}", n_threads));
+    m->threads = n_threads;
+  });
+}
+
+atto_status atto_tokenize(const atto_model* m, atto_vocab vocab, const char* text, size_t text_len, int32_t* tokens,
+                          size_t capacity, size_t* n_tokens) {
+  return guarded([&] {
+    const atto_model& model = need(m, "the model");
+    const std::string_view s = text_of(text, text_len, "text");
+    std::vector<int32_t> ids;
+    if (model.gpt) {
+      if (vocab != ATTO_VOCAB_GPT) fail_with(ATTO_ERR_INVALID_ARGUMENT, "a GPT has one vocabulary: ATTO_VOCAB_GPT");
+      ids = model.gpt->tokenizer.encode(s);
+    } else {
+      ids = (vocab == ATTO_VOCAB_TARGET ? model.s2s->tgt_tok : model.s2s->src_tok)->encode(s);
+    }
+    give(ids.data(), ids.size(), tokens, capacity, n_tokens, "the tokens");
+  });
+}
+
+atto_status atto_detokenize(const atto_model* m, atto_vocab vocab, const int32_t* tokens, size_t n_tokens, char* text,
+                            size_t capacity, size_t* len) {
+  return guarded([&] {
+    const atto_model& model = need(m, "the model");
+    if (!tokens && n_tokens > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "tokens is NULL");
+    const std::vector<int32_t> ids(tokens, tokens + n_tokens);
+    const int64_t V = model.gpt ? model.gpt->tokenizer.vocab_size()
+                                : (vocab == ATTO_VOCAB_TARGET ? model.s2s->tgt_tok : model.s2s->src_tok)->vocab_size();
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= V)
+        fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("token {} at position {} is outside [0, {})", ids[i], i, V));
+    const std::string s = model.gpt ? model.gpt->tokenizer.decode(ids)
+                                    : (vocab == ATTO_VOCAB_TARGET ? model.s2s->tgt_tok : model.s2s->src_tok)->decode(ids);
+    if (len) *len = s.size();
+    if (s.size() + 1 > capacity)
+      fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
+                fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", s.size() + 1, capacity));
+    std::memcpy(text, s.c_str(), s.size() + 1);
+  });
+}
+
+atto_sample_params atto_sample_default_params(void) {
+  const gen::SamplerOptions d;
+  atto_sample_params p{};
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.repetition_penalty = d.repetition_penalty;
+  p.repetition_last_n = d.repetition_last_n;
+  p.greedy = d.greedy;
+  p.seed = 1337;  // atto sample's default
+  p.max_tokens = 0;
+  p.stop = nullptr;
+  p.n_stop = 0;
+  return p;
+}
+
+atto_status atto_generate(atto_model* m, const char* prompt, int64_t n_samples, const atto_sample_params* params,
+                          atto_token_callback on_token, void* user, atto_strings** out) {
+  if (out) *out = nullptr;
+  return guarded([&] {
+    need(out, "out");
+    const atto_sample_params p = params ? *params : atto_sample_default_params();
+    run_generate(m, prompt, n_samples, p, on_token, user, out);
+  });
+}
+
+atto_status atto_score(atto_model* m, const char* text, size_t text_len, atto_scores* out) {
+  if (out) *out = atto_scores{};
+  return guarded([&] {
+    LoadedModel& lm = need_gpt(m, "atto_score");
+    atto_scores& s = need(out, "out");
+    const std::string_view t = text_of(text, text_len, "text");
+    kernels::ThreadScope threads(m->threads);
+    const gen::ScoreResult r = gen::score_text(*lm.model, lm.tokenizer, t);
+    const size_t n = r.targets.size();
+    auto tokens = std::make_unique<int32_t[]>(n + 1);
+    auto logprobs = std::make_unique<double[]>(n + 1);
+    std::copy(r.targets.begin(), r.targets.end(), tokens.get());
+    std::copy(r.logprobs.begin(), r.logprobs.end(), logprobs.get());
+    s.n = n;
+    s.total_nll = r.total_nll();
+    s.mean_nll = r.mean_nll();
+    s.tokens = tokens.release();
+    s.logprobs = logprobs.release();
+  });
+}
+
+void atto_scores_free(atto_scores* s) {
+  if (!s) return;
+  delete[] s->tokens;
+  delete[] s->logprobs;
+  *s = atto_scores{};
+}
+
+atto_status atto_logits(atto_model* m, const int32_t* tokens, size_t n_tokens, float* logits, size_t capacity) {
+  return guarded([&] {
+    LoadedModel& lm = need_gpt(m, "atto_logits");
+    const GPTConfig& c = lm.model->config();
+    if (n_tokens == 0 || !tokens) fail_with(ATTO_ERR_INVALID_ARGUMENT, "atto_logits needs at least one token");
+    if (static_cast<int64_t>(n_tokens) > c.block_size)
+      fail_with(ATTO_ERR_INVALID_ARGUMENT,
+                fmt::format("{} tokens exceed the model's context of {}", n_tokens, c.block_size));
+    const std::vector<int32_t> ids(tokens, tokens + n_tokens);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= c.vocab_size)
+        fail_with(ATTO_ERR_INVALID_ARGUMENT,
+                  fmt::format("token {} at position {} is outside [0, {})", ids[i], i, c.vocab_size));
+    kernels::ThreadScope threads(m->threads);
+    NoGradGuard no_grad;
+    const Tensor out = lm.model->forward(ids, 1, static_cast<int64_t>(n_tokens)).contiguous();
+    const float* last = out.data() + (static_cast<int64_t>(n_tokens) - 1) * c.vocab_size;
+    give(last, static_cast<size_t>(c.vocab_size), logits, capacity, nullptr, "the logits");
+  });
+}
+
+atto_translate_params atto_translate_default_params(void) {
+  const gen::DecodeOptions d;
+  atto_translate_params p{};
+  p.beam = static_cast<int32_t>(d.beam);
+  p.n_best = static_cast<int32_t>(d.n_best);
+  p.length_penalty = d.length_penalty;
+  p.max_len_a = d.max_len_a;
+  p.max_len_b = static_cast<int32_t>(d.max_len_b);
+  return p;
+}
+
+atto_status atto_translate(atto_model* m, const char* const* sources, size_t n_sources,
+                           const atto_translate_params* params, atto_strings** out) {
+  if (out) *out = nullptr;
+  return guarded([&] {
+    LoadedSeq2Seq& lm = need_s2s(m, "atto_translate");
+    need(out, "out");
+    if (!sources && n_sources > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "sources is NULL");
+    const atto_translate_params p = params ? *params : atto_translate_default_params();
+    gen::DecodeOptions opt;
+    opt.beam = p.beam;
+    opt.n_best = p.n_best;
+    opt.length_penalty = p.length_penalty;
+    opt.max_len_a = p.max_len_a;
+    opt.max_len_b = p.max_len_b;
+    opt.validate();
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = 0; i < n_sources; ++i) ids.push_back(lm.src_tok->encode(need_str(sources[i], "a source")));
+    kernels::ThreadScope threads(m->threads);
+    const auto results = gen::translate_all(*lm.model, ids, opt, 32);  // atto translate's --batch-size
+    auto r = std::make_unique<atto_strings>();
+    for (const auto& hyps : results) {
+      for (int64_t j = 0; j < opt.n_best; ++j) {  // an empty source has no hypotheses: empty strings
+        const bool has = j < static_cast<int64_t>(hyps.size());
+        r->texts.push_back(has ? lm.tgt_tok->decode(hyps[j].tokens) : std::string());
+        r->scores.push_back(has ? hyps[j].score : 0.0);
+      }
+    }
+    *out = r.release();
+  });
+}
+
+atto_status atto_translate_logits(atto_model* m, const char* source, const int32_t* prefix, size_t n_prefix,
+                                  float* logits, size_t capacity) {
+  return guarded([&] {
+    LoadedSeq2Seq& lm = need_s2s(m, "atto_translate_logits");
+    const Seq2SeqConfig& c = lm.model->config();
+    std::vector<int32_t> src = lm.src_tok->encode(need_str(source, "source"));
+    if (src.empty()) fail_with(ATTO_ERR_INVALID_ARGUMENT, "the source is empty");
+    if (static_cast<int64_t>(src.size()) > c.max_len) src.resize(static_cast<size_t>(c.max_len));
+    if (!prefix && n_prefix > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "prefix is NULL");
+    std::vector<int32_t> tgt = {kBosId};
+    for (size_t i = 0; i < n_prefix; ++i) {
+      if (prefix[i] < 0 || prefix[i] >= c.tgt_vocab)
+        fail_with(ATTO_ERR_INVALID_ARGUMENT,
+                  fmt::format("prefix token {} at position {} is outside [0, {})", prefix[i], i, c.tgt_vocab));
+      tgt.push_back(prefix[i]);
+    }
+    const auto T = static_cast<int64_t>(tgt.size());
+    if (T > c.max_len)
+      fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("the prefix exceeds the model's max_len {}", c.max_len));
+    kernels::ThreadScope threads(m->threads);
+    NoGradGuard no_grad;
+    const auto S = static_cast<int64_t>(src.size());
+    const std::vector<uint8_t> mask(src.size(), 1);
+    Seq2Seq::Cache cache = lm.model->start_decoding(lm.model->encode(src, 1, S, mask), mask, T);
+    const Tensor out = lm.model->decode_step(tgt, 1, T, cache).contiguous();
+    give(out.data() + (T - 1) * c.tgt_vocab, static_cast<size_t>(c.tgt_vocab), logits, capacity, nullptr,
+         "the logits");
+  });
+}
+
+atto_train_params atto_train_default_params(void) {
+  atto_train_params p{};
+  return p;
+}
+
+atto_status atto_train(const atto_train_params* params, atto_train_result* result) {
+  if (result) *result = atto_train_result{};
+  return guarded([&] {
+    const atto_train_params& p = need(params, "params");
+    RunConfig cfg = train_config(p);
+    std::atomic<bool> stop{false};
+    TrainerOptions o;
+    o.out_dir = p.out_dir;
+    o.resume = p.resume;
+    o.force = p.force;
+    o.progress = nullptr;
+    o.stop = &stop;
+    if (p.on_progress) {
+      o.on_progress = [&](const TrainProgress& t) {
+        const atto_train_progress c{t.step,        t.total_steps, t.train_loss,  t.val_loss,
+                                    t.best_val_loss, t.elapsed_s,  t.tokens_per_s};
+        if (!p.on_progress(&c, p.user)) stop = true;
+      };
+    }
+    kernels::ThreadScope threads(p.n_threads > 0 ? p.n_threads : cfg.train.threads);
+    const TrainResult r = train_gpt(cfg, o);
+    if (result) {
+      result->steps = r.steps;
+      result->best_val_loss = r.best_val_loss;
+      result->best_step = r.best_step;
+      result->last_train_loss = r.last_train_loss;
+      result->seconds = r.seconds;
+      result->n_params = r.num_parameters;
+      result->interrupted = r.interrupted;
+    }
+    if (r.interrupted)
+      fail_with(ATTO_ERR_STOPPED, fmt::format("training stopped by the progress callback at step {}; its state is "
+                                              "saved in {}: continue with resume = true",
+                                              r.steps, p.out_dir));
+  });
+}
+
+}  // extern "C"
