@@ -4,12 +4,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "atto/atto.hpp"
+#include "base/error.h"
 #include "commands.h"
 #include "data/text_file.h"
-#include "generate/score.h"
-#include "kernels/kernels.h"
-#include "base/error.h"
-#include "run/run_dir.h"
 
 namespace atto::cli {
 
@@ -35,44 +33,43 @@ std::vector<std::string> gather_texts(const ScoreFlags& f) {
 }
 
 // "'a'", "' '", "'\\n'", "<eos>": quoted so that spaces show.
-std::string shown_token(const CharTokenizer& tok, int32_t id) {
-  return tok.is_boundary(id) ? tok.id_to_string(id) : fmt::format("'{}'", tok.id_to_string(id));
+std::string shown_token(const Model& m, int32_t id) {
+  return m.is_special(id) ? m.token_text(id) : fmt::format("'{}'", m.token_text(id));
 }
 
-void print_table(const CharTokenizer& tok, const std::vector<std::string>& texts,
-                 const std::vector<gen::ScoreResult>& results) {
+void print_table(const Model& m, const std::vector<std::string>& texts, const std::vector<Scores>& results) {
   double total = 0.0;
   int64_t count = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const gen::ScoreResult& r = results[i];
+    const Scores& r = results[i];
     fmt::print("{}\n  {:<8} {:>9} {:>9}\n", texts[i], "token", "log p", "p");
-    for (size_t t = 0; t < r.targets.size(); ++t)
-      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", shown_token(tok, r.targets[t]), r.logprobs[t],
+    for (size_t t = 0; t < r.tokens.size(); ++t)
+      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", shown_token(m, r.tokens[t]), r.logprobs[t],
                  std::exp(r.logprobs[t]));
-    fmt::print("  total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n\n", r.total_nll(),
-               r.targets.size(), r.mean_nll());
-    total += r.total_nll();
-    count += static_cast<int64_t>(r.targets.size());
+    fmt::print("  total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n\n", r.total_nll,
+               r.tokens.size(), r.mean_nll);
+    total += r.total_nll;
+    count += static_cast<int64_t>(r.tokens.size());
   }
   if (texts.size() > 1)
     fmt::print("all {} texts: total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n", texts.size(), total,
                count, count > 0 ? total / count : 0.0);
 }
 
-void print_json(const CharTokenizer& tok, bool lines, const std::vector<std::string>& texts,
-                const std::vector<gen::ScoreResult>& results) {
+void print_json(const Model& m, bool lines, const std::vector<std::string>& texts,
+                const std::vector<Scores>& results) {
   nlohmann::json items = nlohmann::json::array();
   double total = 0.0;
   int64_t count = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const gen::ScoreResult& r = results[i];
+    const Scores& r = results[i];
     nlohmann::json tokens = nlohmann::json::array();
-    for (size_t t = 0; t < r.targets.size(); ++t)
-      tokens.push_back({{"id", r.targets[t]}, {"token", tok.id_to_string(r.targets[t])}, {"logprob", r.logprobs[t]}});
-    items.push_back({{"text", texts[i]}, {"tokens", tokens}, {"count", r.targets.size()},
-                     {"total_nll", r.total_nll()}, {"mean_nll", r.mean_nll()}});
-    total += r.total_nll();
-    count += static_cast<int64_t>(r.targets.size());
+    for (size_t t = 0; t < r.tokens.size(); ++t)
+      tokens.push_back({{"id", r.tokens[t]}, {"token", m.token_text(r.tokens[t])}, {"logprob", r.logprobs[t]}});
+    items.push_back({{"text", texts[i]}, {"tokens", tokens}, {"count", r.tokens.size()},
+                     {"total_nll", r.total_nll}, {"mean_nll", r.mean_nll}});
+    total += r.total_nll;
+    count += static_cast<int64_t>(r.tokens.size());
   }
   fmt::print("{}\n", nlohmann::json{{"mode", lines ? "lines" : "stream"}, {"texts", items}, {"count", count},
                                     {"total_nll", total}, {"mean_nll", count > 0 ? total / count : 0.0}}
@@ -81,14 +78,16 @@ void print_json(const CharTokenizer& tok, bool lines, const std::vector<std::str
 
 int run_score(const ScoreFlags& f) {
   const std::vector<std::string> texts = gather_texts(f);
-  kernels::set_num_threads(f.threads);
-  LoadedModel lm = load_run(f.model);
-  std::vector<gen::ScoreResult> results;
-  for (const std::string& t : texts) results.push_back(gen::score_text(*lm.model, lm.tokenizer, t));
+  Model m(f.model);  // the library's public API (include/atto/atto.hpp)
+  m.set_threads(f.threads);
+  if (m.info().task != ATTO_TASK_GPT)
+    fail("{} holds an encoder-decoder model: atto score scores GPT language models (use atto eval)", f.model);
+  std::vector<Scores> results;
+  for (const std::string& t : texts) results.push_back(m.score(t));
   if (f.json)
-    print_json(lm.tokenizer, lm.tokenizer.has_boundary(), texts, results);
+    print_json(m, m.info().lines_mode, texts, results);
   else
-    print_table(lm.tokenizer, texts, results);
+    print_table(m, texts, results);
   return 0;
 }
 

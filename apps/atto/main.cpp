@@ -1,6 +1,7 @@
 // atto: train, sample, score and evaluate small transformers.
 #include <cstdio>
 
+#include "atto/atto.hpp"
 #include "commands.h"
 #include "base/error.h"
 
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
   try {
     for (auto& c : commands)
       if (c.app->parsed()) return c.run();
+  } catch (const atto::Exception& e) {  // from the public API (include/atto/atto.hpp)
+    std::fprintf(stderr, "atto: error: %s\n", e.what());
+    return e.status() == ATTO_ERR_INVALID_ARGUMENT ? 2 : 1;
   } catch (const atto::UsageError& e) {
     std::fprintf(stderr, "atto: error: %s\n", e.what());
     return 2;

@@ -123,6 +123,13 @@ ATTO_API atto_status atto_tokenize(const atto_model* m, atto_vocab vocab, const 
 ATTO_API atto_status atto_detokenize(const atto_model* m, atto_vocab vocab, const int32_t* tokens, size_t n_tokens,
                                      char* text, size_t capacity, size_t* len);
 
+/* One token's text, special tokens by name ("<eos>", "<unk>"): for showing tokens one by one.
+ * Buffer rules as atto_detokenize. */
+ATTO_API atto_status atto_token_to_piece(const atto_model* m, atto_vocab vocab, int32_t token, char* text,
+                                         size_t capacity, size_t* len);
+/* Whether the token is a special one (GPT lines mode: <eos>; seq2seq: <pad>, <bos>, <eos>, <unk>). */
+ATTO_API bool atto_token_is_special(const atto_model* m, atto_vocab vocab, int32_t token);
+
 /* ----------------------------------------------------------------------------------------------
  * Generation (GPT): the sampler of `atto sample`.
  * -------------------------------------------------------------------------------------------- */

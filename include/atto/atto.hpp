@@ -135,6 +135,20 @@ class Model {
     return text;
   }
 
+  // One token's text; special tokens by name ("<eos>").
+  std::string token_text(int32_t token, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    size_t len = 0;
+    atto_status s = atto_token_to_piece(m_, vocab, token, nullptr, 0, &len);
+    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
+    std::string text(len + 1, '\0');
+    api_detail::check(atto_token_to_piece(m_, vocab, token, text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+  bool is_special(int32_t token, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    return atto_token_is_special(m_, vocab, token);
+  }
+
   // n samples continuing prompt: exactly `atto sample --prompt PROMPT -n N` with the same params.
   std::vector<std::string> generate(std::string_view prompt, int64_t n, const SampleParams& p = {},
                                     const TokenCallback& on_token = nullptr) {

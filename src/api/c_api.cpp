@@ -100,6 +100,20 @@ LoadedSeq2Seq& need_s2s(atto_model* m, const char* fn) {
   return *m->s2s;
 }
 
+const Tokenizer& tokenizer_of(const atto_model& m, atto_vocab vocab) {
+  if (vocab != ATTO_VOCAB_SOURCE && vocab != ATTO_VOCAB_TARGET)
+    fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("unknown vocabulary {}", static_cast<int>(vocab)));
+  return vocab == ATTO_VOCAB_TARGET ? *m.s2s->tgt_tok : *m.s2s->src_tok;
+}
+
+int64_t vocab_size_of(const atto_model& m, atto_vocab vocab) {
+  if (m.gpt) {
+    if (vocab != ATTO_VOCAB_GPT) fail_with(ATTO_ERR_INVALID_ARGUMENT, "a GPT has one vocabulary: ATTO_VOCAB_GPT");
+    return m.gpt->tokenizer.vocab_size();
+  }
+  return tokenizer_of(m, vocab).vocab_size();
+}
+
 std::string_view text_of(const char* text, size_t len, const char* what) {
   if (!text && len > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{} is NULL", what));
   return text ? std::string_view(text, len) : std::string_view();
@@ -109,8 +123,9 @@ std::string_view text_of(const char* text, size_t len, const char* what) {
 template <typename T>
 void give(const T* items, size_t n, T* buffer, size_t capacity, size_t* needed, const char* what) {
   if (needed) *needed = n;
-  if (n > capacity)
-    fail_with(ATTO_ERR_BUFFER_TOO_SMALL, fmt::format("{} needs {} elements; the buffer holds {}", what, n, capacity));
+  if (n > capacity || (n > 0 && !buffer))
+    fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
+              fmt::format("{} needs {} elements; the buffer holds {}", what, n, buffer ? capacity : 0));
   if (n > 0) std::memcpy(buffer, items, n * sizeof(T));
 }
 
@@ -334,13 +349,8 @@ atto_status atto_tokenize(const atto_model* m, atto_vocab vocab, const char* tex
   return guarded([&] {
     const atto_model& model = need(m, "the model");
     const std::string_view s = text_of(text, text_len, "text");
-    std::vector<int32_t> ids;
-    if (model.gpt) {
-      if (vocab != ATTO_VOCAB_GPT) fail_with(ATTO_ERR_INVALID_ARGUMENT, "a GPT has one vocabulary: ATTO_VOCAB_GPT");
-      ids = model.gpt->tokenizer.encode(s);
-    } else {
-      ids = (vocab == ATTO_VOCAB_TARGET ? model.s2s->tgt_tok : model.s2s->src_tok)->encode(s);
-    }
+    vocab_size_of(model, vocab);  // checks the vocabulary
+    const std::vector<int32_t> ids = model.gpt ? model.gpt->tokenizer.encode(s) : tokenizer_of(model, vocab).encode(s);
     give(ids.data(), ids.size(), tokens, capacity, n_tokens, "the tokens");
   });
 }
@@ -351,19 +361,39 @@ atto_status atto_detokenize(const atto_model* m, atto_vocab vocab, const int32_t
     const atto_model& model = need(m, "the model");
     if (!tokens && n_tokens > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "tokens is NULL");
     const std::vector<int32_t> ids(tokens, tokens + n_tokens);
-    const int64_t V = model.gpt ? model.gpt->tokenizer.vocab_size()
-                                : (vocab == ATTO_VOCAB_TARGET ? model.s2s->tgt_tok : model.s2s->src_tok)->vocab_size();
+    const int64_t V = vocab_size_of(model, vocab);
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= V)
         fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("token {} at position {} is outside [0, {})", ids[i], i, V));
-    const std::string s = model.gpt ? model.gpt->tokenizer.decode(ids)
-                                    : (vocab == ATTO_VOCAB_TARGET ? model.s2s->tgt_tok : model.s2s->src_tok)->decode(ids);
+    const std::string s = model.gpt ? model.gpt->tokenizer.decode(ids) : tokenizer_of(model, vocab).decode(ids);
     if (len) *len = s.size();
-    if (s.size() + 1 > capacity)
+    if (s.size() + 1 > capacity || !text)
       fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
                 fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", s.size() + 1, capacity));
     std::memcpy(text, s.c_str(), s.size() + 1);
   });
+}
+
+atto_status atto_token_to_piece(const atto_model* m, atto_vocab vocab, int32_t token, char* text, size_t capacity,
+                                size_t* len) {
+  return guarded([&] {
+    const atto_model& model = need(m, "the model");
+    const int64_t V = vocab_size_of(model, vocab);
+    if (token < 0 || token >= V)
+      fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("token {} is outside [0, {})", token, V));
+    const std::string s = model.gpt ? model.gpt->tokenizer.id_to_string(token) : tokenizer_of(model, vocab).id_to_string(token);
+    if (len) *len = s.size();
+    if (s.size() + 1 > capacity || !text)
+      fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
+                fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", s.size() + 1, capacity));
+    std::memcpy(text, s.c_str(), s.size() + 1);
+  });
+}
+
+bool atto_token_is_special(const atto_model* m, atto_vocab vocab, int32_t token) {
+  if (!m || token < 0) return false;
+  if (m->gpt) return m->gpt->tokenizer.is_boundary(token);
+  return token < kNumSpecialTokens;
 }
 
 atto_sample_params atto_sample_default_params(void) {
