@@ -32,15 +32,10 @@ namespace {
 using simd::vf16;
 using simd::W;
 
-// Tiles are large because every tile call packs its own panels of A and B: single-threaded
-// OpenBLAS on 1024^3 keeps ~98 GFLOP/s as one call, ~90 as 2x2 or 4x4 tiles, ~70 as 16x1.
-// Past OpenBLAS's own serial threshold (M*N*K > 65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by
-// default) there are at least 2 tiles when the shape allows; beyond that, tiles of >= 8 MFLOP,
-// and no more tiles than threads (rounded up to a power of two, at least 2). More tiles than
-// threads only re-pack the same panels: with up to 16 tiles, (d)'s linear layers on 2 threads
-// spent ~11% of the step in OpenBLAS's copy routines and ran ~6% slower than with 2 tiles.
-// The plan is the same for 1 and 2 threads (so are the bits); a run stays reproducible from
-// its thread count on any machine.
+// Tiles are large because every tile call packs its own panels of A and B (docs/bench.md has
+// the measurements): past OpenBLAS's own serial threshold (M*N*K > 65536 * 4) at least 2 tiles
+// when the shape allows, tiles of >= 8 MFLOP, and no more tiles than threads (rounded up to a
+// power of two, at least 2). The plan is the same for 1 and 2 threads (so are the bits).
 constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
 constexpr double kMinTileFlops = 8.0 * 1024 * 1024;
 constexpr int64_t kMaxTiles = 16;
@@ -144,11 +139,9 @@ constexpr int64_t kPanel = 64;     // columns of C per kernel call (4 vectors)
 constexpr int64_t kRowBlock = 48;  // rows of A kept in cache while they meet every panel
 
 // The kernel's vector: the machine's register. With AVX-512 a 16-lane vf16. Without (AVX2), GCC
-// does not keep a 16-lane vector in a pair of 8-lane registers through a loop: it kept every
-// accumulator in memory and ran this kernel at a 12th of the speed (1.1k against 14k training
-// tokens/s, -march=haswell against native on one Xeon). So AVX2 builds use 8-lane vectors and
-// cut the 64-column panel into sub-panels of 16 columns (OpenBLAS's Haswell shape: 6 rows x 16
-// columns, 12 accumulators of 16 registers). The sums are the same either way (one FMA per k).
+// does not keep a 16-lane vector in a pair of 8-lane registers through a loop (docs/bench.md),
+// so AVX2 builds use 8-lane vectors and 16-column sub-panels of the 64-column panel (OpenBLAS's
+// Haswell shape: 6 rows x 16 columns). The sums are the same either way (one FMA per k).
 #if defined(__AVX2__) && !defined(__AVX512F__)
 typedef float kvec __attribute__((vector_size(32)));
 constexpr int64_t KW = 8;             // lanes of kvec

@@ -224,7 +224,8 @@ std::vector<ConfigField> data_rows() {
   };
 }
 
-std::vector<ConfigField> train_rows() {
+// The optimisation: size, length, batch, optimiser and schedule.
+std::vector<ConfigField> optimisation_rows() {
   using S = Section;
   auto plan_steps = [](RunConfig& c) { c.train.steps = kAutoInt; };  // --time sizes the run
   return {
@@ -272,6 +273,13 @@ std::vector<ConfigField> train_rows() {
           .flag("--grad-clip", "Clip the global gradient norm; 0 = off"),
       Row("label_smoothing", S::Train, kBoth, value(train(&TrainConfig::label_smoothing)))
           .flag("--label-smoothing", "Label smoothing (seq2seq default 0.1)"),
+  };
+}
+
+// How the run goes: seeds, threads, evaluation, logging, the checkpoint kept.
+std::vector<ConfigField> run_control_rows() {
+  using S = Section;
+  return {
       Row("seed", S::Train, kBoth, value(train(&TrainConfig::seed)))
           .flag("--seed", "Seed of the initial weights, batches and dropout"),
       Row("threads", S::Train, kBoth, value(train(&TrainConfig::threads)))
@@ -371,7 +379,7 @@ const char* to_string(Section s) {
 const std::vector<ConfigField>& config_fields() {
   static const std::vector<ConfigField> table = [] {
     std::vector<ConfigField> all = model_rows();
-    for (auto rows : {data_rows(), train_rows()}) all.insert(all.end(), rows.begin(), rows.end());
+    for (auto rows : {data_rows(), optimisation_rows(), run_control_rows()}) all.insert(all.end(), rows.begin(), rows.end());
     return all;
   }();
   return table;

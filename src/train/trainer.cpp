@@ -316,6 +316,24 @@ Session open_session(RunConfig cfg, const TrainerOptions& o, Clock::time_point t
   return s;
 }
 
+// A step whose loss or gradient was not finite: counted and skipped, until too many in a row.
+void skip_bad_step(Session& s, Progress& p, int64_t bad_streak) {
+  s.st.skipped_steps++;
+  ATTO_CHECK(bad_streak < s.cfg.train.max_bad_steps,
+             "training diverged: {} steps in a row at step {} had a NaN or Inf loss or gradient (they were "
+             "skipped; the saved checkpoints are untouched). Lower --lr or raise --warmup, then resume or restart",
+             bad_streak, s.st.step);
+  p.message(fmt::format("step {:>6}  non-finite loss or gradient: step skipped", s.st.step));
+}
+
+void record_end(const Session& s, TrainResult& r) {
+  r.steps = s.st.step;
+  r.best_val_loss = s.st.best_val_loss;
+  r.best_step = s.st.best_step;
+  r.skipped_steps = s.st.skipped_steps;
+  r.val_is_train = s.val_is_train;
+}
+
 }  // namespace
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
@@ -333,12 +351,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     int64_t step_tokens = 0;
     const double loss = train_step(s, lr, step_tokens);
     if (std::isnan(loss)) {
-      s.st.skipped_steps++;
-      ATTO_CHECK(++bad_streak < t.max_bad_steps,
-                 "training diverged: {} steps in a row at step {} had a NaN or Inf loss or gradient (they were "
-                 "skipped; the saved checkpoints are untouched). Lower --lr or raise --warmup, then resume or restart",
-                 bad_streak, s.st.step);
-      p.message(fmt::format("step {:>6}  non-finite loss or gradient: step skipped", s.st.step));
+      skip_bad_step(s, p, ++bad_streak);
       continue;
     }
     bad_streak = 0;
@@ -376,11 +389,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   p.finish();
   r.seconds = log.seconds();
   r.total_seconds = seconds_since(t_start);
-  r.steps = s.st.step;
-  r.best_val_loss = s.st.best_val_loss;
-  r.best_step = s.st.best_step;
-  r.skipped_steps = s.st.skipped_steps;
-  r.val_is_train = s.val_is_train;
+  record_end(s, r);
   return r;
 }
 

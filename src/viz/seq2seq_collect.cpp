@@ -56,6 +56,32 @@ std::string token_label(const Tokenizer& tok, int32_t id) {
   return s == " " ? "\u2423" : s;
 }
 
+namespace {
+
+// The target to inspect: --tgt forced, else the greedy translation; cut to fit max_len.
+std::vector<int32_t> target_tokens(Seq2Seq& model, const Tokenizer& tgt_tok, const std::optional<std::string>& tgt,
+                                   Seq2SeqView& v) {
+  const int64_t max_len = model.config().max_len;
+  std::vector<int32_t> target;
+  if (tgt) {
+    target = encode_flag(tgt_tok, *tgt, "--tgt");
+    v.forced = true;
+  } else {
+    gen::DecodeOptions o;
+    o.beam = 1;
+    const gen::Hypothesis h = gen::translate_batch(model, {v.src_ids}, o)[0][0];
+    target = h.tokens;
+    v.finished = h.finished;
+  }
+  if (static_cast<int64_t>(target.size()) > max_len - 1) {  // <bos> takes one position
+    v.tgt_dropped = static_cast<int64_t>(target.size()) - (max_len - 1);
+    target.resize(static_cast<size_t>(max_len - 1));
+  }
+  return target;
+}
+
+}  // namespace
+
 Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Tokenizer& tgt_tok,
                             const std::string& src, const std::optional<std::string>& tgt) {
   const Seq2SeqConfig& cfg = model.config();
@@ -74,21 +100,7 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
   const bool was_training = model.training();
   model.eval();
   NoGradGuard no_grad;
-  std::vector<int32_t> target;
-  if (tgt) {
-    target = encode_flag(tgt_tok, *tgt, "--tgt");
-    v.forced = true;
-  } else {
-    gen::DecodeOptions o;
-    o.beam = 1;
-    const gen::Hypothesis h = gen::translate_batch(model, {v.src_ids}, o)[0][0];
-    target = h.tokens;
-    v.finished = h.finished;
-  }
-  if (static_cast<int64_t>(target.size()) > cfg.max_len - 1) {  // <bos> takes one position
-    v.tgt_dropped = static_cast<int64_t>(target.size()) - (cfg.max_len - 1);
-    target.resize(static_cast<size_t>(cfg.max_len - 1));
-  }
+  const std::vector<int32_t> target = target_tokens(model, tgt_tok, tgt, v);
   v.translation = tgt_tok.decode(target);
   v.tgt_ids = {tgt_tok.bos_id()};
   v.tgt_ids.insert(v.tgt_ids.end(), target.begin(), target.end());
