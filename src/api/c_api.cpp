@@ -568,7 +568,8 @@ atto_status atto_train(const atto_train_params* params, atto_train_result* resul
         if (!p.on_progress(&c, p.user)) stop = true;
       };
     }
-    kernels::ThreadScope threads(p.n_threads > 0 ? p.n_threads : cfg.train.threads);
+    if (p.n_threads > 0) cfg.train.threads = p.n_threads;  // config.json records it, as --threads does
+    kernels::ThreadScope threads(cfg.train.threads);
     const TrainResult r = train_gpt(cfg, o);
     if (result) {
       result->steps = r.steps;
