@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       atto::cli::add_translate(root),
       atto::cli::add_data(root),
       atto::cli::add_bench(root),
+      atto::cli::add_export(root),
   };
   try {
     root.parse(argc, argv);

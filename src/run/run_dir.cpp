@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "io/file.h"
+#include "io/gguf.h"
+#include "run/gguf_model.h"
 #include "io/safetensors.h"
 #include "base/error.h"
 
@@ -48,6 +50,7 @@ void check_finite_weights(const io::SafetensorsFile& f) {
 }
 
 RunConfig load_run_config(const std::string& dir) {
+  if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return load_gguf(dir).config;  // a GGUF file (gguf_model.h)
   ATTO_CHECK(fs::is_directory(dir), "{} is not a run directory (it does not exist or is not a directory)", dir);
   const std::string path = run_path(dir, "config.json");
   ATTO_CHECK(fs::exists(path), "{} has no config.json: not an atto run directory", dir);
@@ -168,6 +171,7 @@ io::SafetensorsFile read_checked_weights(const std::string& dir, Check check, co
 }  // namespace
 
 LoadedModel load_run(const std::string& dir) {
+  if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return load_gguf(dir);
   LoadedModel lm;
   lm.config = load_run_config(dir);
   ATTO_CHECK(lm.config.task == Task::Gpt, "{} holds a {} model, not a GPT: use `atto translate --model {}`", dir,

@@ -1,0 +1,495 @@
+#include "io/gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "base/error.h"
+#include "io/file.h"
+
+namespace atto::io {
+
+namespace {
+
+constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
+constexpr uint32_t kVersion = 3;
+constexpr uint64_t kQ8Block = 32, kQ8BlockBytes = 34;  // f16 scale + 32 int8
+constexpr int kMaxDims = 4;
+
+// ggml's names, for messages about types atto does not read.
+const char* ggml_type_name(uint32_t t) {
+  static const char* names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1", "q8_0",
+                                "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
+  return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
+}
+
+size_t scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::U8: case GgufType::I8: case GgufType::Bool: return 1;
+    case GgufType::U16: case GgufType::I16: return 2;
+    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
+    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::String: case GgufType::Array: return 0;
+  }
+  return 0;
+}
+
+// ---- writing --------------------------------------------------------------------------------
+template <typename T>
+void put(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+void put_string(std::string& out, std::string_view s) {
+  put<uint64_t>(out, s.size());
+  out.append(s);
+}
+void put_scalar(std::string& out, GgufType t, double v) {
+  switch (t) {
+    case GgufType::U8: put<uint8_t>(out, static_cast<uint8_t>(v)); break;
+    case GgufType::I8: put<int8_t>(out, static_cast<int8_t>(v)); break;
+    case GgufType::U16: put<uint16_t>(out, static_cast<uint16_t>(v)); break;
+    case GgufType::I16: put<int16_t>(out, static_cast<int16_t>(v)); break;
+    case GgufType::U32: put<uint32_t>(out, static_cast<uint32_t>(v)); break;
+    case GgufType::I32: put<int32_t>(out, static_cast<int32_t>(v)); break;
+    case GgufType::F32: put<float>(out, static_cast<float>(v)); break;
+    case GgufType::Bool: put<uint8_t>(out, v != 0.0 ? 1 : 0); break;
+    case GgufType::F64: put<double>(out, v); break;
+    default: fail("GGUF writer: {} is not a scalar type", static_cast<uint32_t>(t));
+  }
+}
+void put_value(std::string& out, const GgufValue& v) {
+  put<uint32_t>(out, static_cast<uint32_t>(v.type));
+  if (v.type == GgufType::String) {
+    put_string(out, v.text);
+  } else if (v.type == GgufType::Array) {
+    put<uint32_t>(out, static_cast<uint32_t>(v.elem));
+    if (v.elem == GgufType::String) {
+      put<uint64_t>(out, v.strings.size());
+      for (const std::string& s : v.strings) put_string(out, s);
+    } else {
+      put<uint64_t>(out, v.numbers.size());
+      for (double x : v.numbers) put_scalar(out, v.elem, x);
+    }
+  } else if (v.type == GgufType::U64 || v.type == GgufType::I64) {
+    put<uint64_t>(out, v.u64);
+  } else {
+    put_scalar(out, v.type, v.number);
+  }
+}
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// ---- reading --------------------------------------------------------------------------------
+class Cursor {
+ public:
+  Cursor(const std::string& b, const std::string& source) : b_(b), source_(source) {}
+  size_t pos() const { return pos_; }
+  uint64_t left() const { return b_.size() - pos_; }
+  void need(uint64_t n, std::string_view what) const {
+    ATTO_CHECK(n <= left(), "{}: truncated GGUF file: {} needs {} bytes at offset {}, {} remain", source_, what, n,
+               pos_, left());
+  }
+  template <typename T>
+  T get(std::string_view what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, b_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string str(std::string_view what) {
+    const auto n = get<uint64_t>(what);
+    need(n, what);
+    std::string s = b_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  const std::string& b_;
+  const std::string& source_;
+  size_t pos_ = 0;
+};
+
+double read_scalar(Cursor& c, GgufType t, const std::string& what) {
+  switch (t) {
+    case GgufType::U8: return c.get<uint8_t>(what);
+    case GgufType::I8: return c.get<int8_t>(what);
+    case GgufType::U16: return c.get<uint16_t>(what);
+    case GgufType::I16: return c.get<int16_t>(what);
+    case GgufType::U32: return c.get<uint32_t>(what);
+    case GgufType::I32: return c.get<int32_t>(what);
+    case GgufType::F32: return c.get<float>(what);
+    case GgufType::Bool: {
+      const auto b = c.get<uint8_t>(what);
+      ATTO_CHECK(b <= 1, "{}: {} is a bool holding {}", c.source(), what, b);
+      return b;
+    }
+    case GgufType::F64: return c.get<double>(what);
+    default: break;
+  }
+  fail("{}: {} has value type {}, which is not a scalar", c.source(), what, static_cast<uint32_t>(t));
+}
+
+GgufType read_type(Cursor& c, const std::string& what) {
+  const auto t = c.get<uint32_t>(what);
+  ATTO_CHECK(t <= static_cast<uint32_t>(GgufType::F64), "{}: {} has unknown value type {}", c.source(), what, t);
+  return static_cast<GgufType>(t);
+}
+
+GgufValue read_value(Cursor& c, const std::string& key) {
+  GgufValue v;
+  v.type = read_type(c, key);
+  if (v.type == GgufType::String) {
+    v.text = c.str(key);
+  } else if (v.type == GgufType::Array) {
+    v.elem = read_type(c, key + " (array element type)");
+    ATTO_CHECK(v.elem != GgufType::Array, "{}: {} is an array of arrays, which atto does not read", c.source(), key);
+    const auto n = c.get<uint64_t>(key + " (array length)");
+    // Each element takes at least its size (a string at least its 8-byte length): the count
+    // cannot exceed what remains, so nothing huge is allocated for a damaged count.
+    const uint64_t min_size = v.elem == GgufType::String ? 8 : scalar_size(v.elem);
+    ATTO_CHECK(n <= c.left() / min_size, "{}: {} claims {} elements, more than the {} bytes left can hold",
+               c.source(), key, n, c.left());
+    if (v.elem == GgufType::String) {
+      v.strings.reserve(n);
+      for (uint64_t i = 0; i < n; ++i) v.strings.push_back(c.str(key));
+    } else {
+      v.numbers.reserve(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        if (v.elem == GgufType::U64) {
+          v.numbers.push_back(static_cast<double>(c.get<uint64_t>(key)));
+        } else if (v.elem == GgufType::I64) {
+          v.numbers.push_back(static_cast<double>(c.get<int64_t>(key)));
+        } else {
+          v.numbers.push_back(read_scalar(c, v.elem, key));
+        }
+      }
+    }
+  } else if (v.type == GgufType::U64 || v.type == GgufType::I64) {
+    v.u64 = c.get<uint64_t>(key);
+    v.number = v.type == GgufType::U64 ? static_cast<double>(v.u64) : static_cast<double>(static_cast<int64_t>(v.u64));
+  } else {
+    v.number = read_scalar(c, v.type, key);
+  }
+  return v;
+}
+
+GgufTensorInfo read_tensor_info(Cursor& c) {
+  GgufTensorInfo t;
+  t.name = c.str("a tensor name");
+  ATTO_CHECK(!t.name.empty(), "{}: a tensor has an empty name", c.source());
+  const auto n_dims = c.get<uint32_t>(t.name + " (dimension count)");
+  ATTO_CHECK(n_dims >= 1 && n_dims <= kMaxDims, "{}: tensor {} has {} dimensions (1 to {} allowed)", c.source(),
+             t.name, n_dims, kMaxDims);
+  std::vector<int64_t> ne(n_dims);
+  uint64_t numel = 1;
+  for (uint32_t i = 0; i < n_dims; ++i) {
+    const auto d = c.get<uint64_t>(t.name + " (dimension)");
+    ATTO_CHECK(d >= 1 && d <= (uint64_t{1} << 40) && numel <= (uint64_t{1} << 62) / d,
+               "{}: tensor {} has an invalid dimension {} (a dimension is at least 1 and the product must fit)",
+               c.source(), t.name, d);
+    numel *= d;
+    ne[i] = static_cast<int64_t>(d);
+  }
+  t.shape.assign(ne.rbegin(), ne.rend());
+  const auto type = c.get<uint32_t>(t.name + " (type)");
+  ATTO_CHECK(type == 0 || type == 1 || type == 8,
+             "{}: tensor {} has ggml type {} ({}), which atto does not read: export it as f32, f16 or q8_0",
+             c.source(), t.name, type, ggml_type_name(type));
+  t.type = static_cast<GgmlType>(type);
+  ATTO_CHECK(t.type != GgmlType::Q8_0 || ne[0] % static_cast<int64_t>(kQ8Block) == 0,
+             "{}: q8_0 tensor {} has rows of {} values, not a multiple of 32", c.source(), t.name, ne[0]);
+  t.nbytes = ggml_nbytes(t.type, numel);
+  t.offset = c.get<uint64_t>(t.name + " (offset)");
+  return t;
+}
+
+}  // namespace
+
+// ============================================================================================
+// Numbers
+// ============================================================================================
+const char* to_string(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
+
+uint64_t ggml_nbytes(GgmlType t, uint64_t n) {
+  switch (t) {
+    case GgmlType::F32: return 4 * n;
+    case GgmlType::F16: return 2 * n;
+    case GgmlType::Q8_0: return n / kQ8Block * kQ8BlockBytes;
+  }
+  return 0;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));  // NaN, Inf
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to Inf
+  if (x < 0x38800000u) {  // below 2^-14: a half subnormal (or zero)
+    if (x < 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25 rounds to zero
+    const uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t h = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (x - 0x38000000u) >> 13;  // rebias the exponent (127 -> 15), keep 10 mantissa bits
+  const uint32_t rem = x & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry rolls into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0) {
+    const float v = std::ldexp(static_cast<float>(m), -24);  // zero or subnormal, exact
+    return sign ? -v : v;
+  }
+  x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+std::vector<uint8_t> quantize_q8_0(std::span<const float> x) {
+  ATTO_CHECK(x.size() % kQ8Block == 0, "q8_0 needs a multiple of 32 values, got {}", x.size());
+  std::vector<uint8_t> out(x.size() / kQ8Block * kQ8BlockBytes);
+  for (size_t b = 0; b < x.size() / kQ8Block; ++b) {
+    const float* v = x.data() + b * kQ8Block;
+    float amax = 0.0f;
+    for (size_t i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* o = out.data() + b * kQ8BlockBytes;
+    const uint16_t dh = f32_to_f16(d);
+    std::memcpy(o, &dh, 2);
+    for (size_t i = 0; i < kQ8Block; ++i) o[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(v[i] * id)));
+  }
+  return out;
+}
+
+void dequantize_q8_0(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQ8Block; ++b) {
+    const uint8_t* o = blocks + b * kQ8BlockBytes;
+    uint16_t dh;
+    std::memcpy(&dh, o, 2);
+    const float d = f16_to_f32(dh);
+    for (uint64_t i = 0; i < kQ8Block; ++i) out[b * kQ8Block + i] = static_cast<float>(static_cast<int8_t>(o[2 + i])) * d;
+  }
+}
+
+// ============================================================================================
+// Values
+// ============================================================================================
+GgufValue GgufValue::u32(uint32_t v) { return {.type = GgufType::U32, .number = static_cast<double>(v)}; }
+GgufValue GgufValue::i32(int32_t v) { return {.type = GgufType::I32, .number = static_cast<double>(v)}; }
+GgufValue GgufValue::f32(float v) { return {.type = GgufType::F32, .number = static_cast<double>(v)}; }
+GgufValue GgufValue::boolean(bool v) { return {.type = GgufType::Bool, .number = v ? 1.0 : 0.0}; }
+GgufValue GgufValue::string(std::string v) { return {.type = GgufType::String, .text = std::move(v)}; }
+GgufValue GgufValue::string_array(std::vector<std::string> v) {
+  return {.type = GgufType::Array, .elem = GgufType::String, .strings = std::move(v)};
+}
+GgufValue GgufValue::i32_array(const std::vector<int32_t>& v) {
+  return {.type = GgufType::Array, .elem = GgufType::I32, .numbers = std::vector<double>(v.begin(), v.end())};
+}
+
+uint64_t GgufValue::as_uint(std::string_view what) const {
+  const bool integer = type == GgufType::U8 || type == GgufType::U16 || type == GgufType::U32 ||
+                       type == GgufType::U64 || type == GgufType::I8 || type == GgufType::I16 ||
+                       type == GgufType::I32 || type == GgufType::I64;
+  ATTO_CHECK(integer, "{} must be an integer", what);
+  if (type == GgufType::U64) return u64;
+  ATTO_CHECK(number >= 0, "{} must not be negative, got {}", what, number);
+  return static_cast<uint64_t>(number);
+}
+double GgufValue::as_number(std::string_view what) const {
+  ATTO_CHECK(type != GgufType::String && type != GgufType::Array, "{} must be a number", what);
+  return number;
+}
+const std::string& GgufValue::as_string(std::string_view what) const {
+  ATTO_CHECK(type == GgufType::String, "{} must be a string", what);
+  return text;
+}
+const std::vector<std::string>& GgufValue::as_strings(std::string_view what) const {
+  ATTO_CHECK(type == GgufType::Array && elem == GgufType::String, "{} must be an array of strings", what);
+  return strings;
+}
+const std::vector<double>& GgufValue::as_numbers(std::string_view what) const {
+  ATTO_CHECK(type == GgufType::Array && elem != GgufType::String, "{} must be an array of numbers", what);
+  return numbers;
+}
+
+// ============================================================================================
+// Writer
+// ============================================================================================
+void GgufWriter::add(const std::string& key, GgufValue v) {
+  for (const auto& [k, _] : meta_) ATTO_CHECK(k != key, "GGUF writer: metadata key {} added twice", key);
+  meta_.emplace_back(key, std::move(v));
+}
+
+void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
+                            std::span<const float> data) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  ATTO_CHECK(!shape.empty() && shape.size() <= kMaxDims && n == static_cast<int64_t>(data.size()),
+             "GGUF writer: tensor {} has {} values for its shape", name, data.size());
+  Tensor t{name, shape, type, {}};
+  if (type == GgmlType::F32) {
+    t.data.assign(reinterpret_cast<const char*>(data.data()), data.size() * 4);
+  } else if (type == GgmlType::F16) {
+    for (float x : data) put<uint16_t>(t.data, f32_to_f16(x));
+  } else {
+    ATTO_CHECK(shape.back() % static_cast<int64_t>(kQ8Block) == 0,
+               "GGUF writer: q8_0 tensor {} has rows of {} values, not a multiple of 32", name, shape.back());
+    const std::vector<uint8_t> q = quantize_q8_0(data);
+    t.data.assign(q.begin(), q.end());
+  }
+  tensors_.push_back(std::move(t));
+}
+
+std::string GgufWriter::bytes() const {
+  uint32_t alignment = 32;
+  for (const auto& [k, v] : meta_)
+    if (k == "general.alignment") alignment = static_cast<uint32_t>(v.number);
+  std::string out(kMagic, 4);
+  put<uint32_t>(out, kVersion);
+  put<uint64_t>(out, tensors_.size());
+  put<uint64_t>(out, meta_.size());
+  for (const auto& [k, v] : meta_) {
+    put_string(out, k);
+    put_value(out, v);
+  }
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors_) {
+    put_string(out, t.name);
+    put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) put<uint64_t>(out, static_cast<uint64_t>(*it));
+    put<uint32_t>(out, static_cast<uint32_t>(t.type));
+    put<uint64_t>(out, offset);
+    offset = align_up(offset + t.data.size(), alignment);
+  }
+  out.resize(align_up(out.size(), alignment), '\0');
+  for (const Tensor& t : tensors_) {
+    out += t.data;
+    out.resize(align_up(out.size(), alignment), '\0');
+  }
+  return out;
+}
+
+void GgufWriter::write(const std::string& path) const { write_file_atomic(path, bytes()); }
+
+// ============================================================================================
+// Reader
+// ============================================================================================
+int64_t GgufTensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const GgufValue& GgufFile::get(const std::string& key) const {
+  auto it = metadata.find(key);
+  ATTO_CHECK(it != metadata.end(), "{}: the GGUF metadata has no key {}", path, key);
+  return it->second;
+}
+
+const GgufTensorInfo* GgufFile::find(const std::string& name) const {
+  for (const GgufTensorInfo& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::vector<float> GgufFile::tensor_f32(const std::string& name, const std::vector<int64_t>& shape) const {
+  const GgufTensorInfo* t = find(name);
+  ATTO_CHECK(t != nullptr, "{}: the GGUF file has no tensor {}", path, name);
+  ATTO_CHECK(shape.empty() || t->shape == shape, "{}: tensor {} has shape [{}], expected [{}]", path, name,
+             fmt::join(t->shape, ", "), fmt::join(shape, ", "));
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  const char* src = bytes_.data() + data_start_ + t->offset;
+  if (t->type == GgmlType::F32) {
+    std::memcpy(out.data(), src, out.size() * 4);
+  } else if (t->type == GgmlType::F16) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      out[i] = f16_to_f32(h);
+    }
+  } else {
+    dequantize_q8_0(reinterpret_cast<const uint8_t*>(src), out.data(), out.size());
+  }
+  return out;
+}
+
+GgufFile parse_gguf(std::string bytes, const std::string& source) {
+  GgufFile f;
+  f.path = source;
+  f.bytes_ = std::move(bytes);
+  Cursor c(f.bytes_, source);
+  c.need(4, "the magic");
+  ATTO_CHECK(std::memcmp(f.bytes_.data(), kMagic, 4) == 0, "{}: not a GGUF file (it does not start with \"GGUF\")",
+             source);
+  c.get<uint32_t>("the magic");
+  f.version = c.get<uint32_t>("the version");
+  ATTO_CHECK(f.version == 2 || f.version == 3,
+             "{}: GGUF version {} is not supported (atto reads versions 2 and 3{})", source, f.version,
+             f.version > 0xffff ? "; this may be a big-endian file" : "");
+  const auto n_tensors = c.get<uint64_t>("the tensor count");
+  const auto n_kv = c.get<uint64_t>("the metadata count");
+  // A metadata entry takes at least 8 + 1 + 4 + 1 bytes, a tensor info at least 8 + 1 + 4 + 8 + 4 + 8.
+  ATTO_CHECK(n_kv <= c.left() / 14, "{}: the header claims {} metadata entries, more than the file can hold",
+             source, n_kv);
+  ATTO_CHECK(n_tensors <= c.left() / 33, "{}: the header claims {} tensors, more than the file can hold", source,
+             n_tensors);
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = c.str("a metadata key");
+    ATTO_CHECK(!key.empty(), "{}: metadata entry {} has an empty key", source, i);
+    ATTO_CHECK(!f.metadata.count(key), "{}: metadata key {} appears twice", source, key);
+    GgufValue v = read_value(c, key);
+    f.metadata.emplace(std::move(key), std::move(v));
+  }
+  if (f.has("general.alignment")) {
+    const uint64_t a = f.get("general.alignment").as_uint(source + ": general.alignment");
+    ATTO_CHECK(a >= 1 && a <= 4096 && (a & (a - 1)) == 0, "{}: general.alignment {} is not a power of two <= 4096",
+               source, a);
+    f.alignment = static_cast<uint32_t>(a);
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo t = read_tensor_info(c);
+    ATTO_CHECK(f.find(t.name) == nullptr, "{}: tensor {} appears twice", source, t.name);
+    ATTO_CHECK(t.offset % f.alignment == 0, "{}: tensor {} is at offset {}, not a multiple of the alignment {}",
+               source, t.name, t.offset, f.alignment);
+    f.tensors.push_back(std::move(t));
+  }
+  f.data_start_ = align_up(c.pos(), f.alignment);
+  ATTO_CHECK(f.data_start_ <= f.bytes_.size(), "{}: truncated GGUF file: no tensor data", source);
+  const uint64_t data_size = f.bytes_.size() - f.data_start_;
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const GgufTensorInfo& t : f.tensors) {
+    ATTO_CHECK(t.offset <= data_size && t.nbytes <= data_size - t.offset,
+               "{}: truncated GGUF file: tensor {} needs bytes [{}, {}) of the data, which has {}", source, t.name,
+               t.offset, t.offset + t.nbytes, data_size);
+    by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    ATTO_CHECK(by_offset[i]->offset >= by_offset[i - 1]->offset + by_offset[i - 1]->nbytes,
+               "{}: tensors {} and {} overlap", source, by_offset[i - 1]->name, by_offset[i]->name);
+  return f;
+}
+
+GgufFile read_gguf(const std::string& path) { return parse_gguf(read_file(path), path); }
+
+bool is_gguf_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char m[4] = {};
+  return in.read(m, 4) && std::memcmp(m, kMagic, 4) == 0;
+}
+
+}  // namespace atto::io

@@ -1,0 +1,48 @@
+// atto/run/gguf_model.h: a trained GPT as a GGUF file that llama.cpp runs (architecture `gpt2`),
+// and such a file read back as a model atto runs.
+//
+//   LoadedModel lm = load_run("runs/names");
+//   export_gguf(lm, "names.gguf", io::GgmlType::F16);    // llama.cpp: llama-cli -m names.gguf
+//   LoadedModel back = load_gguf("names.gguf");          // atto sample --model names.gguf
+//
+// The mapping (llama.cpp's gpt2 graph: pre-norm LayerNorm with bias, learned positions, fused
+// QKV, GELU MLP, final norm, head tied to the token embedding when output.weight is absent):
+//   transformer.wte.weight   -> token_embd.weight      transformer.wpe.weight -> position_embd.weight
+//   h.i.ln_1 / ln_2          -> blk.i.attn_norm / ffn_norm   (weight, bias)
+//   h.i.attn.c_attn / c_proj -> blk.i.attn_qkv / attn_output (weight, bias)
+//   h.i.mlp.c_fc / c_proj    -> blk.i.ffn_up / ffn_down      (weight, bias)
+//   transformer.ln_f         -> output_norm                 lm_head.weight -> output.weight (untied only)
+// A Linear weight [out, in] row-major is ggml's ne = {in, out}: the bytes are the same. 1-D tensors
+// stay f32 (llama.cpp's quantizer does the same); f16 and q8_0 apply to the matrices (q8_0 to
+// those whose rows are a multiple of 32 values, the others stay f16).
+//
+// The vocabulary: atto's characters as a GPT-2 byte-level BPE vocabulary (tokenizer.ggml.model
+// "gpt2", pre-tokenizer "gpt-2"): a character is the GPT-2 byte-to-unicode string of its UTF-8
+// bytes, and every multi-byte character gets the merges that join its bytes (and nothing else), so
+// llama.cpp cuts any text into atto's characters with atto's ids. atto's end token `<eos>`
+// (lines mode) is a control token and llama.cpp's BOS, EOS and EOT. Keys llama.cpp does not know
+// record what its gpt2 graph cannot express: `atto.ffn` (gelu or gelu_tanh: llama.cpp computes
+// the tanh form) and `atto.lines_mode`.
+#pragma once
+
+#include <string>
+
+#include "io/gguf.h"
+#include "run/run_dir.h"
+
+namespace atto {
+
+// GPT runs in the gpt2 layout only; anything else is an atto::Error saying which setting stops it.
+void export_gguf(const LoadedModel& lm, const std::string& path, io::GgmlType type);
+
+// A GGUF file of the gpt2 architecture with a character vocabulary (as export_gguf writes them),
+// validated like a run directory: every dimension against the tensors' shapes.
+LoadedModel load_gguf(const std::string& path);
+
+// GPT-2's byte-to-unicode map (the printable byte itself, else U+0100 + n): the string of a
+// character in a byte-level BPE vocabulary, and the way back (atto::Error for a string that is
+// not one character's bytes).
+std::string byte_level_string(char32_t c);
+char32_t char_of_byte_level(const std::string& token);
+
+}  // namespace atto

@@ -1,0 +1,127 @@
+// run/gguf_model: a GPT exported as llama.cpp's gpt2 GGUF and read back.
+#include "run/gguf_model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "autograd/tape.h"
+#include "support.h"
+#include "tokenize/utf8.h"
+
+namespace atto {
+namespace {
+
+using ::testing::HasSubstr;
+using test::error_of;
+
+LoadedModel random_model(const std::string& text, bool boundary, nn::Activation act = nn::Activation::GELU,
+                         bool tie = true, bool bias = true) {
+  LoadedModel lm;
+  lm.tokenizer = CharTokenizer::build(text, {.boundary = boundary});
+  lm.config = default_run_config(Task::Gpt);
+  GPTConfig& c = lm.config.model;
+  c.vocab_size = lm.tokenizer.vocab_size();
+  c.block_size = 12;
+  c.d_model = 32;
+  c.n_heads = 4;
+  c.n_layers = 2;
+  c.dropout = 0.0f;
+  c.activation = act;
+  c.tie_weights = tie;
+  c.bias = bias;
+  Rng rng(11);
+  lm.model = std::make_unique<GPT>(c, rng);
+  lm.model->eval();
+  return lm;
+}
+
+std::vector<float> logits_of(GPT& m, const std::vector<int32_t>& ids) {
+  NoGradGuard ng;
+  const Tensor t = m.forward(ids, 1, static_cast<int64_t>(ids.size())).contiguous();
+  return std::vector<float>(t.data(), t.data() + t.numel());
+}
+
+TEST(GgufModel, F32ExportReadsBackBitExact) {
+  test::TempDir dir;
+  for (bool tie : {true, false}) {
+    LoadedModel lm = random_model("emma\nolivia\nzoë\n", true, nn::Activation::GELU, tie);
+    const std::string path = dir / "m.gguf";
+    export_gguf(lm, path, io::GgmlType::F32);
+    LoadedModel back = load_gguf(path);
+    EXPECT_EQ(back.config.model.activation, nn::Activation::GELU);  // atto.ffn: the form it trained with
+    EXPECT_EQ(back.config.model.tie_weights, tie);
+    EXPECT_EQ(back.tokenizer.to_json(), lm.tokenizer.to_json());
+    const std::vector<int32_t> ids = lm.tokenizer.encode("zoëem");
+    EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
+    // load_run takes a GGUF file too (atto sample|score|eval --model m.gguf).
+    EXPECT_EQ(load_run(path).model->num_parameters(), lm.model->num_parameters());
+  }
+}
+
+TEST(GgufModel, HalfAndQ8StayClose) {
+  test::TempDir dir;
+  LoadedModel lm = random_model("abcdefgh\n", false, nn::Activation::GELUTanh, true, false);
+  const std::vector<int32_t> ids = lm.tokenizer.encode("abcabc");
+  const std::vector<float> ref = logits_of(*lm.model, ids);
+  for (auto [type, tol] : {std::pair{io::GgmlType::F16, 2e-3}, std::pair{io::GgmlType::Q8_0, 2e-2}}) {
+    export_gguf(lm, dir / "m.gguf", type);
+    LoadedModel back = load_gguf(dir / "m.gguf");
+    EXPECT_FALSE(back.tokenizer.has_boundary());
+    const std::vector<float> got = logits_of(*back.model, ids);
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], tol) << io::to_string(type) << " " << i;
+  }
+}
+
+TEST(GgufModel, EveryCharacterIsOneByteLevelToken) {
+  for (char32_t c : {U'a', U' ', U'\n', U'\t', U'Ġ', U'é', U'ß', U'€', U'😀', U'\u00a0', U'\x7f'}) {
+    const std::string s = byte_level_string(c);
+    EXPECT_EQ(char_of_byte_level(s), c) << utf8::describe(c);
+    for (char32_t cp : utf8::decode(s)) EXPECT_TRUE(cp > 32 && cp != 127) << "printable symbols only";
+  }
+  EXPECT_EQ(byte_level_string(U' '), "Ġ");  // GPT-2's space
+  EXPECT_EQ(byte_level_string(U'\n'), "Ċ");
+  EXPECT_THAT(error_of([] { char_of_byte_level("ab"); }), HasSubstr("stands for 2 characters"));
+}
+
+TEST(GgufModel, OnlyTheGpt2LayoutExports) {
+  test::TempDir dir;
+  LoadedModel lm = random_model("abc\n", true);
+  GPTConfig c = lm.config.model;
+  c.norm = nn::NormKind::RMSNorm;
+  Rng rng(1);
+  LoadedModel rms;
+  rms.tokenizer = lm.tokenizer;
+  rms.config = lm.config;
+  rms.config.model = c;
+  rms.model = std::make_unique<GPT>(c, rng);
+  EXPECT_THAT(error_of([&] { export_gguf(rms, dir / "x.gguf", io::GgmlType::F32); }), HasSubstr("RMSNorm"));
+}
+
+TEST(GgufModel, ForeignOrDamagedFilesAreErrors) {
+  test::TempDir dir;
+  LoadedModel lm = random_model("abc\n", true);
+  // A file whose metadata disagrees with its tensors.
+  io::GgufWriter w;
+  w.add("general.architecture", io::GgufValue::string("llama"));
+  w.write(dir / "llama.gguf");
+  EXPECT_THAT(error_of([&] { load_gguf(dir / "llama.gguf"); }), HasSubstr("tokenizer.ggml.model"));
+  export_gguf(lm, dir / "ok.gguf", io::GgmlType::F32);
+  io::GgufFile f = io::read_gguf(dir / "ok.gguf");
+  // Rewrite with a wrong block count and with a multi-character token.
+  auto rewrite = [&](const std::string& key, io::GgufValue v) {
+    io::GgufWriter out;
+    for (const auto& [k, val] : f.metadata) out.add(k, k == key ? v : val);
+    for (const io::GgufTensorInfo& t : f.tensors) out.add_tensor(t.name, t.shape, t.type, f.tensor_f32(t.name));
+    out.write(dir / "bad.gguf");
+    return error_of([&] { load_gguf(dir / "bad.gguf"); });
+  };
+  EXPECT_THAT(rewrite("gpt2.block_count", io::GgufValue::u32(3)), HasSubstr("gpt2.block_count is 3"));
+  EXPECT_THAT(rewrite("gpt2.context_length", io::GgufValue::u32(1u << 30)), HasSubstr("position_embd.weight"));
+  auto tokens = f.get("tokenizer.ggml.tokens").strings;
+  tokens[1] = "ab";
+  EXPECT_THAT(rewrite("tokenizer.ggml.tokens", io::GgufValue::string_array(tokens)), HasSubstr("token 1"));
+  EXPECT_THAT(rewrite("general.architecture", io::GgufValue::string("llama")), HasSubstr("architecture is 'llama'"));
+}
+
+}  // namespace
+}  // namespace atto
