@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "commands.h"
 #include "base/error.h"
 #include "bench/bench.h"
+#include "commands.h"
 #include "run/run_config.h"
 
 namespace atto::cli {
@@ -71,8 +71,8 @@ double mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
 std::string describe(const GPTConfig& m) {
   return fmt::format("GPT {} layers, d_model {}, {} heads, block {}, vocab {}, {}, {}, {}-norm, {} positions{}{}",
                      m.n_layers, m.d_model, m.n_heads, m.block_size, m.vocab_size, to_string(m.activation),
-                     to_string(m.norm), m.pre_norm ? "pre" : "post", to_string(m.pos),
-                     m.tie_weights ? ", tied" : "", m.dropout > 0 ? fmt::format(", dropout {}", m.dropout) : "");
+                     to_string(m.norm), m.pre_norm ? "pre" : "post", to_string(m.pos), m.tie_weights ? ", tied" : "",
+                     m.dropout > 0 ? fmt::format(", dropout {}", m.dropout) : "");
 }
 
 std::string stats_line(const bench::StepStats& s, const char* what) {
@@ -117,8 +117,8 @@ int run_train_bench(const TrainBenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}\n", describe(o.model),
-             o.batch_size, r.num_parameters, r.threads, r.shards);
+  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}\n", describe(o.model), o.batch_size,
+             r.num_parameters, r.threads, r.shards);
   fmt::print("{}\n", stats_line(r.step, "step"));
   fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
   fmt::print("{:<12} {:.2f} GFLOP/s ({:.4g} FLOP/token = 6 N + 12 L C T, N = {})\n", "model", r.model_gflops,
@@ -185,9 +185,10 @@ int run_gemm_bench(const GemmBenchFlags& f) {
   if (!r.fma_gflops_per_thread.empty()) {
     std::string each;
     for (const double g : r.fma_gflops_per_thread) each += fmt::format("{}{:.1f}", each.empty() ? "" : " + ", g);
-    fmt::print("{:<12} {:.2f} GFLOP/s ({} per thread, all at once): the cores' FMA ceiling; sgemm best is {:.0f}% "
-               "of it\n",
-               "fma peak", r.fma_gflops, each, 100.0 * r.best_gflops / r.fma_gflops);
+    fmt::print(
+        "{:<12} {:.2f} GFLOP/s ({} per thread, all at once): the cores' FMA ceiling; sgemm best is {:.0f}% "
+        "of it\n",
+        "fma peak", r.fma_gflops, each, 100.0 * r.best_gflops / r.fma_gflops);
   }
   return 0;
 }
@@ -202,12 +203,14 @@ Command add_bench(CLI::App& root) {
   auto tf = std::make_shared<TrainBenchFlags>();
   add_model_flags(train, tf->model);
   train->add_option("--batch-size", tf->opt.batch_size, "Sequences per step")->capture_default_str();
-  train->add_option("--shards", tf->opt.shards,
-                    "Data-parallel shards of each batch, run side by side (as `atto train`); 0 = auto (2)")
+  train
+      ->add_option("--shards", tf->opt.shards,
+                   "Data-parallel shards of each batch, run side by side (as `atto train`); 0 = auto (2)")
       ->capture_default_str();
   add_common_flags(train, tf->common, "steps");
-  train->add_option("--peak-gflops", tf->opt.peak_gflops,
-                    "sgemm peak for MFU (e.g. from `atto bench gemm`); 0 = measure it after the steps, < 0 = no MFU")
+  train
+      ->add_option("--peak-gflops", tf->opt.peak_gflops,
+                   "sgemm peak for MFU (e.g. from `atto bench gemm`); 0 = measure it after the steps, < 0 = no MFU")
       ->capture_default_str();
   train->add_flag("--profile", tf->opt.profile,
                   "Also print where a step's time goes: its phases and each op kind's forward and backward");

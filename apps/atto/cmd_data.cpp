@@ -1,9 +1,9 @@
 // atto data synth: synthetic sequence-to-sequence tasks for tests and demos.
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "commands.h"
 #include "data/synth.h"
-#include "base/error.h"
 
 namespace atto::cli {
 

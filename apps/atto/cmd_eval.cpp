@@ -5,16 +5,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "commands.h"
 #include "data/dataset.h"
 #include "data/parallel.h"
 #include "data/seq2seq_batches.h"
 #include "data/text_file.h"
 #include "generate/sampler.h"
+#include "kernels/kernels.h"
 #include "metrics/bleu.h"
 #include "metrics/chrf.h"
-#include "kernels/kernels.h"
-#include "base/error.h"
 #include "run/run_dir.h"
 #include "train/trainer.h"
 
@@ -72,10 +72,14 @@ int run_eval_seq2seq(const EvalFlags& f) {
   const metrics::BleuResult bleu = metrics::corpus_bleu(hyps, {refs});
   const metrics::ChrfResult chrf = metrics::corpus_chrf(hyps, {refs});
   if (f.json) {
-    fmt::print("{}\n", nlohmann::json{{"src", f.src},          {"ref", f.refs[0]},
-                                      {"sentences", hyps.size()}, {"bleu", bleu.score},
-                                      {"bleu_signature", bleu.signature()}, {"chrf", chrf.score},
-                                      {"chrf_signature", chrf.signature()}, {"loss", loss},
+    fmt::print("{}\n", nlohmann::json{{"src", f.src},
+                                      {"ref", f.refs[0]},
+                                      {"sentences", hyps.size()},
+                                      {"bleu", bleu.score},
+                                      {"bleu_signature", bleu.signature()},
+                                      {"chrf", chrf.score},
+                                      {"chrf_signature", chrf.signature()},
+                                      {"loss", loss},
                                       {"beam", f.decode.beam}}
                            .dump());
   } else {
@@ -110,15 +114,21 @@ int run_eval_hyp(const EvalFlags& f) {
   std::vector<std::vector<std::string>> refs;
   for (const std::string& r : f.refs) {
     refs.push_back(read_segments(r, "--ref"));
-    ATTO_CHECK(refs.back().size() == hyps.size(), "--hyp file '{}' has {} lines but --ref file '{}' has {}: line i "
-               "of each must be the same sentence", f.hyp, hyps.size(), r, refs.back().size());
+    ATTO_CHECK(refs.back().size() == hyps.size(),
+               "--hyp file '{}' has {} lines but --ref file '{}' has {}: line i "
+               "of each must be the same sentence",
+               f.hyp, hyps.size(), r, refs.back().size());
   }
   const metrics::BleuResult bleu = metrics::corpus_bleu(hyps, refs);
   const metrics::ChrfResult chrf = metrics::corpus_chrf(hyps, refs);
   if (f.json) {
-    fmt::print("{}\n", nlohmann::json{{"hyp", f.hyp}, {"ref", f.refs}, {"sentences", hyps.size()},
-                                      {"bleu", bleu.score}, {"bleu_signature", bleu.signature()},
-                                      {"chrf", chrf.score}, {"chrf_signature", chrf.signature()}}
+    fmt::print("{}\n", nlohmann::json{{"hyp", f.hyp},
+                                      {"ref", f.refs},
+                                      {"sentences", hyps.size()},
+                                      {"bleu", bleu.score},
+                                      {"bleu_signature", bleu.signature()},
+                                      {"chrf", chrf.score},
+                                      {"chrf_signature", chrf.signature()}}
                            .dump());
   } else {
     fmt::print("{} sentences, {} reference file(s)\n{}\n{}\n", hyps.size(), refs.size(), bleu.format(2, true),
@@ -162,8 +172,12 @@ int run_eval(const EvalFlags& f) {
   if (!std::isfinite(loss)) gen::fail_non_finite_logits("evaluating");
   const double ppl = std::exp(loss), bpc = loss / std::log(2.0);
   if (f.json) {
-    fmt::print("{}\n", nlohmann::json{{"file", f.data}, {"mode", to_string(mode)}, {"tokens", count},
-                                      {"loss", loss}, {"perplexity", ppl}, {"bits_per_char", bpc}}
+    fmt::print("{}\n", nlohmann::json{{"file", f.data},
+                                      {"mode", to_string(mode)},
+                                      {"tokens", count},
+                                      {"loss", loss},
+                                      {"perplexity", ppl},
+                                      {"bits_per_char", bpc}}
                            .dump());
   } else {
     fmt::print("{}: {} targets ({} mode)\nloss        {:.4f} nats/token\nperplexity  {:.3f}\nbits/char   {:.4f}\n",
@@ -176,15 +190,19 @@ int run_eval(const EvalFlags& f) {
 
 Command add_eval(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
-      "eval", "GPT: loss, perplexity, bits per character over a text file; seq2seq: BLEU, chrF and loss; --hyp/--ref: "
+      "eval",
+      "GPT: loss, perplexity, bits per character over a text file; seq2seq: BLEU, chrF and loss; --hyp/--ref: "
       "BLEU and chrF of given translations");
   auto f = std::make_shared<EvalFlags>();
   app->add_option("--model", f->model, "Run directory of a trained model (not with --hyp)");
   app->add_option("--data", f->data, "GPT: text file to score, in the model's data mode");
   app->add_option("--src", f->src, "seq2seq: source sentences to translate");
-  app->add_option("--ref", f->refs, "seq2seq: reference translations (aligned with --src); with --hyp: a reference "
-                  "file, repeat for several")->allow_extra_args(false);
-  app->add_option("--hyp", f->hyp, "Score this file of translations (one per line) against --ref with BLEU and chrF, "
+  app->add_option("--ref", f->refs,
+                  "seq2seq: reference translations (aligned with --src); with --hyp: a reference "
+                  "file, repeat for several")
+      ->allow_extra_args(false);
+  app->add_option("--hyp", f->hyp,
+                  "Score this file of translations (one per line) against --ref with BLEU and chrF, "
                   "no model needed");
   f->decode.beam = 5;
   add_decode_flags(app, f->decode);

@@ -1,13 +1,13 @@
 // atto inspect: a self-contained HTML report (with SVG figures) of what a trained GPT does with
-// one input (a GPT run: --text; a seq2seq run: --src, with cross-attention): attention maps, residual stream, next-token distribution, embeddings, positions,
-// training curves. See docs/inspect.md.
+// one input (a GPT run: --text; a seq2seq run: --src, with cross-attention): attention maps, residual stream,
+// next-token distribution, embeddings, positions, training curves. See docs/inspect.md.
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "commands.h"
 #include "kernels/kernels.h"
-#include "base/error.h"
-#include "run/run_dir.h"
 #include "run/run_config.h"
+#include "run/run_dir.h"
 #include "viz/report.h"
 
 namespace atto::cli {
@@ -29,11 +29,11 @@ int run_inspect(const InspectFlags& f) {
   if (f.tgt_given) opt.tgt = f.tgt;
   const bool seq2seq = load_run_config(f.model).task == Task::Seq2Seq;
   if (seq2seq && f.text_given)
-    throw UsageError(fmt::format("--text is for GPT runs; {} is a seq2seq run: give the source sentence with --src",
-                                 f.model));
+    throw UsageError(
+        fmt::format("--text is for GPT runs; {} is a seq2seq run: give the source sentence with --src", f.model));
   if (!seq2seq && !f.text_given)
-    throw UsageError(fmt::format("{} is a GPT run: give the input with --text (--src/--tgt are for seq2seq runs)",
-                                 f.model));
+    throw UsageError(
+        fmt::format("{} is a GPT run: give the input with --text (--src/--tgt are for seq2seq runs)", f.model));
   kernels::set_num_threads(f.threads);
   const viz::Report r = viz::inspect_run(f.model, opt);
   viz::write_report(r, f.out);
@@ -55,11 +55,12 @@ Command add_inspect(CLI::App& root) {
   app->add_option("--out", f->out, "Folder for index.html and the SVG files (created if missing)")->required();
   app->add_option("--temperature", o.temperature, "Next-token figure: divide the logits by this (> 0)")
       ->capture_default_str();
-  app->add_option("--top-k", o.top_k, "Next-token figure: keep the k most likely tokens; 0 = off")->capture_default_str();
+  app->add_option("--top-k", o.top_k, "Next-token figure: keep the k most likely tokens; 0 = off")
+      ->capture_default_str();
   app->add_option("--top-p", o.top_p, "Next-token figure: keep the most likely tokens up to this probability; 1 = off")
       ->capture_default_str();
-  app->add_option("--max-attention-tokens", o.max_attention_tokens,
-                  "Attention maps show at most the last N positions")->capture_default_str();
+  app->add_option("--max-attention-tokens", o.max_attention_tokens, "Attention maps show at most the last N positions")
+      ->capture_default_str();
   app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
   return {app, [f, app] {
             f->text_given = app->count("--text") > 0;

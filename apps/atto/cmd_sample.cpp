@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "commands.h"
 #include "data/lines_dataset.h"
 #include "generate/generate.h"
 #include "kernels/kernels.h"
-#include "base/error.h"
 #include "run/run_dir.h"
 
 namespace atto::cli {
@@ -34,8 +34,8 @@ struct SampleFlags {
 // before any sample is generated, so a missing file is an error at once; counts grow per chunk.
 class NoveltyCounter {
  public:
-  NoveltyCounter(const LoadedModel& lm, const std::string& run_dir) : data_(load(lm, run_dir), lm.tokenizer, {
-      .split_seed = lm.config.data.split_seed}) {}
+  NoveltyCounter(const LoadedModel& lm, const std::string& run_dir)
+      : data_(load(lm, run_dir), lm.tokenizer, {.split_seed = lm.config.data.split_seed}) {}
 
   void add(const std::string& text) {
     switch (data_.novelty(text)) {
@@ -52,9 +52,10 @@ class NoveltyCounter {
   static TextFile load(const LoadedModel& lm, const std::string& run_dir) {
     const DataConfig& d = lm.config.data;
     if (d.path.empty() || !std::filesystem::exists(d.path))
-      fail("--report needs the training file '{}' named in {}: it no longer exists (run from the directory you "
-           "trained in, or restore the file)",
-           d.path, run_path(run_dir, "config.json"));
+      fail(
+          "--report needs the training file '{}' named in {}: it no longer exists (run from the directory you "
+          "trained in, or restore the file)",
+          d.path, run_path(run_dir, "config.json"));
     TextFile file = read_text_file(d.path);
     if (!d.fingerprint.empty() && fingerprint_bytes(file.text) != d.fingerprint)
       fmt::print(stderr, "atto: warning: {} has changed since training; the train/val split may differ\n", d.path);
@@ -76,7 +77,9 @@ class SamplePrinter {
   void chunk(const gen::SampleChunk& c, const std::vector<std::string>& texts) {
     for (size_t i = 0; i < texts.size(); ++i) {
       if (f_.json) {
-        const nlohmann::json j{{"text", texts[i]}, {"prompt_ids", c.prompts[i]}, {"ids", c.samples[i].tokens},
+        const nlohmann::json j{{"text", texts[i]},
+                               {"prompt_ids", c.prompts[i]},
+                               {"ids", c.samples[i].tokens},
                                {"stopped", c.samples[i].stopped}};
         fmt::print("{}{}", c.first + static_cast<int64_t>(i) == 0 ? "" : ",", j.dump());
       } else if (lines_) {
@@ -91,14 +94,17 @@ class SamplePrinter {
   void finish(const NoveltyCounter* nov) {
     if (f_.json) {
       fmt::print("]");
-      if (nov) fmt::print(",\"novelty\":{}", nlohmann::json{{"train", nov->train}, {"val", nov->val},
-                                                              {"new", nov->fresh}}.dump());
+      if (nov)
+        fmt::print(",\"novelty\":{}",
+                   nlohmann::json{{"train", nov->train}, {"val", nov->val}, {"new", nov->fresh}}.dump());
       fmt::print("}}\n");
     } else if (nov) {  // on stderr, so that stdout stays one sample per line
       std::fflush(stdout);
       const double n = static_cast<double>(nov->total());
-      fmt::print(stderr, "novelty: {:.1f}% in the training set, {:.1f}% in the validation set, {:.1f}% new ({} "
-                 "samples)\n", 100.0 * nov->train / n, 100.0 * nov->val / n, 100.0 * nov->fresh / n, nov->total());
+      fmt::print(stderr,
+                 "novelty: {:.1f}% in the training set, {:.1f}% in the validation set, {:.1f}% new ({} "
+                 "samples)\n",
+                 100.0 * nov->train / n, 100.0 * nov->val / n, 100.0 * nov->fresh / n, nov->total());
     }
   }
 
@@ -156,8 +162,10 @@ Command add_sample(CLI::App& root) {
   app->add_option("-n,--num-samples", f->n, "Number of samples (decoded 256 at a time and printed as they come)")
       ->capture_default_str();
   app->add_option("--prompt", f->prompt, "Text each sample starts with");
-  app->add_option("--max-tokens", f->max_tokens, "Tokens to generate per sample at most; 0 = block size (lines) "
-                  "or 500 (stream)")->capture_default_str();
+  app->add_option("--max-tokens", f->max_tokens,
+                  "Tokens to generate per sample at most; 0 = block size (lines) "
+                  "or 500 (stream)")
+      ->capture_default_str();
   app->add_option("--temperature", s.temperature, "Divide the logits by this (> 0); lower is more conservative")
       ->capture_default_str();
   app->add_option("--top-k", s.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str();
@@ -172,7 +180,8 @@ Command add_sample(CLI::App& root) {
   app->add_flag("--greedy", s.greedy, "Always take the most likely token (deterministic)");
   app->add_option("--seed", f->seed, "Seed of the sampling RNG (same seed, same samples)")->capture_default_str();
   app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
-  app->add_flag("--report", f->report, "Lines mode: report how many samples are training lines, validation lines, "
+  app->add_flag("--report", f->report,
+                "Lines mode: report how many samples are training lines, validation lines, "
                 "or new (re-reads the training file)");
   app->add_flag("--json", f->json, "Print one JSON object (texts, token ids), its samples streamed as they come");
   return {app, [f] { return run_sample(*f); }};

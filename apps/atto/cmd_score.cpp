@@ -44,10 +44,9 @@ void print_table(const Model& m, const std::vector<std::string>& texts, const st
     const Scores& r = results[i];
     fmt::print("{}\n  {:<8} {:>9} {:>9}\n", texts[i], "token", "log p", "p");
     for (size_t t = 0; t < r.tokens.size(); ++t)
-      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", shown_token(m, r.tokens[t]), r.logprobs[t],
-                 std::exp(r.logprobs[t]));
-    fmt::print("  total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n\n", r.total_nll,
-               r.tokens.size(), r.mean_nll);
+      fmt::print("  {:<8} {:>9.4f} {:>9.4f}\n", shown_token(m, r.tokens[t]), r.logprobs[t], std::exp(r.logprobs[t]));
+    fmt::print("  total -log p {:.4f} nats over {} tokens, mean {:.4f} nats/token\n\n", r.total_nll, r.tokens.size(),
+               r.mean_nll);
     total += r.total_nll;
     count += static_cast<int64_t>(r.tokens.size());
   }
@@ -56,8 +55,7 @@ void print_table(const Model& m, const std::vector<std::string>& texts, const st
                count, count > 0 ? total / count : 0.0);
 }
 
-void print_json(const Model& m, bool lines, const std::vector<std::string>& texts,
-                const std::vector<Scores>& results) {
+void print_json(const Model& m, bool lines, const std::vector<std::string>& texts, const std::vector<Scores>& results) {
   nlohmann::json items = nlohmann::json::array();
   double total = 0.0;
   int64_t count = 0;
@@ -66,13 +64,19 @@ void print_json(const Model& m, bool lines, const std::vector<std::string>& text
     nlohmann::json tokens = nlohmann::json::array();
     for (size_t t = 0; t < r.tokens.size(); ++t)
       tokens.push_back({{"id", r.tokens[t]}, {"token", m.token_text(r.tokens[t])}, {"logprob", r.logprobs[t]}});
-    items.push_back({{"text", texts[i]}, {"tokens", tokens}, {"count", r.tokens.size()},
-                     {"total_nll", r.total_nll}, {"mean_nll", r.mean_nll}});
+    items.push_back({{"text", texts[i]},
+                     {"tokens", tokens},
+                     {"count", r.tokens.size()},
+                     {"total_nll", r.total_nll},
+                     {"mean_nll", r.mean_nll}});
     total += r.total_nll;
     count += static_cast<int64_t>(r.tokens.size());
   }
-  fmt::print("{}\n", nlohmann::json{{"mode", lines ? "lines" : "stream"}, {"texts", items}, {"count", count},
-                                    {"total_nll", total}, {"mean_nll", count > 0 ? total / count : 0.0}}
+  fmt::print("{}\n", nlohmann::json{{"mode", lines ? "lines" : "stream"},
+                                    {"texts", items},
+                                    {"count", count},
+                                    {"total_nll", total},
+                                    {"mean_nll", count > 0 ? total / count : 0.0}}
                          .dump());
 }
 
@@ -94,8 +98,8 @@ int run_score(const ScoreFlags& f) {
 }  // namespace
 
 Command add_score(CLI::App& root) {
-  CLI::App* app = root.add_subcommand(
-      "score", "Per-token log-probabilities (natural log) of texts under a trained model");
+  CLI::App* app =
+      root.add_subcommand("score", "Per-token log-probabilities (natural log) of texts under a trained model");
   auto f = std::make_shared<ScoreFlags>();
   app->add_option("--model", f->model, "Run directory of a trained model")->required();
   app->add_option("texts", f->texts, "Texts to score (lines mode: each framed as <eos> text <eos>, as in training)");

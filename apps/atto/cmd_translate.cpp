@@ -5,11 +5,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "commands.h"
 #include "data/text_file.h"
 #include "generate/seq2seq_decode.h"
 #include "kernels/kernels.h"
-#include "base/error.h"
 #include "run/run_dir.h"
 
 namespace atto::cli {
@@ -41,7 +41,7 @@ std::vector<std::string> read_lines(const std::string& path) {
 nlohmann::json hypothesis_json(const gen::Hypothesis& h, const Tokenizer& tok, bool attention) {
   nlohmann::json toks = nlohmann::json::array();
   for (int32_t t : h.tokens) toks.push_back(tok.id_to_string(t));
-  nlohmann::json j = {{"text", tok.decode(h.tokens)}, {"tokens", toks},      {"score", h.score},
+  nlohmann::json j = {{"text", tok.decode(h.tokens)}, {"tokens", toks},         {"score", h.score},
                       {"logprob", h.logprob},         {"finished", h.finished}, {"token_logprobs", h.token_logprobs}};
   if (attention) j["cross_attention"] = h.cross_attention;
   return j;
@@ -64,23 +64,24 @@ int run_translate(TranslateFlags f) {
                  i + 1, sources.back().size(), max_len);
   }
   // Printed batch by batch as they are decoded; an empty line translates to an empty line.
-  gen::translate_chunks(*lm.model, sources, f.decode, f.batch_size,
-                        [&](size_t first, std::vector<std::vector<gen::Hypothesis>>& results) {
-    for (size_t k = 0; k < results.size(); ++k) {
-      const size_t i = first + k;
-      const auto& hyps = results[k];
-      if (f.json) {
-        nlohmann::json j = {{"index", i}, {"source", lines[i]}, {"translations", nlohmann::json::array()}};
-        for (const auto& h : hyps) j["translations"].push_back(hypothesis_json(h, *lm.tgt_tok, f.attention));
-        fmt::print("{}\n", j.dump());
-      } else if (f.decode.n_best > 1) {
-        for (const auto& h : hyps) fmt::print("{} ||| {} ||| {:.4f}\n", i, lm.tgt_tok->decode(h.tokens), h.score);
-      } else {
-        fmt::print("{}\n", hyps.empty() ? std::string() : lm.tgt_tok->decode(hyps[0].tokens));
-      }
-    }
-    std::fflush(stdout);
-  });
+  gen::translate_chunks(
+      *lm.model, sources, f.decode, f.batch_size,
+      [&](size_t first, std::vector<std::vector<gen::Hypothesis>>& results) {
+        for (size_t k = 0; k < results.size(); ++k) {
+          const size_t i = first + k;
+          const auto& hyps = results[k];
+          if (f.json) {
+            nlohmann::json j = {{"index", i}, {"source", lines[i]}, {"translations", nlohmann::json::array()}};
+            for (const auto& h : hyps) j["translations"].push_back(hypothesis_json(h, *lm.tgt_tok, f.attention));
+            fmt::print("{}\n", j.dump());
+          } else if (f.decode.n_best > 1) {
+            for (const auto& h : hyps) fmt::print("{} ||| {} ||| {:.4f}\n", i, lm.tgt_tok->decode(h.tokens), h.score);
+          } else {
+            fmt::print("{}\n", hyps.empty() ? std::string() : lm.tgt_tok->decode(hyps[0].tokens));
+          }
+        }
+        std::fflush(stdout);
+      });
   return 0;
 }
 

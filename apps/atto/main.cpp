@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "atto/atto.hpp"
-#include "commands.h"
 #include "base/error.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   CLI::App root{"atto: a small-transformer engine (train a GPT on a text file, sample from it, score text)"};
@@ -20,15 +20,9 @@ int main(int argc, char** argv) {
       "  atto translate --model runs/rev --beam 5 < test.src\n"
       "Run `atto <command> --help` for the flags of a command.");
   std::vector<atto::cli::Command> commands = {
-      atto::cli::add_train(root),
-      atto::cli::add_sample(root),
-      atto::cli::add_score(root),
-      atto::cli::add_eval(root),
-      atto::cli::add_inspect(root),
-      atto::cli::add_translate(root),
-      atto::cli::add_data(root),
-      atto::cli::add_bench(root),
-      atto::cli::add_export(root),
+      atto::cli::add_train(root), atto::cli::add_sample(root),  atto::cli::add_score(root),
+      atto::cli::add_eval(root),  atto::cli::add_inspect(root), atto::cli::add_translate(root),
+      atto::cli::add_data(root),  atto::cli::add_bench(root),   atto::cli::add_export(root),
   };
   try {
     root.parse(argc, argv);

@@ -45,13 +45,12 @@ struct Setup {
     return static_cast<double>(d.B * d.NH) * (d.causal ? T * (T + 1) / 2 : T * T);
   }
   void forward() {
-    atto::kernels::attention_forward(out.data(), lse.data(), qkv.data(), qkv.data() + C,
-                                     qkv.data() + 2 * C, nullptr, d);
+    atto::kernels::attention_forward(out.data(), lse.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, nullptr,
+                                     d);
   }
   void backward() {
-    atto::kernels::attention_backward(dqkv.data(), dqkv.data() + C, dqkv.data() + 2 * C,
-                                      dout.data(), out.data(), lse.data(), qkv.data(),
-                                      qkv.data() + C, qkv.data() + 2 * C, nullptr, d);
+    atto::kernels::attention_backward(dqkv.data(), dqkv.data() + C, dqkv.data() + 2 * C, dout.data(), out.data(),
+                                      lse.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, nullptr, d);
   }
 };
 
@@ -72,8 +71,8 @@ void BM_AttentionForward(benchmark::State& state) {
     s.forward();
     benchmark::DoNotOptimize(s.out.data());
   }
-  state.counters["FLOP/s"] =
-      benchmark::Counter(4.0 * static_cast<double>(s.d.HS) * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * static_cast<double>(s.d.HS) * s.visible(),
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AttentionForwardBackward(benchmark::State& state) {
@@ -83,8 +82,8 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
     s.backward();
     benchmark::DoNotOptimize(s.dqkv.data());
   }
-  state.counters["FLOP/s"] =
-      benchmark::Counter(14.0 * static_cast<double>(s.d.HS) * s.visible(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(14.0 * static_cast<double>(s.d.HS) * s.visible(),
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(BM_AttentionForward)->Apply(attention_args);

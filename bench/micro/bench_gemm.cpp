@@ -23,8 +23,7 @@ std::vector<float> randn(int64_t n, uint32_t seed) {
 }
 
 void set_flops(benchmark::State& state, double flops) {
-  state.counters["FLOP/s"] =
-      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // C[S, S] = A[S, S] @ B[S, S]^T (the linear-layer orientation).
@@ -44,8 +43,7 @@ void BM_GemmCblas(benchmark::State& state) {
   const auto A = randn(S * S, 1), B = randn(S * S, 2);
   std::vector<float> C(S * S);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, S, S, 1.0f, A.data(), S, B.data(), S,
-                0.0f, C.data(), S);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, S, S, 1.0f, A.data(), S, B.data(), S, 0.0f, C.data(), S);
     benchmark::DoNotOptimize(C.data());
   }
   set_flops(state, 2.0 * S * S * S);
@@ -65,8 +63,8 @@ void linear_args(benchmark::internal::Benchmark* b) {
   b->Args({1024, 384, 65});  // char-level lm head
   // One shard of (b) (d_model 64, 16 sequences of 32): run with OMP_NUM_THREADS=1 to see a
   // shard's per-core speed.
-  for (const auto& s : {std::vector<int64_t>{512, 64, 192}, {512, 64, 64}, {512, 64, 256},
-                        {512, 256, 64}, {512, 64, 65}})
+  for (const auto& s :
+       {std::vector<int64_t>{512, 64, 192}, {512, 64, 64}, {512, 64, 256}, {512, 256, 64}, {512, 64, 65}})
     b->Args(s);
   b->UseRealTime();
 }
@@ -87,8 +85,7 @@ void BM_LinearBackward(benchmark::State& state) {
   const auto inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
   std::vector<float> dinp(N * C), dw(OC * C), db(OC);
   for (auto _ : state) {
-    atto::kernels::linear_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
-                                   w.data(), N, C, OC);
+    atto::kernels::linear_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
     benchmark::DoNotOptimize(dinp.data());
   }
   set_flops(state, 4.0 * N * C * OC);

@@ -34,8 +34,7 @@ void BM_LayerNormForward(benchmark::State& state) {
   const auto x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3);
   std::vector<float> out(N * C), mean(N), rstd(N);
   for (auto _ : state) {
-    atto::kernels::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
-                                     b.data(), N, C, 1e-5f);
+    atto::kernels::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * 2 * N * C * 4);
@@ -45,11 +44,10 @@ void BM_LayerNormBackward(benchmark::State& state) {
   const int64_t N = state.range(0), C = state.range(1);
   const auto x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), dout = randn(N * C, 4);
   std::vector<float> out(N * C), mean(N), rstd(N), dinp(N * C), dw(C), db(C);
-  atto::kernels::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
-                                   b.data(), N, C, 1e-5f);
+  atto::kernels::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
   for (auto _ : state) {
-    atto::kernels::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(),
-                                      w.data(), mean.data(), rstd.data(), N, C);
+    atto::kernels::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                      rstd.data(), N, C);
     benchmark::DoNotOptimize(dinp.data());
   }
   state.SetBytesProcessed(state.iterations() * 4 * N * C * 4);
@@ -72,8 +70,7 @@ void BM_RmsNormBackward(benchmark::State& state) {
   std::vector<float> out(N * C), rstd(N), dinp(N * C), dw(C);
   atto::kernels::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
   for (auto _ : state) {
-    atto::kernels::rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(),
-                                    rstd.data(), N, C);
+    atto::kernels::rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
     benchmark::DoNotOptimize(dinp.data());
   }
   state.SetBytesProcessed(state.iterations() * 3 * N * C * 4);

@@ -45,13 +45,9 @@ void BM_UnaryBackward(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Unary<atto::kernels::gelu_tanh_forward>)->Name("BM_GeluTanhForward")->UseRealTime();
-BENCHMARK(BM_UnaryBackward<atto::kernels::gelu_tanh_backward>)
-    ->Name("BM_GeluTanhBackward")
-    ->UseRealTime();
+BENCHMARK(BM_UnaryBackward<atto::kernels::gelu_tanh_backward>)->Name("BM_GeluTanhBackward")->UseRealTime();
 BENCHMARK(BM_Unary<atto::kernels::gelu_erf_forward>)->Name("BM_GeluErfForward")->UseRealTime();
-BENCHMARK(BM_UnaryBackward<atto::kernels::gelu_erf_backward>)
-    ->Name("BM_GeluErfBackward")
-    ->UseRealTime();
+BENCHMARK(BM_UnaryBackward<atto::kernels::gelu_erf_backward>)->Name("BM_GeluErfBackward")->UseRealTime();
 
 void BM_SoftmaxForward(benchmark::State& state) {
   const int64_t N = 4096, C = state.range(0);
@@ -73,10 +69,9 @@ void BM_CrossEntropy(benchmark::State& state) {
   for (int64_t n = 0; n < N; n++) targets[n] = static_cast<int32_t>((n * 7) % V);
   std::vector<float> losses(N), lse(N), dloss(N, 1.0f / N), dlogits(N * V);
   for (auto _ : state) {
-    atto::kernels::cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(),
-                                         N, V, -1, 0.0f);
-    atto::kernels::cross_entropy_backward(dlogits.data(), dloss.data(), logits.data(), lse.data(),
-                                          targets.data(), N, V, -1, 0.0f);
+    atto::kernels::cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V, -1, 0.0f);
+    atto::kernels::cross_entropy_backward(dlogits.data(), dloss.data(), logits.data(), lse.data(), targets.data(), N, V,
+                                          -1, 0.0f);
     benchmark::DoNotOptimize(dlogits.data());
   }
   state.SetItemsProcessed(state.iterations() * N * V);

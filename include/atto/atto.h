@@ -94,14 +94,14 @@ typedef struct atto_model atto_model;
 
 typedef struct atto_model_info {
   atto_task task;
-  int32_t vocab_size;     /* GPT: its vocabulary; seq2seq: the source vocabulary */
-  int32_t tgt_vocab_size; /* seq2seq: the target vocabulary; GPT: = vocab_size */
-  int64_t context;        /* GPT: block size; seq2seq: the longest sentence in tokens (max_len) */
-  int64_t n_params;       /* trainable parameters */
+  int32_t vocab_size;                 /* GPT: its vocabulary; seq2seq: the source vocabulary */
+  int32_t tgt_vocab_size;             /* seq2seq: the target vocabulary; GPT: = vocab_size */
+  int64_t context;                    /* GPT: block size; seq2seq: the longest sentence in tokens (max_len) */
+  int64_t n_params;                   /* trainable parameters */
   int32_t d_model, n_heads, n_layers; /* seq2seq: n_layers = encoder layers */
-  int32_t n_dec_layers;   /* seq2seq: decoder layers; GPT: 0 */
-  bool lines_mode;        /* GPT: samples are lines ending at <eos>; else a stream of text */
-  int32_t eos_token;      /* the token that ends a sample or translation; -1 when none */
+  int32_t n_dec_layers;               /* seq2seq: decoder layers; GPT: 0 */
+  bool lines_mode;                    /* GPT: samples are lines ending at <eos>; else a stream of text */
+  int32_t eos_token;                  /* the token that ends a sample or translation; -1 when none */
 } atto_model_info;
 
 /* Opens a run directory: validates config.json, the tokenizer(s) and model.safetensors against
@@ -134,17 +134,17 @@ ATTO_API bool atto_token_is_special(const atto_model* m, atto_vocab vocab, int32
  * Generation (GPT): the sampler of `atto sample`.
  * -------------------------------------------------------------------------------------------- */
 typedef struct atto_sample_params {
-  float temperature;          /* > 0; 1 = the model's distribution */
-  int32_t top_k;              /* keep the k most likely tokens; 0 = off */
-  float top_p;                /* nucleus; 1 = off */
-  float min_p;                /* keep tokens with p >= min_p * p_max; 0 = off */
-  float repetition_penalty;   /* CTRL-style penalty on recent tokens; 1 = off */
-  int32_t repetition_last_n;  /* how many recent tokens it looks at; 0 = all */
-  bool greedy;                /* argmax instead of a draw */
-  uint64_t seed;              /* the sampler's seed (atto sample --seed) */
-  int64_t max_tokens;         /* generated tokens per sample at most; 0 = the atto sample default
-                                 (block size in lines mode, 500 in stream mode) */
-  const char* const* stop;    /* stop strings: a sample ends before the first one; may be NULL */
+  float temperature;         /* > 0; 1 = the model's distribution */
+  int32_t top_k;             /* keep the k most likely tokens; 0 = off */
+  float top_p;               /* nucleus; 1 = off */
+  float min_p;               /* keep tokens with p >= min_p * p_max; 0 = off */
+  float repetition_penalty;  /* CTRL-style penalty on recent tokens; 1 = off */
+  int32_t repetition_last_n; /* how many recent tokens it looks at; 0 = all */
+  bool greedy;               /* argmax instead of a draw */
+  uint64_t seed;             /* the sampler's seed (atto sample --seed) */
+  int64_t max_tokens;        /* generated tokens per sample at most; 0 = the atto sample default
+                                (block size in lines mode, 500 in stream mode) */
+  const char* const* stop;   /* stop strings: a sample ends before the first one; may be NULL */
   size_t n_stop;
 } atto_sample_params;
 
@@ -167,11 +167,11 @@ ATTO_API atto_status atto_generate(atto_model* m, const char* prompt, int64_t n_
  * Scoring (GPT): per-token log-probabilities, as `atto score`.
  * -------------------------------------------------------------------------------------------- */
 typedef struct atto_scores {
-  size_t n;            /* scored tokens */
-  int32_t* tokens;     /* [n] the scored tokens (lines mode: the text's tokens, then <eos>) */
-  double* logprobs;    /* [n] ln p(token | its context) */
-  double total_nll;    /* -sum(logprobs), nats */
-  double mean_nll;     /* total_nll / n: the cross-entropy of the text */
+  size_t n;         /* scored tokens */
+  int32_t* tokens;  /* [n] the scored tokens (lines mode: the text's tokens, then <eos>) */
+  double* logprobs; /* [n] ln p(token | its context) */
+  double total_nll; /* -sum(logprobs), nats */
+  double mean_nll;  /* total_nll / n: the cross-entropy of the text */
 } atto_scores;
 
 /* Fills *out (free its arrays with atto_scores_free). */
@@ -180,17 +180,16 @@ ATTO_API void atto_scores_free(atto_scores* s);
 
 /* Next-token logits after a token sequence (GPT: `tokens` is the context, at most `context`
  * tokens; seq2seq: use atto_translate_logits). `logits` receives vocab_size floats. */
-ATTO_API atto_status atto_logits(atto_model* m, const int32_t* tokens, size_t n_tokens, float* logits,
-                                 size_t capacity);
+ATTO_API atto_status atto_logits(atto_model* m, const int32_t* tokens, size_t n_tokens, float* logits, size_t capacity);
 
 /* ----------------------------------------------------------------------------------------------
  * Translation (seq2seq): greedy or beam search, as `atto translate`.
  * -------------------------------------------------------------------------------------------- */
 typedef struct atto_translate_params {
-  int32_t beam;           /* 1 = greedy */
-  int32_t n_best;         /* hypotheses per source (<= beam) */
-  float length_penalty;   /* GNMT alpha */
-  float max_len_a;        /* target length limit = a * source length + b */
+  int32_t beam;         /* 1 = greedy */
+  int32_t n_best;       /* hypotheses per source (<= beam) */
+  float length_penalty; /* GNMT alpha */
+  float max_len_a;      /* target length limit = a * source length + b */
   int32_t max_len_b;
 } atto_translate_params;
 
@@ -203,19 +202,19 @@ ATTO_API atto_status atto_translate(atto_model* m, const char* const* sources, s
 
 /* The decoder's next-token logits (tgt_vocab_size floats) for a source text and a target prefix
  * of token ids (without <bos>). */
-ATTO_API atto_status atto_translate_logits(atto_model* m, const char* source, const int32_t* prefix,
-                                           size_t n_prefix, float* logits, size_t capacity);
+ATTO_API atto_status atto_translate_logits(atto_model* m, const char* source, const int32_t* prefix, size_t n_prefix,
+                                           float* logits, size_t capacity);
 
 /* ----------------------------------------------------------------------------------------------
  * Training: `atto train` as a call.
  * -------------------------------------------------------------------------------------------- */
 typedef struct atto_train_progress {
-  int64_t step;           /* optimizer steps done */
-  int64_t total_steps;    /* of the run */
-  double train_loss;      /* mean loss of the last logged steps */
-  double val_loss;        /* the evaluation of this step; NaN when this step did not evaluate */
-  double best_val_loss;   /* best so far (seq2seq by BLEU: -BLEU) */
-  double elapsed_s;       /* wall time of this call */
+  int64_t step;         /* optimizer steps done */
+  int64_t total_steps;  /* of the run */
+  double train_loss;    /* mean loss of the last logged steps */
+  double val_loss;      /* the evaluation of this step; NaN when this step did not evaluate */
+  double best_val_loss; /* best so far (seq2seq by BLEU: -BLEU) */
+  double elapsed_s;     /* wall time of this call */
   double tokens_per_s;
 } atto_train_progress;
 
@@ -224,26 +223,26 @@ typedef struct atto_train_progress {
 typedef bool (*atto_progress_callback)(const atto_train_progress* p, void* user);
 
 typedef struct atto_train_params {
-  const char* config_json; /* the keys of config.json (flat or in sections), e.g.
-                              "{\"data\": \"names.txt\", \"steps\": 500}"; NULL or "" = defaults
-                              (then "data" must still be given for a new run) */
-  const char* out_dir;     /* the run directory to create, or (resume) to continue */
-  bool resume;             /* continue the run in out_dir; config_json may then only hold the keys
-                              that `atto train --resume` accepts (steps, threads, eval_every, ...) */
-  bool force;              /* allow out_dir to hold a run already (it is overwritten) */
-  int32_t n_threads;       /* 0 = the config's "threads" (all cores by default) */
+  const char* config_json;            /* the keys of config.json (flat or in sections), e.g.
+                                         "{\"data\": \"names.txt\", \"steps\": 500}"; NULL or "" = defaults
+                                         (then "data" must still be given for a new run) */
+  const char* out_dir;                /* the run directory to create, or (resume) to continue */
+  bool resume;                        /* continue the run in out_dir; config_json may then only hold the keys
+                                         that `atto train --resume` accepts (steps, threads, eval_every, ...) */
+  bool force;                         /* allow out_dir to hold a run already (it is overwritten) */
+  int32_t n_threads;                  /* 0 = the config's "threads" (all cores by default) */
   atto_progress_callback on_progress; /* may be NULL */
   void* user;
 } atto_train_params;
 
 typedef struct atto_train_result {
-  int64_t steps;          /* step count at the end */
-  double best_val_loss;   /* seq2seq by BLEU: -BLEU */
+  int64_t steps;        /* step count at the end */
+  double best_val_loss; /* seq2seq by BLEU: -BLEU */
   int64_t best_step;
   double last_train_loss;
   double seconds;
   int64_t n_params;
-  bool interrupted;       /* the callback stopped it */
+  bool interrupted; /* the callback stopped it */
 } atto_train_result;
 
 ATTO_API atto_train_params atto_train_default_params(void);

@@ -192,8 +192,7 @@ class Model {
   }
 
   // Per source, n_best translations, best first.
-  std::vector<std::vector<Translation>> translate(std::span<const std::string> sources,
-                                                  const TranslateParams& p = {}) {
+  std::vector<std::vector<Translation>> translate(std::span<const std::string> sources, const TranslateParams& p = {}) {
     std::vector<const char*> src;
     for (const std::string& s : sources) src.push_back(s.c_str());
     const atto_translate_params c{p.beam, p.n_best, p.length_penalty, p.max_len_a, p.max_len_b};

@@ -236,9 +236,9 @@ RunConfig train_config(const atto_train_params& p) {
       bool allowed = false;
       for (const ConfigField& f : config_fields()) allowed = allowed || (key == f.key && f.on_resume);
       if (!allowed)
-        fail_with(ATTO_ERR_INVALID_ARGUMENT,
-                  fmt::format("config_json key '{}' cannot be changed when resuming (the run's config.json fixes it)",
-                              key));
+        fail_with(
+            ATTO_ERR_INVALID_ARGUMENT,
+            fmt::format("config_json key '{}' cannot be changed when resuming (the run's config.json fixes it)", key));
     }
     apply_config_json(cfg, j, "config_json");
     return cfg;
@@ -381,7 +381,8 @@ atto_status atto_token_to_piece(const atto_model* m, atto_vocab vocab, int32_t t
     const int64_t V = vocab_size_of(model, vocab);
     if (token < 0 || token >= V)
       fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("token {} is outside [0, {})", token, V));
-    const std::string s = model.gpt ? model.gpt->tokenizer.id_to_string(token) : tokenizer_of(model, vocab).id_to_string(token);
+    const std::string s =
+        model.gpt ? model.gpt->tokenizer.id_to_string(token) : tokenizer_of(model, vocab).id_to_string(token);
     if (len) *len = s.size();
     if (s.size() + 1 > capacity || !text)
       fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
@@ -539,8 +540,7 @@ atto_status atto_translate_logits(atto_model* m, const char* source, const int32
     const std::vector<uint8_t> mask(src.size(), 1);
     Seq2Seq::Cache cache = lm.model->start_decoding(lm.model->encode(src, 1, S, mask), mask, T);
     const Tensor out = lm.model->decode_step(tgt, 1, T, cache).contiguous();
-    give(out.data() + (T - 1) * c.tgt_vocab, static_cast<size_t>(c.tgt_vocab), logits, capacity, nullptr,
-         "the logits");
+    give(out.data() + (T - 1) * c.tgt_vocab, static_cast<size_t>(c.tgt_vocab), logits, capacity, nullptr, "the logits");
   });
 }
 
@@ -563,8 +563,8 @@ atto_status atto_train(const atto_train_params* params, atto_train_result* resul
     o.stop = &stop;
     if (p.on_progress) {
       o.on_progress = [&](const TrainProgress& t) {
-        const atto_train_progress c{t.step,        t.total_steps, t.train_loss,  t.val_loss,
-                                    t.best_val_loss, t.elapsed_s,  t.tokens_per_s};
+        const atto_train_progress c{t.step,          t.total_steps, t.train_loss,  t.val_loss,
+                                    t.best_val_loss, t.elapsed_s,   t.tokens_per_s};
         if (!p.on_progress(&c, p.user)) stop = true;
       };
     }

@@ -54,8 +54,8 @@ Tensor attention_blocks(const char* op, Block q, Block k, Block v, int64_t C, co
   Tensor out = Tensor::empty({d.B, d.Tq, C});
   Tensor lse = Tensor::empty({d.B, d.NH, d.Tq});
   const uint8_t* mask = opt.key_mask.empty() ? nullptr : opt.key_mask.data();
-  kernels::attention_forward(out.data(), lse.data(), q.src.data() + q.col, k.src.data() + k.col,
-                             v.src.data() + v.col, mask, d);
+  kernels::attention_forward(out.data(), lse.data(), q.src.data() + q.col, k.src.data() + k.col, v.src.data() + v.col,
+                             mask, d);
   if (any_requires_grad({&q.src, &k.src, &v.src})) {
     detail::mark_output(out);
     tape().record(op, out, [q, k, v, out, lse, d, key_mask = opt.key_mask]() mutable {
@@ -81,8 +81,10 @@ Tensor attention_blocks(const char* op, Block q, Block k, Block v, int64_t C, co
         bool fresh = false;
         base[i] = detail::grad_ptr_fresh(src, &fresh);
         if (base[i] == nullptr) continue;
-        if (fresh) new_sources.push_back(&src);
-        else overwrite = false;
+        if (fresh)
+          new_sources.push_back(&src);
+        else
+          overwrite = false;
         int64_t nblocks = 0;
         for (const Block* b : blocks) nblocks += b->src.data() == src.data() ? 1 : 0;
         if (nblocks * d.NH * d.HS != src.size(2)) overwrite = false;  // not tiled exactly
@@ -136,8 +138,10 @@ Tensor attention_decode(const Tensor& qkv_in, Tensor& kv_cache, int64_t past_len
              "attention_decode: cache must be a contiguous [{}, max_len, {}], got {}", B, 2 * C,
              shape_str(kv_cache.shape()));
   const int64_t max_len = kv_cache.size(1);
-  ATTO_CHECK(past_len >= 0 && past_len + Tn <= max_len, "attention_decode: {} cached + {} new positions exceed the "
-             "cache length {}", past_len, Tn, max_len);
+  ATTO_CHECK(past_len >= 0 && past_len + Tn <= max_len,
+             "attention_decode: {} cached + {} new positions exceed the "
+             "cache length {}",
+             past_len, Tn, max_len);
   ATTO_CHECK(opt.key_mask.empty(), "attention_decode: key padding masks are not supported with a KV cache");
   ATTO_CHECK(opt.n_heads > 0 && C % opt.n_heads == 0, "attention_decode: width {} is not divisible by n_heads {}", C,
              opt.n_heads);
@@ -160,7 +164,8 @@ Tensor attention_decode(const Tensor& qkv_in, Tensor& kv_cache, int64_t past_len
   Tensor lse = Tensor::empty({d.NH, Tn});
   for (int64_t b = 0; b < B; ++b) {
     const float* kv = kv_cache.data() + b * max_len * 2 * C;
-    kernels::attention_forward(out.data() + b * Tn * C, lse.data(), qkv.data() + b * Tn * 3 * C, kv, kv + C, nullptr, d);
+    kernels::attention_forward(out.data() + b * Tn * C, lse.data(), qkv.data() + b * Tn * 3 * C, kv, kv + C, nullptr,
+                               d);
   }
   return out;
 }
@@ -174,8 +179,7 @@ Tensor attention_weights(const Tensor& q_in, const Tensor& k_in, const Attention
   const int64_t C = q.size(2);
   const kernels::AttentionDims d = make_dims("attention_weights", {q, 0}, {k, 0}, {k, 0}, C, opt);
   Tensor probs = Tensor::empty({d.B, d.NH, d.Tq, d.Tk});
-  kernels::attention_probs(probs.data(), q.data(), k.data(), opt.key_mask.empty() ? nullptr : opt.key_mask.data(),
-                           d);
+  kernels::attention_probs(probs.data(), q.data(), k.data(), opt.key_mask.empty() ? nullptr : opt.key_mask.data(), d);
   return probs;
 }
 

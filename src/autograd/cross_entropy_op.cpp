@@ -28,11 +28,11 @@ Tensor cross_entropy(const Tensor& logits_in, const std::vector<int32_t>& target
              targets.size(), shape_str(logits.shape()), N);
   for (int64_t i = 0; i < N; ++i)
     ATTO_CHECK(targets[i] == opt.ignore_index || (targets[i] >= 0 && targets[i] < V),
-               "cross_entropy: target {} at position {} is outside [0, {}) and is not the ignore index {}",
-               targets[i], i, V, opt.ignore_index);
+               "cross_entropy: target {} at position {} is outside [0, {}) and is not the ignore index {}", targets[i],
+               i, V, opt.ignore_index);
   Tensor losses = Tensor::empty({N}), lse = Tensor::empty({N});
-  const int64_t count = kernels::cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N,
-                                                       V, opt.ignore_index, opt.label_smoothing);
+  const int64_t count = kernels::cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V,
+                                                       opt.ignore_index, opt.label_smoothing);
   double total = 0.0;
   for (int64_t i = 0; i < N; ++i) total += losses.data()[i];
   const bool mean = opt.reduction == CrossEntropyOptions::Reduction::Mean;
@@ -44,8 +44,8 @@ Tensor cross_entropy(const Tensor& logits_in, const std::vector<int32_t>& target
       const float* g = detail::out_grad(out);
       if (!g || count == 0) return;
       std::vector<float> dloss(static_cast<size_t>(N), g[0] / denom);
-      kernels::cross_entropy_backward(detail::grad_ptr(logits), dloss.data(), logits.data(), lse.data(),
-                                      targets.data(), N, V, opt.ignore_index, opt.label_smoothing);
+      kernels::cross_entropy_backward(detail::grad_ptr(logits), dloss.data(), logits.data(), lse.data(), targets.data(),
+                                      N, V, opt.ignore_index, opt.label_smoothing);
     });
   }
   return out;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "autograd/tape.h"
-#include "kernels/kernels.h"
 #include "base/error.h"
+#include "kernels/kernels.h"
 #include "tensor/tensor.h"
 
 namespace atto::detail {

@@ -19,8 +19,8 @@ Shape broadcast_shape(const char* op, const Shape& a, const Shape& b) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    ATTO_CHECK(da == db || da == 1 || db == 1, "{}: shapes {} and {} cannot be broadcast together", op,
-               shape_str(a), shape_str(b));
+    ATTO_CHECK(da == db || da == 1 || db == 1, "{}: shapes {} and {} cannot be broadcast together", op, shape_str(a),
+               shape_str(b));
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -49,7 +49,8 @@ float apply(BinOp op, float a, float b) {
 // d(out)/d(a) * g and d(out)/d(b) * g
 float partial_a(BinOp op, float a, float b, float g) {
   switch (op) {
-    case BinOp::Add: case BinOp::Sub: return g;
+    case BinOp::Add:
+    case BinOp::Sub: return g;
     case BinOp::Mul: return g * b;
     case BinOp::Div: return g / b;
   }
@@ -143,9 +144,8 @@ Tensor binary(BinOp op, const Tensor& a, const Tensor& b) {
     const float* pa = a.data();
     const float* pb = b.data();
     float* po = out.data();
-    for_each_strided<2>(shape, {&sa, &sb}, [&](int64_t k, const std::array<int64_t, 2>& o) {
-      po[k] = apply(op, pa[o[0]], pb[o[1]]);
-    });
+    for_each_strided<2>(shape, {&sa, &sb},
+                        [&](int64_t k, const std::array<int64_t, 2>& o) { po[k] = apply(op, pa[o[0]], pb[o[1]]); });
   }
   if (any_requires_grad({&a, &b})) {
     detail::mark_output(out);
@@ -242,22 +242,28 @@ Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinOp::Mul, a, b); 
 Tensor div(const Tensor& a, const Tensor& b) { return binary(BinOp::Div, a, b); }
 
 Tensor scale(const Tensor& x, float s) {
-  return unary("scale", x, [s](float v) { return v * s; }, [s](float, float) { return s; });
+  return unary(
+      "scale", x, [s](float v) { return v * s; }, [s](float, float) { return s; });
 }
 Tensor add_scalar(const Tensor& x, float s) {
-  return unary("add_scalar", x, [s](float v) { return v + s; }, [](float, float) { return 1.0f; });
+  return unary(
+      "add_scalar", x, [s](float v) { return v + s; }, [](float, float) { return 1.0f; });
 }
 Tensor exp(const Tensor& x) {
-  return unary("exp", x, [](float v) { return std::exp(v); }, [](float, float o) { return o; });
+  return unary(
+      "exp", x, [](float v) { return std::exp(v); }, [](float, float o) { return o; });
 }
 Tensor log(const Tensor& x) {
-  return unary("log", x, [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
+  return unary(
+      "log", x, [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary("sqrt", x, [](float v) { return std::sqrt(v); }, [](float, float o) { return 0.5f / o; });
+  return unary(
+      "sqrt", x, [](float v) { return std::sqrt(v); }, [](float, float o) { return 0.5f / o; });
 }
 Tensor tanh(const Tensor& x) {
-  return unary("tanh", x, [](float v) { return std::tanh(v); }, [](float, float o) { return 1.0f - o * o; });
+  return unary(
+      "tanh", x, [](float v) { return std::tanh(v); }, [](float, float o) { return 1.0f - o * o; });
 }
 
 Tensor relu(const Tensor& x) { return activation("relu", x, kernels::relu_forward, kernels::relu_backward); }
@@ -279,8 +285,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
     tape().record("swiglu", out, [gate, up, out]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      kernels::swiglu_backward(detail::grad_ptr(gate), detail::grad_ptr(up), g, gate.data(), up.data(),
-                               out.numel());
+      kernels::swiglu_backward(detail::grad_ptr(gate), detail::grad_ptr(up), g, gate.data(), up.data(), out.numel());
     });
   }
   return out;

@@ -11,9 +11,8 @@ namespace atto {
 // ============================================================================================
 namespace {
 void check_norm_param(const char* op, const Tensor& x, const Tensor& p, const char* what) {
-  ATTO_CHECK(p.defined() && p.shape() == Shape{x.size(-1)},
-             "{}: {} must be [{}] for input {}, got {}", op, what, x.size(-1), shape_str(x.shape()),
-             p.defined() ? shape_str(p.shape()) : "undefined");
+  ATTO_CHECK(p.defined() && p.shape() == Shape{x.size(-1)}, "{}: {} must be [{}] for input {}, got {}", op, what,
+             x.size(-1), shape_str(x.shape()), p.defined() ? shape_str(p.shape()) : "undefined");
 }
 }  // namespace
 
@@ -34,8 +33,8 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
     tape().record("layer_norm", out, [x, weight, bias, out, mu, rstd, N, C]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      kernels::layernorm_backward(detail::grad_ptr(x), detail::grad_ptr(weight), detail::grad_ptr(bias), g,
-                                  x.data(), weight.data(), mu.data(), rstd.data(), N, C);
+      kernels::layernorm_backward(detail::grad_ptr(x), detail::grad_ptr(weight), detail::grad_ptr(bias), g, x.data(),
+                                  weight.data(), mu.data(), rstd.data(), N, C);
     });
   }
   return out;
@@ -56,8 +55,8 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight_in, float eps) {
     tape().record("rms_norm", out, [x, weight, out, rstd, N, C]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      kernels::rmsnorm_backward(detail::grad_ptr(x), detail::grad_ptr(weight), g, x.data(), weight.data(),
-                                rstd.data(), N, C);
+      kernels::rmsnorm_backward(detail::grad_ptr(x), detail::grad_ptr(weight), g, x.data(), weight.data(), rstd.data(),
+                                N, C);
     });
   }
   return out;

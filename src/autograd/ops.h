@@ -44,8 +44,8 @@ Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor scale(const Tensor& x, float s);        // x * s
-Tensor add_scalar(const Tensor& x, float s);   // x + s
+Tensor scale(const Tensor& x, float s);       // x * s
+Tensor add_scalar(const Tensor& x, float s);  // x + s
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
@@ -64,7 +64,7 @@ Tensor dropout(const Tensor& x, float p, bool training, Rng& rng, int64_t first 
 // ============================================================================================
 // Reductions
 // ============================================================================================
-Tensor sum(const Tensor& x);                              // all elements -> []
+Tensor sum(const Tensor& x);  // all elements -> []
 Tensor sum(const Tensor& x, int dim, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, int dim, bool keepdim = false);
@@ -106,8 +106,7 @@ struct AttentionOptions {
 // q [B, Tq, C], k [B, Tk, C], v [B, Tk, C] -> [B, Tq, C], C = n_heads * head size, heads
 // split along C. Fused (kernels::attention_forward): the Tq x Tk scores are never stored.
 // q, k, v may be column slices of one fused QKV tensor (no copy is made for them).
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const AttentionOptions& opt);
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt);
 // Self-attention from one fused projection qkv [B, T, 3C] (q, k, v are its column blocks).
 // Reads and writes gradients in place: no split copies.
 Tensor attention_qkv(const Tensor& qkv, const AttentionOptions& opt);
@@ -128,8 +127,7 @@ struct CrossEntropyOptions {
 };
 // logits [..., V], targets (one per row, row-major) -> [] : mean (or sum) over the targets
 // that are not ignore_index. With no counted target the loss is 0 and has zero gradient.
-Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets,
-                     const CrossEntropyOptions& opt = {});
+Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, const CrossEntropyOptions& opt = {});
 // Number of targets that are not ignore_index (the denominator of the mean).
 int64_t count_targets(const std::vector<int32_t>& targets, int32_t ignore_index = -1);
 

@@ -35,7 +35,10 @@ Tensor sum(const Tensor& x_in, int dim, bool keepdim) {
   for (int i = d + 1; i < x.ndim(); ++i) inner *= x.shape()[i];
   const int64_t D = x.shape()[d];
   Shape shape = x.shape();
-  if (keepdim) shape[d] = 1; else shape.erase(shape.begin() + d);
+  if (keepdim)
+    shape[d] = 1;
+  else
+    shape.erase(shape.begin() + d);
   Tensor out = Tensor::zeros(shape);
   const float* px = x.data();
   float* po = out.data();
@@ -88,22 +91,20 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   shape.push_back(N);
   Tensor out = Tensor::empty(shape);
   const int64_t sb = shared_b ? 0 : K * N;
-  kernels::gemm_batched(batch, false, false, M, N, K, 1.0f, a.data(), K, M * K, b.data(), N, sb, 0.0f,
-                        out.data(), N, M * N);
+  kernels::gemm_batched(batch, false, false, M, N, K, 1.0f, a.data(), K, M * K, b.data(), N, sb, 0.0f, out.data(), N,
+                        M * N);
   if (any_requires_grad({&a, &b})) {
     detail::mark_output(out);
     tape().record("matmul", out, [a, b, out, batch, M, N, K, sb, shared_b]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
       if (float* ga = detail::grad_ptr(a))  // da += g @ b^T
-        kernels::gemm_batched(batch, false, true, M, K, N, 1.0f, g, N, M * N, b.data(), N, sb, 1.0f, ga, K,
-                              M * K);
+        kernels::gemm_batched(batch, false, true, M, K, N, 1.0f, g, N, M * N, b.data(), N, sb, 1.0f, ga, K, M * K);
       if (float* gb = detail::grad_ptr(b)) {  // db += a^T @ g
-        if (shared_b)  // one K x N gradient for all batches: fold the batch into the rows
+        if (shared_b)                         // one K x N gradient for all batches: fold the batch into the rows
           kernels::gemm(true, false, K, N, batch * M, 1.0f, a.data(), K, g, N, 1.0f, gb, N);
         else
-          kernels::gemm_batched(batch, true, false, K, N, M, 1.0f, a.data(), K, M * K, g, N, M * N, 1.0f, gb,
-                                N, K * N);
+          kernels::gemm_batched(batch, true, false, K, N, M, 1.0f, a.data(), K, M * K, g, N, M * N, 1.0f, gb, N, K * N);
       }
     });
   }
@@ -167,8 +168,8 @@ void linear_backward_from(const float* g, const LinearArgs& a) {
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   LinearArgs a = linear_args("linear", x_in, weight_in, bias_in);
   Tensor out = Tensor::empty(a.out_shape());
-  kernels::linear_forward(out.data(), a.x.data(), a.weight.data(), a.bias.defined() ? a.bias.data() : nullptr,
-                          a.N, a.C, a.OC);
+  kernels::linear_forward(out.data(), a.x.data(), a.weight.data(), a.bias.defined() ? a.bias.data() : nullptr, a.N, a.C,
+                          a.OC);
   if (any_requires_grad({&a.x, &a.weight, &a.bias})) {
     detail::mark_output(out);
     tape().record("linear", out, [a, out]() {

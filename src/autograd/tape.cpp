@@ -64,15 +64,13 @@ void Tape::backward(Tensor loss, const Tensor& grad_output) {
   loss.ensure_grad();
   Tensor g = loss.grad();
   if (grad_output.defined()) {
-    ATTO_CHECK(grad_output.shape() == loss.shape(),
-               "backward: grad_output shape {} differs from the loss shape {}",
+    ATTO_CHECK(grad_output.shape() == loss.shape(), "backward: grad_output shape {} differs from the loss shape {}",
                shape_str(grad_output.shape()), shape_str(loss.shape()));
     const auto v = grad_output.to_vector();
     float* p = g.data();
     for (size_t i = 0; i < v.size(); ++i) p[i] += v[i];
   } else {
-    ATTO_CHECK(loss.numel() == 1,
-               "backward: the loss has shape {}; pass grad_output for a non-scalar output",
+    ATTO_CHECK(loss.numel() == 1, "backward: the loss has shape {}; pass grad_output for a non-scalar output",
                shape_str(loss.shape()));
     g.data()[0] += 1.0f;
   }
@@ -84,8 +82,7 @@ void Tape::backward(Tensor loss, const Tensor& grad_output) {
       for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
         const auto t0 = Clock::now();
         run_node(*it);
-        times_[it->op].backward_ms +=
-            std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        times_[it->op].backward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       }
     } else {
       for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) run_node(*it);

@@ -77,7 +77,7 @@ class Tape {
   // backward() times each node. Ops that run without recording (NoGradGuard) are not seen.
   void set_profiling(bool on);
   bool profiling() const { return profiling_; }
-  void mark();  // the next recorded op's forward time starts now
+  void mark();                          // the next recorded op's forward time starts now
   std::vector<OpTime> profile() const;  // sorted by total time, largest first
   void reset_profile();
 

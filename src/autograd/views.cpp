@@ -74,8 +74,8 @@ Tensor reshape(const Tensor& x, Shape shape) {
     }
   }
   if (infer >= 0) {
-    ATTO_CHECK(known > 0 && x.numel() % known == 0, "reshape: cannot reshape {} into {}",
-               shape_str(x.shape()), shape_str(shape));
+    ATTO_CHECK(known > 0 && x.numel() % known == 0, "reshape: cannot reshape {} into {}", shape_str(x.shape()),
+               shape_str(shape));
     shape[infer] = x.numel() / known;
   }
   ATTO_CHECK(shape_numel(shape) == x.numel(), "reshape: cannot reshape {} ({} elements) into {} ({} elements)",
@@ -97,8 +97,8 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims) {
-  ATTO_CHECK(static_cast<int>(dims.size()) == x.ndim(), "permute: {} dims given for a tensor of shape {}",
-             dims.size(), shape_str(x.shape()));
+  ATTO_CHECK(static_cast<int>(dims.size()) == x.ndim(), "permute: {} dims given for a tensor of shape {}", dims.size(),
+             shape_str(x.shape()));
   std::vector<int> d(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -119,8 +119,8 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
 Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
   const int d = x.wrap_dim(dim);
   ATTO_CHECK(0 <= start && start <= end && end <= x.shape()[d],
-             "slice: range [{}, {}) is outside dimension {} of size {} (shape {})", start, end, dim,
-             x.shape()[d], shape_str(x.shape()));
+             "slice: range [{}, {}) is outside dimension {} of size {} (shape {})", start, end, dim, x.shape()[d],
+             shape_str(x.shape()));
   return make_view(x, "slice", [d, start, end](const Layout& l) {
     Layout o = l;
     o.shape[d] = end - start;
@@ -138,8 +138,8 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
     ATTO_CHECK(t.ndim() == xs[0].ndim(), "concat: shapes {} and {} differ in rank", shape_str(xs[0].shape()),
                shape_str(t.shape()));
     for (int i = 0; i < t.ndim(); ++i)
-      ATTO_CHECK(i == d || t.shape()[i] == shape[i], "concat along dim {}: shapes {} and {} differ off that dim",
-                 dim, shape_str(xs[0].shape()), shape_str(t.shape()));
+      ATTO_CHECK(i == d || t.shape()[i] == shape[i], "concat along dim {}: shapes {} and {} differ off that dim", dim,
+                 shape_str(xs[0].shape()), shape_str(t.shape()));
     total += t.shape()[d];
   }
   shape[d] = total;

@@ -36,7 +36,7 @@ template <typename... Args>
 
 }  // namespace atto
 
-#define ATTO_CHECK(cond, ...)            \
-  do {                                   \
+#define ATTO_CHECK(cond, ...)               \
+  do {                                      \
     if (!(cond)) ::atto::fail(__VA_ARGS__); \
   } while (0)

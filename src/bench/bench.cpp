@@ -7,11 +7,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "base/error.h"
 #include "generate/generate.h"
 #include "kernels/kernels.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
-#include "base/error.h"
 #include "train/data_parallel.h"
 
 namespace atto::bench {
@@ -20,9 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // The optimiser settings (as nanoGPT's small configs and `atto train`'s defaults).
 constexpr float kLr = 1e-3f, kBeta1 = 0.9f, kBeta2 = 0.99f, kEps = 1e-8f, kWeightDecay = 0.1f, kClip = 1.0f;
@@ -169,8 +167,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   model.train();
   optim::AdamW adamw(optim::default_param_groups(model.named_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
   Rng replica_rng(0);  // replicas' own initial values are replaced by the model's
-  DataParallel dp(model, resolve_shards(opt.shards, B),
-                  [&] { return std::make_unique<GPT>(opt.model, replica_rng); });
+  DataParallel dp(model, resolve_shards(opt.shards, B), [&] { return std::make_unique<GPT>(opt.model, replica_rng); });
   std::vector<TokenBatch> batches;
   const int64_t nb = opt.data_batches > 0 ? std::min(opt.data_batches, total) : total;
   for (int64_t i = 0; i < nb; ++i) batches.push_back(random_batch(data_rng, B, T, opt.model.vocab_size));
@@ -185,8 +182,8 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
       tape().set_profiling(true);
     }
     const auto t0 = Clock::now();
-    r.losses.push_back(train_step(dp, adamw, batches[static_cast<size_t>(i % nb)], B, T,
-                                  opt.profile && timed ? phase_ms : nullptr));
+    r.losses.push_back(
+        train_step(dp, adamw, batches[static_cast<size_t>(i % nb)], B, T, opt.profile && timed ? phase_ms : nullptr));
     if (timed) ms.push_back(ms_since(t0));
   }
   if (opt.profile) {
@@ -210,8 +207,10 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   r.flop_parameters = flop_parameters(model);
   r.flops_per_token = train_flops_per_token(opt.model, r.flop_parameters);
   r.model_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
-  if (opt.peak_gflops > 0.0) r.peak_gflops = opt.peak_gflops;
-  else if (opt.peak_gflops == 0.0) r.peak_gflops = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0}).best_gflops;
+  if (opt.peak_gflops > 0.0)
+    r.peak_gflops = opt.peak_gflops;
+  else if (opt.peak_gflops == 0.0)
+    r.peak_gflops = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0}).best_gflops;
   r.mfu = r.peak_gflops > 0.0 ? r.model_gflops / r.peak_gflops : 0.0;
   return r;
 }
@@ -253,36 +252,48 @@ GenerateBenchResult bench_generate(const GenerateBenchOptions& opt) {
 // ---- JSON -------------------------------------------------------------------------------
 
 nlohmann::json to_json(const StepStats& s) {
-  return {{"count", s.count}, {"median_ms", s.median_ms}, {"p10_ms", s.p10_ms}, {"p90_ms", s.p90_ms},
-          {"mean_ms", s.mean_ms}, {"min_ms", s.min_ms}, {"max_ms", s.max_ms}};
+  return {{"count", s.count},     {"median_ms", s.median_ms}, {"p10_ms", s.p10_ms}, {"p90_ms", s.p90_ms},
+          {"mean_ms", s.mean_ms}, {"min_ms", s.min_ms},       {"max_ms", s.max_ms}};
 }
 
 nlohmann::json to_json(const GemmBenchResult& r) {
-  return {{"size", r.size}, {"threads", r.threads}, {"call", to_json(r.call)}, {"median_gflops", r.median_gflops},
-          {"best_gflops", r.best_gflops}, {"fma_gflops", r.fma_gflops},
+  return {{"size", r.size},
+          {"threads", r.threads},
+          {"call", to_json(r.call)},
+          {"median_gflops", r.median_gflops},
+          {"best_gflops", r.best_gflops},
+          {"fma_gflops", r.fma_gflops},
           {"fma_gflops_per_thread", r.fma_gflops_per_thread}};
 }
 
 nlohmann::json to_json(const TrainBenchResult& r) {
-  nlohmann::json j = {{"threads", r.threads}, {"shards", r.shards}, {"tokens_per_step", r.tokens_per_step}, {"step", to_json(r.step)},
-          {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
-          {"flop_parameters", r.flop_parameters}, {"flops_per_token", r.flops_per_token},
-          {"model_gflops", r.model_gflops}, {"peak_gflops", r.peak_gflops}, {"mfu", r.mfu},
-          {"peak_rss_kib", r.peak_rss_kib}, {"losses", r.losses}};
+  nlohmann::json j = {{"threads", r.threads},
+                      {"shards", r.shards},
+                      {"tokens_per_step", r.tokens_per_step},
+                      {"step", to_json(r.step)},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"num_parameters", r.num_parameters},
+                      {"flop_parameters", r.flop_parameters},
+                      {"flops_per_token", r.flops_per_token},
+                      {"model_gflops", r.model_gflops},
+                      {"peak_gflops", r.peak_gflops},
+                      {"mfu", r.mfu},
+                      {"peak_rss_kib", r.peak_rss_kib},
+                      {"losses", r.losses}};
   if (!r.phases.empty()) {
     nlohmann::json phases = nlohmann::json::object(), ops = nlohmann::json::array();
     for (const auto& p : r.phases) phases[p.phase] = p.ms;
     for (const auto& o : r.ops)
-      ops.push_back({{"op", o.op}, {"calls", o.calls}, {"forward_ms", o.forward_ms},
-                     {"backward_ms", o.backward_ms}});
+      ops.push_back({{"op", o.op}, {"calls", o.calls}, {"forward_ms", o.forward_ms}, {"backward_ms", o.backward_ms}});
     j["profile"] = {{"phases_ms_per_step", phases}, {"ops_per_step", ops}};
   }
   return j;
 }
 
 nlohmann::json to_json(const GenerateBenchResult& r) {
-  return {{"threads", r.threads}, {"token", to_json(r.token)}, {"tokens_per_s", r.tokens_per_s},
-          {"num_parameters", r.num_parameters}, {"peak_rss_kib", r.peak_rss_kib}, {"generated", r.generated}};
+  return {{"threads", r.threads},           {"token", to_json(r.token)},
+          {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
+          {"peak_rss_kib", r.peak_rss_kib}, {"generated", r.generated}};
 }
 
 }  // namespace atto::bench

@@ -77,7 +77,7 @@ struct GemmBenchOptions {
 struct GemmBenchResult {
   int64_t size = 0;
   int threads = 0;
-  StepStats call;             // ms per call
+  StepStats call;              // ms per call
   double median_gflops = 0.0;  // 2 size^3 / median call time
   double best_gflops = 0.0;    // 2 size^3 / fastest call: the peak used for MFU
   // The cores' FMA ceiling (kernels::fma_peak_gflops, all threads at once): per thread, and the
@@ -89,16 +89,16 @@ GemmBenchResult bench_gemm(const GemmBenchOptions& opt);
 
 // ---- training ---------------------------------------------------------------------------
 struct TrainBenchOptions {
-  GPTConfig model;          // vocab_size must be set
-  int64_t batch_size = 8;   // B; T = model.block_size
-  int64_t warmup = 3;       // untimed steps
-  int64_t steps = 20;       // timed steps
-  uint64_t seed = 1337;     // weights, tokens and dropout
-  int threads = 0;          // 0 = all cores
-  int shards = 0;           // data-parallel shards of each batch (train/data_parallel.h); 0 = auto
-  int64_t data_batches = 0; // distinct random batches, cycled; 0 = a fresh batch every step
-  double peak_gflops = 0.0; // sgemm peak for MFU; 0 = measure it (bench_gemm defaults); < 0 = skip
-  bool profile = false;     // also time the step's phases and every op kind (slightly slower steps)
+  GPTConfig model;           // vocab_size must be set
+  int64_t batch_size = 8;    // B; T = model.block_size
+  int64_t warmup = 3;        // untimed steps
+  int64_t steps = 20;        // timed steps
+  uint64_t seed = 1337;      // weights, tokens and dropout
+  int threads = 0;           // 0 = all cores
+  int shards = 0;            // data-parallel shards of each batch (train/data_parallel.h); 0 = auto
+  int64_t data_batches = 0;  // distinct random batches, cycled; 0 = a fresh batch every step
+  double peak_gflops = 0.0;  // sgemm peak for MFU; 0 = measure it (bench_gemm defaults); < 0 = skip
+  bool profile = false;      // also time the step's phases and every op kind (slightly slower steps)
 };
 // With TrainBenchOptions::profile: mean milliseconds per timed step.
 struct PhaseTime {
@@ -108,19 +108,19 @@ struct PhaseTime {
 struct TrainBenchResult {
   int threads = 0;
   int shards = 0;
-  int64_t tokens_per_step = 0;   // B * T
-  StepStats step;                // ms per timed step
-  double tokens_per_s = 0.0;     // tokens_per_step / median step
-  int64_t num_parameters = 0;    // every parameter (a tied matrix once)
-  int64_t flop_parameters = 0;   // N of the FLOP estimate (see the header comment)
-  double flops_per_token = 0.0;  // 6 N + 12 L C T
-  double model_gflops = 0.0;     // flops_per_token * tokens_per_s / 1e9
-  double peak_gflops = 0.0;      // sgemm peak (0 when skipped)
-  double mfu = 0.0;              // model_gflops / peak_gflops (0 when no peak)
-  int64_t peak_rss_kib = 0;      // after the timed steps, before any GEMM measurement
-  std::vector<float> losses;     // every step's loss, warm-up steps first
-  std::vector<PhaseTime> phases; // profile only: per phase, mean ms per timed step
-  std::vector<OpTime> ops;       // profile only: per op kind, calls and ms per timed step
+  int64_t tokens_per_step = 0;    // B * T
+  StepStats step;                 // ms per timed step
+  double tokens_per_s = 0.0;      // tokens_per_step / median step
+  int64_t num_parameters = 0;     // every parameter (a tied matrix once)
+  int64_t flop_parameters = 0;    // N of the FLOP estimate (see the header comment)
+  double flops_per_token = 0.0;   // 6 N + 12 L C T
+  double model_gflops = 0.0;      // flops_per_token * tokens_per_s / 1e9
+  double peak_gflops = 0.0;       // sgemm peak (0 when skipped)
+  double mfu = 0.0;               // model_gflops / peak_gflops (0 when no peak)
+  int64_t peak_rss_kib = 0;       // after the timed steps, before any GEMM measurement
+  std::vector<float> losses;      // every step's loss, warm-up steps first
+  std::vector<PhaseTime> phases;  // profile only: per phase, mean ms per timed step
+  std::vector<OpTime> ops;        // profile only: per op kind, calls and ms per timed step
 };
 TrainBenchResult bench_train(const TrainBenchOptions& opt);
 
@@ -130,11 +130,11 @@ double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params);
 
 // ---- generation -------------------------------------------------------------------------
 struct GenerateBenchOptions {
-  GPTConfig model;          // vocab_size must be set
-  int64_t batch_size = 1;   // sequences decoded together
-  int64_t new_tokens = 500; // per sequence
-  int64_t warmup = 1;       // untimed runs
-  int64_t steps = 5;        // timed runs
+  GPTConfig model;           // vocab_size must be set
+  int64_t batch_size = 1;    // sequences decoded together
+  int64_t new_tokens = 500;  // per sequence
+  int64_t warmup = 1;        // untimed runs
+  int64_t steps = 5;         // timed runs
   uint64_t seed = 1337;
   int threads = 0;
 };
@@ -144,7 +144,7 @@ struct GenerateBenchResult {
   double tokens_per_s = 0.0;  // batch_size * new_tokens / median run time
   int64_t num_parameters = 0;
   int64_t peak_rss_kib = 0;
-  int64_t generated = 0;      // tokens of the last run (all sequences), a check
+  int64_t generated = 0;  // tokens of the last run (all sequences), a check
 };
 GenerateBenchResult bench_generate(const GenerateBenchOptions& opt);
 

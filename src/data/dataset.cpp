@@ -2,16 +2,15 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "data/lines_dataset.h"
 #include "data/stream_dataset.h"
-#include "base/error.h"
 #include "tokenize/utf8.h"
 
 namespace atto {
 
 int64_t Batch::num_targets() const {
-  return static_cast<int64_t>(std::count_if(y.begin(), y.end(),
-                                            [](int32_t t) { return t != kIgnoreIndex; }));
+  return static_cast<int64_t>(std::count_if(y.begin(), y.end(), [](int32_t t) { return t != kIgnoreIndex; }));
 }
 
 const char* to_string(Split split) { return split == Split::Train ? "train" : "val"; }
@@ -26,8 +25,8 @@ CharTokenizer build_tokenizer(const TextFile& file, DataMode mode) {
   return CharTokenizer::build(file.text, tokenizer_options(mode));
 }
 
-std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok,
-                                          DataMode mode, const DataOptions& opts) {
+std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok, DataMode mode,
+                                          const DataOptions& opts) {
   ATTO_CHECK(mode != DataMode::Auto, "make_dataset: resolve the data mode first (resolve_mode)");
   if (mode == DataMode::Lines) return std::make_unique<LinesDataset>(file, tok, opts);
   return std::make_unique<StreamDataset>(file, tok, opts);
@@ -85,10 +84,11 @@ void check_known_chars(const CharTokenizer& tok, const TextFile& file, bool newl
   if (missing.size() > kMaxListedChars) {
     list += fmt::format("; and {} more distinct characters", missing.size() - kMaxListedChars);
   }
-  fail("data file '{}' has {} character(s) missing from the tokenizer's vocabulary ({} tokens, "
-       "built from the training data when the run started): {}; train a new run on this file, "
-       "or remove these characters",
-       file.path, missing.size(), tok.vocab_size(), list);
+  fail(
+      "data file '{}' has {} character(s) missing from the tokenizer's vocabulary ({} tokens, "
+      "built from the training data when the run started): {}; train a new run on this file, "
+      "or remove these characters",
+      file.path, missing.size(), tok.vocab_size(), list);
 }
 
 void check_batch_args(int64_t B, int64_t T) {

@@ -26,8 +26,8 @@
 #include <memory>
 #include <vector>
 
-#include "data/text_file.h"
 #include "data/split.h"
+#include "data/text_file.h"
 #include "tensor/rng.h"
 #include "tokenize/char_tokenizer.h"
 
@@ -48,7 +48,7 @@ enum class Split { Train, Val };
 const char* to_string(Split split);
 
 struct DataOptions {
-  uint64_t split_seed = 1337;  // seeds the lines-mode train/val shuffle (stream ignores it)
+  uint64_t split_seed = 1337;                         // seeds the lines-mode train/val shuffle (stream ignores it)
   int64_t min_holdout = kMinSamplesForHoldout;        // lines: fewer lines, nothing held out
   int64_t min_holdout_tokens = kMinTokensForHoldout;  // stream: fewer tokens, nothing held out
 };
@@ -89,8 +89,8 @@ CharTokenizer build_tokenizer(const TextFile& file, DataMode mode);
 // A LinesDataset or StreamDataset. `mode` must be resolved (not Auto). The tokenizer may be a
 // freshly built one or one loaded from a run directory; characters of the file missing from it
 // are reported with their line and column.
-std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok,
-                                          DataMode mode, const DataOptions& opts = {});
+std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok, DataMode mode,
+                                          const DataOptions& opts = {});
 
 namespace data_detail {
 // Throws atto::Error when the file has characters the tokenizer lacks, listing each one with

@@ -9,9 +9,9 @@ namespace atto {
 
 int64_t LinesDataset::val_size_for(int64_t n_lines, int64_t min_lines) { return holdout_size(n_lines, min_lines); }
 
-LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts)
-    : path_(file.path) {
-  ATTO_CHECK(tok.has_boundary(), "lines mode needs a tokenizer with the {} boundary token; this "
+LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts) : path_(file.path) {
+  ATTO_CHECK(tok.has_boundary(),
+             "lines mode needs a tokenizer with the {} boundary token; this "
              "one has none (it was built for stream mode): train a new run with --mode lines",
              CharTokenizer::kBoundaryName);
   eos_ = tok.boundary_id();
@@ -22,8 +22,10 @@ LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const
     if (!line.text.empty()) lines.push_back(line);
   }
   const auto n = static_cast<int64_t>(lines.size());
-  ATTO_CHECK(n >= 2, "lines mode needs at least 2 non-empty lines in data file '{}' (one for "
-             "validation), found {}; add samples, one per line, or use --mode stream", path_, n);
+  ATTO_CHECK(n >= 2,
+             "lines mode needs at least 2 non-empty lines in data file '{}' (one for "
+             "validation), found {}; add samples, one per line, or use --mode stream",
+             path_, n);
 
   // Seeded Fisher-Yates shuffle of the line indices; the first n_val are validation.
   std::vector<int64_t> perm(static_cast<size_t>(n));
@@ -67,15 +69,15 @@ void LinesDataset::check_block_size(int64_t T) const {
       if (len == max_length_ && (longest == 0 || p->number[i] < longest)) longest = p->number[i];
     }
   }
-  fail("lines mode: line {} of '{}' has {} characters, but block size {} fits lines of at most {} "
-       "characters (a sample is <eos> + the line, and its targets end with <eos>); {} line(s) are "
-       "too long, the longest is line {} with {} characters. Raise --block-size to at least {}, "
-       "or use --mode stream",
-       first, path_, first_len, T, T - 1, too_long, longest, max_length_, max_length_ + 1);
+  fail(
+      "lines mode: line {} of '{}' has {} characters, but block size {} fits lines of at most {} "
+      "characters (a sample is <eos> + the line, and its targets end with <eos>); {} line(s) are "
+      "too long, the longest is line {} with {} characters. Raise --block-size to at least {}, "
+      "or use --mode stream",
+      first, path_, first_len, T, T - 1, too_long, longest, max_length_, max_length_ + 1);
 }
 
-void LinesDataset::fill_row(const std::vector<int32_t>& ids, int64_t T, int32_t* x,
-                            int32_t* y) const {
+void LinesDataset::fill_row(const std::vector<int32_t>& ids, int64_t T, int32_t* x, int32_t* y) const {
   const auto n = static_cast<int64_t>(ids.size());  // n + 1 <= T (checked by the caller)
   x[0] = eos_;
   for (int64_t t = 0; t < n; ++t) {
@@ -93,8 +95,7 @@ Batch LinesDataset::sample_batch(Rng& rng, int64_t B, int64_t T, Split split) co
   data_detail::check_batch_args(B, T);
   check_block_size(T);
   const Part& p = part(split);
-  Batch batch{std::vector<int32_t>(static_cast<size_t>(B * T)),
-              std::vector<int32_t>(static_cast<size_t>(B * T)), B, T};
+  Batch batch{std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T)), B, T};
   for (int64_t b = 0; b < B; ++b) {
     const uint64_t i = rng.below(p.ids.size());
     fill_row(p.ids[i], T, &batch.x[static_cast<size_t>(b * T)], &batch.y[static_cast<size_t>(b * T)]);
@@ -111,12 +112,14 @@ Batch LinesDataset::eval_batch(Split split, int64_t index, int64_t B, int64_t T)
   data_detail::check_batch_args(B, T);
   check_block_size(T);
   const int64_t n = size(split);
-  ATTO_CHECK(index >= 0 && index * B < n, "evaluation batch {} is out of range: the {} split has "
-             "{} batches of {} lines", index, to_string(split), (n + B - 1) / B, B);
+  ATTO_CHECK(index >= 0 && index * B < n,
+             "evaluation batch {} is out of range: the {} split has "
+             "{} batches of {} lines",
+             index, to_string(split), (n + B - 1) / B, B);
   const int64_t rows = std::min(B, n - index * B);
   const Part& p = part(split);
-  Batch batch{std::vector<int32_t>(static_cast<size_t>(rows * T)),
-              std::vector<int32_t>(static_cast<size_t>(rows * T)), rows, T};
+  Batch batch{std::vector<int32_t>(static_cast<size_t>(rows * T)), std::vector<int32_t>(static_cast<size_t>(rows * T)),
+              rows, T};
   for (int64_t b = 0; b < rows; ++b) {
     fill_row(p.ids[static_cast<size_t>(index * B + b)], T, &batch.x[static_cast<size_t>(b * T)],
              &batch.y[static_cast<size_t>(b * T)]);

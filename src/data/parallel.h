@@ -45,7 +45,7 @@ struct SentencePair {
 };
 
 struct ParallelCorpus {
-  std::string src_path, tgt_path;  // for a TSV corpus both are the TSV path
+  std::string src_path, tgt_path;   // for a TSV corpus both are the TSV path
   std::vector<SentencePair> pairs;  // in file order
   int64_t lines = 0;                // lines read (pairs + skipped)
   int64_t skipped_empty = 0;        // pairs with an empty side, left out
@@ -60,8 +60,8 @@ ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt
 ParallelCorpus read_parallel_tsv(const std::string& path);
 
 // The same from text already in memory; the names are used in messages only.
-ParallelCorpus make_parallel(const std::string& src_name, std::string src_text,
-                             const std::string& tgt_name, std::string tgt_text);
+ParallelCorpus make_parallel(const std::string& src_name, std::string src_text, const std::string& tgt_name,
+                             std::string tgt_text);
 ParallelCorpus make_parallel_tsv(const std::string& name, std::string text);
 
 struct EncodedPair {
@@ -69,8 +69,7 @@ struct EncodedPair {
   int64_t line = 0;
 };
 
-std::vector<EncodedPair> encode_pairs(const ParallelCorpus& corpus, const Tokenizer& src_tok,
-                                      const Tokenizer& tgt_tok);
+std::vector<EncodedPair> encode_pairs(const ParallelCorpus& corpus, const Tokenizer& src_tok, const Tokenizer& tgt_tok);
 
 struct LengthFilterReport {
   int64_t max_src_len = 0, max_tgt_len = 0;  // the limits applied (0 = none)
@@ -82,15 +81,15 @@ struct LengthFilterReport {
 };
 
 // Removes (in place, keeping order) the pairs longer than the limits; 0 = no limit.
-LengthFilterReport filter_by_length(std::vector<EncodedPair>& pairs, int64_t max_src_len,
-                                    int64_t max_tgt_len);
+LengthFilterReport filter_by_length(std::vector<EncodedPair>& pairs, int64_t max_src_len, int64_t max_tgt_len);
 
 struct TrainValSplit {
   std::vector<int64_t> train, val;  // indices into the corpus, ascending
-  bool val_is_train = false;         // a tiny corpus (holdout_size 0): val = train, every pair
+  bool val_is_train = false;        // a tiny corpus (holdout_size 0): val = train, every pair
 };
 
-int64_t parallel_val_size(int64_t n, int64_t min_pairs = kMinSamplesForHoldout);  // holdout_size (data/dataset.h): 0 below min_pairs
+int64_t parallel_val_size(
+    int64_t n, int64_t min_pairs = kMinSamplesForHoldout);  // holdout_size (data/dataset.h): 0 below min_pairs
 TrainValSplit split_train_val(int64_t n, uint64_t seed, int64_t min_pairs = kMinSamplesForHoldout);
 
 // items[idx[0]], items[idx[1]], ...

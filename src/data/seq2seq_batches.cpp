@@ -34,8 +34,10 @@ std::vector<std::vector<int64_t>> bucket_batches(const std::vector<EncodedPair>&
   int64_t width = 0;
   for (int64_t i : order) {
     const int64_t c = cost(pairs[i]);
-    ATTO_CHECK(c <= opt.max_tokens, "sentence pair {} needs {} tokens, more than --batch-tokens {}: raise "
-               "--batch-tokens or lower --max-len", i, c, opt.max_tokens);
+    ATTO_CHECK(c <= opt.max_tokens,
+               "sentence pair {} needs {} tokens, more than --batch-tokens {}: raise "
+               "--batch-tokens or lower --max-len",
+               i, c, opt.max_tokens);
     const int64_t w = std::max(width, c);
     const bool full = (static_cast<int64_t>(cur.size()) + 1) * w > opt.max_tokens ||
                       (opt.max_sentences > 0 && static_cast<int64_t>(cur.size()) >= opt.max_sentences);
@@ -51,7 +53,8 @@ std::vector<std::vector<int64_t>> bucket_batches(const std::vector<EncodedPair>&
   return batches;
 }
 
-Seq2SeqBatch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<int64_t>& index, const SpecialIds& ids) {
+Seq2SeqBatch make_batch(const std::vector<EncodedPair>& pairs, const std::vector<int64_t>& index,
+                        const SpecialIds& ids) {
   ATTO_CHECK(!index.empty(), "make_batch: no pairs");
   Seq2SeqBatch b;
   b.index = index;

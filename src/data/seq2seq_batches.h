@@ -28,14 +28,14 @@ struct Seq2SeqBatch {
   std::vector<uint8_t> tgt_mask;  // [B, T], 1 = token (of tgt_in)
   std::vector<int64_t> index;     // which pairs, in batch order
   int64_t B = 0, S = 0, T = 0;
-  int64_t num_targets() const;    // tgt_out entries != -1
+  int64_t num_targets() const;  // tgt_out entries != -1
   int64_t num_tokens() const { return B * (S + T); }
 };
 
 struct BucketOptions {
-  int64_t max_tokens = 4096;     // padded tokens per batch: B * max(S, T + 1)
-  int64_t max_sentences = 0;     // 0 = no limit
-  bool sort = true;              // false: keep the pairs' order (evaluation output order)
+  int64_t max_tokens = 4096;  // padded tokens per batch: B * max(S, T + 1)
+  int64_t max_sentences = 0;  // 0 = no limit
+  bool sort = true;           // false: keep the pairs' order (evaluation output order)
 };
 
 // Groups of pair indices. Throws atto::Error if one pair alone exceeds max_tokens.

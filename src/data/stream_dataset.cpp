@@ -20,33 +20,32 @@ std::span<const int32_t> StreamDataset::tokens(Split split) const {
   return split == Split::Train ? all.first(n_train) : all.subspan(n_train);
 }
 
-int64_t StreamDataset::max_block_size() const {
-  return std::min(size(Split::Train), size(Split::Val)) - 1;
-}
+int64_t StreamDataset::max_block_size() const { return std::min(size(Split::Train), size(Split::Val)) - 1; }
 
 void StreamDataset::check_block_size(int64_t T) const {
   ATTO_CHECK(T >= 1, "block size must be at least 1, got {}", T);
   const int64_t max_T = max_block_size();
   if (T <= max_T) return;
   const auto n = static_cast<int64_t>(tokens_.size());
-  const std::string advice =
-      max_T >= 1 ? fmt::format("use --block-size {} or less, or a longer file", max_T)
-                 : "the file is too short for stream mode: use a longer file (or --mode lines "
-                   "for a list of short samples)";
+  const std::string advice = max_T >= 1 ? fmt::format("use --block-size {} or less, or a longer file", max_T)
+                                        : "the file is too short for stream mode: use a longer file (or --mode lines "
+                                          "for a list of short samples)";
   if (val_is_train())
-    fail("stream mode: block size {} needs at least {} tokens, but data file '{}' has {} characters (too few to "
-         "hold any out for validation: all are trained on); {}", T, T + 1, path_, n, advice);
-  fail("stream mode: block size {} needs at least {} tokens in each split, but data file '{}' has "
-       "{} characters: {} for training (the first 90%) and {} for validation (the last 10%); {}",
-       T, T + 1, path_, n, size(Split::Train), size(Split::Val), advice);
+    fail(
+        "stream mode: block size {} needs at least {} tokens, but data file '{}' has {} characters (too few to "
+        "hold any out for validation: all are trained on); {}",
+        T, T + 1, path_, n, advice);
+  fail(
+      "stream mode: block size {} needs at least {} tokens in each split, but data file '{}' has "
+      "{} characters: {} for training (the first 90%) and {} for validation (the last 10%); {}",
+      T, T + 1, path_, n, size(Split::Train), size(Split::Val), advice);
 }
 
 Batch StreamDataset::sample_batch(Rng& rng, int64_t B, int64_t T, Split split) const {
   data_detail::check_batch_args(B, T);
   check_block_size(T);
   const std::span<const int32_t> s = tokens(split);
-  Batch batch{std::vector<int32_t>(static_cast<size_t>(B * T)),
-              std::vector<int32_t>(static_cast<size_t>(B * T)), B, T};
+  Batch batch{std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T)), B, T};
   const auto starts = static_cast<uint64_t>(size(split) - T);  // i in [0, n - T)
   for (int64_t b = 0; b < B; ++b) {
     const auto i = static_cast<size_t>(rng.below(starts));
@@ -71,14 +70,16 @@ Batch StreamDataset::eval_batch(Split split, int64_t index, int64_t B, int64_t T
   data_detail::check_batch_args(B, T);
   check_block_size(T);
   const int64_t windows = num_windows(split, T);
-  ATTO_CHECK(index >= 0 && index * B < windows, "evaluation batch {} is out of range: the {} split "
-             "has {} batches of {} windows", index, to_string(split), (windows + B - 1) / B, B);
+  ATTO_CHECK(index >= 0 && index * B < windows,
+             "evaluation batch {} is out of range: the {} split "
+             "has {} batches of {} windows",
+             index, to_string(split), (windows + B - 1) / B, B);
   const std::span<const int32_t> s = tokens(split);
   const int64_t n = size(split);
   const int64_t full = (n - 1) / T;  // windows at 0, T, 2T, ... that end inside the split
   const int64_t rows = std::min(B, windows - index * B);
-  Batch batch{std::vector<int32_t>(static_cast<size_t>(rows * T)),
-              std::vector<int32_t>(static_cast<size_t>(rows * T)), rows, T};
+  Batch batch{std::vector<int32_t>(static_cast<size_t>(rows * T)), std::vector<int32_t>(static_cast<size_t>(rows * T)),
+              rows, T};
   for (int64_t b = 0; b < rows; ++b) {
     const int64_t w = index * B + b;
     // The tail window ends at the split's end; it overlaps window full-1, whose targets it skips.

@@ -20,8 +20,7 @@ void check_options(int64_t n, const SynthOptions& o) {
   usage(n >= 1, fmt::format("-n (number of pairs) must be at least 1, got {}", n));
   usage(o.vocab >= 1, fmt::format("--vocab (number of symbols) must be at least 1, got {}", o.vocab));
   usage(o.min_len >= 1, fmt::format("--min-len must be at least 1, got {}", o.min_len));
-  usage(o.max_len >= o.min_len, fmt::format("--max-len ({}) must be at least --min-len ({})",
-                                            o.max_len, o.min_len));
+  usage(o.max_len >= o.min_len, fmt::format("--max-len ({}) must be at least --min-len ({})", o.max_len, o.min_len));
 }
 
 std::string join(const std::vector<int64_t>& symbols) {
@@ -38,8 +37,7 @@ void write_text(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ATTO_CHECK(out.good(), "cannot create '{}': {} (does the folder exist?)", tmp,
-               std::strerror(errno));
+    ATTO_CHECK(out.good(), "cannot create '{}': {} (does the folder exist?)", tmp, std::strerror(errno));
     out << text;
     out.flush();
     ATTO_CHECK(out.good(), "cannot write '{}': {}", tmp, std::strerror(errno));
@@ -73,8 +71,7 @@ std::vector<int64_t> synth_target(SynthTask task, std::vector<int64_t> source) {
   return source;
 }
 
-std::vector<std::pair<std::string, std::string>> make_synth(SynthTask task, int64_t n,
-                                                            const SynthOptions& opts) {
+std::vector<std::pair<std::string, std::string>> make_synth(SynthTask task, int64_t n, const SynthOptions& opts) {
   check_options(n, opts);
   Rng rng(opts.seed);
   const auto span = static_cast<uint64_t>(opts.max_len - opts.min_len + 1);
@@ -90,7 +87,8 @@ std::vector<std::pair<std::string, std::string>> make_synth(SynthTask task, int6
 }
 
 void write_synth(SynthTask task, int64_t n, const SynthOptions& opts, const std::string& out_prefix) {
-  ATTO_CHECK(!out_prefix.empty(), "no output prefix given; pass e.g. data/reverse to write "
+  ATTO_CHECK(!out_prefix.empty(),
+             "no output prefix given; pass e.g. data/reverse to write "
              "data/reverse.src and data/reverse.tgt");
   const auto pairs = make_synth(task, n, opts);
   std::string src, tgt;

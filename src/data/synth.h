@@ -45,8 +45,7 @@ struct SynthOptions {
 std::vector<int64_t> synth_target(SynthTask task, std::vector<int64_t> source);
 
 // n (source, target) pairs of space-separated symbols.
-std::vector<std::pair<std::string, std::string>> make_synth(SynthTask task, int64_t n,
-                                                            const SynthOptions& opts = {});
+std::vector<std::pair<std::string, std::string>> make_synth(SynthTask task, int64_t n, const SynthOptions& opts = {});
 
 void write_synth(SynthTask task, int64_t n, const SynthOptions& opts, const std::string& out_prefix);
 

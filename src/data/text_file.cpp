@@ -49,12 +49,16 @@ std::string read_user_file(const std::string& path, std::string_view role) {
   ATTO_CHECK(!path.empty(), "no {} file given; pass the path of a UTF-8 text file", role);
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);  // stat, before anything opens the file
-  ATTO_CHECK(fs::exists(st), "{} file '{}' does not exist; check the path (relative paths are taken from the current "
-             "directory, {})", role, path, fs::current_path(ec).string());
+  ATTO_CHECK(fs::exists(st),
+             "{} file '{}' does not exist; check the path (relative paths are taken from the current "
+             "directory, {})",
+             role, path, fs::current_path(ec).string());
   ATTO_CHECK(!fs::is_directory(st), "{} file '{}' is a directory; pass the path of a UTF-8 text file", role, path);
-  ATTO_CHECK(fs::is_regular_file(st), "{} file '{}' is {}, not a regular file: atto reads text only from regular "
+  ATTO_CHECK(fs::is_regular_file(st),
+             "{} file '{}' is {}, not a regular file: atto reads text only from regular "
              "files (a device or a pipe can stream without end, and opening a FIFO waits for a writer); save the "
-             "text to a file and pass that", role, path, kind_of(st.type()));
+             "text to a file and pass that",
+             role, path, kind_of(st.type()));
   std::ifstream in(path, std::ios::binary);
   ATTO_CHECK(in.good(), "cannot open {} file '{}': {}", role, path, std::strerror(errno));
   std::ostringstream ss;
@@ -66,17 +70,22 @@ std::string read_user_file(const std::string& path, std::string_view role) {
 TextFile read_text_file(const std::string& path) { return make_text_file(path, read_user_file(path, "data")); }
 
 TextFile make_text_file(std::string path, std::string bytes) {
-  ATTO_CHECK(!bytes.empty(), "data file '{}' is empty (0 bytes); it needs UTF-8 text: one sample "
-             "per line (--mode lines) or running text (--mode stream)", path);
+  ATTO_CHECK(!bytes.empty(),
+             "data file '{}' is empty (0 bytes); it needs UTF-8 text: one sample "
+             "per line (--mode lines) or running text (--mode stream)",
+             path);
   utf8::validate(bytes, fmt::format("data file '{}'", path));
   const size_t nul = bytes.find('\0');
-  ATTO_CHECK(nul == std::string::npos, "data file '{}' contains a NUL byte at byte offset {} "
+  ATTO_CHECK(nul == std::string::npos,
+             "data file '{}' contains a NUL byte at byte offset {} "
              "(line {}); it looks like a binary or UTF-16 file; save it as UTF-8 text",
              path, nul, line_of(bytes, nul));
   std::string text = normalise(std::move(bytes));
   const bool only_breaks = text.find_first_not_of("\r\n") == std::string::npos;
-  ATTO_CHECK(!only_breaks, "data file '{}' has no text, only {} line break(s); it needs at least "
-             "one non-empty line", path, std::count(text.begin(), text.end(), '\n'));
+  ATTO_CHECK(!only_breaks,
+             "data file '{}' has no text, only {} line break(s); it needs at least "
+             "one non-empty line",
+             path, std::count(text.begin(), text.end(), '\n'));
   return TextFile{std::move(path), std::move(text)};
 }
 
@@ -136,8 +145,7 @@ LineStats line_stats(std::string_view text) {
 DataMode auto_mode(const LineStats& s) {
   const int64_t non_empty = s.lines - s.empty_lines;
   const bool short_lines = s.median_length <= kAutoMaxMedianLength;
-  const bool few_empty =
-      static_cast<double>(s.empty_lines) <= kAutoMaxEmptyFraction * static_cast<double>(s.lines);
+  const bool few_empty = static_cast<double>(s.empty_lines) <= kAutoMaxEmptyFraction * static_cast<double>(s.lines);
   return non_empty >= 2 && short_lines && few_empty ? DataMode::Lines : DataMode::Stream;
 }
 

@@ -61,7 +61,7 @@ DataMode parse_data_mode(std::string_view name);
 const char* to_string(DataMode mode);
 
 struct LineStats {
-  int64_t lines = 0;          // all lines, empty ones included
+  int64_t lines = 0;  // all lines, empty ones included
   int64_t empty_lines = 0;
   int64_t median_length = 0;  // lower median of the non-empty lines' lengths (characters)
   int64_t max_length = 0;     // longest line (characters)

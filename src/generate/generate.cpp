@@ -43,8 +43,7 @@ GPT::Cache select_rows(const GPT& model, const GPT::Cache& c, const std::vector<
 class Decoder {
  public:
   Decoder(GPT& model, const GenerateOptions& opt, const SamplerChain& chain)
-      : model_(model), opt_(opt), chain_(chain), V_(model.config().vocab_size),
-        block_(model.config().block_size) {}
+      : model_(model), opt_(opt), chain_(chain), V_(model.config().vocab_size), block_(model.config().block_size) {}
 
   // Encodes the prompts in one call; afterwards logits_ holds their next-token logits.
   void start(const std::vector<std::vector<int32_t>>& prompts) {
@@ -138,8 +137,10 @@ void check_inputs(const GPT& model, const std::vector<std::vector<int32_t>>& pro
   for (size_t i = 0; i < prompts.size(); ++i) {
     ATTO_CHECK(!prompts[i].empty(), "generate: prompt {} is empty (a sample needs at least one token to start from)",
                i);
-    ATTO_CHECK(prompts[i].size() == P, "generate: prompts of one batch must have one length: prompt {} has {} "
-               "tokens, prompt 0 has {}", i, prompts[i].size(), P);
+    ATTO_CHECK(prompts[i].size() == P,
+               "generate: prompts of one batch must have one length: prompt {} has {} "
+               "tokens, prompt 0 has {}",
+               i, prompts[i].size(), P);
     for (int32_t t : prompts[i])
       ATTO_CHECK(t >= 0 && t < cfg.vocab_size, "generate: prompt {} holds token {} outside [0, {})", i, t,
                  cfg.vocab_size);

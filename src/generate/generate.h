@@ -51,7 +51,7 @@ struct GenerateOptions {
   int64_t max_new_tokens = 100;  // sampled tokens per sequence at most (a stop token counts)
   int32_t stop_token = -1;       // ends a sequence when sampled; -1 = none
   SamplerOptions sampler;
-  int64_t max_batch = 256;       // sequences decoded together (bounds the KV cache memory)
+  int64_t max_batch = 256;  // sequences decoded together (bounds the KV cache memory)
   // Called with each sampled token (not the stop token) as soon as it is drawn: the index of its
   // sequence among the prompts (generate_chunks: among all n samples) and the token. Returning
   // false ends that sequence after this token (Sample::stopped), as a stop string does.

@@ -17,9 +17,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 std::vector<int32_t> order_by_logit(std::span<const float> logits) {
   std::vector<int32_t> idx(logits.size());
   std::iota(idx.begin(), idx.end(), 0);
-  std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
+  std::sort(idx.begin(), idx.end(),
+            [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   return idx;
 }
 

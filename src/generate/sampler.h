@@ -33,13 +33,13 @@
 namespace atto::gen {
 
 struct SamplerOptions {
-  float temperature = 1.0f;        // logits / temperature; > 0 (ignored by greedy)
-  int top_k = 0;                   // keep the k most likely tokens; 0 = off
-  float top_p = 1.0f;              // nucleus: smallest set with probability >= top_p; 1 = off
-  float min_p = 0.0f;              // keep tokens with p >= min_p * p_max; 0 = off
-  float repetition_penalty = 1.0f; // CTRL-style penalty on tokens seen recently; 1 = off
-  int repetition_last_n = 64;      // how many recent tokens the penalty looks at; 0 = all
-  bool greedy = false;             // argmax instead of a random draw
+  float temperature = 1.0f;         // logits / temperature; > 0 (ignored by greedy)
+  int top_k = 0;                    // keep the k most likely tokens; 0 = off
+  float top_p = 1.0f;               // nucleus: smallest set with probability >= top_p; 1 = off
+  float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
+  float repetition_penalty = 1.0f;  // CTRL-style penalty on tokens seen recently; 1 = off
+  int repetition_last_n = 64;       // how many recent tokens the penalty looks at; 0 = all
+  bool greedy = false;              // argmax instead of a random draw
 
   // Throws atto::UsageError naming the flag (--temperature, --top-p, ...) and the value.
   void validate() const;

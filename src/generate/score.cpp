@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "autograd/tape.h"
-#include "generate/sampler.h"
 #include "base/error.h"
+#include "generate/sampler.h"
 
 namespace atto::gen {
 

@@ -27,8 +27,8 @@ struct ScoreResult {
   std::vector<int32_t> targets;  // the scored tokens, in order
   std::vector<double> logprobs;  // ln p(targets[i] | its context)
 
-  double total_nll() const;      // -sum(logprobs)
-  double mean_nll() const;       // total_nll() / number of targets (0 when there is none)
+  double total_nll() const;  // -sum(logprobs)
+  double mean_nll() const;   // total_nll() / number of targets (0 when there is none)
 };
 
 // Lines framing of token ids (no <eos> in them): [boundary] + ids -> ids + [boundary].

@@ -12,8 +12,8 @@ namespace {
 constexpr int32_t kPad = 0, kBos = 1, kEos = 2;
 
 struct PaddedSources {
-  std::vector<int32_t> ids;    // [N, S]
-  std::vector<uint8_t> mask;   // [N, S]
+  std::vector<int32_t> ids;   // [N, S]
+  std::vector<uint8_t> mask;  // [N, S]
   int64_t N = 0, S = 0;
 };
 
@@ -112,8 +112,8 @@ struct SourceBeam {
 
 struct Candidate {
   double logprob;
-  int64_t k;   // index of the live beam it extends
-  int32_t v;   // the token
+  int64_t k;  // index of the live beam it extends
+  int32_t v;  // the token
 };
 
 bool higher_score(const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; }
@@ -142,8 +142,8 @@ void step_source(SourceBeam& b, const std::vector<double>& lp, int64_t V, int64_
   cands.reserve(b.live.size() * V);
   for (size_t k = 0; k < b.live.size(); ++k)
     for (int64_t v = 0; v < V; ++v)
-      cands.push_back({b.live[k].h.logprob + lp[b.live[k].row * V + v], static_cast<int64_t>(k),
-                       static_cast<int32_t>(v)});
+      cands.push_back(
+          {b.live[k].h.logprob + lp[b.live[k].row * V + v], static_cast<int64_t>(k), static_cast<int32_t>(v)});
   // Each live beam has one EOS candidate, so the top 2K hold at least K others.
   const auto take = std::min<size_t>(cands.size(), static_cast<size_t>(2 * K));
   std::partial_sort(cands.begin(), cands.begin() + take, cands.end(), [](const Candidate& a, const Candidate& b) {
@@ -268,8 +268,8 @@ std::vector<Hypothesis> greedy_decode(Seq2Seq& model, const std::vector<std::vec
     const std::vector<double> lp = log_softmax_rows(model.decode_step(input, N, 1, cache), N, V);
     for (int64_t i = 0; i < N; ++i) {
       if (done[i]) continue;
-      const auto best = static_cast<int32_t>(std::max_element(lp.begin() + i * V, lp.begin() + (i + 1) * V) -
-                                             (lp.begin() + i * V));
+      const auto best =
+          static_cast<int32_t>(std::max_element(lp.begin() + i * V, lp.begin() + (i + 1) * V) - (lp.begin() + i * V));
       out[i].logprob += lp[i * V + best];
       out[i].token_logprobs.push_back(static_cast<float>(lp[i * V + best]));
       if (best == kEos) {
@@ -318,8 +318,8 @@ void translate_chunks(
     for (size_t i = first; i < end; ++i) {
       if (sources[i].empty()) continue;
       decoded.push_back(i);
-      batch.emplace_back(sources[i].begin(), sources[i].begin() + static_cast<std::ptrdiff_t>(
-                                                                       std::min(sources[i].size(), max_len)));
+      batch.emplace_back(sources[i].begin(),
+                         sources[i].begin() + static_cast<std::ptrdiff_t>(std::min(sources[i].size(), max_len)));
     }
     std::vector<std::vector<Hypothesis>> out = translate_batch(model, batch, opt);
     std::vector<std::vector<Hypothesis>> results(end - first);

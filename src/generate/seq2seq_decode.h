@@ -36,21 +36,21 @@
 namespace atto::gen {
 
 struct DecodeOptions {
-  int64_t beam = 1;            // 1 = greedy
-  float length_penalty = 0.6f; // GNMT alpha; 0 = raw log-probability
-  int64_t n_best = 1;          // hypotheses returned per source (<= beam)
-  float max_len_a = 1.5f;      // target length limit = a * source length + b
+  int64_t beam = 1;             // 1 = greedy
+  float length_penalty = 0.6f;  // GNMT alpha; 0 = raw log-probability
+  int64_t n_best = 1;           // hypotheses returned per source (<= beam)
+  float max_len_a = 1.5f;       // target length limit = a * source length + b
   int64_t max_len_b = 10;
-  bool keep_attention = false; // record the cross-attention weights of the best hypothesis
+  bool keep_attention = false;  // record the cross-attention weights of the best hypothesis
   void validate() const;
 };
 
 struct Hypothesis {
-  std::vector<int32_t> tokens;   // without BOS and EOS
+  std::vector<int32_t> tokens;        // without BOS and EOS
   std::vector<float> token_logprobs;  // one per token, plus the EOS's last when finished
-  double logprob = 0.0;          // total
-  double score = 0.0;            // logprob / lp(len)
-  bool finished = false;         // ended with EOS (else cut at the length limit)
+  double logprob = 0.0;               // total
+  double score = 0.0;                 // logprob / lp(len)
+  bool finished = false;              // ended with EOS (else cut at the length limit)
   // [n_layers][n_heads][target position][source position] cross-attention weights, when asked
   // (greedy decoding only records them; beam search re-runs the full decoder on the winner).
   std::vector<std::vector<std::vector<std::vector<float>>>> cross_attention;
@@ -67,9 +67,9 @@ std::vector<std::vector<Hypothesis>> translate_batch(Seq2Seq& model, const std::
 // first max_len tokens (callers that warn check the length themselves); an empty source gets no
 // hypotheses (nothing is decoded for it). on_batch(first, results) receives each batch's results
 // (sources first, first + 1, ...) as soon as they are decoded: nothing is kept, for streaming.
-void translate_chunks(
-    Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources, const DecodeOptions& opt, int64_t batch_size,
-    const std::function<void(size_t first, std::vector<std::vector<Hypothesis>>& results)>& on_batch);
+void translate_chunks(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources, const DecodeOptions& opt,
+                      int64_t batch_size,
+                      const std::function<void(size_t first, std::vector<std::vector<Hypothesis>>& results)>& on_batch);
 // translate_chunks, keeping every source's hypotheses.
 std::vector<std::vector<Hypothesis>> translate_all(Seq2Seq& model, const std::vector<std::vector<int32_t>>& sources,
                                                    const DecodeOptions& opt, int64_t batch_size);

@@ -40,8 +40,7 @@ int create_temp_next_to(const std::string& path, std::string& tmp) {
     if (fd >= 0) return fd;
     if (errno != EEXIST) {
       const int err = errno;
-      fail("cannot write '{}': creating the temporary file '{}' failed: {}", path, tmp,
-           errno_text(err));
+      fail("cannot write '{}': creating the temporary file '{}' failed: {}", path, tmp, errno_text(err));
     }
   }
   fail("cannot write '{}': no free temporary file name next to it", path);
@@ -69,14 +68,12 @@ void fsync_dir(const std::string& path, const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    fail("wrote '{}' but could not open its folder '{}' to sync it: {}", path, dir,
-         errno_text(err));
+    fail("wrote '{}' but could not open its folder '{}' to sync it: {}", path, dir, errno_text(err));
   }
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (rc != 0 && err != EINVAL)
-    fail("wrote '{}' but syncing its folder '{}' failed: {}", path, dir, errno_text(err));
+  if (rc != 0 && err != EINVAL) fail("wrote '{}' but syncing its folder '{}' failed: {}", path, dir, errno_text(err));
 }
 
 // "a character device" for messages about files atto will not read.
@@ -92,8 +89,7 @@ const char* special_kind(mode_t mode) {
 std::optional<long> parse_decimal(std::string_view s) {
   long v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || s[0] == '+' || s[0] == '-')
-    return std::nullopt;
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || s[0] == '+' || s[0] == '-') return std::nullopt;
   return v;
 }
 
@@ -105,8 +101,7 @@ bool process_alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 ||
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   ATTO_CHECK(!path.empty(), "cannot write a file with an empty path");
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    fail("cannot write '{}': it is a directory", path);
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot write '{}': it is a directory", path);
 
   std::string tmp;
   const int fd = create_temp_next_to(path, tmp);
@@ -139,8 +134,10 @@ int open_regular(const std::string& path, struct stat& st) {
   // stat before open: opening a FIFO blocks until a writer comes, and a device such as
   // /dev/zero never ends; both are refused here.
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-    fail("cannot read '{}': it is {}, not a regular file; atto reads only regular files (save the data to a file "
-         "and pass that)", path, special_kind(st.st_mode));
+    fail(
+        "cannot read '{}': it is {}, not a regular file; atto reads only regular files (save the data to a file "
+        "and pass that)",
+        path, special_kind(st.st_mode));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;

@@ -20,18 +20,26 @@ constexpr int kMaxDims = 4;
 
 // ggml's names, for messages about types atto does not read.
 const char* ggml_type_name(uint32_t t) {
-  static const char* names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1", "q8_0",
-                                "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
+  static const char* names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1",
+                                "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
   return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
 size_t scalar_size(GgufType t) {
   switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::Bool: return 1;
-    case GgufType::U16: case GgufType::I16: return 2;
-    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
-    case GgufType::String: case GgufType::Array: return 0;
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::Bool: return 1;
+    case GgufType::U16:
+    case GgufType::I16: return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32: return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64: return 8;
+    case GgufType::String:
+    case GgufType::Array: return 0;
   }
   return 0;
 }
@@ -153,8 +161,8 @@ GgufValue read_value(Cursor& c, const std::string& key) {
     // Each element takes at least its size (a string at least its 8-byte length): the count
     // cannot exceed what remains, so nothing huge is allocated for a damaged count.
     const uint64_t min_size = v.elem == GgufType::String ? 8 : scalar_size(v.elem);
-    ATTO_CHECK(n <= c.left() / min_size, "{}: {} claims {} elements, more than the {} bytes left can hold",
-               c.source(), key, n, c.left());
+    ATTO_CHECK(n <= c.left() / min_size, "{}: {} claims {} elements, more than the {} bytes left can hold", c.source(),
+               key, n, c.left());
     if (v.elem == GgufType::String) {
       v.strings.reserve(n);
       for (uint64_t i = 0; i < n; ++i) v.strings.push_back(c.str(key));
@@ -184,8 +192,8 @@ GgufTensorInfo read_tensor_info(Cursor& c) {
   t.name = c.str("a tensor name");
   ATTO_CHECK(!t.name.empty(), "{}: a tensor has an empty name", c.source());
   const auto n_dims = c.get<uint32_t>(t.name + " (dimension count)");
-  ATTO_CHECK(n_dims >= 1 && n_dims <= kMaxDims, "{}: tensor {} has {} dimensions (1 to {} allowed)", c.source(),
-             t.name, n_dims, kMaxDims);
+  ATTO_CHECK(n_dims >= 1 && n_dims <= kMaxDims, "{}: tensor {} has {} dimensions (1 to {} allowed)", c.source(), t.name,
+             n_dims, kMaxDims);
   std::vector<int64_t> ne(n_dims);
   uint64_t numel = 1;
   for (uint32_t i = 0; i < n_dims; ++i) {
@@ -199,8 +207,8 @@ GgufTensorInfo read_tensor_info(Cursor& c) {
   t.shape.assign(ne.rbegin(), ne.rend());
   const auto type = c.get<uint32_t>(t.name + " (type)");
   ATTO_CHECK(type == 0 || type == 1 || type == 8,
-             "{}: tensor {} has ggml type {} ({}), which atto does not read: export it as f32, f16 or q8_0",
-             c.source(), t.name, type, ggml_type_name(type));
+             "{}: tensor {} has ggml type {} ({}), which atto does not read: export it as f32, f16 or q8_0", c.source(),
+             t.name, type, ggml_type_name(type));
   t.type = static_cast<GgmlType>(type);
   ATTO_CHECK(t.type != GgmlType::Q8_0 || ne[0] % static_cast<int64_t>(kQ8Block) == 0,
              "{}: q8_0 tensor {} has rows of {} values, not a multiple of 32", c.source(), t.name, ne[0]);
@@ -232,8 +240,8 @@ uint16_t f32_to_f16(float f) {
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));  // NaN, Inf
   if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to Inf
-  if (x < 0x38800000u) {  // below 2^-14: a half subnormal (or zero)
-    if (x < 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25 rounds to zero
+  if (x < 0x38800000u) {                                               // below 2^-14: a half subnormal (or zero)
+    if (x < 0x33000000u) return static_cast<uint16_t>(sign);           // <= 2^-25 rounds to zero
     const uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u, shift = 126 - e;
     uint32_t h = m >> shift;
     const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
@@ -281,7 +289,8 @@ void dequantize_q8_0(const uint8_t* blocks, float* out, uint64_t n) {
     uint16_t dh;
     std::memcpy(&dh, o, 2);
     const float d = f16_to_f32(dh);
-    for (uint64_t i = 0; i < kQ8Block; ++i) out[b * kQ8Block + i] = static_cast<float>(static_cast<int8_t>(o[2 + i])) * d;
+    for (uint64_t i = 0; i < kQ8Block; ++i)
+      out[b * kQ8Block + i] = static_cast<float>(static_cast<int8_t>(o[2 + i])) * d;
   }
 }
 
@@ -437,14 +446,13 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
              source);
   c.get<uint32_t>("the magic");
   f.version = c.get<uint32_t>("the version");
-  ATTO_CHECK(f.version == 2 || f.version == 3,
-             "{}: GGUF version {} is not supported (atto reads versions 2 and 3{})", source, f.version,
-             f.version > 0xffff ? "; this may be a big-endian file" : "");
+  ATTO_CHECK(f.version == 2 || f.version == 3, "{}: GGUF version {} is not supported (atto reads versions 2 and 3{})",
+             source, f.version, f.version > 0xffff ? "; this may be a big-endian file" : "");
   const auto n_tensors = c.get<uint64_t>("the tensor count");
   const auto n_kv = c.get<uint64_t>("the metadata count");
   // A metadata entry takes at least 8 + 1 + 4 + 1 bytes, a tensor info at least 8 + 1 + 4 + 8 + 4 + 8.
-  ATTO_CHECK(n_kv <= c.left() / 14, "{}: the header claims {} metadata entries, more than the file can hold",
-             source, n_kv);
+  ATTO_CHECK(n_kv <= c.left() / 14, "{}: the header claims {} metadata entries, more than the file can hold", source,
+             n_kv);
   ATTO_CHECK(n_tensors <= c.left() / 33, "{}: the header claims {} tensors, more than the file can hold", source,
              n_tensors);
   for (uint64_t i = 0; i < n_kv; ++i) {
@@ -463,8 +471,8 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t = read_tensor_info(c);
     ATTO_CHECK(f.find(t.name) == nullptr, "{}: tensor {} appears twice", source, t.name);
-    ATTO_CHECK(t.offset % f.alignment == 0, "{}: tensor {} is at offset {}, not a multiple of the alignment {}",
-               source, t.name, t.offset, f.alignment);
+    ATTO_CHECK(t.offset % f.alignment == 0, "{}: tensor {} is at offset {}, not a multiple of the alignment {}", source,
+               t.name, t.offset, f.alignment);
     f.tensors.push_back(std::move(t));
   }
   f.data_start_ = align_up(c.pos(), f.alignment);

@@ -49,16 +49,27 @@ void dequantize_q8_0(const uint8_t* blocks, float* out, uint64_t n);
 
 // The GGUF metadata value types.
 enum class GgufType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8, Array = 9,
-  U64 = 10, I64 = 11, F64 = 12
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  Bool = 7,
+  String = 8,
+  Array = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12
 };
 
 // One metadata value: a scalar, a string, or an array of one scalar or string type.
 struct GgufValue {
   GgufType type = GgufType::U32;
-  GgufType elem = GgufType::U32;      // arrays: the element type
-  double number = 0.0;                // numeric scalars and bools (every u32/i32/f32 is exact)
-  uint64_t u64 = 0;                   // U64/I64 scalars, bit-exact
+  GgufType elem = GgufType::U32;          // arrays: the element type
+  double number = 0.0;                    // numeric scalars and bools (every u32/i32/f32 is exact)
+  uint64_t u64 = 0;                       // U64/I64 scalars, bit-exact
   std::string text = {};                  // String
   std::vector<double> numbers = {};       // arrays of numbers
   std::vector<std::string> strings = {};  // arrays of strings
@@ -104,7 +115,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // row-major (ggml's ne reversed)
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;         // from the start of the tensor data
+  uint64_t offset = 0;  // from the start of the tensor data
   uint64_t nbytes = 0;
   int64_t numel() const;
 };

@@ -10,8 +10,8 @@
 #include <limits>
 #include <set>
 
-#include "io/file.h"
 #include "base/error.h"
+#include "io/file.h"
 
 namespace atto::io {
 
@@ -63,8 +63,7 @@ float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t
 // ============================================================================================
 template <typename... Args>
 [[noreturn]] void bad(const std::string& path, fmt::format_string<Args...> f, Args&&... args) {
-  fail("'{}' is not a valid safetensors file: {}", path,
-       fmt::format(f, std::forward<Args>(args)...));
+  fail("'{}' is not a valid safetensors file: {}", path, fmt::format(f, std::forward<Args>(args)...));
 }
 
 // Returns the byte offset of the first invalid UTF-8 sequence, or npos if `s` is valid UTF-8
@@ -76,19 +75,28 @@ size_t first_invalid_utf8(std::string_view s) {
     const auto c = static_cast<unsigned char>(s[i]);
     size_t len;
     uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1fu; }
-    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0fu; }
-    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07u; }
-    else return i;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+      cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      cp = c & 0x07u;
+    } else
+      return i;
     if (i + len > n) return i;
     for (size_t k = 1; k < len; ++k) {
       const auto d = static_cast<unsigned char>(s[i + k]);
       if ((d & 0xc0u) != 0x80u) return i;
       cp = (cp << 6) | (d & 0x3fu);
     }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
       return i;
     i += len;
   }
@@ -116,27 +124,22 @@ bool as_uint(const ojson& v, uint64_t& out) {
 }
 
 DtypeInfo parse_dtype(const std::string& path, const std::string& name, const ojson& e) {
-  if (!e.contains("dtype") || !e["dtype"].is_string())
-    bad(path, "tensor '{}' has no \"dtype\" string", name);
+  if (!e.contains("dtype") || !e["dtype"].is_string()) bad(path, "tensor '{}' has no \"dtype\" string", name);
   const std::string d = e["dtype"].get<std::string>();
   for (const DtypeInfo& info : kDtypes)
     if (d == info.name) return info;
-  fail("'{}': tensor '{}' has dtype '{}', which atto cannot read (supported: F32, F16, BF16, F64)",
-       path, name, d);
+  fail("'{}': tensor '{}' has dtype '{}', which atto cannot read (supported: F32, F16, BF16, F64)", path, name, d);
 }
 
 // Shape and element count; the count is checked for overflow.
-Shape parse_shape(const std::string& path, const std::string& name, const ojson& e,
-                  uint64_t& numel) {
-  if (!e.contains("shape") || !e["shape"].is_array())
-    bad(path, "tensor '{}' has no \"shape\" array", name);
+Shape parse_shape(const std::string& path, const std::string& name, const ojson& e, uint64_t& numel) {
+  if (!e.contains("shape") || !e["shape"].is_array()) bad(path, "tensor '{}' has no \"shape\" array", name);
   Shape shape;
   numel = 1;
   for (const ojson& d : e["shape"]) {
     uint64_t v = 0;
     if (!as_uint(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      bad(path, "tensor '{}' has shape {}: dimensions must be non-negative integers", name,
-          e["shape"].dump());
+      bad(path, "tensor '{}' has shape {}: dimensions must be non-negative integers", name, e["shape"].dump());
     if (__builtin_mul_overflow(numel, v, &numel))
       bad(path, "tensor '{}' has shape {}, which has too many elements", name, e["shape"].dump());
     shape.push_back(static_cast<int64_t>(v));
@@ -144,8 +147,7 @@ Shape parse_shape(const std::string& path, const std::string& name, const ojson&
   return shape;
 }
 
-Entry parse_entry(const std::string& path, const std::string& name, const ojson& e,
-                  uint64_t data_size) {
+Entry parse_entry(const std::string& path, const std::string& name, const ojson& e, uint64_t data_size) {
   if (!e.is_object()) bad(path, "the header entry for tensor '{}' is not a JSON object", name);
   Entry out;
   out.name = name;
@@ -153,24 +155,21 @@ Entry parse_entry(const std::string& path, const std::string& name, const ojson&
   uint64_t numel = 0;
   out.shape = parse_shape(path, name, e, numel);
   const ojson* off = e.contains("data_offsets") ? &e["data_offsets"] : nullptr;
-  if (!off || !off->is_array() || off->size() != 2 || !as_uint((*off)[0], out.begin) ||
-      !as_uint((*off)[1], out.end))
+  if (!off || !off->is_array() || off->size() != 2 || !as_uint((*off)[0], out.begin) || !as_uint((*off)[1], out.end))
     bad(path, "tensor '{}' needs \"data_offsets\": [begin, end] with non-negative integers", name);
   if (out.begin > out.end || out.end > data_size)
-    bad(path, "tensor '{}' has data_offsets [{}, {}] outside the data section of {} bytes{}", name,
-        out.begin, out.end, data_size, out.end > data_size ? " (is the file truncated?)" : "");
+    bad(path, "tensor '{}' has data_offsets [{}, {}] outside the data section of {} bytes{}", name, out.begin, out.end,
+        data_size, out.end > data_size ? " (is the file truncated?)" : "");
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(numel, out.dtype.itemsize, &bytes) || out.end - out.begin != bytes)
-    bad(path, "tensor '{}' ({} {}) needs {} bytes but data_offsets [{}, {}] span {}", name,
-        out.dtype.name, e["shape"].dump(), numel * out.dtype.itemsize, out.begin, out.end,
-        out.end - out.begin);
+    bad(path, "tensor '{}' ({} {}) needs {} bytes but data_offsets [{}, {}] span {}", name, out.dtype.name,
+        e["shape"].dump(), numel * out.dtype.itemsize, out.begin, out.end, out.end - out.begin);
   return out;
 }
 
 // The tensors must tile [0, data_size) exactly: sorted by offset, each starts where the
 // previous one ended. Returns the entries in that (file) order; ties keep header order.
-std::vector<Entry> check_coverage(const std::string& path, std::vector<Entry> entries,
-                                  uint64_t data_size) {
+std::vector<Entry> check_coverage(const std::string& path, std::vector<Entry> entries, uint64_t data_size) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -178,24 +177,21 @@ std::vector<Entry> check_coverage(const std::string& path, std::vector<Entry> en
   const std::string* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < cursor)
-      bad(path, "tensors '{}' and '{}' overlap ('{}' begins at byte {}, before '{}' ends at {})",
-          *prev, e.name, e.name, e.begin, *prev, cursor);
+      bad(path, "tensors '{}' and '{}' overlap ('{}' begins at byte {}, before '{}' ends at {})", *prev, e.name, e.name,
+          e.begin, *prev, cursor);
     if (e.begin > cursor)
-      bad(path, "bytes [{}, {}) of the data section belong to no tensor (gap before '{}')", cursor,
-          e.begin, e.name);
+      bad(path, "bytes [{}, {}) of the data section belong to no tensor (gap before '{}')", cursor, e.begin, e.name);
     cursor = e.end;
     prev = &e.name;
   }
-  if (cursor != data_size)
-    bad(path, "the data section has {} bytes but the tensors cover only {}", data_size, cursor);
+  if (cursor != data_size) bad(path, "the data section has {} bytes but the tensors cover only {}", data_size, cursor);
   return entries;
 }
 
 // Parses the header, rejecting duplicate keys in any object (a JSON map would silently drop one).
 ojson parse_header_json(const std::string& path, std::string_view text) {
   const size_t bad_at = first_invalid_utf8(text);
-  if (bad_at != std::string_view::npos)
-    bad(path, "the header is not valid UTF-8 (byte {} of the header)", bad_at);
+  if (bad_at != std::string_view::npos) bad(path, "the header is not valid UTF-8 (byte {} of the header)", bad_at);
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || text[first] != '{')
     bad(path, "the header is not a JSON object (it must start with '{{')");
@@ -204,8 +200,8 @@ ojson parse_header_json(const std::string& path, std::string_view text) {
   auto cb = [&](int, ojson::parse_event_t ev, ojson& parsed) {
     if (ev == ojson::parse_event_t::object_start) keys.emplace_back();
     if (ev == ojson::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (ev == ojson::parse_event_t::key && !keys.empty() &&
-        !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+    if (ev == ojson::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
       duplicate = parsed.get<std::string>();
     return true;
   };
@@ -224,8 +220,7 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
   if (!m.is_object()) bad(path, "\"__metadata__\" must be an object of strings");
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : m.items()) {
-    if (!v.is_string())
-      bad(path, "\"__metadata__\" value for '{}' is {}, not a string", k, v.dump());
+    if (!v.is_string()) bad(path, "\"__metadata__\" value for '{}' is {}, not a string", k, v.dump());
     out[k] = v.get<std::string>();
   }
   return out;
@@ -259,8 +254,7 @@ Tensor decode(const Entry& e, const unsigned char* src) {
 // Writing
 // ============================================================================================
 std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                  const std::map<std::string, std::string>& metadata,
-                                  const std::string& what) {
+                                  const std::map<std::string, std::string>& metadata, const std::string& what) {
   ojson header = ojson::object();
   if (!metadata.empty()) {
     ojson m = ojson::object();
@@ -296,8 +290,7 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
   return out;
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   write_file_atomic(path, serialize_safetensors(tensors, metadata, "'" + path + "'"));
 }
@@ -313,11 +306,9 @@ uint64_t header_length(const std::string& path, const std::string& bytes, uint64
     bad(path, "it has {} bytes, fewer than the 8-byte header length (truncated or empty?)", size);
   const uint64_t n = get_u64_le(reinterpret_cast<const unsigned char*>(bytes.data()));
   if (n > kMaxHeaderBytes)
-    bad(path, "the header length {} is larger than the {} byte limit (not a safetensors file?)", n,
-        kMaxHeaderBytes);
+    bad(path, "the header length {} is larger than the {} byte limit (not a safetensors file?)", n, kMaxHeaderBytes);
   if (n > size - 8)
-    bad(path, "the header length is {} bytes but only {} bytes follow (the file is truncated)", n,
-        size - 8);
+    bad(path, "the header length is {} bytes but only {} bytes follow (the file is truncated)", n, size - 8);
   return n;
 }
 
@@ -342,8 +333,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
   const uint64_t n = header_length(path, bytes, size);
   SafetensorsFile f;
   f.path = path;
-  const std::vector<Entry> entries =
-      parse_header(path, std::string_view(bytes).substr(8, n), size - 8 - n, f.metadata);
+  const std::vector<Entry> entries = parse_header(path, std::string_view(bytes).substr(8, n), size - 8 - n, f.metadata);
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + 8 + n;
   for (const Entry& e : entries) {
     f.names.push_back(e.name);
@@ -367,16 +357,14 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   return h;
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  return parse_safetensors(read_file(path), path);
-}
+SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
 
 const Tensor& SafetensorsFile::get(const std::string& name) const {
   auto it = tensors.find(name);
   if (it == tensors.end()) {
     std::vector<std::string> some(names.begin(), names.begin() + std::min<size_t>(names.size(), 8));
-    fail("tensor '{}' not found in '{}' (it has {} tensors: {}{})", name, path, names.size(),
-         fmt::join(some, ", "), names.size() > some.size() ? ", ..." : "");
+    fail("tensor '{}' not found in '{}' (it has {} tensors: {}{})", name, path, names.size(), fmt::join(some, ", "),
+         names.size() > some.size() ? ", ..." : "");
   }
   return it->second;
 }

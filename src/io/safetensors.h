@@ -35,8 +35,7 @@
 
 namespace atto::io {
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 // The serialized bytes save_safetensors writes (for tests and for writers that add framing).
@@ -45,10 +44,10 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
                                   const std::string& what = "safetensors data");
 
 struct SafetensorsFile {
-  std::string path;                              // where it was loaded from (for messages)
-  std::map<std::string, std::string> metadata;   // "__metadata__", empty if absent
-  std::vector<std::string> names;                // in file order (by data offset)
-  std::map<std::string, Tensor> tensors;         // all float32, contiguous
+  std::string path;                             // where it was loaded from (for messages)
+  std::map<std::string, std::string> metadata;  // "__metadata__", empty if absent
+  std::vector<std::string> names;               // in file order (by data offset)
+  std::map<std::string, Tensor> tensors;        // all float32, contiguous
 
   // The tensor called `name`; throws atto::Error naming the tensor and the file if absent.
   const Tensor& get(const std::string& name) const;
@@ -70,7 +69,7 @@ struct TensorInfo {
 struct SafetensorsHeader {
   std::string path;
   std::map<std::string, std::string> metadata;
-  std::vector<std::string> names;            // in file order
+  std::vector<std::string> names;  // in file order
   std::map<std::string, TensorInfo> tensors;
 
   // The entry called `name`, or nullptr.

@@ -64,8 +64,8 @@ Path choose_path(const AttentionDims& d, Pass pass) {
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const uint8_t* key_mask, const AttentionDims& dims) {
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const uint8_t* key_mask,
+                       const AttentionDims& dims) {
   const Problem p = make_problem(dims, key_mask);
   switch (choose_path(p.d, Pass::kForward)) {
     case Path::kDecode: attn::decode_forward(out, lse, q, k, v, p); return;
@@ -75,9 +75,9 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   }
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                        const float* lse, const float* q, const float* k, const float* v,
-                        const uint8_t* key_mask, const AttentionDims& dims) {
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const uint8_t* key_mask,
+                        const AttentionDims& dims) {
   if (dq == nullptr && dk == nullptr && dv == nullptr) return;
   const Problem p = make_problem(dims, key_mask);
   switch (choose_path(p.d, Pass::kBackward)) {

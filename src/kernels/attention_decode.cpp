@@ -21,8 +21,8 @@ namespace atto::kernels::attn {
 namespace {
 
 // Row i of head (b, h); `s` holds Tk floats (rounded up to 16).
-void forward_row(float* out, float* lse, const float* q, const float* k, const float* v,
-                 const Problem& p, int64_t b, int64_t h, int64_t i, float* s) {
+void forward_row(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p, int64_t b,
+                 int64_t h, int64_t i, float* s) {
   const AttentionDims& d = p.d;
   const float* qi = q + (b * d.Tq + i) * d.ldq + h * d.HS;
   const float* kb = k + b * d.Tk * d.ldk + h * d.HS;
@@ -77,8 +77,7 @@ void forward_row(float* out, float* lse, const float* q, const float* k, const f
 
 }  // namespace
 
-void decode_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                    const Problem& p) {
+void decode_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
   const AttentionDims& d = p.d;
   const int64_t units = d.B * d.NH * d.Tq;
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);

@@ -48,8 +48,8 @@ VINLINE float row_max(const float* s, int64_t n) {
 // A(r, k) = A[r * ars + k * aks] (so A can be read transposed); B row-major with ldb; C row-major
 // with ldc. M is a multiple of 4 and N of 16 (callers use padded buffers).
 template <int NV>
-void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
-              int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb, float* C,
+              int64_t ldc, bool accumulate) {
   for (int64_t r = 0; r < M; r += 4) {
     vf16 c[4][NV];
     for (int i = 0; i < 4; i++)
@@ -73,22 +73,14 @@ void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, co
   }
 }
 
-void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
-        int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
+        float* C, int64_t ldc, bool accumulate) {
   for (int64_t n0 = 0; n0 < N; n0 += 4 * W) {
     switch (std::min<int64_t>(4, (N - n0) / W)) {
-      case 4:
-        mm_block<4>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
-        break;
-      case 3:
-        mm_block<3>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
-        break;
-      case 2:
-        mm_block<2>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
-        break;
-      default:
-        mm_block<1>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
-        break;
+      case 4: mm_block<4>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
+      case 3: mm_block<3>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
+      case 2: mm_block<2>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
+      default: mm_block<1>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate); break;
     }
   }
 }
@@ -113,8 +105,7 @@ VINLINE void copy_row_padded(float* dst, const float* src, int64_t n) {
 }
 
 // Copies n rows of HS floats (row stride ld) into dst[rows_pad, HSp], zero padding.
-void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows_pad, int64_t HS,
-               int64_t HSp) {
+void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows_pad, int64_t HS, int64_t HSp) {
   for (int64_t r = 0; r < n; r++) {
     copy_row_padded(dst + r * HSp, src + r * ld, HS);
     if (HSp > round_up(HS, W)) std::fill(dst + r * HSp + round_up(HS, W), dst + (r + 1) * HSp, 0.0f);
@@ -125,8 +116,8 @@ void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t rows
 // S[BQ, bk] = scale * Qs[BQ, HS] KT[HS, bk] (KT's row stride ldkt), masked to -inf: the one
 // definition of the scores, shared by forward and backward so that backward's exp(S - lse)
 // matches forward exactly.
-void score_tile(float* S, const float* Qs, const float* KT, int64_t ldkt, const float* kbias,
-                const Problem& p, int64_t i0, int64_t nq, int64_t j0) {
+void score_tile(float* S, const float* Qs, const float* KT, int64_t ldkt, const float* kbias, const Problem& p,
+                int64_t i0, int64_t nq, int64_t j0) {
   const int64_t rows = round_up(nq, 4), bk = p.bk;
   mm(rows, bk, p.d.HS, Qs, p.HSp, 1, KT, ldkt, S, bk, false);
   for (int64_t i = 0; i < nq; i++) {
@@ -190,8 +181,8 @@ void online_softmax_tile(FwdScratch& w, int64_t nq, int64_t HSp, int64_t bk) {
   std::fill(w.S.data() + nq * bk, w.S.data() + round_up(nq, 4) * bk, 0.0f);
 }
 
-void forward_tile(float* out, float* lse, const float* q, const float* k, const float* v,
-                  const Problem& p, int64_t b, int64_t h, int64_t i0, FwdScratch& w) {
+void forward_tile(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p, int64_t b,
+                  int64_t h, int64_t i0, FwdScratch& w) {
   const AttentionDims& d = p.d;
   const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, bk = p.bk, rows = round_up(nq, 4);
   pack_rows(w.Qs.data(), q + (b * d.Tq + i0) * d.ldq + h * d.HS, d.ldq, nq, rows, d.HS, HSp);
@@ -205,10 +196,8 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
   }
   for (; w.packed < kt_end; w.packed++) {
     const int64_t j0 = w.packed * bk, nk = std::min(bk, d.Tk - j0);
-    pack_transposed(w.KT.data() + j0, w.ldkt, k + (b * d.Tk + j0) * d.ldk + h * d.HS, d.ldk, nk,
-                    d.HS, bk);
-    pack_rows(w.Vs.data() + j0 * HSp, v + (b * d.Tk + j0) * d.ldv + h * d.HS, d.ldv, nk, bk, d.HS,
-              HSp);
+    pack_transposed(w.KT.data() + j0, w.ldkt, k + (b * d.Tk + j0) * d.ldk + h * d.HS, d.ldk, nk, d.HS, bk);
+    pack_rows(w.Vs.data() + j0 * HSp, v + (b * d.Tk + j0) * d.ldv + h * d.HS, d.ldv, nk, bk, d.HS, HSp);
   }
   for (int64_t kt = 0; kt < kt_end; kt++) {
     const int64_t j0 = kt * bk, nk = std::min(bk, d.Tk - j0);
@@ -248,8 +237,8 @@ struct BwdScratch {
 };
 
 // One (key tile, query tile) step; w.Ks/KT/VT/kbias hold key tile j0.
-void backward_step(const float* q, const float* dout, const float* lse, const Problem& p, int64_t b,
-                   int64_t h, int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
+void backward_step(const float* q, const float* dout, const float* lse, const Problem& p, int64_t b, int64_t h,
+                   int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
   const AttentionDims& d = p.d;
   const int64_t nq = std::min(BQ, d.Tq - i0), HSp = p.HSp, rows = round_up(nq, 4), bk = p.bk;
   const float* Qs = w.Qs.data() + i0 * HSp;
@@ -282,9 +271,9 @@ void backward_step(const float* q, const float* dout, const float* lse, const Pr
   mm(rows, HSp, nk, w.dS.data(), bk, 1, w.Ks.data(), HSp, w.dQ.data() + i0 * HSp, HSp, true);
 }
 
-void backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                   const float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p, int64_t b, int64_t h, BwdScratch& w) {
+void backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                   const float* q, const float* k, const float* v, const Problem& p, int64_t b, int64_t h,
+                   BwdScratch& w) {
   const AttentionDims& d = p.d;
   const int64_t HSp = p.HSp;
   for (int64_t i = 0; i < d.Tq; i++) {  // D_i = <dout_i, out_i>
@@ -311,19 +300,15 @@ void backward_head(float* dq, float* dk, float* dv, const float* dout, const flo
       if (key_tiles_end(p, i0, std::min(BQ, d.Tq - i0)) <= kt) continue;  // all masked
       backward_step(q, dout, lse, p, b, h, i0, j0, nk, w);
     }
-    add_rows(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dK.data(), nk, d.HS,
-             HSp, d.accumulate);
-    add_rows(dv ? dv + (b * d.Tk + j0) * d.ldv + h * d.HS : nullptr, d.ldv, w.dV.data(), nk, d.HS,
-             HSp, d.accumulate);
+    add_rows(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dK.data(), nk, d.HS, HSp, d.accumulate);
+    add_rows(dv ? dv + (b * d.Tk + j0) * d.ldv + h * d.HS : nullptr, d.ldv, w.dV.data(), nk, d.HS, HSp, d.accumulate);
   }
-  add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS, HSp,
-           d.accumulate);
+  add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS, HSp, d.accumulate);
 }
 
 }  // namespace
 
-void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p) {
+void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
   const AttentionDims& d = p.d;
   const int64_t qtiles = (d.Tq + BQ - 1) / BQ, units = d.B * d.NH * qtiles;
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);
@@ -339,17 +324,15 @@ void flash_forward(float* out, float* lse, const float* q, const float* k, const
   });
 }
 
-void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                    const float* lse, const float* q, const float* k, const float* v,
-                    const Problem& p) {
+void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                    const float* q, const float* k, const float* v, const Problem& p) {
   const AttentionDims& d = p.d;
   const int64_t heads = d.B * d.NH;
   const bool par = heads > 1 && d.Tq * d.Tk * d.HS * heads >= (1 << 15);
   parallel_region(par, [&](int64_t t, int64_t nt) {
     BwdScratch w(d.Tq, d.HS, p.HSp);
     const auto [h0, h1] = static_range(heads, t, nt);
-    for (int64_t bh = h0; bh < h1; bh++)
-      backward_head(dq, dk, dv, dout, out, lse, q, k, v, p, bh / d.NH, bh % d.NH, w);
+    for (int64_t bh = h0; bh < h1; bh++) backward_head(dq, dk, dv, dout, out, lse, q, k, v, p, bh / d.NH, bh % d.NH, w);
   });
 }
 

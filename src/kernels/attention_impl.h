@@ -79,23 +79,16 @@ struct Problem {
 
 // ---- The paths (one file each) ------------------------------------------------------------------
 
-void decode_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                    const Problem& p);
-void tiny_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                  const Problem& p);
-void tiny_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                   const float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p);
-void short_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p);
-void short_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                    const float* lse, const float* q, const float* k, const float* v,
-                    const Problem& p);
-void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p);
-void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                    const float* lse, const float* q, const float* k, const float* v,
-                    const Problem& p);
+void decode_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
+void tiny_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
+void tiny_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                   const float* q, const float* k, const float* v, const Problem& p);
+void short_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
+void short_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                    const float* q, const float* k, const float* v, const Problem& p);
+void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
+void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                    const float* q, const float* k, const float* v, const Problem& p);
 
 // ---- Row helpers used by several paths ----------------------------------------------------------
 
@@ -124,8 +117,7 @@ VINLINE float dot_hs(const float* a, const float* b, int64_t HS) {
 
 // dst[HS, bk] (row stride ldd) = the transpose of n rows of HS floats (row stride ld), zero
 // padding (bk is a multiple of 16).
-inline void pack_transposed(float* dst, int64_t ldd, const float* src, int64_t ld, int64_t n,
-                            int64_t HS, int64_t bk) {
+inline void pack_transposed(float* dst, int64_t ldd, const float* src, int64_t ld, int64_t n, int64_t HS, int64_t bk) {
   for (int64_t j0 = 0; j0 < bk; j0 += W) {
     const int64_t nr = std::clamp<int64_t>(n - j0, 0, W);
     for (int64_t e0 = 0; e0 < HS; e0 += W)
@@ -143,8 +135,7 @@ inline void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int6
 }
 
 // dst rows (stride ld) += src rows [n, HSp] (first HS columns); = when !accumulate.
-inline void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_t HS, int64_t HSp,
-                     bool accumulate) {
+inline void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_t HS, int64_t HSp, bool accumulate) {
   if (dst == nullptr) return;
   for (int64_t r = 0; r < n; r++) {
     float* d = dst + r * ld;

@@ -34,8 +34,8 @@ bool masked(const AttentionDims& d, const uint8_t* key_mask, int64_t b, int64_t 
 
 // scores[j] = scale <q_i, k_j> (or -inf where masked) for query row i of head (b, h);
 // returns the row maximum.
-float score_row(float* scores, const float* q, const float* k, const uint8_t* key_mask,
-                const AttentionDims& d, int64_t b, int64_t h, int64_t i) {
+float score_row(float* scores, const float* q, const float* k, const uint8_t* key_mask, const AttentionDims& d,
+                int64_t b, int64_t h, int64_t i) {
   const float* qi = q + (b * d.Tq + i) * d.ldq + h * d.HS;
   float m = kNegInf;
   for (int64_t j = 0; j < d.Tk; j++) {
@@ -85,9 +85,9 @@ void attention_forward_naive(float* out, float* lse, const float* q, const float
 // p_j = exp(s_j - lse);  D = <dout_i, out_i>
 // dv_j += p_j dout_i;  dp_j = <dout_i, v_j>;  ds_j = p_j (dp_j - D)
 // dq_i += scale sum_j ds_j k_j;  dk_j += scale ds_j q_i
-void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                              const float* lse, const float* q, const float* k, const float* v,
-                              const uint8_t* key_mask, const AttentionDims& dims) {
+void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                              const float* q, const float* k, const float* v, const uint8_t* key_mask,
+                              const AttentionDims& dims) {
   const AttentionDims d = resolve(dims);
   std::vector<float> scores(static_cast<size_t>(d.Tk));
   for (int64_t b = 0; b < d.B; b++) {
@@ -122,8 +122,7 @@ void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout
 
 // probs[b, h, i, :] = softmax of the masked score row; masked entries exactly 0, and a row with
 // every key masked is all zeros.
-void attention_probs(float* probs, const float* q, const float* k, const uint8_t* key_mask,
-                     const AttentionDims& dims) {
+void attention_probs(float* probs, const float* q, const float* k, const uint8_t* key_mask, const AttentionDims& dims) {
   const AttentionDims d = resolve(dims);
   const int64_t rows = d.B * d.NH * d.Tq;
   const bool par = rows > 1 && rows * d.Tk * d.HS >= (1 << 15);

@@ -73,8 +73,8 @@ RowGroup<G> row_group(const Problem& p, int64_t i0) {
 // s[g][v] = scale <q_row(g), k_j> + kb[j] for keys j in vector v < NV, -inf from key n_vis on.
 // Each score is one FMA chain over d = 0..HS-1 in order.
 template <int NV, int G>
-VINLINE void short_scores(vf16 (&s)[G][NV], const float* qh, int64_t ldq, const RowGroup<G>& r,
-                          const float* KT, int64_t ldkt, const float* kb, int64_t HS, float scale) {
+VINLINE void short_scores(vf16 (&s)[G][NV], const float* qh, int64_t ldq, const RowGroup<G>& r, const float* KT,
+                          int64_t ldkt, const float* kb, int64_t HS, float scale) {
 #pragma GCC unroll 4
   for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
@@ -106,8 +106,8 @@ VINLINE void short_scores(vf16 (&s)[G][NV], const float* qh, int64_t ldq, const 
 // acc[g][e] = sum_{j < n} c[g * ldc + j] * row_j[16 e ..], row_j = rows + j * ld (HS floats,
 // masked tail); each row loaded once for the G rows; one FMA chain per output, j in order.
 template <int HV, int G>
-VINLINE void weighted_rows(vf16 (&acc)[G][HV], const float* c, int64_t ldc, const float* rows,
-                           int64_t ld, int64_t n, int64_t HS) {
+VINLINE void weighted_rows(vf16 (&acc)[G][HV], const float* c, int64_t ldc, const float* rows, int64_t ld, int64_t n,
+                           int64_t HS) {
   const int64_t tail = HS - (HV - 1) * W;  // 1..16
 #pragma GCC unroll 4
   for (int g = 0; g < G; g++)
@@ -142,13 +142,10 @@ VINLINE void store_row(float* dst, const vf16* acc, float mul, int64_t HS, bool 
 }
 
 // The head's transposed keys (and values, for backward) and key biases.
-void short_pack(ShortScratch& w, const Problem& p, const float* k, const float* v, int64_t b,
-                int64_t h) {
+void short_pack(ShortScratch& w, const Problem& p, const float* k, const float* v, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
   pack_transposed(w.KT.data(), w.ldkt, k + b * d.Tk * d.ldk + h * d.HS, d.ldk, d.Tk, d.HS, w.ldkt);
-  if (v != nullptr)
-    pack_transposed(w.VT.data(), w.ldkt, v + b * d.Tk * d.ldv + h * d.HS, d.ldv, d.Tk, d.HS,
-                    w.ldkt);
+  if (v != nullptr) pack_transposed(w.VT.data(), w.ldkt, v + b * d.Tk * d.ldv + h * d.HS, d.ldv, d.Tk, d.HS, w.ldkt);
   key_bias(w.kb.data(), p, b, 0, d.Tk);  // one key tile: p.bk == ldkt here
 }
 
@@ -162,10 +159,22 @@ void short_row_groups_hv(const Problem& p, F& rows) {
   for (int64_t i0 = 0; i0 < p.d.Tq;) {
     const int64_t nv4 = (visible_keys(p, std::min(i0 + 3, p.d.Tq - 1)) + W - 1) / W;
     switch (std::clamp<int64_t>(nv4, 1, 4)) {
-      case 1: rows.template operator()<1, HV, 4>(i0); i0 += 4; break;
-      case 2: rows.template operator()<2, HV, 4>(i0); i0 += 4; break;
-      case 3: rows.template operator()<3, HV, 2>(i0); i0 += 2; break;
-      default: rows.template operator()<4, HV, 2>(i0); i0 += 2; break;
+      case 1:
+        rows.template operator()<1, HV, 4>(i0);
+        i0 += 4;
+        break;
+      case 2:
+        rows.template operator()<2, HV, 4>(i0);
+        i0 += 4;
+        break;
+      case 3:
+        rows.template operator()<3, HV, 2>(i0);
+        i0 += 2;
+        break;
+      default:
+        rows.template operator()<4, HV, 2>(i0);
+        i0 += 2;
+        break;
     }
   }
 }
@@ -196,13 +205,12 @@ void for_each_short_head(const Problem& p, F&& head) {
 // ---- Forward ------------------------------------------------------------------------------------
 
 template <int NV, int HV, int G>
-void short_forward_rows(float* out, float* lse, const float* q, const float* v, const Problem& p,
-                        int64_t b, int64_t h, int64_t i0, ShortScratch& w) {
+void short_forward_rows(float* out, float* lse, const float* q, const float* v, const Problem& p, int64_t b, int64_t h,
+                        int64_t i0, ShortScratch& w) {
   const AttentionDims& d = p.d;
   const RowGroup<G> r = row_group<G>(p, i0);
   vf16 s[G][NV];
-  short_scores<NV, G>(s, q + b * d.Tq * d.ldq + h * d.HS, d.ldq, r, w.KT.data(), w.ldkt,
-                      w.kb.data(), d.HS, d.scale);
+  short_scores<NV, G>(s, q + b * d.Tq * d.ldq + h * d.HS, d.ldq, r, w.KT.data(), w.ldkt, w.kb.data(), d.HS, d.scale);
   float inv[G], lrow[G];
 #pragma GCC unroll 4
   for (int g = 0; g < G; g++) {
@@ -230,8 +238,7 @@ void short_forward_rows(float* out, float* lse, const float* q, const float* v, 
     lrow[g] = m + std::log(l);
   }
   vf16 acc[G][HV];
-  weighted_rows<HV, G>(acc, w.pb.data(), kPbStride, v + b * d.Tk * d.ldv + h * d.HS, d.ldv,
-                       r.n_max, d.HS);
+  weighted_rows<HV, G>(acc, w.pb.data(), kPbStride, v + b * d.Tk * d.ldv + h * d.HS, d.ldv, r.n_max, d.HS);
 #pragma GCC unroll 4
   for (int g = 0; g < G; g++) {
     if (!r.valid[g]) continue;
@@ -245,9 +252,8 @@ void short_forward_rows(float* out, float* lse, const float* q, const float* v, 
 // A group of query rows: P = exp(S - lse), dP = dO V^T, dS = scale P (dP - D_i);
 // dQ_i = sum_j dS_ij k_j, dKT[:, j] += q_i dS_ij, dVT[:, j] += dO_i P_ij (rows in order).
 template <int NV, int HV, int G>
-void short_backward_rows(float* dq, const float* dout, const float* out, const float* lse,
-                         const float* q, const float* k, const Problem& p, int64_t b, int64_t h,
-                         int64_t i0, ShortScratch& w) {
+void short_backward_rows(float* dq, const float* dout, const float* out, const float* lse, const float* q,
+                         const float* k, const Problem& p, int64_t b, int64_t h, int64_t i0, ShortScratch& w) {
   const AttentionDims& d = p.d;
   const RowGroup<G> r = row_group<G>(p, i0);
   const int64_t ld = w.ldkt;
@@ -318,8 +324,7 @@ void short_backward_rows(float* dq, const float* dout, const float* out, const f
   }
   if (dq == nullptr) return;
   vf16 acc[G][HV];
-  weighted_rows<HV, G>(acc, w.pb.data(), kPbStride, k + b * d.Tk * d.ldk + h * d.HS, d.ldk,
-                       r.n_max, d.HS);
+  weighted_rows<HV, G>(acc, w.pb.data(), kPbStride, k + b * d.Tk * d.ldk + h * d.HS, d.ldk, r.n_max, d.HS);
 #pragma GCC unroll 4
   for (int g = 0; g < G; g++) {
     if (!r.valid[g]) continue;
@@ -333,33 +338,29 @@ void short_backward_rows(float* dq, const float* dout, const float* out, const f
 }
 
 // dst rows [Tk, HS] (stride ld) (+)= the transpose of src [HS, ldkt].
-void short_store_transposed(float* dst, int64_t ld, const float* src, const Problem& p,
-                            ShortScratch& w) {
+void short_store_transposed(float* dst, int64_t ld, const float* src, const Problem& p, ShortScratch& w) {
   if (dst == nullptr) return;
   const AttentionDims& d = p.d;
   const int64_t HSp = round_up(d.HS, W);
   for (int64_t j0 = 0; j0 < d.Tk; j0 += W)
     for (int64_t e0 = 0; e0 < d.HS; e0 += W)
-      transpose16(w.tmp.data() + j0 * HSp + e0, HSp, src + e0 * w.ldkt + j0, w.ldkt,
-                  std::min<int64_t>(W, d.HS - e0), std::min<int64_t>(W, d.Tk - j0));
+      transpose16(w.tmp.data() + j0 * HSp + e0, HSp, src + e0 * w.ldkt + j0, w.ldkt, std::min<int64_t>(W, d.HS - e0),
+                  std::min<int64_t>(W, d.Tk - j0));
   add_rows(dst, ld, w.tmp.data(), d.Tk, d.HS, HSp, d.accumulate);
 }
 
 }  // namespace
 
-void short_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p) {
+void short_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
   for_each_short_head(p, [&](int64_t b, int64_t h, ShortScratch& w) {
     short_pack(w, p, k, nullptr, b, h);
-    short_row_groups(p, [&]<int NV, int HV, int G>(int64_t i0) {
-      short_forward_rows<NV, HV, G>(out, lse, q, v, p, b, h, i0, w);
-    });
+    short_row_groups(
+        p, [&]<int NV, int HV, int G>(int64_t i0) { short_forward_rows<NV, HV, G>(out, lse, q, v, p, b, h, i0, w); });
   });
 }
 
-void short_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                    const float* lse, const float* q, const float* k, const float* v,
-                    const Problem& p) {
+void short_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                    const float* q, const float* k, const float* v, const Problem& p) {
   const AttentionDims& d = p.d;
   for_each_short_head(p, [&](int64_t b, int64_t h, ShortScratch& w) {
     short_pack(w, p, k, v, b, h);
@@ -369,10 +370,8 @@ void short_backward(float* dq, float* dk, float* dv, const float* dout, const fl
       short_backward_rows<NV, HV, G>(dq, dout, out, lse, q, k, p, b, h, i0, w);
     });
     const int64_t at = b * d.Tk;
-    short_store_transposed(dk != nullptr ? dk + at * d.ldk + h * d.HS : nullptr, d.ldk,
-                           w.dKT.data(), p, w);
-    short_store_transposed(dv != nullptr ? dv + at * d.ldv + h * d.HS : nullptr, d.ldv,
-                           w.dVT.data(), p, w);
+    short_store_transposed(dk != nullptr ? dk + at * d.ldk + h * d.HS : nullptr, d.ldk, w.dKT.data(), p, w);
+    short_store_transposed(dv != nullptr ? dv + at * d.ldv + h * d.HS : nullptr, d.ldv, w.dVT.data(), p, w);
   });
 }
 

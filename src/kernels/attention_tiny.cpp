@@ -32,8 +32,8 @@ int64_t tiny_keys(const Problem& p, int64_t i0) {
 // -inf where key j is not visible to row i0 + i (causal) or masked (kb_j = -inf); qt[e] lane i =
 // q_(i0+i)e.
 template <int HSC>
-VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* kb,
-                         const Problem& p, int64_t i0, int64_t n) {
+VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* kb, const Problem& p, int64_t i0,
+                         int64_t n) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
   const vf16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -64,8 +64,7 @@ VINLINE void tiny_scores(vf16* s, const vf16* qt, const float* kh, const float* 
 // acc[e] = sum_{j < n} c[j] * rows[j * ld + e] for e < HS: j outer, so the HS accumulators are
 // independent FMA chains in flight together (each still sums over j in order).
 template <int HSC>
-VINLINE void tiny_weighted(vf16* acc, const vf16* c, const float* rows, int64_t ld, int64_t n,
-                           int64_t HS) {
+VINLINE void tiny_weighted(vf16* acc, const vf16* c, const float* rows, int64_t ld, int64_t n, int64_t HS) {
   if constexpr (HSC > 0) {
     vf16 a[HSC];
 #pragma GCC unroll 16
@@ -100,8 +99,7 @@ void tiny_key_bias(float* kb, const Problem& p, int64_t b) {
 
 // Rows i < n of the [HS, 16] block xt (xt[e] lane i) into dst rows (stride ld), HS floats each
 // (+= when accumulate).
-VINLINE void tiny_store_rows(float* dst, int64_t ld, const vf16* xt, int64_t n, int64_t HS,
-                             bool accumulate) {
+VINLINE void tiny_store_rows(float* dst, int64_t ld, const vf16* xt, int64_t n, int64_t HS, bool accumulate) {
   vf16 v[W];
   for (int64_t e = 0; e < W; e++) v[e] = e < HS ? xt[e] : vf16{};
   transpose16_regs(v);
@@ -131,8 +129,8 @@ void for_each_tiny_head(const Problem& p, F&& head) {
 
 // HSC: the head size as a compile-time constant (fully unrolled loops over it), 0 = d.HS.
 template <int HSC>
-void tiny_forward_head(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const Problem& p, int64_t b, int64_t h) {
+void tiny_forward_head(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p,
+                       int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
   alignas(64) float kb[kTinyMaxKeys], lv[W], mv[W];
@@ -171,9 +169,8 @@ void tiny_forward_head(float* out, float* lse, const float* q, const float* k, c
 // dS = scale P (dP - D); dQ = sum_j dS_j k_j; dK_j += sum_i dS_ij q_i and dV_j += sum_i P_ij dO_i
 // (over the blocks in order, rows in order within a block), kept transposed until the end.
 template <int HSC>
-void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                        const float* lse, const float* q, const float* k, const float* v,
-                        const Problem& p, int64_t b, int64_t h) {
+void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const Problem& p, int64_t b, int64_t h) {
   const AttentionDims& d = p.d;
   const int64_t HS = HSC > 0 ? HSC : d.HS;
   constexpr int64_t KB = kTinyMaxKeys / W;  // key blocks at most
@@ -232,19 +229,14 @@ void tiny_backward_head(float* dq, float* dk, float* dv, const float* dout, cons
   }
   for (int64_t c = 0; c < nkb; c++) {
     const int64_t n = std::min(W, d.Tk - c * W);
-    if (dk != nullptr)
-      tiny_store_rows(dk + (b * d.Tk + c * W) * d.ldk + h * d.HS, d.ldk, dkt[c], n, HS,
-                      d.accumulate);
-    if (dv != nullptr)
-      tiny_store_rows(dv + (b * d.Tk + c * W) * d.ldv + h * d.HS, d.ldv, dvt[c], n, HS,
-                      d.accumulate);
+    if (dk != nullptr) tiny_store_rows(dk + (b * d.Tk + c * W) * d.ldk + h * d.HS, d.ldk, dkt[c], n, HS, d.accumulate);
+    if (dv != nullptr) tiny_store_rows(dv + (b * d.Tk + c * W) * d.ldv + h * d.HS, d.ldv, dvt[c], n, HS, d.accumulate);
   }
 }
 
 }  // namespace
 
-void tiny_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                  const Problem& p) {
+void tiny_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
   const AttentionDims& d = p.d;
   for_each_tiny_head(p, [&](int64_t b, int64_t h) {
     switch (d.HS) {
@@ -255,9 +247,8 @@ void tiny_forward(float* out, float* lse, const float* q, const float* k, const 
   });
 }
 
-void tiny_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                   const float* lse, const float* q, const float* k, const float* v,
-                   const Problem& p) {
+void tiny_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                   const float* q, const float* k, const float* v, const Problem& p) {
   const AttentionDims& d = p.d;
   for_each_tiny_head(p, [&](int64_t b, int64_t h) {
     switch (d.HS) {

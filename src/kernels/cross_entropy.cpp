@@ -18,9 +18,8 @@ namespace {
 bool worth_threads(int64_t N, int64_t V) { return N > 1 && N * V >= (1 << 15); }
 }  // namespace
 
-int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
-                              const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
-                              float label_smoothing) {
+int64_t cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                              int64_t V, int32_t ignore_index, float label_smoothing) {
   const float ls = label_smoothing;
   int64_t count = 0;
   const bool par = worth_threads(N, V);
@@ -42,9 +41,8 @@ int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
   return count;
 }
 
-void cross_entropy_backward(float* dlogits, const float* dloss, const float* logits,
-                            const float* lse, const int32_t* targets, int64_t N, int64_t V,
-                            int32_t ignore_index, float label_smoothing) {
+void cross_entropy_backward(float* dlogits, const float* dloss, const float* logits, const float* lse,
+                            const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index, float label_smoothing) {
   const float ls = label_smoothing;
   const float q_other = ls / static_cast<float>(V);
   const bool par = worth_threads(N, V);
@@ -63,9 +61,8 @@ void cross_entropy_backward(float* dlogits, const float* dloss, const float* log
   });
 }
 
-int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logits,
-                                    const int32_t* targets, int64_t N, int64_t V,
-                                    int32_t ignore_index, float label_smoothing) {
+int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                                    int64_t V, int32_t ignore_index, float label_smoothing) {
   int64_t count = 0;
   for (int64_t n = 0; n < N; n++) {
     const float* x = logits + n * V;
@@ -88,16 +85,15 @@ int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logi
   return count;
 }
 
-void cross_entropy_backward_naive(float* dlogits, const float* dloss, const float* logits,
-                                  const float* lse, const int32_t* targets, int64_t N, int64_t V,
-                                  int32_t ignore_index, float label_smoothing) {
+void cross_entropy_backward_naive(float* dlogits, const float* dloss, const float* logits, const float* lse,
+                                  const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
+                                  float label_smoothing) {
   for (int64_t n = 0; n < N; n++) {
     const int32_t t = targets[n];
     if (t == ignore_index) continue;
     for (int64_t j = 0; j < V; j++) {
       const float p = std::exp(logits[n * V + j] - lse[n]);
-      const float q =
-          (j == t ? 1.0f - label_smoothing : 0.0f) + label_smoothing / static_cast<float>(V);
+      const float q = (j == t ? 1.0f - label_smoothing : 0.0f) + label_smoothing / static_cast<float>(V);
       dlogits[n * V + j] += dloss[n] * (p - q);
     }
   }

@@ -4,7 +4,6 @@
 // Every element goes through the same 16-lane code (the tail is padded, never a scalar
 // epilogue), so an element's value does not depend on how the range was split over threads.
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -71,9 +70,7 @@ void map_vectors(int64_t n, int64_t min_parallel, G g) {
   });
 }
 
-VINLINE vf16 ld(const float* p, int64_t i, int64_t cnt) {
-  return cnt == W ? load(p + i) : load_part(p + i, cnt);
-}
+VINLINE vf16 ld(const float* p, int64_t i, int64_t cnt) { return cnt == W ? load(p + i) : load_part(p + i, cnt); }
 VINLINE void st(float* p, int64_t i, int64_t cnt, vf16 v) {
   if (cnt == W) {
     store(p + i, v);
@@ -136,11 +133,10 @@ void add_forward(float* out, const float* a, const float* b, int64_t n) {
 }
 
 void bias_add_forward(float* out, const float* inp, const float* bias, int64_t N, int64_t C) {
-  parallel_ranges(N, std::max<int64_t>(2, kCheap / std::max<int64_t>(C, 1)),
-                  [&](int64_t n0, int64_t n1) {
-                    for (int64_t n = n0; n < n1; n++)
-                      for (int64_t c = 0; c < C; c++) out[n * C + c] = inp[n * C + c] + bias[c];
-                  });
+  parallel_ranges(N, std::max<int64_t>(2, kCheap / std::max<int64_t>(C, 1)), [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; n++)
+      for (int64_t c = 0; c < C; c++) out[n * C + c] = inp[n * C + c] + bias[c];
+  });
 }
 
 void bias_add_backward(float* dinp, float* dbias, const float* dout, int64_t N, int64_t C) {
@@ -217,8 +213,7 @@ void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t
   gelu_erf_backward(dinp, dout, inp, n, true);
 }
 
-void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n,
-                       bool accumulate) {
+void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
     const vf16 x = ld(inp, i, cnt);
     const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
@@ -255,8 +250,7 @@ void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64
   }
 }
 
-void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n,
-                             bool accumulate) {
+void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n, bool accumulate) {
   map_vectors(n, kCheap, [&](int64_t i, int64_t cnt) {
     vf16 d = ld(dout, i, cnt) * ld(slope, i, cnt);
     if (accumulate) d += ld(dinp, i, cnt);
@@ -288,13 +282,11 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
   });
 }
 
-void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
-                     const float* up, int64_t n) {
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
     const vf16 g = ld(gate, i, cnt), d = ld(dout, i, cnt);
     const vf16 s = vsigmoid(g);
-    if (dgate != nullptr)
-      st(dgate, i, cnt, ld(dgate, i, cnt) + d * ld(up, i, cnt) * s * (1.0f + g * (1.0f - s)));
+    if (dgate != nullptr) st(dgate, i, cnt, ld(dgate, i, cnt) + d * ld(up, i, cnt) * s * (1.0f + g * (1.0f - s)));
     if (dup != nullptr) st(dup, i, cnt, ld(dup, i, cnt) + d * g * s);
   });
 }

@@ -10,8 +10,7 @@
 namespace atto::kernels {
 
 // out[n, :] = weight[ids[n], :]
-void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N, int64_t C,
-                       int64_t V) {
+void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N, int64_t C, int64_t V) {
   const bool par = N > 1 && N * C >= (1 << 16);
   parallel_for(N, par, [&](int64_t n) {
     std::memcpy(out + n * C, weight + static_cast<int64_t>(ids[n]) * C, sizeof(float) * C);
@@ -20,8 +19,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* weight, int6
 
 // dweight[ids[n], :] += dout[n, :]. Each dweight element receives its terms in order of n,
 // whatever the split: threads own either column blocks (wide C) or ranges of vocabulary rows.
-void embedding_backward(float* dweight, const float* dout, const int32_t* ids, int64_t N, int64_t C,
-                        int64_t V) {
+void embedding_backward(float* dweight, const float* dout, const int32_t* ids, int64_t N, int64_t C, int64_t V) {
   constexpr int64_t kCols = 64;
   const bool par = N * C >= (1 << 16);
   if (C >= 2 * kCols) {

@@ -39,10 +39,10 @@ using simd::W;
 constexpr double kOpenblasSerialMNK = 65536.0 * 4.0;
 constexpr double kMinTileFlops = 8.0 * 1024 * 1024;
 constexpr int64_t kMaxTiles = 16;
-constexpr int64_t kMinTileEdge = 32;  // tiles are not cut below 32 x 32
-constexpr int64_t kTileAlign = 16;    // tile edges are multiples of 16 (OpenBLAS unroll)
+constexpr int64_t kMinTileEdge = 32;                    // tiles are not cut below 32 x 32
+constexpr int64_t kTileAlign = 16;                      // tile edges are multiples of 16 (OpenBLAS unroll)
 constexpr double kBlockedMaxMNK = 512.0 * 1024 * 1024;  // larger products go to OpenBLAS
-constexpr double kBlockedParFlops = 256.0 * 1024;        // smaller blocked products: 1 thread
+constexpr double kBlockedParFlops = 256.0 * 1024;       // smaller blocked products: 1 thread
 
 int64_t max_tiles() {
   int64_t t = 2;
@@ -59,12 +59,10 @@ struct Tiles {
 };
 
 Tiles plan_tiles(int64_t M, int64_t N, int64_t K) {
-  const double flops =
-      2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   int64_t target = flops / 2.0 > kOpenblasSerialMNK ? 2 : 1;
   const int64_t most = max_tiles();
-  while (target < most && flops / static_cast<double>(2 * target) >= kMinTileFlops)
-    target *= 2;
+  while (target < most && flops / static_cast<double>(2 * target) >= kMinTileFlops) target *= 2;
   int64_t tm = 1, tn = 1;
   while (tm * tn < target) {
     const int64_t em = ceil_div(M, tm), en = ceil_div(N, tn);
@@ -85,12 +83,11 @@ Tiles plan_tiles(int64_t M, int64_t N, int64_t K) {
   return t;
 }
 
-void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                int64_t ldc) {
+void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
-              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
+              static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
 // One cblas_sgemm that OpenBLAS runs on one thread. The OpenMP build of OpenBLAS uses one
@@ -98,9 +95,8 @@ void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
 // M*N*K <= kOpenblasSerialMNK; otherwise (a single tile of a large, narrow product) a team of
 // two is opened and only its first thread calls.
 
-void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                         float* C, int64_t ldc) {
+void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                         int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const double mnk = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (mnk <= kOpenblasSerialMNK || omp_in_parallel() || omp_get_max_threads() == 1) {
     sgemm_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -108,8 +104,7 @@ void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t
   }
 #pragma omp parallel num_threads(2)
   {
-    if (omp_get_thread_num() == 0)
-      sgemm_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (omp_get_thread_num() == 0) sgemm_call(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
 }
 
@@ -144,8 +139,8 @@ constexpr int64_t kRowBlock = 48;  // rows of A kept in cache while they meet ev
 // Haswell shape: 6 rows x 16 columns). The sums are the same either way (one FMA per k).
 #if defined(__AVX2__) && !defined(__AVX512F__)
 typedef float kvec __attribute__((vector_size(32)));
-constexpr int64_t KW = 8;             // lanes of kvec
-constexpr int64_t kSubPanel = 16;     // columns per kernel call
+constexpr int64_t KW = 8;          // lanes of kvec
+constexpr int64_t kSubPanel = 16;  // columns per kernel call
 template <int V>
 constexpr int rows_for() {
   return V == 1 ? 8 : 6;  // V = 1, 2
@@ -210,8 +205,8 @@ struct BlockActivation {
 // C[R, nc] = epilogue(A(R x K) B(K x nc)), nc in ((V-1) * KW, V * KW].
 // A(i, k) = A[i * ars + k * aks]; row k of B at B + k * ldb (only nc floats are read).
 template <int R, int V>
-void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
-                  int64_t ldb, float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
+void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb, float* C,
+                  int64_t ldc, int64_t nc, const Epilogue& ep) {
   const int64_t tail = nc - (V - 1) * KW;  // lanes of the last vector, 1..KW
   // Every loop over i and v is unrolled (the pragmas): one left rolled indexes acc at run time,
   // and GCC then keeps the accumulators in memory, storing all of them on every k.
@@ -240,9 +235,7 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
   kvec bias[V];
 #pragma GCC unroll 4
   for (int v = 0; v < V; v++)
-    bias[v] = ep.bias == nullptr ? kvec{}
-              : v < V - 1        ? kload(ep.bias + v * KW)
-                                 : kload_part(ep.bias + v * KW, tail);
+    bias[v] = ep.bias == nullptr ? kvec{} : v < V - 1 ? kload(ep.bias + v * KW) : kload_part(ep.bias + v * KW, tail);
 #pragma GCC unroll 16
   for (int i = 0; i < R; i++) {
     float* c = C + i * ldc;
@@ -266,8 +259,8 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
 
 // Rows [0, M) of one column panel: full blocks of rows_for<V>() rows, then 4, 2, 1 (those below it).
 template <int V>
-void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B,
-                int64_t ldb, float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
+void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb, float* C,
+                int64_t ldc, int64_t nc, const Epilogue& ep) {
   constexpr int R = rows_for<V>();
   Epilogue e = ep;
   auto rows_at = [&](int64_t i) -> const Epilogue& {  // the residual of the block's rows
@@ -275,21 +268,16 @@ void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, 
     return e;
   };
   int64_t i = 0;
-  for (; i + R <= M; i += R)
-    block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
+  for (; i + R <= M; i += R) block_kernel<R, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
   if constexpr (R > 4)
-    for (; i + 4 <= M; i += 4)
-      block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
+    for (; i + 4 <= M; i += 4) block_kernel<4, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
   if constexpr (R > 2)
-    for (; i + 2 <= M; i += 2)
-      block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
-  for (; i < M; i++)
-    block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
+    for (; i + 2 <= M; i += 2) block_kernel<2, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
+  for (; i < M; i++) block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
 }
 
-void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks,
-                    const float* B, int64_t ldb, float* C, int64_t ldc, int64_t nc,
-                    const Epilogue& ep) {
+void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
+                    float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
   for (int64_t j = 0; j < nc; j += kSubPanel) {  // one pass with AVX-512
     Epilogue e = ep;
     if (e.bias != nullptr) e.bias += j;
@@ -313,21 +301,20 @@ bool use_blocked(int64_t M, int64_t N, int64_t K) {
 
 // Packs rows [k0, k1) of op(B) = B^T into column panels: panel p holds columns [64 p, 64 p + 64)
 // of op(B) as K rows of 64 floats (16 x 16 register transposes; lanes past N are not read).
-void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t K, int64_t k0,
-                 int64_t k1) {
+void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t K, int64_t k0, int64_t k1) {
   for (int64_t j0 = 0; j0 < N; j0 += kPanel) {
     float* dst = packed + (j0 / kPanel) * K * kPanel;
     const int64_t nj = std::min(kPanel, N - j0);
     for (int64_t k = k0; k < k1; k += W)
       for (int64_t jj = 0; jj < nj; jj += W)
-        simd::transpose16(dst + k * kPanel + jj, kPanel, B + (j0 + jj) * ldb + k, ldb,
-                          std::min(W, nj - jj), std::min(W, k1 - k));
+        simd::transpose16(dst + k * kPanel + jj, kPanel, B + (j0 + jj) * ldb + k, ldb, std::min(W, nj - jj),
+                          std::min(W, k1 - k));
   }
 }
 
-void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                  const Epilogue& ep, const BlockActivation& act = {}) {
+void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep,
+                  const BlockActivation& act = {}) {
   const int64_t ars = transA ? 1 : lda, aks = transA ? lda : 1;
   const int64_t npanels = ceil_div(N, kPanel);
   thread_local std::vector<float> packed_store;
@@ -340,8 +327,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
   const bool par = flops >= kBlockedParFlops && omp_get_max_threads() > 1;
   parallel_region(par, [&](int64_t t, int64_t nt) {
     if (transB) {  // each thread packs its share of the K rows of every panel
-      pack_panels(packed, B, ldb, N, K, round_up(K * t / nt, W),
-                  std::min(K, round_up(K * (t + 1) / nt, W)));
+      pack_panels(packed, B, ldb, N, K, round_up(K * t / nt, W), std::min(K, round_up(K * (t + 1) / nt, W)));
       if (nt > 1) {
 #pragma omp barrier
       }
@@ -368,8 +354,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
         if (e.residual != nullptr) e.residual += i0 * ldc + j0;
         panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, e);
         if (act.gelu)
-          gelu_erf_slope_rows(C + i0 * ldc + j0,
-                              act.slope != nullptr ? act.slope + i0 * ldc + j0 : nullptr, ldc, mi,
+          gelu_erf_slope_rows(C + i0 * ldc + j0, act.slope != nullptr ? act.slope + i0 * ldc + j0 : nullptr, ldc, mi,
                               nj);
       }
     }
@@ -382,8 +367,8 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
 // GEMM
 // ============================================================================================
 
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
@@ -404,14 +389,12 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
     const int64_t mi = std::min(t.mb, M - i0), nj = std::min(t.nb, N - j0);
     const float* a = transA ? A + i0 : A + i0 * lda;  // rows i0.. of op(A)
     const float* b = transB ? B + j0 * ldb : B + j0;  // columns j0.. of op(B)
-    sgemm_single_thread(transA, transB, mi, nj, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0,
-                        ldc);
+    sgemm_single_thread(transA, transB, mi, nj, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
   });
 }
 
-void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                int64_t ldc) {
+void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++) {
     for (int64_t j = 0; j < N; j++) {
       float sum = 0.0f;
@@ -426,31 +409,28 @@ void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
   }
 }
 
-void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-                  float alpha, const float* A, int64_t lda, int64_t strideA, const float* B,
-                  int64_t ldb, int64_t strideB, float beta, float* C, int64_t ldc,
-                  int64_t strideC) {
+void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, int64_t strideA, const float* B, int64_t ldb, int64_t strideB, float beta, float* C,
+                  int64_t ldc, int64_t strideC) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
   const Tiles t = plan_tiles(M, N, K);
   if (batch == 1 || t.tm * t.tn > 1 || K <= 0) {
     // Big matrices: gemm threads each one.
     for (int64_t i = 0; i < batch; i++)
-      gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
-           C + i * strideC, ldc);
+      gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC, ldc);
     return;
   }
   // Small matrices: one matrix per task (the same single call gemm would make for it).
-  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(M) *
-                       static_cast<double>(N) * static_cast<double>(K);
+  const double flops =
+      2.0 * static_cast<double>(batch) * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (flops < kMinTileFlops) {
     for (int64_t i = 0; i < batch; i++)
-      gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
-           C + i * strideC, ldc);
+      gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC, ldc);
     return;
   }
   parallel_for(batch, true, [&](int64_t i) {
-    sgemm_single_thread(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
-                        beta, C + i * strideC, ldc);
+    sgemm_single_thread(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+                        C + i * strideC, ldc);
   });
 }
 
@@ -498,8 +478,8 @@ VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, f
   for (int g = 0; g < G; g++) out[g * ldo] = simd::hsum(a0[g] + a1[g]) + b;
 }
 
-void linear_forward_few_rows(float* out, const float* inp, const float* weight, const float* bias,
-                             int64_t N, int64_t C, int64_t OC) {
+void linear_forward_few_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                             int64_t OC) {
   const bool par = N * C * OC >= kFewRowsParMacs;
   parallel_for(OC, par, [&](int64_t o) {
     const float b = bias != nullptr ? bias[o] : 0.0f;
@@ -519,8 +499,8 @@ void linear_forward_few_rows(float* out, const float* inp, const float* weight, 
 
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                    int64_t C, int64_t OC) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                    int64_t OC) {
   if (N <= kFewRows) {
     linear_forward_few_rows(out, inp, weight, bias, N, C, OC);
     return;
@@ -539,8 +519,8 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C, int64_t OC) {
+void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight, const float* bias, int64_t N,
+                         int64_t C, int64_t OC) {
   if (N > kFewRows && use_blocked(N, OC, C)) {
     gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias},
                  BlockActivation{true, slope});
@@ -550,12 +530,10 @@ void linear_gelu_forward(float* out, float* slope, const float* inp, const float
   gelu_erf_forward_slope(out, slope, out, N * OC);
 }
 
-void linear_residual_forward(float* out, const float* residual, const float* inp,
-                             const float* weight, const float* bias, int64_t N, int64_t C,
-                             int64_t OC) {
+void linear_residual_forward(float* out, const float* residual, const float* inp, const float* weight,
+                             const float* bias, int64_t N, int64_t C, int64_t OC) {
   if (N > kFewRows && use_blocked(N, OC, C)) {
-    gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC,
-                 Epilogue{1.0f, 0.0f, bias, residual});
+    gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias, residual});
     return;
   }
   linear_forward(out, inp, weight, bias, N, C, OC);
@@ -571,8 +549,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);  // dbias += sum_n dout
 }
 
-void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias,
-                          int64_t N, int64_t C, int64_t OC) {
+void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                          int64_t OC) {
   for (int64_t n = 0; n < N; n++) {
     for (int64_t o = 0; o < OC; o++) {
       float sum = bias != nullptr ? bias[o] : 0.0f;
@@ -582,9 +560,8 @@ void linear_forward_naive(float* out, const float* inp, const float* weight, con
   }
 }
 
-void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
-                           const float* inp, const float* weight, int64_t N, int64_t C,
-                           int64_t OC) {
+void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                           const float* weight, int64_t N, int64_t C, int64_t OC) {
   for (int64_t n = 0; n < N; n++) {
     for (int64_t o = 0; o < OC; o++) {
       const float d = dout[n * OC + o];

@@ -64,48 +64,43 @@ std::vector<double> fma_peak_gflops(double seconds);
 // Cache-sized products run atto's register-blocked AVX-512 kernel (one in-order FMA chain per
 // element); large ones run OpenBLAS on tiles of C fixed by (M, N, K), one single-threaded call
 // per tile (OpenBLAS's own threading is not bit-reproducible across thread counts for some K).
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
-void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                int64_t ldc);
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // `batch` independent GEMMs; matrix i of X starts at X + i * strideX.
-void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-                  float alpha, const float* A, int64_t lda, int64_t strideA, const float* B,
-                  int64_t ldb, int64_t strideB, float beta, float* C, int64_t ldc,
-                  int64_t strideC);
+void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, int64_t strideA, const float* B, int64_t ldb, int64_t strideB, float beta, float* C,
+                  int64_t ldc, int64_t strideC);
 
 // ============================================================================================
 // Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]   (bias may be nullptr)
 // ============================================================================================
 // N <= 8 (decoding: one token per sequence) runs as matrix-vector products that stream the
 // weights once; there a row's outputs are the same bits whatever N and the thread count.
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
-                    int64_t N, int64_t C, int64_t OC);
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                    int64_t OC);
 // dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC);
 // out = GELU_erf(inp @ weight^T + bias) and, when slope is not nullptr, slope = GELU's slope at
 // the pre-activation (gelu_erf_forward_slope): a feed-forward's first layer in one pass. On the
 // register-blocked GEMM path GELU runs in the epilogue, on each 48 x 64 block while it is in
 // L1, so the pre-activation never goes to memory. Bitwise what linear_forward then
 // gelu_erf_forward_slope give.
-void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C, int64_t OC);
+void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight, const float* bias, int64_t N,
+                         int64_t C, int64_t OC);
 // out = residual + (inp @ weight^T + bias), residual [N, OC]: a linear layer and the residual
 // connection after it in one pass. On the register-blocked GEMM path the residual is added in
 // the epilogue, while the block is in registers. Bitwise what linear_forward then add_forward
 // give. out must not overlap residual or inp.
-void linear_residual_forward(float* out, const float* residual, const float* inp,
-                             const float* weight, const float* bias, int64_t N, int64_t C,
-                             int64_t OC);
-void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias,
-                          int64_t N, int64_t C, int64_t OC);
-void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
-                           const float* inp, const float* weight, int64_t N, int64_t C,
-                           int64_t OC);
+void linear_residual_forward(float* out, const float* residual, const float* inp, const float* weight,
+                             const float* bias, int64_t N, int64_t C, int64_t OC);
+void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                          int64_t OC);
+void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                           const float* weight, int64_t N, int64_t C, int64_t OC);
 
 // ============================================================================================
 // Elementwise
@@ -126,8 +121,7 @@ void gelu_erf_forward(float* out, const float* inp, int64_t n);
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n);
 // The same, overwriting dinp instead of adding to it when accumulate is false. Phi(x) is
 // recomputed from x (a rational erf: cheaper than reading the saved output back from memory).
-void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n,
-                       bool accumulate);
+void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate);
 // GELU (erf) keeping its slope, for a backward that only multiplies: out = x Phi(x) and, when
 // slope is not nullptr, slope = Phi(x) + x phi(x) = dGELU/dx. out may be inp. The same bits as
 // gelu_erf_forward and the factor gelu_erf_backward multiplies dout by.
@@ -136,15 +130,13 @@ void gelu_erf_forward_slope(float* out, float* slope, const float* inp, int64_t 
 // calling thread only: a GEMM epilogue's, while the block is in cache.
 void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64_t cols);
 // dinp (+)= dout * slope (dinp may be slope: the slope is consumed in place).
-void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n,
-                             bool accumulate);
+void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n, bool accumulate);
 // SiLU: x * sigmoid(x)
 void silu_forward(float* out, const float* inp, int64_t n);
 void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n);
 // SwiGLU: out = silu(gate) * up
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n);
-void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
-                     const float* up, int64_t n);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n);
 
 // Inverted dropout: out[i] = keep(i) ? inp[i] / (1 - p) : 0, with keep(i) decided by
 // counter_uniform(seed, first + i) >= p (tensor/rng.h). The mask is not stored: backward
@@ -157,36 +149,30 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64
 // Embedding: out[N, C] = weight[ids[n], :]
 // ============================================================================================
 // ids must be in [0, V) (checked by the caller). Backward scatter-adds into dweight.
-void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N,
-                       int64_t C, int64_t V);
-void embedding_backward(float* dweight, const float* dout, const int32_t* ids, int64_t N,
-                        int64_t C, int64_t V);
+void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N, int64_t C, int64_t V);
+void embedding_backward(float* dweight, const float* dout, const int32_t* ids, int64_t N, int64_t C, int64_t V);
 
 // ============================================================================================
 // Normalisation over the last dimension C of inp[N, C]
 // ============================================================================================
 // LayerNorm: out = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps), biased var.
 // mean[N] and rstd[N] are saved for backward. bias may be nullptr.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int64_t N, int64_t C, float eps);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int64_t N, int64_t C);
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       int64_t N, int64_t C, float eps);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
 // RMSNorm: out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps).
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
-                     int64_t C, float eps);
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int64_t N, int64_t C);
-void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* inp,
-                             const float* weight, const float* bias, int64_t N, int64_t C,
-                             float eps);
-void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
-                              const float* inp, const float* weight, const float* mean,
-                              const float* rstd, int64_t N, int64_t C);
-void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const float* weight,
-                           int64_t N, int64_t C, float eps);
-void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, const float* inp,
-                            const float* weight, const float* rstd, int64_t N, int64_t C);
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C, float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int64_t N, int64_t C);
+void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                             const float* bias, int64_t N, int64_t C, float eps);
+void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                              const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
+void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
+                           float eps);
+void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                            const float* rstd, int64_t N, int64_t C);
 
 // Softmax over the last dimension: out[N, C]. Backward uses the saved output.
 void softmax_forward(float* out, const float* inp, int64_t N, int64_t C);
@@ -217,23 +203,21 @@ struct AttentionDims {
   // The naive twin always accumulates.
   bool accumulate = true;
 };
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const uint8_t* key_mask, const AttentionDims& dims);
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const uint8_t* key_mask,
+                       const AttentionDims& dims);
 // dq, dk, dv use the same layouts (and ld) as q, k, v; they are accumulated into (or
 // overwritten: AttentionDims::accumulate).
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                        const float* lse, const float* q, const float* k, const float* v,
-                        const uint8_t* key_mask, const AttentionDims& dims);
-void attention_forward_naive(float* out, float* lse, const float* q, const float* k,
-                             const float* v, const uint8_t* key_mask, const AttentionDims& dims);
-void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout,
-                              const float* out, const float* lse, const float* q,
-                              const float* k, const float* v, const uint8_t* key_mask,
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const uint8_t* key_mask,
+                        const AttentionDims& dims);
+void attention_forward_naive(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const uint8_t* key_mask, const AttentionDims& dims);
+void attention_backward_naive(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                              const float* q, const float* k, const float* v, const uint8_t* key_mask,
                               const AttentionDims& dims);
 // The attention weights p, [B, NH, Tq, Tk] (masked entries exactly 0, a fully masked row all
 // 0), for inspection.
-void attention_probs(float* probs, const float* q, const float* k, const uint8_t* key_mask,
-                     const AttentionDims& dims);
+void attention_probs(float* probs, const float* q, const float* k, const uint8_t* key_mask, const AttentionDims& dims);
 
 // ============================================================================================
 // Cross-entropy from logits[N, V] (fused log-softmax + NLL)
@@ -243,21 +227,18 @@ void attention_probs(float* probs, const float* q, const float* k, const uint8_t
 // (PyTorch's label_smoothing: the target distribution is (1-ls)*onehot + ls/V.)
 // Ignored rows get losses[n] = 0. lse[n] = logsumexp(logits[n]) is saved for backward.
 // Returns the number of counted (not ignored) rows.
-int64_t cross_entropy_forward(float* losses, float* lse, const float* logits,
-                              const int32_t* targets, int64_t N, int64_t V,
-                              int32_t ignore_index, float label_smoothing);
+int64_t cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                              int64_t V, int32_t ignore_index, float label_smoothing);
 // dlogits[n, :] += dloss[n] * (p[n, :] - q[n, :]) where q is the smoothed target distribution;
 // dloss[n] is the gradient of the final loss with respect to losses[n] (e.g. 1/count for a
 // mean). Ignored rows get no gradient.
-void cross_entropy_backward(float* dlogits, const float* dloss, const float* logits,
-                            const float* lse, const int32_t* targets, int64_t N, int64_t V,
-                            int32_t ignore_index, float label_smoothing);
-int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logits,
-                                    const int32_t* targets, int64_t N, int64_t V,
-                                    int32_t ignore_index, float label_smoothing);
-void cross_entropy_backward_naive(float* dlogits, const float* dloss, const float* logits,
-                                  const float* lse, const int32_t* targets, int64_t N, int64_t V,
-                                  int32_t ignore_index, float label_smoothing);
+void cross_entropy_backward(float* dlogits, const float* dloss, const float* logits, const float* lse,
+                            const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index, float label_smoothing);
+int64_t cross_entropy_forward_naive(float* losses, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                                    int64_t V, int32_t ignore_index, float label_smoothing);
+void cross_entropy_backward_naive(float* dlogits, const float* dloss, const float* logits, const float* lse,
+                                  const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
+                                  float label_smoothing);
 
 // Runs f(i, begin, end) over every chunk [begin, end) of `chunk` elements (the last one shorter)
 // of each of `count` ranges of n[i] elements, the chunks dealt out over the threads; serial when
@@ -275,13 +256,12 @@ void for_each_chunk(const int64_t* n, size_t count, int64_t chunk, int64_t min_p
 //   param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 // With wd applied as L2 instead (Adam with weight_decay, as torch.optim.Adam): g += wd*param
 // first and no decoupled decay; select with decoupled.
-void adam_update(float* param, float* m, float* v, const float* grad, int64_t n, float lr,
-                 float beta1, float beta2, float eps, float weight_decay, bool decoupled,
-                 int64_t step);
+void adam_update(float* param, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2,
+                 float eps, float weight_decay, bool decoupled, int64_t step);
 // SGD with momentum as torch.optim.SGD (dampening 0, optional Nesterov):
 //   g += wd * param;  buf = momentum * buf + g (buf = g on the first step);  param -= lr * buf
-void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n, float lr,
-                float momentum, float weight_decay, bool nesterov, bool first_step);
+void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n, float lr, float momentum,
+                float weight_decay, bool nesterov, bool first_step);
 // adam_update over several tensors in one parallel pass; tensor i has its own lr, weight decay
 // and step. Bit-identical to calling adam_update on each in turn, for any thread count.
 struct AdamTensor {
@@ -294,8 +274,7 @@ struct AdamTensor {
   float weight_decay;
   int64_t step;
 };
-void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps,
-                      bool decoupled);
+void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps, bool decoupled);
 // Sum of squares of x[n], accumulated in double over fixed chunks (deterministic).
 double sum_squares(const float* x, int64_t n);
 // x *= s

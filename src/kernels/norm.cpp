@@ -25,8 +25,10 @@ VINLINE vf16 ldv(const float* p, int64_t c, int64_t C, float fill = 0.0f) {
   return c + W <= C ? load(p + c) : load_part(p + c, C - c, fill);
 }
 VINLINE void stv(float* p, int64_t c, int64_t C, vf16 v) {
-  if (c + W <= C) store(p + c, v);
-  else store_part(p + c, v, C - c);
+  if (c + W <= C)
+    store(p + c, v);
+  else
+    store_part(p + c, v, C - c);
 }
 
 // sum_{i < n} term(i) with 16 interleaved partial sums (lane l takes i = l mod 16), combined
@@ -66,8 +68,8 @@ void add_partials(float* dst, const float* part, int64_t nchunks, int64_t C) {
 // LayerNorm
 // ============================================================================================
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t N, int64_t C, float eps) {
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       int64_t N, int64_t C, float eps) {
   const bool par = worth_threads(N, C);
   parallel_for(N, par, [&](int64_t n) {
     const float* x = inp + n * C;
@@ -95,9 +97,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // norm = (x - mean) rstd;  dnorm = dout * weight
 // dinp += rstd (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
 // dweight += sum_n dout * norm;  dbias += sum_n dout
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean, const float* rstd,
-                        int64_t N, int64_t C) {
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
   const bool want_w = dweight != nullptr, want_b = dbias != nullptr;
   std::vector<float> pw(want_w ? static_cast<size_t>(nchunks * C) : 0);
@@ -134,9 +135,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   if (want_b) add_partials(dbias, pb.data(), nchunks, C);
 }
 
-void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* inp,
-                             const float* weight, const float* bias, int64_t N, int64_t C,
-                             float eps) {
+void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                             const float* bias, int64_t N, int64_t C, float eps) {
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;
     float m = 0.0f;
@@ -146,16 +146,14 @@ void layernorm_forward_naive(float* out, float* mean, float* rstd, const float* 
     for (int64_t c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
     var /= static_cast<float>(C);
     const float s = 1.0f / std::sqrt(var + eps);
-    for (int64_t c = 0; c < C; c++)
-      out[n * C + c] = (x[c] - m) * s * weight[c] + (bias != nullptr ? bias[c] : 0.0f);
+    for (int64_t c = 0; c < C; c++) out[n * C + c] = (x[c] - m) * s * weight[c] + (bias != nullptr ? bias[c] : 0.0f);
     if (mean != nullptr) mean[n] = m;
     if (rstd != nullptr) rstd[n] = s;
   }
 }
 
-void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout,
-                              const float* inp, const float* weight, const float* mean,
-                              const float* rstd, int64_t N, int64_t C) {
+void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                              const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;
     const float* d = dout + n * C;
@@ -171,8 +169,7 @@ void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const f
       const float norm = (x[c] - mean[n]) * rstd[n];
       if (dweight != nullptr) dweight[c] += d[c] * norm;
       if (dbias != nullptr) dbias[c] += d[c];
-      if (dinp != nullptr)
-        dinp[n * C + c] += rstd[n] * (d[c] * weight[c] - dmean - norm * dnorm_norm);
+      if (dinp != nullptr) dinp[n * C + c] += rstd[n] * (d[c] * weight[c] - dmean - norm * dnorm_norm);
     }
   }
 }
@@ -181,8 +178,7 @@ void layernorm_backward_naive(float* dinp, float* dweight, float* dbias, const f
 // RMSNorm
 // ============================================================================================
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
-                     int64_t C, float eps) {
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C, float eps) {
   const bool par = worth_threads(N, C);
   parallel_for(N, par, [&](int64_t n) {
     const float* x = inp + n * C;
@@ -196,8 +192,8 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 
 // norm = x rstd;  dnorm = dout * weight
 // dinp += rstd (dnorm - norm * mean_c(dnorm * norm));  dweight += sum_n dout * norm
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int64_t N, int64_t C) {
   const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
   std::vector<float> pw(dweight != nullptr ? static_cast<size_t>(nchunks * C) : 0);
   const bool par = worth_threads(N, C) && nchunks > 1;
@@ -211,8 +207,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
         for (int64_t c = 0; c < C; c++) w_acc[c] += d[c] * (x[c] * s);
       if (dinp == nullptr) continue;
       const float dnorm_norm =
-          lane_sum(C, [&](int64_t c) { return d[c] * weight[c] * (x[c] * s); }) /
-          static_cast<float>(C);
+          lane_sum(C, [&](int64_t c) { return d[c] * weight[c] * (x[c] * s); }) / static_cast<float>(C);
       float* di = dinp + n * C;
       for (int64_t c = 0; c < C; c++) di[c] += s * (d[c] * weight[c] - x[c] * s * dnorm_norm);
     }
@@ -220,8 +215,8 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   if (dweight != nullptr) add_partials(dweight, pw.data(), nchunks, C);
 }
 
-void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const float* weight,
-                           int64_t N, int64_t C, float eps) {
+void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
+                           float eps) {
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;
     float ms = 0.0f;
@@ -233,8 +228,8 @@ void rmsnorm_forward_naive(float* out, float* rstd, const float* inp, const floa
   }
 }
 
-void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, const float* inp,
-                            const float* weight, const float* rstd, int64_t N, int64_t C) {
+void rmsnorm_backward_naive(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                            const float* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;
     const float* d = dout + n * C;

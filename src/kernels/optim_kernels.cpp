@@ -60,8 +60,8 @@ struct AdamScalars {
   bool decoupled;
 };
 
-AdamScalars adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay,
-                         bool decoupled, int64_t step) {
+AdamScalars adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                         int64_t step) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
   AdamScalars k;
@@ -80,8 +80,7 @@ AdamScalars adam_scalars(float lr, float beta1, float beta2, float eps, float we
 
 // Elements [begin, end). This file compiles without FP contraction, so every operation rounds
 // on its own and vector and scalar code (a loop's tail) give the same bits.
-void adam_range(const AdamScalars& k, float* param, float* m, float* v, const float* grad,
-                int64_t begin, int64_t end) {
+void adam_range(const AdamScalars& k, float* param, float* m, float* v, const float* grad, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     float p = param[i];
     const float g = k.l2 != 0.0f ? grad[i] + k.l2 * p : grad[i];
@@ -102,15 +101,13 @@ void adam_range(const AdamScalars& k, float* param, float* m, float* v, const fl
 //   param = param * (1 - lr*wd)                          (decoupled == true)
 //   m = m*b1 + (1-b1)*g';  v = v*b2 + (1-b2)*g'*g'
 //   param = param + (-lr/bc1) * (m / (sqrt(v)/sqrt(bc2) + eps))
-void adam_update(float* param, float* m, float* v, const float* grad, int64_t n, float lr,
-                 float beta1, float beta2, float eps, float weight_decay, bool decoupled,
-                 int64_t step) {
+void adam_update(float* param, float* m, float* v, const float* grad, int64_t n, float lr, float beta1, float beta2,
+                 float eps, float weight_decay, bool decoupled, int64_t step) {
   const AdamTensor t{param, m, v, grad, n, lr, weight_decay, step};
   adam_update_many(&t, 1, beta1, beta2, eps, decoupled);
 }
 
-void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps,
-                      bool decoupled) {
+void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps, bool decoupled) {
   std::vector<AdamScalars> k(count);
   std::vector<int64_t> n(count);
   for (size_t i = 0; i < count; ++i) {
@@ -126,8 +123,8 @@ void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta
 //   g' = g + wd*param;  buf = first_step ? g' : buf*momentum + g'
 //   d = nesterov ? g' + momentum*buf : buf;   param = param + (-lr) * d
 // momentum_buf may be nullptr when momentum == 0 (plain SGD: d = g').
-void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n, float lr,
-                float momentum, float weight_decay, bool nesterov, bool first_step) {
+void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n, float lr, float momentum,
+                float weight_decay, bool nesterov, bool first_step) {
   const float neg_lr = -lr;
   const bool use_buf = momentum_buf != nullptr;
   parallel_for(n, n >= kParallelMin, [&](int64_t i) {

@@ -102,8 +102,7 @@ typedef float vf4 __attribute__((vector_size(16)));
 VINLINE float hsum(vf16 v) {
   const vf8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const vf4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) +
-                 __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  const vf4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 VINLINE float hmax(vf16 v) {  // max is exact: any order gives the same value
@@ -177,12 +176,10 @@ VINLINE void transpose16_regs(vf16 (&v)[16]) {
   }
 }
 
-VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
-                         int64_t ncols) {
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows, int64_t ncols) {
   const __mmask16 cm = static_cast<__mmask16>((1u << ncols) - 1u);
   vf16 v[16];
-  for (int i = 0; i < 16; i++)
-    v[i] = i < nrows ? static_cast<vf16>(_mm512_maskz_loadu_ps(cm, src + i * lds)) : vf16{};
+  for (int i = 0; i < 16; i++) v[i] = i < nrows ? static_cast<vf16>(_mm512_maskz_loadu_ps(cm, src + i * lds)) : vf16{};
   transpose16_regs(v);
   for (int e = 0; e < ncols; e++) store(dst + e * ldd, v[e]);
 }
@@ -196,8 +193,7 @@ VINLINE void transpose16_regs(vf16 (&v)[16]) {
       v[e][i] = x;
     }
 }
-VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows,
-                         int64_t ncols) {
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows, int64_t ncols) {
   for (int64_t e = 0; e < ncols; e++)
     for (int64_t i = 0; i < W; i++) dst[e * ldd + i] = i < nrows ? src[i * lds + e] : 0.0f;
 }

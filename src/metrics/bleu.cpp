@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "metrics/corpus.h"
 #include "metrics/text_ops.h"
 #include "metrics/tokenizer_13a.h"
-#include "base/error.h"
 
 namespace atto::metrics {
 
@@ -75,8 +75,7 @@ struct Stats {
   int64_t sys_len = 0, ref_len = 0;
 };
 
-void add_segment(Stats& s, std::string_view hyp, const std::vector<std::string_view>& refs,
-                 const BleuOptions& o) {
+void add_segment(Stats& s, std::string_view hyp, const std::vector<std::string_view>& refs, const BleuOptions& o) {
   NgramCounts ref_max(static_cast<size_t>(o.max_order));
   std::vector<int64_t> ref_lens;
   for (std::string_view ref : refs) {
@@ -108,12 +107,14 @@ double floored_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
 
 }  // namespace
 
-BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<int64_t>& totals,
-                        int64_t sys_len, int64_t ref_len, const BleuOptions& opts) {
+BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<int64_t>& totals, int64_t sys_len,
+                        int64_t ref_len, const BleuOptions& opts) {
   check_options(opts);
   const auto N = static_cast<size_t>(opts.max_order);
-  ATTO_CHECK(counts.size() == N && totals.size() == N, "BLEU: statistics need {} counts and "
-             "totals (max_order), got {} and {}", N, counts.size(), totals.size());
+  ATTO_CHECK(counts.size() == N && totals.size() == N,
+             "BLEU: statistics need {} counts and "
+             "totals (max_order), got {} and {}",
+             N, counts.size(), totals.size());
   BleuResult r;
   r.counts = counts;
   r.totals = totals;
@@ -122,8 +123,7 @@ BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<in
   r.options = opts;
   r.precisions.assign(N, 0.0);
   if (sys_len < ref_len) {
-    r.bp = sys_len > 0 ? std::exp(1.0 - static_cast<double>(ref_len) / static_cast<double>(sys_len))
-                       : 0.0;
+    r.bp = sys_len > 0 ? std::exp(1.0 - static_cast<double>(ref_len) / static_cast<double>(sys_len)) : 0.0;
   } else {
     r.bp = 1.0;
   }
@@ -159,8 +159,8 @@ BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<in
   return r;
 }
 
-BleuResult corpus_bleu(const std::vector<std::string>& hyps,
-                       const std::vector<std::vector<std::string>>& refs, const BleuOptions& opts) {
+BleuResult corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs,
+                       const BleuOptions& opts) {
   check_options(opts);
   const detail::References segs = detail::gather_references(hyps, refs, "BLEU");
   Stats s;
@@ -177,10 +177,9 @@ std::string BleuResult::signature() const {
   if (smooth == "floor" || smooth == "add-k") {
     smooth += fmt::format("[{:.2f}]", smooth_value(options));
   }
-  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:{}",
-                     detail::nrefs_field(nrefs), options.lowercase ? "lc" : "mixed",
-                     options.effective_order ? "yes" : "no", options.tokenize, smooth,
-                     kSignatureVersion);
+  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:{}", detail::nrefs_field(nrefs),
+                     options.lowercase ? "lc" : "mixed", options.effective_order ? "yes" : "no", options.tokenize,
+                     smooth, kSignatureVersion);
 }
 
 std::string BleuResult::format(int width, bool with_signature) const {
@@ -190,8 +189,8 @@ std::string BleuResult::format(int width, bool with_signature) const {
   }
   const double ratio = ref_len ? static_cast<double>(sys_len) / static_cast<double>(ref_len) : 0.0;
   const std::string name = with_signature ? "BLEU|" + signature() : "BLEU";
-  return fmt::format("{} = {:.{}f} {} (BP = {:.3f} ratio = {:.3f} hyp_len = {} ref_len = {})",
-                     name, score, width, prec, bp, ratio, sys_len, ref_len);
+  return fmt::format("{} = {:.{}f} {} (BP = {:.3f} ratio = {:.3f} hyp_len = {} ref_len = {})", name, score, width, prec,
+                     bp, ratio, sys_len, ref_len);
 }
 
 }  // namespace atto::metrics

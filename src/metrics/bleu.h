@@ -43,12 +43,12 @@
 namespace atto::metrics {
 
 struct BleuOptions {
-  std::string tokenize = "13a";        // "13a" (mteval-v13a) or "none" (split on whitespace)
-  bool lowercase = false;              // case-insensitive BLEU
-  std::string smooth = "exp";          // "exp", "floor", "add-k" or "none"
+  std::string tokenize = "13a";          // "13a" (mteval-v13a) or "none" (split on whitespace)
+  bool lowercase = false;                // case-insensitive BLEU
+  std::string smooth = "exp";            // "exp", "floor", "add-k" or "none"
   std::optional<double> smooth_value{};  // floor / add-k value; unset: 0.1 / 1
-  int max_order = 4;                   // n-gram orders 1..max_order
-  bool effective_order = false;        // stop at the first order with no n-grams (sentence BLEU)
+  int max_order = 4;                     // n-gram orders 1..max_order
+  bool effective_order = false;          // stop at the first order with no n-grams (sentence BLEU)
 };
 
 struct BleuResult {
@@ -70,13 +70,12 @@ struct BleuResult {
 };
 
 // hyps[i] is scored against refs[k][i] for every reference stream k.
-BleuResult corpus_bleu(const std::vector<std::string>& hyps,
-                       const std::vector<std::vector<std::string>>& refs,
+BleuResult corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs,
                        const BleuOptions& opts = {});
 
 // BLEU from sufficient statistics (sacreBLEU's BLEU.compute_bleu): counts and totals have
 // opts.max_order entries. nrefs of the result is 0 (unknown).
-BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<int64_t>& totals,
-                        int64_t sys_len, int64_t ref_len, const BleuOptions& opts = {});
+BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<int64_t>& totals, int64_t sys_len,
+                        int64_t ref_len, const BleuOptions& opts = {});
 
 }  // namespace atto::metrics

@@ -4,9 +4,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "metrics/corpus.h"
 #include "metrics/text_ops.h"
-#include "base/error.h"
 
 namespace atto::metrics {
 
@@ -16,8 +16,7 @@ using Counter = std::unordered_map<std::string, int64_t>;
 
 void check_options(const ChrfOptions& o) {
   ATTO_CHECK(o.char_order >= 0 && o.word_order >= 0 && o.char_order + o.word_order >= 1,
-             "chrF: char_order ({}) and word_order ({}) must be >= 0 and not both 0",
-             o.char_order, o.word_order);
+             "chrF: char_order ({}) and word_order ({}) must be >= 0 and not both 0", o.char_order, o.word_order);
   ATTO_CHECK(o.beta >= 0, "chrF: beta must be >= 0, got {}", o.beta);
 }
 
@@ -101,8 +100,7 @@ std::string preprocess(std::string_view s, const ChrfOptions& o) {
 
 double chrf_score(const std::vector<int64_t>& stats, const ChrfOptions& o) {
   const size_t order = static_cast<size_t>(o.char_order + o.word_order);
-  ATTO_CHECK(stats.size() == 3 * order, "chrF: statistics need 3 * {} entries, got {}", order,
-             stats.size());
+  ATTO_CHECK(stats.size() == 3 * order, "chrF: statistics need 3 * {} entries, got {}", order, stats.size());
   constexpr double eps = 1e-16;
   const double factor = static_cast<double>(o.beta) * o.beta;
   double score = 0, avg_prec = 0, avg_rec = 0;
@@ -131,8 +129,8 @@ double chrf_score(const std::vector<int64_t>& stats, const ChrfOptions& o) {
   return 100 * f;
 }
 
-ChrfResult corpus_chrf(const std::vector<std::string>& hyps,
-                       const std::vector<std::vector<std::string>>& refs, const ChrfOptions& opts) {
+ChrfResult corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs,
+                       const ChrfOptions& opts) {
   check_options(opts);
   const detail::References segs = detail::gather_references(hyps, refs, "chrF");
   const size_t order = static_cast<size_t>(opts.char_order + opts.word_order);
@@ -166,10 +164,9 @@ std::string ChrfResult::name() const {
 }
 
 std::string ChrfResult::signature() const {
-  return fmt::format("nrefs:{}|case:{}|eff:{}|nc:{}|nw:{}|space:{}|version:{}",
-                     detail::nrefs_field(nrefs), options.lowercase ? "lc" : "mixed",
-                     options.eps_smoothing ? "no" : "yes", options.char_order, options.word_order,
-                     options.whitespace ? "yes" : "no", kSignatureVersion);
+  return fmt::format("nrefs:{}|case:{}|eff:{}|nc:{}|nw:{}|space:{}|version:{}", detail::nrefs_field(nrefs),
+                     options.lowercase ? "lc" : "mixed", options.eps_smoothing ? "no" : "yes", options.char_order,
+                     options.word_order, options.whitespace ? "yes" : "no", kSignatureVersion);
 }
 
 std::string ChrfResult::format(int width, bool with_signature) const {

@@ -44,13 +44,13 @@ struct ChrfOptions {
 };
 
 struct ChrfResult {
-  double score = 0;            // 0..100
+  double score = 0;              // 0..100
   std::vector<int64_t> stats{};  // [3 * (char_order + word_order)]: hyp, ref, match per order,
-                               // character orders first, then word orders
-  int nrefs = 0;               // references per segment; -1 when it varies ("var")
+                                 // character orders first, then word orders
+  int nrefs = 0;                 // references per segment; -1 when it varies ("var")
   ChrfOptions options{};
 
-  std::string name() const;       // "chrF2", "chrF2++" (one '+' per word order), "chrF3", ...
+  std::string name() const;  // "chrF2", "chrF2++" (one '+' per word order), "chrF3", ...
   // "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:atto" (sacreBLEU's field order).
   std::string signature() const;
   // "chrF2 = 59.73"; with_signature gives "chrF2|nrefs:2|... = 59.73".
@@ -58,8 +58,7 @@ struct ChrfResult {
 };
 
 // hyps[i] is scored against refs[k][i] for every reference stream k.
-ChrfResult corpus_chrf(const std::vector<std::string>& hyps,
-                       const std::vector<std::vector<std::string>>& refs,
+ChrfResult corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs,
                        const ChrfOptions& opts = {});
 
 // The score (0..100) of summed statistics laid out as ChrfResult::stats.

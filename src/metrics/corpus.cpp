@@ -7,13 +7,15 @@
 
 namespace atto::metrics::detail {
 
-References gather_references(const std::vector<std::string>& hyps,
-                             const std::vector<std::vector<std::string>>& streams,
+References gather_references(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& streams,
                              const char* metric) {
-  ATTO_CHECK(!streams.empty(), "{}: no reference stream given; pass at least one list of "
-             "references, one per hypothesis", metric);
+  ATTO_CHECK(!streams.empty(),
+             "{}: no reference stream given; pass at least one list of "
+             "references, one per hypothesis",
+             metric);
   for (size_t k = 0; k < streams.size(); ++k) {
-    ATTO_CHECK(streams[k].size() == hyps.size(), "{}: reference stream {} has {} sentences but "
+    ATTO_CHECK(streams[k].size() == hyps.size(),
+               "{}: reference stream {} has {} sentences but "
                "there are {} hypotheses; every stream needs one reference per hypothesis",
                metric, k + 1, streams[k].size(), hyps.size());
   }
@@ -30,7 +32,8 @@ References gather_references(const std::vector<std::string>& hyps,
       utf8::validate(ref, fmt::format("{}: reference stream {}, sentence {}", metric, k + 1, i + 1));
       r.per_segment[i].push_back(ref);
     }
-    ATTO_CHECK(!r.per_segment[i].empty(), "{}: sentence {} has only empty references ({} "
+    ATTO_CHECK(!r.per_segment[i].empty(),
+               "{}: sentence {} has only empty references ({} "
                "stream(s)); every hypothesis needs at least one non-empty reference",
                metric, i + 1, streams.size());
     counts.insert(r.per_segment[i].size());

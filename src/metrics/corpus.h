@@ -28,8 +28,7 @@ struct References {
 // Throws atto::Error when there is no stream, a stream's length differs from the number of
 // hypotheses, a segment has only empty references, or any text is not valid UTF-8 (the
 // message names the metric, the stream and the 1-based line).
-References gather_references(const std::vector<std::string>& hyps,
-                             const std::vector<std::vector<std::string>>& streams,
+References gather_references(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& streams,
                              const char* metric);
 
 // "1", "2", ... or "var" for nrefs == -1.

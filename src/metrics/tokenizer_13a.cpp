@@ -23,8 +23,8 @@ bool is_period_or_comma(char c) { return c == '.' || c == ','; }
 
 // The character class of step 4: [\{-\~\[-\` -\&\(-\+\:-\@\/].
 bool is_split_symbol(char c) {
-  return (c >= '{' && c <= '~') || (c >= '[' && c <= '`') || (c >= ' ' && c <= '&') ||
-         (c >= '(' && c <= '+') || (c >= ':' && c <= '@') || c == '/';
+  return (c >= '{' && c <= '~') || (c >= '[' && c <= '`') || (c >= ' ' && c <= '&') || (c >= '(' && c <= '+') ||
+         (c >= ':' && c <= '@') || c == '/';
 }
 
 // re.sub of a two-character pattern (a)(b) -> replacement built from a and b, scanning left to
@@ -74,13 +74,28 @@ std::string tokenize_13a(std::string_view input) {
 
   std::string s = sub_pairs(
       padded, [](char a, char b) { return !is_digit(a) && is_period_or_comma(b); },
-      [](std::string& o, char a, char b) { o += a; o += ' '; o += b; o += ' '; });
+      [](std::string& o, char a, char b) {
+        o += a;
+        o += ' ';
+        o += b;
+        o += ' ';
+      });
   s = sub_pairs(
       s, [](char a, char b) { return is_period_or_comma(a) && !is_digit(b); },
-      [](std::string& o, char a, char b) { o += ' '; o += a; o += ' '; o += b; });
+      [](std::string& o, char a, char b) {
+        o += ' ';
+        o += a;
+        o += ' ';
+        o += b;
+      });
   s = sub_pairs(
       s, [](char a, char b) { return is_digit(a) && b == '-'; },
-      [](std::string& o, char a, char b) { o += a; o += ' '; o += b; o += ' '; });
+      [](std::string& o, char a, char b) {
+        o += a;
+        o += ' ';
+        o += b;
+        o += ' ';
+      });
 
   std::string out;
   out.reserve(s.size());

@@ -12,8 +12,8 @@ void GPTConfig::validate() const {
              block_size);
   ATTO_CHECK(n_layers > 0, "GPT config: n_layers must be at least 1, got {}", n_layers);
   ATTO_CHECK(n_heads > 0, "GPT config: n_heads must be positive, got {}", n_heads);
-  ATTO_CHECK(d_model > 0 && d_model % n_heads == 0, "GPT config: d_model ({}) must be a positive multiple of n_heads ({})",
-             d_model, n_heads);
+  ATTO_CHECK(d_model > 0 && d_model % n_heads == 0,
+             "GPT config: d_model ({}) must be a positive multiple of n_heads ({})", d_model, n_heads);
   ATTO_CHECK(d_ff >= 0, "GPT config: d_ff must be >= 0 (0 = 4 * d_model), got {}", d_ff);
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
 }
@@ -78,12 +78,14 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
   ATTO_CHECK(!grad_enabled() || !training(), "GPT::forward_cached is for inference: use NoGradGuard and eval()");
   ATTO_CHECK(B > 0 && Tn > 0 && static_cast<int64_t>(idx.size()) == B * Tn,
              "GPT::forward_cached: {} token ids for B={} Tn={}", idx.size(), B, Tn);
-  ATTO_CHECK(cache.len + Tn <= cache.max_len, "GPT::forward_cached: {} cached + {} new positions exceed the cache "
-             "length {}", cache.len, Tn, cache.max_len);
+  ATTO_CHECK(cache.len + Tn <= cache.max_len,
+             "GPT::forward_cached: {} cached + {} new positions exceed the cache "
+             "length {}",
+             cache.len, Tn, cache.max_len);
   NoGradGuard no_grad;
   Tensor tok = transformer.wte.forward(idx, {B, Tn});
-  Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(Tn, cache.len)
-                                            : transformer.pe->forward(Tn, cache.len);
+  Tensor pos =
+      cfg_.pos == PosKind::Learned ? transformer.wpe->forward(Tn, cache.len) : transformer.pe->forward(Tn, cache.len);
   Tensor x = add(tok, pos);
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
   for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i]->forward(x, causal, &cache.layers[i]);
@@ -93,11 +95,10 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
 }
 
 Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace* trace) {
-  ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T,
-             "GPT::forward: {} token ids for B={} T={}", idx.size(), B, T);
-  ATTO_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length {} exceeds the block size {}", T,
-             cfg_.block_size);
-  Tensor tok = transformer.wte.forward(idx, {B, T});                                      // [B, T, C]
+  ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T, "GPT::forward: {} token ids for B={} T={}",
+             idx.size(), B, T);
+  ATTO_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length {} exceeds the block size {}", T, cfg_.block_size);
+  Tensor tok = transformer.wte.forward(idx, {B, T});                                                     // [B, T, C]
   Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(T) : transformer.pe->forward(T);  // [T, C]
   Tensor emb = add(tok, pos);
   Tensor x = transformer.drop.forward(emb);

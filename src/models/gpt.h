@@ -60,9 +60,9 @@ class GPT : public nn::Module {
 
   // What inspection looks at: the embedding sum and every block's trace.
   struct Trace {
-    Tensor embeddings;                    // [B, T, C] token + position (before dropout)
-    std::vector<nn::BlockTrace> blocks;   // one per layer
-    Tensor final_hidden;                  // [B, T, C] after ln_f (the input of lm_head)
+    Tensor embeddings;                   // [B, T, C] token + position (before dropout)
+    std::vector<nn::BlockTrace> blocks;  // one per layer
+    Tensor final_hidden;                 // [B, T, C] after ln_f (the input of lm_head)
   };
 
   // idx: B*T token ids, row-major [B, T], T <= block_size. Returns logits [B, T, V].
@@ -90,11 +90,11 @@ class GPT : public nn::Module {
   struct Transformer : nn::Module {
     Transformer(const GPTConfig& cfg, Rng& rng);
     nn::Embedding wte;
-    std::unique_ptr<nn::LearnedPositions> wpe;         // PosKind::Learned
-    std::unique_ptr<nn::SinusoidalPositions> pe;       // PosKind::Sinusoidal (a fixed table)
+    std::unique_ptr<nn::LearnedPositions> wpe;    // PosKind::Learned
+    std::unique_ptr<nn::SinusoidalPositions> pe;  // PosKind::Sinusoidal (a fixed table)
     nn::Dropout drop;
     std::vector<std::unique_ptr<nn::EncoderBlock>> h;
-    std::unique_ptr<nn::Norm> ln_f;                    // pre-norm only
+    std::unique_ptr<nn::Norm> ln_f;  // pre-norm only
   };
   Transformer transformer;
   nn::Linear lm_head;

@@ -5,8 +5,8 @@
 namespace atto {
 
 void Seq2SeqConfig::validate() const {
-  ATTO_CHECK(src_vocab > 0 && tgt_vocab > 0, "seq2seq config: vocabularies must be non-empty, got {} and {}",
-             src_vocab, tgt_vocab);
+  ATTO_CHECK(src_vocab > 0 && tgt_vocab > 0, "seq2seq config: vocabularies must be non-empty, got {} and {}", src_vocab,
+             tgt_vocab);
   ATTO_CHECK(!share_embeddings || src_vocab == tgt_vocab,
              "seq2seq config: a shared vocabulary needs equal sizes, got {} and {}", src_vocab, tgt_vocab);
   ATTO_CHECK(max_len > 0 && max_len <= kMaxPositions,
@@ -80,10 +80,7 @@ Tensor Seq2Seq::DecoderStack::forward(const std::vector<int32_t>& tgt, int64_t B
 }
 
 Seq2Seq::Seq2Seq(const Seq2SeqConfig& cfg, Rng& rng)
-    : encoder(cfg, rng),
-      decoder(cfg, rng),
-      lm_head(cfg.d_model, cfg.tgt_vocab, /*bias=*/false, rng),
-      cfg_(cfg) {
+    : encoder(cfg, rng), decoder(cfg, rng), lm_head(cfg.d_model, cfg.tgt_vocab, /*bias=*/false, rng), cfg_(cfg) {
   if (cfg.share_embeddings) decoder.embed_tokens.weight = encoder.embed_tokens.weight;
   if (cfg.tie_weights) lm_head.weight = decoder.embed_tokens.weight;
   register_module("encoder", encoder);
@@ -107,8 +104,8 @@ Seq2Seq::Seq2Seq(const Seq2SeqConfig& cfg, Rng& rng)
 namespace {
 void check_ids(const char* what, const std::vector<int32_t>& ids, int64_t B, int64_t T, int64_t max_len,
                const std::vector<uint8_t>& mask) {
-  ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(ids.size()) == B * T, "Seq2Seq: {} has {} ids for B={} T={}",
-             what, ids.size(), B, T);
+  ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(ids.size()) == B * T, "Seq2Seq: {} has {} ids for B={} T={}", what,
+             ids.size(), B, T);
   ATTO_CHECK(T <= max_len, "Seq2Seq: {} length {} exceeds max_len {}", what, T, max_len);
   ATTO_CHECK(mask.empty() || static_cast<int64_t>(mask.size()) == B * T, "Seq2Seq: {} mask has {} entries for B*T={}",
              what, mask.size(), B * T);

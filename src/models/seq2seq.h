@@ -37,20 +37,20 @@ namespace atto {
 struct Seq2SeqConfig {
   int64_t src_vocab = 0;
   int64_t tgt_vocab = 0;
-  int64_t max_len = 256;       // longest source or target sequence (positions)
+  int64_t max_len = 256;  // longest source or target sequence (positions)
   int64_t n_enc_layers = 3;
   int64_t n_dec_layers = 3;
   int64_t n_heads = 4;
   int64_t d_model = 128;
-  int64_t d_ff = 0;            // 0: 4 * d_model
+  int64_t d_ff = 0;  // 0: 4 * d_model
   nn::Activation activation = nn::Activation::ReLU;
   nn::NormKind norm = nn::NormKind::LayerNorm;
-  bool pre_norm = false;       // the paper is post-norm
+  bool pre_norm = false;  // the paper is post-norm
   bool bias = true;
   float dropout = 0.1f;
   PosKind pos = PosKind::Sinusoidal;
   bool share_embeddings = false;  // one vocabulary for source and target
-  bool tie_weights = true;     // lm_head = decoder embedding
+  bool tie_weights = true;        // lm_head = decoder embedding
 
   void validate() const;
   nn::BlockConfig block_config() const;

@@ -29,7 +29,7 @@ SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
 }
 
 Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual, KVCache* cache,
-                             Tensor* weights) {
+                              Tensor* weights) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
   Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
@@ -63,8 +63,8 @@ CrossAttention::CrossAttention(const AttentionConfig& cfg, Rng& rng)
   register_module("resid_dropout", resid_dropout);
 }
 
-Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask,
-                               const Tensor& residual, const Tensor* memory_kv, Tensor* weights) {
+Tensor CrossAttention::forward(const Tensor& x, const Tensor& memory, const AttentionMask& mask, const Tensor& residual,
+                               const Tensor* memory_kv, Tensor* weights) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "CrossAttention: x must be [B, Tq, {}], got {}", C_,
              shape_str(x.shape()));
   ATTO_CHECK(memory_kv || (memory.ndim() == 3 && memory.size(2) == C_ && memory.size(0) == x.size(0)),

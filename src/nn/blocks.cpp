@@ -82,8 +82,9 @@ Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, BlockObserver*
 
 Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, KVCache* cache, BlockObserver* observer) {
   if (observer) observer->input(x.detach());
-  const Tensor h = residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
-                            [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, mask, r, cache, w); });
+  const Tensor h =
+      residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
+               [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, mask, r, cache, w); });
   return residual(h, ln_2, pre_norm_, observer, Sublayer::FeedForward,
                   [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }
@@ -109,12 +110,13 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Attent
   if (observer) observer->input(x.detach());
   KVCache* self_cache = cache ? &cache->self : nullptr;
   const Tensor* memory_kv = cache ? &cache->memory_kv : nullptr;
-  Tensor h = residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
-    return attn.forward(a, self_mask, r, self_cache, w);
-  });
-  h = residual(h, ln_2, pre_norm_, observer, Sublayer::CrossAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
-    return cross_attn.forward(a, memory, memory_mask, r, memory_kv, w);
-  });
+  Tensor h = residual(
+      x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
+      [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, self_mask, r, self_cache, w); });
+  h = residual(h, ln_2, pre_norm_, observer, Sublayer::CrossAttention,
+               [&](const Tensor& a, const Tensor& r, Tensor* w) {
+                 return cross_attn.forward(a, memory, memory_mask, r, memory_kv, w);
+               });
   return residual(h, ln_3, pre_norm_, observer, Sublayer::FeedForward,
                   [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }

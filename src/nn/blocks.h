@@ -64,8 +64,13 @@ struct BlockConfig {
 // 4 * d_model (for SwiGLU, the hidden width of each branch).
 template <class ModelConfig>
 BlockConfig block_config_of(const ModelConfig& m, int64_t d_model, int64_t n_heads) {
-  return {.d_model = d_model, .n_heads = n_heads, .d_ff = m.d_ff > 0 ? m.d_ff : 4 * d_model,
-          .activation = m.activation, .norm = m.norm, .pre_norm = m.pre_norm, .bias = m.bias,
+  return {.d_model = d_model,
+          .n_heads = n_heads,
+          .d_ff = m.d_ff > 0 ? m.d_ff : 4 * d_model,
+          .activation = m.activation,
+          .norm = m.norm,
+          .pre_norm = m.pre_norm,
+          .bias = m.bias,
           .dropout = m.dropout};
 }
 
@@ -83,10 +88,10 @@ class BlockObserver {
 
 // What a block adds to the residual stream, for inspection (detached [B, T, C] tensors).
 struct BlockTrace {
-  Tensor input;        // the residual stream entering the block
-  Tensor attn_update;  // what self-attention adds (before any post-norm)
-  Tensor cross_update; // what cross-attention adds (decoder blocks only)
-  Tensor ffn_update;   // what the FFN adds
+  Tensor input;          // the residual stream entering the block
+  Tensor attn_update;    // what self-attention adds (before any post-norm)
+  Tensor cross_update;   // what cross-attention adds (decoder blocks only)
+  Tensor ffn_update;     // what the FFN adds
   Tensor attn_weights;   // [B, NH, T, T] self-attention weights
   Tensor cross_weights;  // [B, NH, T, S] cross-attention weights (decoder blocks only)
 };

@@ -5,8 +5,8 @@
 namespace atto::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool use_bias, Rng& rng) {
-  ATTO_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in={} out={}",
-             in_features, out_features);
+  ATTO_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in={} out={}", in_features,
+             out_features);
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
   weight = Tensor::rand({out_features, in_features}, rng, -bound, bound);
   register_parameter("weight", weight, ParamKind::Weight);
@@ -33,9 +33,7 @@ Norm::Norm(NormKind kind, int64_t dim, bool use_bias, float eps) : kind_(kind), 
   }
 }
 
-Dropout::Dropout(float p_) : p(p_) {
-  ATTO_CHECK(p >= 0.0f && p < 1.0f, "dropout p = {} is outside [0, 1)", p);
-}
+Dropout::Dropout(float p_) : p(p_) { ATTO_CHECK(p >= 0.0f && p < 1.0f, "dropout p = {} is outside [0, 1)", p); }
 
 Tensor Dropout::forward(const Tensor& x) const {
   if (!training() || p == 0.0f) return x;

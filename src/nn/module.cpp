@@ -53,8 +53,8 @@ void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& 
     auto it = by_name.find(name);
     ATTO_CHECK(it != by_name.end(), "{}: tensor '{}' is missing (expected shape {})", source, name,
                shape_str(t.shape()));
-    ATTO_CHECK(it->second->shape() == t.shape(), "{}: tensor '{}' has shape {}, but the model expects {}", source,
-               name, shape_str(it->second->shape()), shape_str(t.shape()));
+    ATTO_CHECK(it->second->shape() == t.shape(), "{}: tensor '{}' has shape {}, but the model expects {}", source, name,
+               shape_str(it->second->shape()), shape_str(t.shape()));
     Tensor dst = t;
     dst.copy_from(*it->second);
   }

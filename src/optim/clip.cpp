@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/kernels.h"
 #include "base/error.h"
+#include "kernels/kernels.h"
 
 namespace atto::optim {
 
@@ -22,8 +22,7 @@ std::vector<Tensor> gradients(const NamedParameters& params) {
   for (const NamedParameter& p : unique_parameters(params)) {
     Tensor g = p.tensor.grad();
     if (!g.defined()) continue;
-    ATTO_CHECK(g.is_contiguous(), "gradient of '{}' {} is not contiguous", p.name,
-               shape_str(g.shape()));
+    ATTO_CHECK(g.is_contiguous(), "gradient of '{}' {} is not contiguous", p.name, shape_str(g.shape()));
     grads.push_back(g);
   }
   return grads;
@@ -47,14 +46,12 @@ double sum_of_squares(const std::vector<Tensor>& grads) {
 
 }  // namespace
 
-double grad_norm(const NamedParameters& params) {
-  return std::sqrt(sum_of_squares(gradients(params)));
-}
+double grad_norm(const NamedParameters& params) { return std::sqrt(sum_of_squares(gradients(params))); }
 double grad_norm(const std::vector<ParamGroup>& groups) { return grad_norm(flatten(groups)); }
 
 float clip_grad_norm(const NamedParameters& params, float max_norm) {
-  ATTO_CHECK(std::isfinite(max_norm) && max_norm > 0.0f,
-             "clip_grad_norm: max_norm {} must be finite and > 0", max_norm);
+  ATTO_CHECK(std::isfinite(max_norm) && max_norm > 0.0f, "clip_grad_norm: max_norm {} must be finite and > 0",
+             max_norm);
   std::vector<Tensor> grads = gradients(params);
   const double total = sum_of_squares(grads);
   const float norm = static_cast<float>(std::sqrt(total));
@@ -78,9 +75,7 @@ float clip_grad_norm(const std::vector<ParamGroup>& groups, float max_norm) {
 
 // A sum of squares of finite floats is finite in double (max float^2 ~ 1.2e77), and any NaN or
 // Inf makes it NaN or Inf, so this is one deterministic parallel pass.
-bool grads_finite(const NamedParameters& params) {
-  return std::isfinite(sum_of_squares(gradients(params)));
-}
+bool grads_finite(const NamedParameters& params) { return std::isfinite(sum_of_squares(gradients(params))); }
 bool grads_finite(const std::vector<ParamGroup>& groups) { return grads_finite(flatten(groups)); }
 
 }  // namespace atto::optim

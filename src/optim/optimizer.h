@@ -111,8 +111,7 @@ class Optimizer {
   virtual void apply(std::vector<Update>& updates) = 0;
 
  private:
-  ParamState load_param_state(const std::map<std::string, Tensor>& byname,
-                              const NamedParameter& p) const;
+  ParamState load_param_state(const std::map<std::string, Tensor>& byname, const NamedParameter& p) const;
 
   std::vector<ParamGroup> groups_;
   std::vector<std::string> slot_names_;

@@ -33,8 +33,7 @@ struct ParamGroup {
 std::vector<ParamGroup> default_param_groups(const NamedParameters& params, float weight_decay);
 
 // One group with every parameter and the given weight decay.
-std::vector<ParamGroup> single_param_group(const NamedParameters& params,
-                                           float weight_decay = 0.0f);
+std::vector<ParamGroup> single_param_group(const NamedParameters& params, float weight_decay = 0.0f);
 
 // `params` without repeats of a tensor already seen (Tensor::same); the first name is kept.
 NamedParameters unique_parameters(const NamedParameters& params);

@@ -36,10 +36,10 @@ ScheduleKind schedule_kind_from_string(std::string_view name);
 
 struct LrSchedule {
   ScheduleKind kind = ScheduleKind::Constant;
-  float base_lr = 1e-3f;      // finite, >= 0
-  float min_lr = 0.0f;        // WarmupCosine: finite, in [0, base_lr]
-  int64_t warmup_steps = 0;   // >= 0 (>= 1 for InverseSqrt; <= total_steps for WarmupCosine)
-  int64_t total_steps = 0;    // WarmupCosine: the step at which min_lr is reached
+  float base_lr = 1e-3f;     // finite, >= 0
+  float min_lr = 0.0f;       // WarmupCosine: finite, in [0, base_lr]
+  int64_t warmup_steps = 0;  // >= 0 (>= 1 for InverseSqrt; <= total_steps for WarmupCosine)
+  int64_t total_steps = 0;   // WarmupCosine: the step at which min_lr is reached
 
   // Throws atto::Error naming the bad value.
   void validate() const;

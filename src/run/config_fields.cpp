@@ -54,10 +54,10 @@ using MemberOf = std::remove_reference_t<decltype(std::declval<Ref>()(std::declv
 template <typename Ref>
 Binding value(Ref ref) {
   using T = MemberOf<Ref>;
-  constexpr ValueKind kind = std::is_same_v<T, bool>        ? ValueKind::Bool
-                             : std::is_integral_v<T>        ? ValueKind::Int
+  constexpr ValueKind kind = std::is_same_v<T, bool>       ? ValueKind::Bool
+                             : std::is_integral_v<T>       ? ValueKind::Int
                              : std::is_floating_point_v<T> ? ValueKind::Float
-                                                            : ValueKind::Text;
+                                                           : ValueKind::Text;
   auto get = [ref](const RunConfig& c) { return json(ref(const_cast<RunConfig&>(c))); };
   auto set = [ref](RunConfig& c, const json& v) {
     if constexpr (std::is_same_v<T, bool>) {
@@ -150,11 +150,14 @@ std::vector<ConfigField> model_rows() {
   using S = Section;
   return {
       Row("d_model", S::Model, kBoth, value(both(&GPTConfig::d_model, &Seq2SeqConfig::d_model)))
-          .flag("--d-model", "Model width; 0 = auto").shows("auto"),
+          .flag("--d-model", "Model width; 0 = auto")
+          .shows("auto"),
       Row("n_heads", S::Model, kBoth, value(both(&GPTConfig::n_heads, &Seq2SeqConfig::n_heads)))
-          .flag("--n-heads", "Attention heads (must divide --d-model); 0 = auto").shows("auto"),
+          .flag("--n-heads", "Attention heads (must divide --d-model); 0 = auto")
+          .shows("auto"),
       Row("n_layers", S::Model, kGpt, value(gpt(&GPTConfig::n_layers)))
-          .flag("--n-layers", "Transformer blocks (seq2seq: encoder and decoder); 0 = auto").shows("auto"),
+          .flag("--n-layers", "Transformer blocks (seq2seq: encoder and decoder); 0 = auto")
+          .shows("auto"),
       Row("block_size", S::Model, kGpt, value(gpt(&GPTConfig::block_size)))
           .flag("--block-size", "Context length; 0 = auto (lines: longest line + 1; stream: by model size)")
           .shows("auto"),
@@ -166,8 +169,7 @@ std::vector<ConfigField> model_rows() {
                  [](nn::Activation a) { return to_string(a); }))
           .flag("--ffn", "Feed-forward activation: relu, gelu, gelu_tanh, swiglu"),
       Row("norm", S::Model, kBoth,
-          choice(both(&GPTConfig::norm, &Seq2SeqConfig::norm), parse_norm,
-                 [](nn::NormKind n) { return to_string(n); }))
+          choice(both(&GPTConfig::norm, &Seq2SeqConfig::norm), parse_norm, [](nn::NormKind n) { return to_string(n); }))
           .flag("--norm", "layernorm or rmsnorm"),
       Row("norm_placement", S::Model, kBoth,
           choice(both(&GPTConfig::pre_norm, &Seq2SeqConfig::pre_norm), parse_placement, placement_name))
@@ -180,7 +182,8 @@ std::vector<ConfigField> model_rows() {
       Row("bias", S::Model, kBoth, value(both(&GPTConfig::bias, &Seq2SeqConfig::bias)))
           .flag("--bias,!--no-bias", "Biases in Linear layers and LayerNorm"),
       Row("dropout", S::Model, kBoth, value(both(&GPTConfig::dropout, &Seq2SeqConfig::dropout)))
-          .flag("--dropout", "Dropout probability; -1 = auto").shows("auto"),
+          .flag("--dropout", "Dropout probability; -1 = auto")
+          .shows("auto"),
       // Encoder-decoder only.
       Row("src_vocab_size", S::Model, kS2S, value(s2s(&Seq2SeqConfig::src_vocab))),
       Row("tgt_vocab_size", S::Model, kS2S, value(s2s(&Seq2SeqConfig::tgt_vocab))),
@@ -188,9 +191,13 @@ std::vector<ConfigField> model_rows() {
           .flag("--max-len", "seq2seq: longest sentence in tokens (longer training pairs are skipped); 0 = auto")
           .shows("auto"),
       Row("n_enc_layers", S::Model, kS2S, value(s2s(&Seq2SeqConfig::n_enc_layers)))
-          .flag("--n-enc-layers", "seq2seq: encoder layers (default --n-layers)").fallback("--n-layers").shows("auto"),
+          .flag("--n-enc-layers", "seq2seq: encoder layers (default --n-layers)")
+          .fallback("--n-layers")
+          .shows("auto"),
       Row("n_dec_layers", S::Model, kS2S, value(s2s(&Seq2SeqConfig::n_dec_layers)))
-          .flag("--n-dec-layers", "seq2seq: decoder layers (default --n-layers)").fallback("--n-layers").shows("auto"),
+          .flag("--n-dec-layers", "seq2seq: decoder layers (default --n-layers)")
+          .fallback("--n-layers")
+          .shows("auto"),
       Row("share_embeddings", S::Model, kS2S, value(s2s(&Seq2SeqConfig::share_embeddings))).fallback("--shared-vocab"),
   };
 }
@@ -200,9 +207,11 @@ std::vector<ConfigField> data_rows() {
   return {
       Row("data", S::Data, kBoth, value(data(&DataConfig::path)))
           .flag("--data", "Training text file (UTF-8); for seq2seq, one tab-separated file"),
-      Row("mode", S::Data, kGpt, choice(data(&DataConfig::mode), parse_data_mode, [](DataMode m) { return to_string(m); }))
-          .flag("--mode", "lines: one sample per line (names, words); stream: one token stream cut into blocks "
-                          "(prose); auto: lines when the median line is at most 32 characters"),
+      Row("mode", S::Data, kGpt,
+          choice(data(&DataConfig::mode), parse_data_mode, [](DataMode m) { return to_string(m); }))
+          .flag("--mode",
+                "lines: one sample per line (names, words); stream: one token stream cut into blocks "
+                "(prose); auto: lines when the median line is at most 32 characters"),
       Row("split_seed", S::Data, kBoth, value(data(&DataConfig::split_seed)))
           .flag("--split-seed", "Seed of the train/validation split (lines mode, seq2seq)"),
       Row("fingerprint", S::Data, kBoth, value(data(&DataConfig::fingerprint))),
@@ -230,30 +239,40 @@ std::vector<ConfigField> optimisation_rows() {
   auto plan_steps = [](RunConfig& c) { c.train.steps = kAutoInt; };  // --time sizes the run
   return {
       Row("size", S::Train, kBoth, value(train(&TrainConfig::size)))
-          .flag("--size", "Model size preset: auto (from the data), gpt: tiny, small, medium, large; seq2seq: "
-                          "small, base. --d-model, --n-layers, --n-heads override it"),
+          .flag("--size",
+                "Model size preset: auto (from the data), gpt: tiny, small, medium, large; seq2seq: "
+                "small, base. --d-model, --n-layers, --n-heads override it"),
       Row("time_budget_s", S::Train, kBoth, value(train(&TrainConfig::time_budget)))
-          .flag("--time", "Wall-clock budget, e.g. 90s, 5m, 1h30m: measures its step time, then sizes the model "
-                          "(with --size auto) and the steps so the run ends on time with the LR decayed")
-          .shows("none").duration_flag(plan_steps),
+          .flag("--time",
+                "Wall-clock budget, e.g. 90s, 5m, 1h30m: measures its step time, then sizes the model "
+                "(with --size auto) and the steps so the run ends on time with the LR decayed")
+          .shows("none")
+          .duration_flag(plan_steps),
       Row("steps", S::Train, kBoth, value(train(&TrainConfig::steps)))
-          .flag("--steps", "Optimizer steps (with --resume: the new total); 0 = auto").shows("auto").on_resume(),
+          .flag("--steps", "Optimizer steps (with --resume: the new total); 0 = auto")
+          .shows("auto")
+          .on_resume(),
       Row("decay_steps", S::Train, kBoth, value(train(&TrainConfig::decay_steps)))
           .flag("--decay-steps", "Length of the LR schedule; 0 = --steps"),
       Row("batch_size", S::Train, kBoth, value(train(&TrainConfig::batch_size)))
-          .flag("--batch-size", "Sequences per micro-batch; 0 = auto").shows("auto"),
+          .flag("--batch-size", "Sequences per micro-batch; 0 = auto")
+          .shows("auto"),
       Row("grad_accum", S::Train, kBoth, value(train(&TrainConfig::grad_accum)))
           .flag("--grad-accum", "Micro-batches per optimizer step"),
       Row("optimizer", S::Train, kBoth,
           choice(train(&TrainConfig::optimizer), optim::optimizer_kind_from_string,
                  [](optim::OptimizerKind k) { return optim::to_string(k); }))
-          .flag("--optimizer", "adamw, adam or sgd (plain SGD with L2 --weight-decay; seq2seq default adam, as "
-                               "the paper)"),
+          .flag("--optimizer",
+                "adamw, adam or sgd (plain SGD with L2 --weight-decay; seq2seq default adam, as "
+                "the paper)"),
       Row("lr", S::Train, kBoth, value(train(&TrainConfig::lr)))
-          .flag("--lr", "Peak learning rate; 0 = auto (from --d-model)").shows("auto"),
-      Row("min_lr", S::Train, kBoth, value(train(&TrainConfig::min_lr))).flag("--min-lr", "Floor of the cosine schedule"),
+          .flag("--lr", "Peak learning rate; 0 = auto (from --d-model)")
+          .shows("auto"),
+      Row("min_lr", S::Train, kBoth, value(train(&TrainConfig::min_lr)))
+          .flag("--min-lr", "Floor of the cosine schedule"),
       Row("warmup", S::Train, kBoth, value(train(&TrainConfig::warmup)))
-          .flag("--warmup", "Linear warmup steps; -1 = auto").shows("auto"),
+          .flag("--warmup", "Linear warmup steps; -1 = auto")
+          .shows("auto"),
       Row("schedule", S::Train, kBoth,
           choice(train(&TrainConfig::schedule), optim::schedule_kind_from_string,
                  [](optim::ScheduleKind k) { return optim::to_string(k); }))
@@ -283,28 +302,35 @@ std::vector<ConfigField> run_control_rows() {
       Row("seed", S::Train, kBoth, value(train(&TrainConfig::seed)))
           .flag("--seed", "Seed of the initial weights, batches and dropout"),
       Row("threads", S::Train, kBoth, value(train(&TrainConfig::threads)))
-          .flag("--threads", "Threads; 0 = all cores").on_resume(),
+          .flag("--threads", "Threads; 0 = all cores")
+          .on_resume(),
       Row("shards", S::Train, kBoth, value(train(&TrainConfig::shards)))
-          .flag("--shards", "Split each batch into N data-parallel shards of its rows, run side by side (one "
-                            "thread each); the result does not depend on --threads. 0 = auto (2)"),
+          .flag("--shards",
+                "Split each batch into N data-parallel shards of its rows, run side by side (one "
+                "thread each); the result does not depend on --threads. 0 = auto (2)"),
       Row("eval_every", S::Train, kBoth, value(train(&TrainConfig::eval_every)))
-          .flag("--eval-every", "Evaluate the validation split every N steps").on_resume(),
+          .flag("--eval-every", "Evaluate the validation split every N steps")
+          .on_resume(),
       Row("eval_batches", S::Train, kBoth, value(train(&TrainConfig::eval_batches)))
-          .flag("--eval-batches", "Batches per evaluation; 0 = the whole split").on_resume(),
+          .flag("--eval-batches", "Batches per evaluation; 0 = the whole split")
+          .on_resume(),
       Row("early_stop", S::Train, kBoth, value(train(&TrainConfig::early_stop)))
-          .flag("--early-stop", "Stop after N evaluations without improvement; 0 = off").on_resume(),
+          .flag("--early-stop", "Stop after N evaluations without improvement; 0 = off")
+          .on_resume(),
       Row("best_by", S::Train, kBoth,
           choice(train(&TrainConfig::best_by), parse_best_by, [](BestBy b) { return to_string(b); }))
           .flag("--best-by", "Keep the checkpoint with the best loss or bleu (seq2seq default bleu)"),
       Row("log_every", S::Train, kBoth, value(train(&TrainConfig::log_every)))
-          .flag("--log-every", "Log every N steps").on_resume(),
+          .flag("--log-every", "Log every N steps")
+          .on_resume(),
       Row("max_bad_steps", S::Train, kBoth, value(train(&TrainConfig::max_bad_steps)))
           .flag("--max-bad-steps", "Consecutive non-finite steps (skipped) before the run gives up"),
       Row("batch_tokens", S::Train, kS2S, value(train(&TrainConfig::batch_tokens)))
           .flag("--batch-tokens", "seq2seq: padded tokens per batch; 0 = --batch-size sentences; -1 = auto")
           .shows("auto"),
       Row("eval_bleu", S::Train, kS2S, value(train(&TrainConfig::eval_bleu)))
-          .flag("--eval-bleu", "seq2seq: validation sentences decoded for BLEU (-1 all, 0 none)").on_resume(),
+          .flag("--eval-bleu", "seq2seq: validation sentences decoded for BLEU (-1 all, 0 none)")
+          .on_resume(),
   };
 }
 
@@ -379,7 +405,8 @@ const char* to_string(Section s) {
 const std::vector<ConfigField>& config_fields() {
   static const std::vector<ConfigField> table = [] {
     std::vector<ConfigField> all = model_rows();
-    for (auto rows : {data_rows(), optimisation_rows(), run_control_rows()}) all.insert(all.end(), rows.begin(), rows.end());
+    for (auto rows : {data_rows(), optimisation_rows(), run_control_rows()})
+      all.insert(all.end(), rows.begin(), rows.end());
     return all;
   }();
   return table;
@@ -418,9 +445,10 @@ void apply_flags(RunConfig& cfg, bool resume,
                                      to_string(cfg.task == Task::Gpt ? Task::Seq2Seq : Task::Gpt),
                                      to_string(cfg.task)));
       if (resume && !resumable)
-        throw UsageError(fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); "
-                                     "allowed with --resume: {}",
-                                     name, resume_flags()));
+        throw UsageError(
+            fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); "
+                        "allowed with --resume: {}",
+                        name, resume_flags()));
     }
   }
   for (const ConfigField& f : config_fields()) {

@@ -35,7 +35,7 @@ enum class ValueKind {
 };
 
 struct ConfigField {
-  const char* key;             // the config.json key inside its section
+  const char* key;  // the config.json key inside its section
   Section section;
   std::optional<Task> task;    // the task that uses it; nullopt: both
   const char* flag = nullptr;  // its own flag in CLI11's form ("--bias,!--no-bias"); nullptr: none
@@ -48,7 +48,7 @@ struct ConfigField {
   bool on_resume = false;             // may a flag change it when resuming a run
   std::function<nlohmann::json(const RunConfig&)> get;
   std::function<void(RunConfig&, const nlohmann::json&)> set;  // atto::Error on a wrong type or value
-  std::function<void(RunConfig&)> flag_also;  // what giving the flag also does (--time plans --steps)
+  std::function<void(RunConfig&)> flag_also;                   // what giving the flag also does (--time plans --steps)
 };
 
 const std::vector<ConfigField>& config_fields();

@@ -16,7 +16,7 @@ using io::GgmlType;
 using io::GgufValue;
 
 constexpr int32_t kTokenNormal = 1, kTokenControl = 3;  // llama.cpp's token types
-constexpr float kNormEps = 1e-5f;                        // nn::BlockConfig::norm_eps
+constexpr float kNormEps = 1e-5f;                       // nn::BlockConfig::norm_eps
 
 // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others for U+0100 + n.
 const std::array<char32_t, 256>& byte_to_unicode() {
@@ -64,9 +64,9 @@ struct TensorMap {
 std::vector<TensorMap> gpt2_names(const GPTConfig& c) {
   std::vector<TensorMap> m = {{"transformer.wte.weight", "token_embd.weight"},
                               {"transformer.wpe.weight", "position_embd.weight"}};
-  const std::pair<const char*, const char*> block[] = {{"ln_1", "attn_norm"}, {"attn.c_attn", "attn_qkv"},
+  const std::pair<const char*, const char*> block[] = {{"ln_1", "attn_norm"},          {"attn.c_attn", "attn_qkv"},
                                                        {"attn.c_proj", "attn_output"}, {"ln_2", "ffn_norm"},
-                                                       {"mlp.c_fc", "ffn_up"}, {"mlp.c_proj", "ffn_down"}};
+                                                       {"mlp.c_fc", "ffn_up"},         {"mlp.c_proj", "ffn_down"}};
   for (int64_t i = 0; i < c.n_layers; ++i)
     for (const auto& [a, g] : block)
       for (const char* p : {"weight", "bias"})
@@ -134,13 +134,15 @@ CharTokenizer read_vocabulary(const io::GgufFile& f) {
              model);
   const auto& tokens = f.get("tokenizer.ggml.tokens").as_strings(f.path + ": tokenizer.ggml.tokens");
   const auto& types = f.get("tokenizer.ggml.token_type").as_numbers(f.path + ": tokenizer.ggml.token_type");
-  ATTO_CHECK(!tokens.empty() && types.size() == tokens.size(),
-             "{}: {} tokens but {} token types", f.path, tokens.size(), types.size());
+  ATTO_CHECK(!tokens.empty() && types.size() == tokens.size(), "{}: {} tokens but {} token types", f.path,
+             tokens.size(), types.size());
   const bool boundary = types[0] == kTokenControl;
   std::vector<char32_t> chars;
   for (size_t i = boundary ? 1 : 0; i < tokens.size(); ++i) {
-    ATTO_CHECK(types[i] == kTokenNormal, "{}: token {} ({}) has type {}; atto reads one control token (<eos>, id 0) "
-               "and character tokens", f.path, i, utf8::quote(tokens[i]), types[i]);
+    ATTO_CHECK(types[i] == kTokenNormal,
+               "{}: token {} ({}) has type {}; atto reads one control token (<eos>, id 0) "
+               "and character tokens",
+               f.path, i, utf8::quote(tokens[i]), types[i]);
     try {
       chars.push_back(char_of_byte_level(tokens[i]));
     } catch (const Error& e) {
@@ -216,8 +218,10 @@ char32_t char_of_byte_level(const std::string& token) {
     bytes.push_back(static_cast<char>(unicode_to_byte[cp]));
   }
   const std::vector<char32_t> cps = utf8::decode(bytes, "a token's bytes");
-  ATTO_CHECK(cps.size() == 1, "{} stands for {} characters; atto reads character vocabularies (as atto export "
-             "writes them)", utf8::quote(token), cps.size());
+  ATTO_CHECK(cps.size() == 1,
+             "{} stands for {} characters; atto reads character vocabularies (as atto export "
+             "writes them)",
+             utf8::quote(token), cps.size());
   return cps[0];
 }
 

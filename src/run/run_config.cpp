@@ -67,8 +67,7 @@ void TrainConfig::validate() const {
   ATTO_CHECK(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
              "--beta1 and --beta2 must be in [0, 1), got {} and {}", beta1, beta2);
   ATTO_CHECK(eps > 0.0f, "--eps must be positive, got {}", eps);
-  ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "--grad-clip must be >= 0 (0 = off), got {}",
-             grad_clip);
+  ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "--grad-clip must be >= 0 (0 = off), got {}", grad_clip);
   ATTO_CHECK(threads >= 0, "--threads must be >= 0 (0 = all cores), got {}", threads);
   ATTO_CHECK(shards >= 0, "--shards must be >= 0 (0 = auto), got {}", shards);
   ATTO_CHECK(eval_every >= 1, "--eval-every must be at least 1, got {}", eval_every);
@@ -80,7 +79,8 @@ void TrainConfig::validate() const {
              momentum);
   ATTO_CHECK(!nesterov || momentum > 0.0f, "--nesterov needs --momentum > 0");
   ATTO_CHECK(optimizer == optim::OptimizerKind::SGD || (momentum == 0.0f && !nesterov),
-             "--momentum and --nesterov are SGD's: pass --optimizer sgd (got --optimizer {})", optim::to_string(optimizer));
+             "--momentum and --nesterov are SGD's: pass --optimizer sgd (got --optimizer {})",
+             optim::to_string(optimizer));
   ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "--label-smoothing must be in [0, 1), got {}",
              label_smoothing);
   ATTO_CHECK(batch_tokens >= 0 || batch_tokens == kAutoBatchTokens,
@@ -95,8 +95,8 @@ optim::LrSchedule TrainConfig::lr_schedule() const {
   s.base_lr = lr;
   s.min_lr = schedule == optim::ScheduleKind::WarmupCosine ? min_lr : 0.0f;
   s.total_steps = decay_steps > 0 ? decay_steps : steps;
-  s.warmup_steps = schedule == optim::ScheduleKind::InverseSqrt ? std::max<int64_t>(1, warmup)
-                                                                 : std::min(warmup, s.total_steps);
+  s.warmup_steps =
+      schedule == optim::ScheduleKind::InverseSqrt ? std::max<int64_t>(1, warmup) : std::min(warmup, s.total_steps);
   return s;
 }
 

@@ -31,12 +31,12 @@ inline constexpr int kRunFormatVersion = 1;
 // "Auto" values: a field holding one is chosen from the data when the run starts
 // (train/auto_config.h), and config.json records the choice. default_run_config() sets them;
 // a plain RunConfig{} holds concrete values.
-inline constexpr int64_t kAutoInt = 0;       // d_model, n_heads, n_layers, block_size, batch_size, steps
+inline constexpr int64_t kAutoInt = 0;  // d_model, n_heads, n_layers, block_size, batch_size, steps
 inline constexpr float kAutoLr = 0.0f;
 inline constexpr float kAutoDropout = -1.0f;
 inline constexpr int64_t kAutoWarmup = -1;
 inline constexpr float kAutoWeightDecay = -1.0f;  // GPT
-inline constexpr int64_t kAutoBatchTokens = -1;  // seq2seq (0 = batches of batch_size sentences)
+inline constexpr int64_t kAutoBatchTokens = -1;   // seq2seq (0 = batches of batch_size sentences)
 
 // What a run trains: a GPT language model on one text, or an encoder-decoder Transformer on
 // sentence pairs. Named "gpt" and "seq2seq" in config.json and --task.
@@ -51,57 +51,57 @@ const char* to_string(BestBy b);
 BestBy parse_best_by(const std::string& s);  // atto::Error listing the names
 
 struct DataConfig {
-  std::string path;              // gpt: the training text file
+  std::string path;  // gpt: the training text file
   DataMode mode = DataMode::Auto;
-  uint64_t split_seed = 1337;    // lines mode / seq2seq: the train/val shuffle
-  std::string fingerprint;       // FNV-1a 64 of the training bytes (resume checks it is unchanged)
+  uint64_t split_seed = 1337;  // lines mode / seq2seq: the train/val shuffle
+  std::string fingerprint;     // FNV-1a 64 of the training bytes (resume checks it is unchanged)
   // seq2seq: aligned source/target files (or one tab-separated file in `path`), optional
   // explicit validation files, and the subword model.
   std::string src, tgt, valid_src, valid_tgt;
   TokenizerKind tokenizer = TokenizerKind::Char;
-  int64_t vocab_size = 0;          // spm: pieces; word: cap (0 = all)
-  bool shared_vocab = false;       // one tokenizer (and embedding) for both languages
+  int64_t vocab_size = 0;     // spm: pieces; word: cap (0 = all)
+  bool shared_vocab = false;  // one tokenizer (and embedding) for both languages
 };
 
 struct TrainConfig {
-  std::string size = "auto";     // model size preset (auto_config.h): auto, or tiny/small/medium/large (gpt),
-                                 // small/base (seq2seq); explicit dimension flags override it
-  double time_budget = 0.0;      // seconds of wall time to plan the run for (--time); 0 = none
-  int64_t steps = 14000;         // total optimizer steps of the run
-  int64_t decay_steps = 0;       // schedule length; 0 = steps
+  std::string size = "auto";  // model size preset (auto_config.h): auto, or tiny/small/medium/large (gpt),
+                              // small/base (seq2seq); explicit dimension flags override it
+  double time_budget = 0.0;   // seconds of wall time to plan the run for (--time); 0 = none
+  int64_t steps = 14000;      // total optimizer steps of the run
+  int64_t decay_steps = 0;    // schedule length; 0 = steps
   int64_t batch_size = 64;
-  int64_t grad_accum = 1;        // micro-batches per step
+  int64_t grad_accum = 1;  // micro-batches per step
   float lr = 2e-3f;
   float min_lr = 1e-4f;
   int64_t warmup = 100;
   optim::ScheduleKind schedule = optim::ScheduleKind::WarmupCosine;
   float weight_decay = 0.1f;
   float beta1 = 0.9f, beta2 = 0.99f, eps = 1e-8f;
-  float grad_clip = 1.0f;        // 0 = off
+  float grad_clip = 1.0f;  // 0 = off
   uint64_t seed = 1337;
-  int threads = 0;               // 0 = all cores
-  int shards = 0;                // data-parallel shards of a batch's rows (train/data_parallel.h); 0 = auto
+  int threads = 0;  // 0 = all cores
+  int shards = 0;   // data-parallel shards of a batch's rows (train/data_parallel.h); 0 = auto
   int64_t eval_every = 250;
-  int64_t eval_batches = 0;      // 0 = the whole validation split
-  int64_t early_stop = 0;        // stop after N evaluations without improvement; 0 = off
+  int64_t eval_batches = 0;  // 0 = the whole validation split
+  int64_t early_stop = 0;    // stop after N evaluations without improvement; 0 = off
   int64_t log_every = 10;
-  int64_t max_bad_steps = 5;     // consecutive non-finite steps before giving up
+  int64_t max_bad_steps = 5;  // consecutive non-finite steps before giving up
   optim::OptimizerKind optimizer = optim::OptimizerKind::AdamW;
-  float momentum = 0.0f;         // sgd: heavy-ball momentum in [0, 1)
-  bool nesterov = false;         // sgd: Nesterov momentum (needs momentum > 0)
+  float momentum = 0.0f;  // sgd: heavy-ball momentum in [0, 1)
+  bool nesterov = false;  // sgd: Nesterov momentum (needs momentum > 0)
   float label_smoothing = 0.0f;
-  int64_t batch_tokens = 0;      // seq2seq: padded tokens per batch (0: use batch_size sentences)
-  int64_t eval_bleu = 0;         // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
+  int64_t batch_tokens = 0;       // seq2seq: padded tokens per batch (0: use batch_size sentences)
+  int64_t eval_bleu = 0;          // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
   BestBy best_by = BestBy::Loss;  // which evaluation keeps the best checkpoint
 
-  void validate() const;         // atto::Error naming the flag and the value (auto values pass)
+  void validate() const;                  // atto::Error naming the flag and the value (auto values pass)
   optim::LrSchedule lr_schedule() const;  // needs steps, lr and warmup resolved
 };
 
 struct RunConfig {
   Task task = Task::Gpt;
-  GPTConfig model;           // task gpt
-  Seq2SeqConfig seq2seq;     // task seq2seq
+  GPTConfig model;        // task gpt
+  Seq2SeqConfig seq2seq;  // task seq2seq
   DataConfig data;
   TrainConfig train;
 };

@@ -1,16 +1,16 @@
 #include "run/run_dir.h"
 
 #include <algorithm>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 
+#include "base/error.h"
 #include "io/file.h"
 #include "io/gguf.h"
-#include "run/gguf_model.h"
 #include "io/safetensors.h"
-#include "base/error.h"
+#include "run/gguf_model.h"
 
 namespace atto {
 
@@ -81,8 +81,10 @@ struct ExpectedTensor {
 void check_dims(const io::SafetensorsHeader& h, const std::string& cfg_path, const std::vector<ExpectedTensor>& want) {
   for (const ExpectedTensor& e : want) {
     const io::TensorInfo* t = h.find(e.name);
-    ATTO_CHECK(t != nullptr, "{}: tensor '{}' is missing, but {} describes a model that has it: the two files do not "
-               "belong to one model", h.path, e.name, cfg_path);
+    ATTO_CHECK(t != nullptr,
+               "{}: tensor '{}' is missing, but {} describes a model that has it: the two files do not "
+               "belong to one model",
+               h.path, e.name, cfg_path);
     for (size_t i = 0; i < e.dims.size(); ++i)
       ATTO_CHECK(t->shape.size() == e.dims.size() && t->shape[i] == e.dims[i].value,
                  "{}: {} is {}, but tensor '{}' in {} has shape {} (its dimension {} is {}): config.json and "
@@ -101,8 +103,10 @@ void check_layers(const io::SafetensorsHeader& h, const std::string& cfg_path, c
     std::from_chars(name.data() + prefix.size(), name.data() + name.size(), i);
     if (i >= 0 && i < std::numeric_limits<int32_t>::max()) n = std::max(n, i + 1);
   }
-  ATTO_CHECK(n == value, "{}: {} is {}, but {} holds {} layers (tensors {}<i>.*): config.json and model.safetensors "
-             "do not belong to one model; restore the run's config.json", cfg_path, key, value, h.path, n, prefix);
+  ATTO_CHECK(n == value,
+             "{}: {} is {}, but {} holds {} layers (tensors {}<i>.*): config.json and model.safetensors "
+             "do not belong to one model; restore the run's config.json",
+             cfg_path, key, value, h.path, n, prefix);
 }
 
 // d_ff as the FFN's first weight has it: 0 means 4 x d_model (d_model is checked before this).
@@ -114,9 +118,11 @@ Dim ffn_width(int64_t d_ff, int64_t d_model) {
 // is bounded by kMaxPositions instead (block_size 1000000000 asked for 64e9 floats).
 void check_positions(const std::string& cfg_path, PosKind pos, const char* key, int64_t value) {
   if (pos != PosKind::Sinusoidal) return;
-  ATTO_CHECK(value >= 1 && value <= kMaxPositions, "{}: {} is {}, outside [1, {}], atto's limit on positions "
+  ATTO_CHECK(value >= 1 && value <= kMaxPositions,
+             "{}: {} is {}, outside [1, {}], atto's limit on positions "
              "(sinusoidal positions have no tensor in model.safetensors to check it against): restore the run's "
-             "config.json", cfg_path, key, value, kMaxPositions);
+             "config.json",
+             cfg_path, key, value, kMaxPositions);
 }
 
 // The config's own checks, with the file named.
@@ -193,8 +199,10 @@ LoadedModel load_run(const std::string& dir) {
 LoadedSeq2Seq load_seq2seq_run(const std::string& dir) {
   LoadedSeq2Seq lm;
   lm.config = load_run_config(dir);
-  ATTO_CHECK(lm.config.task == Task::Seq2Seq, "{} holds a GPT language model, not an encoder-decoder: use `atto sample "
-             "--model {}`", dir, dir);
+  ATTO_CHECK(lm.config.task == Task::Seq2Seq,
+             "{} holds a GPT language model, not an encoder-decoder: use `atto sample "
+             "--model {}`",
+             dir, dir);
   io::remove_stale_temp_files(dir);  // as load_run
   lm.src_tok = load_tokenizer_file(run_path(run_path(dir, "src"), "tokenizer.json"));
   lm.tgt_tok = load_tokenizer_file(run_path(run_path(dir, "tgt"), "tokenizer.json"));

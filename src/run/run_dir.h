@@ -16,12 +16,12 @@
 #include <memory>
 #include <string>
 
-#include "models/gpt.h"
 #include "io/safetensors.h"
+#include "models/gpt.h"
 #include "models/seq2seq.h"
-#include "tokenize/tokenizer.h"
-#include "tokenize/char_tokenizer.h"
 #include "run/run_config.h"
+#include "tokenize/char_tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace atto {
 

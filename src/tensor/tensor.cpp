@@ -21,7 +21,7 @@ namespace {
 size_t size_class(size_t n) {
   if (n <= 1024) return std::max<size_t>(16, (n + 15) / 16 * 16);
   size_t p = 1;
-  while (p * 2 <= n) p *= 2;         // p <= n < 2p
+  while (p * 2 <= n) p *= 2;  // p <= n < 2p
   const size_t step = p / 8;
   return (n + step - 1) / step * step;
 }
@@ -137,8 +137,7 @@ struct Tensor::Impl {
 
 namespace {
 void check_shape(const Shape& shape) {
-  for (int64_t d : shape)
-    ATTO_CHECK(d >= 0, "tensor shape {} has a negative dimension", shape_str(shape));
+  for (int64_t d : shape) ATTO_CHECK(d >= 0, "tensor shape {} has a negative dimension", shape_str(shape));
 }
 }  // namespace
 
@@ -166,8 +165,8 @@ Tensor Tensor::full(const Shape& shape, float value) {
 
 Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values) {
   ATTO_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-             "from_vector: {} values do not fill shape {} ({} elements)", values.size(),
-             shape_str(shape), shape_numel(shape));
+             "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
+             shape_numel(shape));
   Tensor t = empty(shape);
   std::copy(values.begin(), values.end(), t.data());
   return t;
@@ -204,8 +203,7 @@ int64_t Tensor::offset() const { return impl_ ? impl_->offset : 0; }
 int Tensor::wrap_dim(int dim) const {
   const int n = ndim();
   const int d = dim < 0 ? dim + n : dim;
-  ATTO_CHECK(d >= 0 && d < n, "dimension {} is out of range for a tensor of shape {}", dim,
-             shape_str(shape()));
+  ATTO_CHECK(d >= 0 && d < n, "dimension {} is out of range for a tensor of shape {}", dim, shape_str(shape()));
   return d;
 }
 int64_t Tensor::size(int dim) const { return shape()[wrap_dim(dim)]; }
@@ -238,14 +236,13 @@ const std::shared_ptr<Storage>& Tensor::storage() const {
 
 namespace {
 int64_t linear_index(const Tensor& t, std::initializer_list<int64_t> index) {
-  ATTO_CHECK(static_cast<int>(index.size()) == t.ndim(),
-             "index with {} coordinates into a tensor of shape {}", index.size(),
-             shape_str(t.shape()));
+  ATTO_CHECK(static_cast<int>(index.size()) == t.ndim(), "index with {} coordinates into a tensor of shape {}",
+             index.size(), shape_str(t.shape()));
   int64_t off = 0;
   int i = 0;
   for (int64_t v : index) {
-    ATTO_CHECK(v >= 0 && v < t.shape()[i], "index {} is out of range for dimension {} of shape {}",
-               v, i, shape_str(t.shape()));
+    ATTO_CHECK(v >= 0 && v < t.shape()[i], "index {} is out of range for dimension {} of shape {}", v, i,
+               shape_str(t.shape()));
     off += v * t.strides()[i];
     ++i;
   }
@@ -297,19 +294,22 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
-  ATTO_CHECK(shape.size() == strides.size(), "as_strided: shape {} and strides {} differ in rank",
-             shape_str(shape), shape_str(strides));
+  ATTO_CHECK(shape.size() == strides.size(), "as_strided: shape {} and strides {} differ in rank", shape_str(shape),
+             shape_str(strides));
   check_shape(shape);
   // Bounds: the largest element reached must lie inside the storage.
   int64_t lo = offset, hi = offset;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) { lo = hi = offset; break; }
+    if (shape[i] == 0) {
+      lo = hi = offset;
+      break;
+    }
     const int64_t span = (shape[i] - 1) * strides[i];
     (span >= 0 ? hi : lo) += span;
   }
   ATTO_CHECK(lo >= 0 && hi < static_cast<int64_t>(storage()->size()) + (shape_numel(shape) == 0),
-             "as_strided: view {} with strides {} at offset {} is outside a storage of {} elements",
-             shape_str(shape), shape_str(strides), offset, storage()->size());
+             "as_strided: view {} with strides {} at offset {} is outside a storage of {} elements", shape_str(shape),
+             shape_str(strides), offset, storage()->size());
   auto impl = std::make_shared<Impl>();
   impl->storage = impl_->storage;
   impl->shape = shape;

@@ -81,11 +81,11 @@ class Tensor {
   const Shape& strides() const;
   int64_t offset() const;
   int ndim() const { return static_cast<int>(shape().size()); }
-  int64_t size(int dim) const;    // negative dims count from the end
+  int64_t size(int dim) const;  // negative dims count from the end
   int64_t stride(int dim) const;
   int64_t numel() const;
   bool is_contiguous() const;
-  int wrap_dim(int dim) const;    // -1 -> ndim-1, with a range check
+  int wrap_dim(int dim) const;  // -1 -> ndim-1, with a range check
 
   // ---- data ----
   // Pointer to element (0, 0, ...). For a non-contiguous tensor, index with strides().
@@ -94,26 +94,26 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const;
   float at(std::initializer_list<int64_t> index) const;
   float& at(std::initializer_list<int64_t> index);
-  float item() const;                  // the value of a one-element tensor
+  float item() const;                    // the value of a one-element tensor
   std::vector<float> to_vector() const;  // row-major copy of the logical contents
 
   // ---- non-differentiable views and copies (the autograd layer builds on these) ----
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
-  Tensor contiguous() const;  // *this if already contiguous, else a row-major copy
-  Tensor clone() const;       // always a new row-major copy
+  Tensor contiguous() const;          // *this if already contiguous, else a row-major copy
+  Tensor clone() const;               // always a new row-major copy
   void copy_from(const Tensor& src);  // same shape; any strides on either side
   void fill(float value);
-  Tensor detach() const;      // same data, no autograd state
+  Tensor detach() const;  // same data, no autograd state
   bool shares_storage(const Tensor& other) const;
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // ---- autograd state ----
   bool requires_grad() const;
   Tensor& set_requires_grad(bool on);
-  Tensor grad() const;        // undefined until a gradient has been accumulated
-  Tensor& ensure_grad();      // allocate a zero gradient (contiguous, same shape) if absent
-  void zero_grad();           // set the gradient to zero if it exists
-  void clear_grad();          // drop the gradient buffer
+  Tensor grad() const;    // undefined until a gradient has been accumulated
+  Tensor& ensure_grad();  // allocate a zero gradient (contiguous, same shape) if absent
+  void zero_grad();       // set the gradient to zero if it exists
+  void clear_grad();      // drop the gradient buffer
   void set_grad(const Tensor& g);
 
  private:

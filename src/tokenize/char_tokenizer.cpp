@@ -52,8 +52,7 @@ std::string vocab_summary(const std::vector<char32_t>& chars) {
   const std::string what = unknown.size() == 1 && unknown[0].positions.size() == 1
                                ? fmt::format("unknown character {} of {}", list, utf8::quote(text))
                                : fmt::format("unknown characters in {}: {}", utf8::quote(text), list);
-  fail("{}; the vocabulary was built from the training data and has {}", what,
-       vocab_summary(vocab));
+  fail("{}; the vocabulary was built from the training data and has {}", what, vocab_summary(vocab));
 }
 
 const nlohmann::json& field(const nlohmann::json& j, const char* key, std::string_view where) {
@@ -63,12 +62,11 @@ const nlohmann::json& field(const nlohmann::json& j, const char* key, std::strin
 }
 
 char32_t parse_char_entry(const nlohmann::json& e, size_t i, std::string_view where) {
-  ATTO_CHECK(e.is_string(), "tokenizer {}: chars[{}] must be a string holding one character, got {}",
-             where, i, e.dump());
+  ATTO_CHECK(e.is_string(), "tokenizer {}: chars[{}] must be a string holding one character, got {}", where, i,
+             e.dump());
   const auto& s = e.get_ref<const std::string&>();
   ATTO_CHECK(!utf8::find_invalid(s), "tokenizer {}: chars[{}] is not valid UTF-8", where, i);
-  ATTO_CHECK(utf8::count(s) == 1,
-             "tokenizer {}: chars[{}] must hold exactly one character (code point), got {} ({})",
+  ATTO_CHECK(utf8::count(s) == 1, "tokenizer {}: chars[{}] must hold exactly one character (code point), got {} ({})",
              where, i, utf8::quote(s), utf8::count(s));
   size_t pos = 0;
   return utf8::next(s, pos);
@@ -81,8 +79,10 @@ CharTokenizer CharTokenizer::build(std::string_view text, const CharTokenizerOpt
   std::sort(cps.begin(), cps.end());
   cps.erase(std::unique(cps.begin(), cps.end()), cps.end());
   if (!opts.include_newline) std::erase(cps, U'\n');
-  ATTO_CHECK(!cps.empty(), "cannot build a character vocabulary: the training text has no "
-                           "characters{}", opts.include_newline ? "" : " other than newlines");
+  ATTO_CHECK(!cps.empty(),
+             "cannot build a character vocabulary: the training text has no "
+             "characters{}",
+             opts.include_newline ? "" : " other than newlines");
   return from_chars(std::move(cps), opts.boundary);
 }
 
@@ -92,8 +92,7 @@ CharTokenizer CharTokenizer::from_chars(std::vector<char32_t> chars, bool bounda
   for (char32_t cp : chars) {
     ATTO_CHECK(utf8::is_scalar_value(cp), "character U+{:04X} is not a Unicode scalar value",
                static_cast<uint32_t>(cp));
-    ATTO_CHECK(seen.insert(cp).second, "character {} appears twice in the vocabulary",
-               utf8::describe(cp));
+    ATTO_CHECK(seen.insert(cp).second, "character {} appears twice in the vocabulary", utf8::describe(cp));
   }
   CharTokenizer t;
   t.boundary_ = boundary;
@@ -125,8 +124,8 @@ int32_t CharTokenizer::id_of(char32_t cp) const {
 char32_t CharTokenizer::char_of(int32_t id) const {
   const int64_t i = static_cast<int64_t>(id) - (boundary_ ? 1 : 0);
   ATTO_CHECK(i >= 0 && i < static_cast<int64_t>(chars_.size()),
-             "token id {} is not a character of this vocabulary (vocab size {}{})", id,
-             vocab_size(), boundary_ ? ", id 0 is <eos>" : "");
+             "token id {} is not a character of this vocabulary (vocab size {}{})", id, vocab_size(),
+             boundary_ ? ", id 0 is <eos>" : "");
   return chars_[static_cast<size_t>(i)];
 }
 
@@ -174,27 +173,23 @@ nlohmann::json CharTokenizer::to_json() const {
   for (char32_t cp : chars_) chars.push_back(utf8::encode(cp));
   nlohmann::json special = nlohmann::json::array();
   if (boundary_) special.push_back(kBoundaryName);
-  return {{"type", "char"}, {"version", kFormatVersion}, {"special_tokens", special},
-          {"chars", chars}};
+  return {{"type", "char"}, {"version", kFormatVersion}, {"special_tokens", special}, {"chars", chars}};
 }
 
 CharTokenizer CharTokenizer::from_json(const nlohmann::json& j, std::string_view where) {
   ATTO_CHECK(j.is_object(), "tokenizer {}: expected a JSON object, got {}", where, j.type_name());
   const auto& type = field(j, "type", where);
   ATTO_CHECK(type.is_string() && type.get<std::string>() == "char",
-             "tokenizer {}: \"type\" is {}, but this reader handles \"char\" tokenizers", where,
-             type.dump());
+             "tokenizer {}: \"type\" is {}, but this reader handles \"char\" tokenizers", where, type.dump());
   const auto& version = field(j, "version", where);
-  ATTO_CHECK(version.is_number_integer(), "tokenizer {}: \"version\" must be an integer, got {}",
-             where, version.dump());
+  ATTO_CHECK(version.is_number_integer(), "tokenizer {}: \"version\" must be an integer, got {}", where,
+             version.dump());
   ATTO_CHECK(version.get<int64_t>() == kFormatVersion,
-             "tokenizer {}: format version {} is not supported (this atto reads version {})",
-             where, version.get<int64_t>(), kFormatVersion);
+             "tokenizer {}: format version {} is not supported (this atto reads version {})", where,
+             version.get<int64_t>(), kFormatVersion);
   const auto& special = field(j, "special_tokens", where);
-  ATTO_CHECK(special.is_array() && special.size() <= 1 &&
-                 (special.empty() || special[0] == kBoundaryName),
-             "tokenizer {}: \"special_tokens\" must be [] or [\"{}\"], got {}", where,
-             kBoundaryName, special.dump());
+  ATTO_CHECK(special.is_array() && special.size() <= 1 && (special.empty() || special[0] == kBoundaryName),
+             "tokenizer {}: \"special_tokens\" must be [] or [\"{}\"], got {}", where, kBoundaryName, special.dump());
   const auto& chars = field(j, "chars", where);
   ATTO_CHECK(chars.is_array() && !chars.empty(),
              "tokenizer {}: \"chars\" must be a non-empty array of one-character strings", where);
@@ -202,8 +197,7 @@ CharTokenizer CharTokenizer::from_json(const nlohmann::json& j, std::string_view
   std::set<char32_t> seen;
   for (size_t i = 0; i < chars.size(); ++i) {
     const char32_t cp = parse_char_entry(chars[i], i, where);
-    ATTO_CHECK(seen.insert(cp).second, "tokenizer {}: chars[{}] {} is a duplicate", where, i,
-               utf8::describe(cp));
+    ATTO_CHECK(seen.insert(cp).second, "tokenizer {}: chars[{}] {} is a duplicate", where, i, utf8::describe(cp));
     cps.push_back(cp);
   }
   return from_chars(std::move(cps), !special.empty());

@@ -79,9 +79,7 @@ class CharTokenizer {
   // Parses JSON text first (syntax errors become atto::Error naming `where`).
   static CharTokenizer from_json_text(std::string_view text, std::string_view where);
 
-  bool operator==(const CharTokenizer& other) const {
-    return boundary_ == other.boundary_ && chars_ == other.chars_;
-  }
+  bool operator==(const CharTokenizer& other) const { return boundary_ == other.boundary_ && chars_ == other.chars_; }
 
  private:
   void index();  // fills the lookup tables from chars_

@@ -67,45 +67,60 @@ void write_atomically(const fs::path& path, const std::string& bytes) {
 
 }  // namespace
 
-SpmTokenizer::SpmTokenizer(std::string model_bytes, std::string_view where)
-    : model_(std::move(model_bytes)) {
+SpmTokenizer::SpmTokenizer(std::string model_bytes, std::string_view where) : model_(std::move(model_bytes)) {
   auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
   const auto st = sp->LoadFromSerializedProto(model_);
-  ATTO_CHECK(st.ok(), "SentencePiece model {} cannot be loaded: {}; it should be a spm.model file "
-             "written by SentencePiece", where, st.ToString());
-  ATTO_CHECK(sp->pad_id() == kPadId && sp->bos_id() == kBosId && sp->eos_id() == kEosId &&
-                 sp->unk_id() == kUnkId,
+  ATTO_CHECK(st.ok(),
+             "SentencePiece model {} cannot be loaded: {}; it should be a spm.model file "
+             "written by SentencePiece",
+             where, st.ToString());
+  ATTO_CHECK(sp->pad_id() == kPadId && sp->bos_id() == kBosId && sp->eos_id() == kEosId && sp->unk_id() == kUnkId,
              "SentencePiece model {} has special ids pad={} bos={} eos={} unk={}; atto's seq2seq "
              "models need 0, 1, 2, 3: train the model with atto (or with --pad_id=0 --bos_id=1 "
-             "--eos_id=2 --unk_id=3)", where, sp->pad_id(), sp->bos_id(), sp->eos_id(), sp->unk_id());
+             "--eos_id=2 --unk_id=3)",
+             where, sp->pad_id(), sp->bos_id(), sp->eos_id(), sp->unk_id());
   sp_ = std::move(sp);
 }
 
 SpmTokenizer SpmTokenizer::train(const std::vector<std::string>& lines, const SpmOptions& opts,
                                  const std::string& dir) {
-  ATTO_CHECK(opts.model_type == "unigram" || opts.model_type == "bpe", "unknown SentencePiece "
-             "model type '{}'; use unigram or bpe", opts.model_type);
-  ATTO_CHECK(opts.vocab_size > kNumSpecialTokens, "SentencePiece vocabulary size must be above {} "
-             "(the special tokens), got {}", kNumSpecialTokens, opts.vocab_size);
+  ATTO_CHECK(opts.model_type == "unigram" || opts.model_type == "bpe",
+             "unknown SentencePiece "
+             "model type '{}'; use unigram or bpe",
+             opts.model_type);
+  ATTO_CHECK(opts.vocab_size > kNumSpecialTokens,
+             "SentencePiece vocabulary size must be above {} "
+             "(the special tokens), got {}",
+             kNumSpecialTokens, opts.vocab_size);
   size_t non_empty = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     utf8::validate(lines[i], fmt::format("tokenizer training line {}", i + 1));
     non_empty += lines[i].empty() ? 0 : 1;
   }
-  ATTO_CHECK(non_empty > 0, "cannot train a SentencePiece model: the training text has no "
+  ATTO_CHECK(non_empty > 0,
+             "cannot train a SentencePiece model: the training text has no "
              "non-empty line");
-  const std::unordered_map<std::string, std::string> args = {
-      {"vocab_size", std::to_string(opts.vocab_size)}, {"model_type", opts.model_type},
-      {"character_coverage", "1.0"}, {"pad_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"},
-      {"unk_id", "3"}, {"pad_piece", "<pad>"}, {"bos_piece", "<bos>"}, {"eos_piece", "<eos>"},
-      {"unk_piece", "<unk>"}, {"num_threads", "1"}, {"input_sentence_size", "0"},
-      {"shuffle_input_sentence", "false"}, {"minloglevel", "2"}};
+  const std::unordered_map<std::string, std::string> args = {{"vocab_size", std::to_string(opts.vocab_size)},
+                                                             {"model_type", opts.model_type},
+                                                             {"character_coverage", "1.0"},
+                                                             {"pad_id", "0"},
+                                                             {"bos_id", "1"},
+                                                             {"eos_id", "2"},
+                                                             {"unk_id", "3"},
+                                                             {"pad_piece", "<pad>"},
+                                                             {"bos_piece", "<bos>"},
+                                                             {"eos_piece", "<eos>"},
+                                                             {"unk_piece", "<unk>"},
+                                                             {"num_threads", "1"},
+                                                             {"input_sentence_size", "0"},
+                                                             {"shuffle_input_sentence", "false"},
+                                                             {"minloglevel", "2"}};
   sentencepiece::SetRandomGeneratorSeed(opts.seed);
   LinesIterator it(lines);
   std::string model;
   const auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
-  ATTO_CHECK(st.ok(), "SentencePiece training ({}, vocabulary size {}, {} sentences) failed: {}",
-             opts.model_type, opts.vocab_size, non_empty, st.ToString());
+  ATTO_CHECK(st.ok(), "SentencePiece training ({}, vocabulary size {}, {} sentences) failed: {}", opts.model_type,
+             opts.vocab_size, non_empty, st.ToString());
   std::error_code ec;
   fs::create_directories(dir, ec);
   ATTO_CHECK(!ec, "cannot create directory '{}' for the SentencePiece model: {}", dir, ec.message());
@@ -120,21 +135,22 @@ SpmTokenizer SpmTokenizer::load(const std::string& model_path) {
   return SpmTokenizer(std::move(bytes), fmt::format("'{}'", model_path));
 }
 
-SpmTokenizer SpmTokenizer::from_json(const nlohmann::json& j, std::string_view where,
-                                     const std::string& dir) {
-  ATTO_CHECK(j.is_object() && j.value("type", "") == "spm", "tokenizer {}: expected a JSON object "
-             "with \"type\": \"spm\"", where);
+SpmTokenizer SpmTokenizer::from_json(const nlohmann::json& j, std::string_view where, const std::string& dir) {
+  ATTO_CHECK(j.is_object() && j.value("type", "") == "spm",
+             "tokenizer {}: expected a JSON object "
+             "with \"type\": \"spm\"",
+             where);
   tokenizer_detail::check_seq2seq_header(j, where, "spm");
   auto model = j.find("model");
   ATTO_CHECK(model != j.end() && model->is_string() && !model->get<std::string>().empty(),
-             "tokenizer {}: \"model\" must name the SentencePiece model file (e.g. \"{}\")", where,
-             kModelFile);
+             "tokenizer {}: \"model\" must name the SentencePiece model file (e.g. \"{}\")", where, kModelFile);
   const std::string path = (fs::path(dir) / model->get<std::string>()).string();
   SpmTokenizer tok = load(path);
   auto size = j.find("vocab_size");
   ATTO_CHECK(size == j.end() || (size->is_number_integer() && *size == tok.vocab_size()),
              "tokenizer {}: \"vocab_size\" is {} but the model '{}' has {} pieces; the model file "
-             "does not belong to this tokenizer.json", where, size->dump(), path, tok.vocab_size());
+             "does not belong to this tokenizer.json",
+             where, size->dump(), path, tok.vocab_size());
   return tok;
 }
 
@@ -151,8 +167,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const {
 std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
   const int64_t n = vocab_size();
   for (int32_t id : ids) {
-    ATTO_CHECK(id >= 0 && id < n, "token id {} is outside the SentencePiece vocabulary (size {})",
-               id, n);
+    ATTO_CHECK(id >= 0 && id < n, "token id {} is outside the SentencePiece vocabulary (size {})", id, n);
   }
   std::string out;
   const auto st = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &out);
@@ -161,20 +176,23 @@ std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::string SpmTokenizer::id_to_string(int32_t id) const {
-  ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the SentencePiece vocabulary "
-             "(size {})", id, vocab_size());
+  ATTO_CHECK(id >= 0 && id < vocab_size(),
+             "token id {} is outside the SentencePiece vocabulary "
+             "(size {})",
+             id, vocab_size());
   return sp_->IdToPiece(id);
 }
 
 nlohmann::json SpmTokenizer::to_json() const {
   nlohmann::json special = nlohmann::json::array();
   for (const char* s : kSpecialTokens) special.push_back(s);
-  return {{"type", "spm"}, {"version", kFormatVersion}, {"special_tokens", special},
-          {"model", kModelFile}, {"vocab_size", vocab_size()}};
+  return {{"type", "spm"},
+          {"version", kFormatVersion},
+          {"special_tokens", special},
+          {"model", kModelFile},
+          {"vocab_size", vocab_size()}};
 }
 
-void SpmTokenizer::write_files(const std::string& dir) const {
-  write_atomically(fs::path(dir) / kModelFile, model_);
-}
+void SpmTokenizer::write_files(const std::string& dir) const { write_atomically(fs::path(dir) / kModelFile, model_); }
 
 }  // namespace atto

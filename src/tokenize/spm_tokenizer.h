@@ -50,12 +50,10 @@ class SpmTokenizer : public Tokenizer {
   // Trains on the lines and writes dir/spm.model (dir is created if needed; the file is
   // written to a temporary name and renamed). Throws atto::Error with SentencePiece's reason
   // when training fails (e.g. "Vocabulary size too high (N). Please set it to a value <= M.").
-  static SpmTokenizer train(const std::vector<std::string>& lines, const SpmOptions& opts,
-                            const std::string& dir);
+  static SpmTokenizer train(const std::vector<std::string>& lines, const SpmOptions& opts, const std::string& dir);
   static SpmTokenizer load(const std::string& model_path);
   // The model is dir / j["model"].
-  static SpmTokenizer from_json(const nlohmann::json& j, std::string_view where,
-                                const std::string& dir);
+  static SpmTokenizer from_json(const nlohmann::json& j, std::string_view where, const std::string& dir);
 
   std::string type() const override { return "spm"; }
   int64_t vocab_size() const override;

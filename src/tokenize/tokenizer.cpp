@@ -25,14 +25,16 @@ void check_seq2seq_header(const nlohmann::json& j, std::string_view where, const
   for (const char* s : kSpecialTokens) want.push_back(s);
   auto special = j.find("special_tokens");
   ATTO_CHECK(special != j.end() && *special == want,
-             "tokenizer {}: \"special_tokens\" must be {} for a seq2seq {} tokenizer, got {}",
-             where, want.dump(), type, special == j.end() ? "nothing" : special->dump());
+             "tokenizer {}: \"special_tokens\" must be {} for a seq2seq {} tokenizer, got {}", where, want.dump(), type,
+             special == j.end() ? "nothing" : special->dump());
 }
 
 std::string read_file_bytes(const std::string& path, std::string_view what) {
   std::error_code ec;
-  ATTO_CHECK(std::filesystem::is_regular_file(path, ec), "{} '{}' does not exist or is not a "
-             "file; check the path", what, path);
+  ATTO_CHECK(std::filesystem::is_regular_file(path, ec),
+             "{} '{}' does not exist or is not a "
+             "file; check the path",
+             what, path);
   std::ifstream in(path, std::ios::binary);
   ATTO_CHECK(in.good(), "cannot open {} '{}': {}", what, path, std::strerror(errno));
   std::ostringstream ss;
@@ -71,8 +73,10 @@ std::string CharSeqTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string s;
   s.reserve(ids.size());
   for (int32_t id : ids) {
-    ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the character vocabulary "
-               "(size {})", id, vocab_size());
+    ATTO_CHECK(id >= 0 && id < vocab_size(),
+               "token id {} is outside the character vocabulary "
+               "(size {})",
+               id, vocab_size());
     if (id == kUnkId) {
       s += kSpecialTokens[kUnkId];
     } else if (id >= kNumSpecialTokens) {
@@ -83,8 +87,10 @@ std::string CharSeqTokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::string CharSeqTokenizer::id_to_string(int32_t id) const {
-  ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the character vocabulary "
-             "(size {})", id, vocab_size());
+  ATTO_CHECK(id >= 0 && id < vocab_size(),
+             "token id {} is outside the character vocabulary "
+             "(size {})",
+             id, vocab_size());
   if (id < kNumSpecialTokens) return kSpecialTokens[static_cast<size_t>(id)];
   return utf8::display(chars_.char_of(id - kNumSpecialTokens));
 }
@@ -100,9 +106,10 @@ CharSeqTokenizer CharSeqTokenizer::from_json(const nlohmann::json& j, std::strin
   ATTO_CHECK(j.is_object(), "tokenizer {}: expected a JSON object, got {}", where, j.type_name());
   auto special = j.find("special_tokens");
   const bool gpt = special != j.end() && special->is_array() && special->size() <= 1;
-  ATTO_CHECK(!gpt, "tokenizer {}: this is a decoder-only (GPT) char tokenizer (special tokens "
-             "{}); a seq2seq model needs [\"<pad>\", \"<bos>\", \"<eos>\", \"<unk>\"]", where,
-             special->dump());
+  ATTO_CHECK(!gpt,
+             "tokenizer {}: this is a decoder-only (GPT) char tokenizer (special tokens "
+             "{}); a seq2seq model needs [\"<pad>\", \"<bos>\", \"<eos>\", \"<unk>\"]",
+             where, special->dump());
   tokenizer_detail::check_seq2seq_header(j, where, "char");
   nlohmann::json plain = j;  // CharTokenizer validates the rest ("type", "chars")
   plain["special_tokens"] = nlohmann::json::array();
@@ -112,21 +119,20 @@ CharSeqTokenizer CharSeqTokenizer::from_json(const nlohmann::json& j, std::strin
 // ---------------------------------------------------------------------------------------------
 // Factories
 
-std::unique_ptr<Tokenizer> train_tokenizer(const TokenizerOptions& opts,
-                                           const std::vector<std::string>& lines,
+std::unique_ptr<Tokenizer> train_tokenizer(const TokenizerOptions& opts, const std::vector<std::string>& lines,
                                            const std::string& dir) {
   switch (opts.type) {
-    case TokenizerKind::Char:
-      return std::make_unique<CharSeqTokenizer>(CharSeqTokenizer::build(lines));
+    case TokenizerKind::Char: return std::make_unique<CharSeqTokenizer>(CharSeqTokenizer::build(lines));
     case TokenizerKind::Word:
       return std::make_unique<WordTokenizer>(
           WordTokenizer::build(lines, {.min_count = opts.min_count, .max_size = opts.vocab_size}));
     case TokenizerKind::Spm:
-      ATTO_CHECK(opts.vocab_size > kNumSpecialTokens, "a SentencePiece tokenizer needs a vocabulary "
+      ATTO_CHECK(opts.vocab_size > kNumSpecialTokens,
+                 "a SentencePiece tokenizer needs a vocabulary "
                  "size above {} (the special tokens); got {}; pass e.g. --vocab-size 8000",
                  kNumSpecialTokens, opts.vocab_size);
-      return std::make_unique<SpmTokenizer>(SpmTokenizer::train(
-          lines, {.vocab_size = opts.vocab_size, .model_type = opts.spm_model_type}, dir));
+      return std::make_unique<SpmTokenizer>(
+          SpmTokenizer::train(lines, {.vocab_size = opts.vocab_size, .model_type = opts.spm_model_type}, dir));
   }
   fail("unknown tokenizer kind {}", static_cast<int>(opts.type));
 }
@@ -151,8 +157,10 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::str
                                                const std::string& dir) {
   ATTO_CHECK(j.is_object(), "tokenizer {}: expected a JSON object, got {}", where, j.type_name());
   auto type = j.find("type");
-  ATTO_CHECK(type != j.end() && type->is_string(), "tokenizer {}: missing string field \"type\" "
-             "(char, word or spm)", where);
+  ATTO_CHECK(type != j.end() && type->is_string(),
+             "tokenizer {}: missing string field \"type\" "
+             "(char, word or spm)",
+             where);
   const std::string& t = type->get_ref<const std::string&>();
   if (t == "char") return std::make_unique<CharSeqTokenizer>(CharSeqTokenizer::from_json(j, where));
   if (t == "word") return std::make_unique<WordTokenizer>(WordTokenizer::from_json(j, where));

@@ -102,19 +102,17 @@ TokenizerKind parse_tokenizer_kind(const std::string& s);  // atto::Error listin
 // How to build a tokenizer from training text (the CLI's --tokenizer and vocabulary flags).
 struct TokenizerOptions {
   TokenizerKind type = TokenizerKind::Char;
-  int64_t min_count = 1;               // word: rarer words become <unk>
-  int64_t vocab_size = 0;              // word: max vocabulary (0: all); spm: required, > 4
+  int64_t min_count = 1;                   // word: rarer words become <unk>
+  int64_t vocab_size = 0;                  // word: max vocabulary (0: all); spm: required, > 4
   std::string spm_model_type = "unigram";  // spm: "unigram" or "bpe"
 };
 
 // Builds a tokenizer of opts.type from training lines. SentencePiece writes dir/spm.model.
-std::unique_ptr<Tokenizer> train_tokenizer(const TokenizerOptions& opts,
-                                           const std::vector<std::string>& lines,
+std::unique_ptr<Tokenizer> train_tokenizer(const TokenizerOptions& opts, const std::vector<std::string>& lines,
                                            const std::string& dir);
 
 // Reads tokenizer.json content; `dir` is the folder holding the files it refers to.
-std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::string_view where,
-                                               const std::string& dir);
+std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::string_view where, const std::string& dir);
 // Reads and parses a tokenizer.json file (its folder is `dir` above).
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& json_path);
 

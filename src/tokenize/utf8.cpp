@@ -45,8 +45,8 @@ int check_one(std::string_view bytes, size_t pos, char32_t& cp, std::string& rea
   for (int k = 1; k < len; ++k) {
     if (pos + k >= bytes.size() || !is_continuation(static_cast<unsigned char>(bytes[pos + k]))) {
       const char* where = pos + k >= bytes.size() ? "the end of the input" : "a non-continuation byte";
-      reason = fmt::format("truncated sequence {} (a {}-byte sequence cut short by {})",
-                           hex_bytes(bytes, pos, k), len, where);
+      reason = fmt::format("truncated sequence {} (a {}-byte sequence cut short by {})", hex_bytes(bytes, pos, k), len,
+                           where);
       return 0;
     }
   }
@@ -54,18 +54,16 @@ int check_one(std::string_view bytes, size_t pos, char32_t& cp, std::string& rea
   for (int k = 1; k < len; ++k) v = (v << 6) | (static_cast<unsigned char>(bytes[pos + k]) & 0x3F);
   static constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
   if (v < kMin[len]) {
-    reason = fmt::format("overlong encoding {} of U+{:04X}", hex_bytes(bytes, pos, len),
-                         static_cast<uint32_t>(v));
+    reason = fmt::format("overlong encoding {} of U+{:04X}", hex_bytes(bytes, pos, len), static_cast<uint32_t>(v));
     return 0;
   }
   if (v >= 0xD800 && v <= 0xDFFF) {
-    reason = fmt::format("encoded UTF-16 surrogate U+{:04X} ({})", static_cast<uint32_t>(v),
-                         hex_bytes(bytes, pos, len));
+    reason =
+        fmt::format("encoded UTF-16 surrogate U+{:04X} ({})", static_cast<uint32_t>(v), hex_bytes(bytes, pos, len));
     return 0;
   }
   if (v > 0x10FFFF) {
-    reason = fmt::format("code point U+{:X} above U+10FFFF ({})", static_cast<uint32_t>(v),
-                         hex_bytes(bytes, pos, len));
+    reason = fmt::format("code point U+{:X} above U+10FFFF ({})", static_cast<uint32_t>(v), hex_bytes(bytes, pos, len));
     return 0;
   }
   cp = v;
@@ -102,9 +100,10 @@ std::optional<Issue> find_invalid(std::string_view bytes) {
 
 void validate(std::string_view bytes, std::string_view what) {
   if (auto issue = find_invalid(bytes)) {
-    fail("{} is not valid UTF-8: {} at byte offset {} (line {}); save it as UTF-8 "
-         "(e.g. iconv -f latin1 -t utf-8)",
-         what, issue->reason, issue->byte_offset, issue->line);
+    fail(
+        "{} is not valid UTF-8: {} at byte offset {} (line {}); save it as UTF-8 "
+        "(e.g. iconv -f latin1 -t utf-8)",
+        what, issue->reason, issue->byte_offset, issue->line);
   }
 }
 
@@ -181,9 +180,7 @@ std::string display(char32_t cp) {
   return fmt::format("\\u{{{:X}}}", static_cast<uint32_t>(cp));
 }
 
-std::string describe(char32_t cp) {
-  return fmt::format("'{}' (U+{:04X})", display(cp), static_cast<uint32_t>(cp));
-}
+std::string describe(char32_t cp) { return fmt::format("'{}' (U+{:04X})", display(cp), static_cast<uint32_t>(cp)); }
 
 std::string quote(std::string_view valid, size_t max_code_points) {
   std::string s = "\"";

@@ -48,9 +48,7 @@ class WordTokenizer : public Tokenizer {
   static WordTokenizer from_json(const nlohmann::json& j, std::string_view where);
 
   std::string type() const override { return "word"; }
-  int64_t vocab_size() const override {
-    return kNumSpecialTokens + static_cast<int64_t>(words_.size());
-  }
+  int64_t vocab_size() const override { return kNumSpecialTokens + static_cast<int64_t>(words_.size()); }
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string id_to_string(int32_t id) const override;

@@ -14,7 +14,7 @@ namespace {
 // ---- the tables (docs/defaults.md explains each number) ---------------------------------------
 struct GptRung {
   const char* name;
-  int64_t max_tokens;    // corpora below this many training tokens get this rung
+  int64_t max_tokens;  // corpora below this many training tokens get this rung
   int64_t d_model, n_layers, n_heads;
   int64_t stream_block;  // stream mode's context
   // Training tokens (batch x block x steps) of a default run, lines and stream mode: a stream's
@@ -125,11 +125,11 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
                                       m.block_size < r.stream_block ? ", cut to what the data allows" : ""));
   }
   if (t.batch_size == kAutoInt) {
-    t.batch_size = lines ? (tiny ? kTinyLinesBatch : kLinesBatch)
-                         : std::max<int64_t>(1, kStreamBatchTokens / m.block_size);
-    why.push_back(lines ? fmt::format("batch {} lines", t.batch_size)
-                        : fmt::format("batch {} sequences ({} tokens a step)", t.batch_size,
-                                      t.batch_size * m.block_size));
+    t.batch_size =
+        lines ? (tiny ? kTinyLinesBatch : kLinesBatch) : std::max<int64_t>(1, kStreamBatchTokens / m.block_size);
+    why.push_back(
+        lines ? fmt::format("batch {} lines", t.batch_size)
+              : fmt::format("batch {} sequences ({} tokens a step)", t.batch_size, t.batch_size * m.block_size));
   }
   if (t.steps == kAutoInt && t.time_budget == 0.0) {
     const int64_t budget = lines ? r.lines_budget : r.stream_budget;
@@ -148,7 +148,7 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
   if (m.dropout == kAutoDropout) {
     m.dropout = tiny ? 0.0f : lines ? 0.2f : 0.1f;
     why.push_back(fmt::format("dropout {:g}: {}", m.dropout,
-                              tiny ? "a tiny corpus is to be learned by heart"
+                              tiny    ? "a tiny corpus is to be learned by heart"
                               : lines ? "lines mode goes over short samples many times"
                                       : "stream mode"));
   }
@@ -158,10 +158,11 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
     // add the decay to the gradient (L2), where PyTorch's default is none.
     const bool adamw = t.optimizer == optim::OptimizerKind::AdamW;
     t.weight_decay = !adamw ? 0.0f : lines && !tiny ? 0.3f : 0.1f;
-    why.push_back(fmt::format("weight decay {:g}: {}", t.weight_decay,
-                              !adamw          ? "L2 through the gradient is off by default for " + std::string(optim::to_string(t.optimizer))
-                              : lines && !tiny ? std::string("lines mode goes over short samples many times")
-                                               : std::string("AdamW's usual decay")));
+    why.push_back(fmt::format(
+        "weight decay {:g}: {}", t.weight_decay,
+        !adamw           ? "L2 through the gradient is off by default for " + std::string(optim::to_string(t.optimizer))
+        : lines && !tiny ? std::string("lines mode goes over short samples many times")
+                         : std::string("AdamW's usual decay")));
   }
   return why;
 }
@@ -173,8 +174,8 @@ std::vector<std::string> resolve_seq2seq_auto(RunConfig& cfg, const Seq2SeqDataF
   // A symbolic task stays small however long its sequences (a character tokenizer doubles them).
   const bool symbolic = f.tgt_vocab <= kSymbolicVocab;
   const std::string reason = fmt::format("a target vocabulary of {} types is a symbolic task", f.tgt_vocab);
-  const Seq2SeqRung& r = choose_rung(kSeq2SeqRungs, t, symbolic ? 0 : f.train_tokens, "seq2seq", why,
-                                     symbolic ? reason.c_str() : nullptr);
+  const Seq2SeqRung& r =
+      choose_rung(kSeq2SeqRungs, t, symbolic ? 0 : f.train_tokens, "seq2seq", why, symbolic ? reason.c_str() : nullptr);
   if (m.d_model == kAutoInt || m.n_enc_layers == kAutoInt || m.n_dec_layers == kAutoInt || m.n_heads == kAutoInt) {
     if (m.d_model == kAutoInt) m.d_model = r.d_model;
     if (m.n_enc_layers == kAutoInt) m.n_enc_layers = r.n_layers;

@@ -48,8 +48,8 @@ struct GptDataFacts {
 };
 
 struct Seq2SeqDataFacts {
-  int64_t train_tokens = 0;         // source + target tokens of the training pairs
-  int64_t tgt_vocab = 0;            // target vocabulary, specials included
+  int64_t train_tokens = 0;  // source + target tokens of the training pairs
+  int64_t tgt_vocab = 0;     // target vocabulary, specials included
 };
 
 // The rung names, smallest first, and the rung a corpus of n tokens gets.

@@ -1,8 +1,8 @@
 #include "train/checkpoint.h"
 
 #include <charconv>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "base/error.h"
@@ -41,8 +41,10 @@ template <typename T>
 T parse_num(const io::SafetensorsFile& f, const char* key) {
   const std::string& v = meta(f, key);
   try {
-    if constexpr (std::is_floating_point_v<T>) return static_cast<T>(std::stod(v));
-    else return static_cast<T>(std::stoll(v));
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(std::stod(v));
+    else
+      return static_cast<T>(std::stoll(v));
   } catch (const std::exception&) {
     fail("{}: metadata '{}' = '{}' is not a number", f.path, key, v);
   }
@@ -84,9 +86,12 @@ TrainState load_train_state(const std::string& path, nn::Module& model, optim::O
   std::vector<std::pair<std::string, Tensor>> weights;
   optim::StateDict moments;
   for (const auto& name : f.names) {
-    if (name.rfind("model.", 0) == 0) weights.emplace_back(name.substr(6), f.get(name));
-    else if (name.rfind("optim.", 0) == 0) moments.emplace_back(name.substr(6), f.get(name));
-    else fail("{}: unexpected tensor '{}' (expected model.* or optim.*)", path, name);
+    if (name.rfind("model.", 0) == 0)
+      weights.emplace_back(name.substr(6), f.get(name));
+    else if (name.rfind("optim.", 0) == 0)
+      moments.emplace_back(name.substr(6), f.get(name));
+    else
+      fail("{}: unexpected tensor '{}' (expected model.* or optim.*)", path, name);
   }
   model.load_state_dict(weights, path);
   opt.load_state_dict(moments);

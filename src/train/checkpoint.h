@@ -14,13 +14,14 @@ namespace atto {
 
 // Where training stands; saved in train_state.safetensors' metadata.
 struct TrainState {
-  int64_t step = 0;                 // optimizer steps done
+  int64_t step = 0;                       // optimizer steps done
   std::array<uint64_t, 4> data_rng{};     // batch sampling
   std::array<uint64_t, 4> dropout_rng{};  // dropout masks
-  double best_val_loss = 0.0;       // the best validation loss (or minus the best metric with --best-by bleu); valid when best_step >= 0
+  double best_val_loss =
+      0.0;  // the best validation loss (or minus the best metric with --best-by bleu); valid when best_step >= 0
   int64_t best_step = -1;
   int64_t evals_without_improvement = 0;
-  int64_t skipped_steps = 0;        // non-finite steps skipped so far
+  int64_t skipped_steps = 0;  // non-finite steps skipped so far
   double elapsed_seconds = 0.0;
 };
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
-#include "base/error.h"
 
 namespace atto {
 
@@ -77,15 +77,14 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
     sum_index_.push_back(i);
     sum_n_.push_back(dst.numel());
   }
-  kernels::for_each_chunk(
-      sum_n_.data(), sum_n_.size(), 4096, 1 << 14, [&](size_t k, int64_t b, int64_t e) {
-        const size_t i = sum_index_[k];
-        float* d = into[i].grad().data() + b;
-        for (size_t s = 1; s < params_.size(); ++s) {
-          const Tensor g = params_[s][i].grad();
-          if (g.defined() && g.data() != d - b) kernels::add_forward(d, d, g.data() + b, e - b);
-        }
-      });
+  kernels::for_each_chunk(sum_n_.data(), sum_n_.size(), 4096, 1 << 14, [&](size_t k, int64_t b, int64_t e) {
+    const size_t i = sum_index_[k];
+    float* d = into[i].grad().data() + b;
+    for (size_t s = 1; s < params_.size(); ++s) {
+      const Tensor g = params_[s][i].grad();
+      if (g.defined() && g.data() != d - b) kernels::add_forward(d, d, g.data() + b, e - b);
+    }
+  });
   for (size_t s = 1; s < params_.size(); ++s)
     for (const Tensor& p : params_[s]) {
       Tensor t = p;
@@ -136,8 +135,8 @@ void check_mean(const CrossEntropyOptions& ce, const char* fn) {
 
 }  // namespace
 
-double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y,
-                            int64_t B, int64_t T, float loss_scale, const CrossEntropyOptions& ce) {
+double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y, int64_t B,
+                            int64_t T, float loss_scale, const CrossEntropyOptions& ce) {
   check_mean(ce, "gpt_forward_backward");
   const auto BT = static_cast<size_t>(B * T);
   ATTO_CHECK(B >= 1 && T >= 1 && x.size() == BT && y.size() == BT,

@@ -60,8 +60,8 @@ class DataParallel {
   // Parameter tensors of every shard's model, in named_parameters() order, listed once: the
   // gradient sum runs every step and need not rebuild the names.
   std::vector<std::vector<Tensor>> params_;
-  std::vector<size_t> sum_index_;  // run()'s gradient sum: parameters with shards to add
-  std::vector<int64_t> sum_n_;     // and their sizes (kept to reuse the storage)
+  std::vector<size_t> sum_index_;           // run()'s gradient sum: parameters with shards to add
+  std::vector<int64_t> sum_n_;              // and their sizes (kept to reuse the storage)
   std::vector<std::unique_ptr<Rng>> rngs_;  // replica s's dropout Rng (a copy of the model's)
 };
 
@@ -74,8 +74,8 @@ int resolve_shards(int shards, int64_t B);
 // ce.ignore_index do not count. The gradients of loss_scale * (mean loss over the counted
 // targets) are accumulated into the model's parameters. Returns that mean loss (0 when no
 // target counts, as cross_entropy).
-double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y,
-                            int64_t B, int64_t T, float loss_scale = 1.0f, const CrossEntropyOptions& ce = {});
+double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, const std::vector<int32_t>& y, int64_t B,
+                            int64_t T, float loss_scale = 1.0f, const CrossEntropyOptions& ce = {});
 
 // The same for an encoder-decoder (every dp.model(s) a Seq2Seq) on a padded batch: shard s
 // takes rows of it with the batch's own S and T (slice_rows), so its dropout masks are those

@@ -1,10 +1,10 @@
 // GptTask: a decoder-only GPT learning a text file (lines or stream data).
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "data/dataset.h"
 #include "io/file.h"
 #include "models/gpt.h"
-#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"

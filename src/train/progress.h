@@ -14,9 +14,9 @@ class Progress {
   // out == nullptr: silent. On a terminal the line is redrawn in place ("\r"); otherwise one
   // line is printed per call to step().
   explicit Progress(std::FILE* out);
-  void step(const std::string& line);  // the current status
+  void step(const std::string& line);     // the current status
   void message(const std::string& line);  // a permanent line (evaluation result, warning)
-  void finish();                        // end the updating line
+  void finish();                          // end the updating line
   bool is_terminal() const { return tty_; }
 
  private:

@@ -5,12 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "data/parallel.h"
 #include "data/seq2seq_batches.h"
 #include "generate/seq2seq_decode.h"
 #include "io/file.h"
 #include "metrics/bleu.h"
-#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
@@ -47,8 +47,10 @@ class Seq2SeqTask final : public TrainTask {
     ParallelCorpus corpus = read_corpus(cfg.data);
     const std::string fp = corpus_fingerprint(corpus);
     if (resume && !cfg.data.fingerprint.empty())
-      ATTO_CHECK(fp == cfg.data.fingerprint, "the training corpus has changed since this run started (fingerprint {} "
-                 "vs {} in config.json): start a new run instead", fp, cfg.data.fingerprint);
+      ATTO_CHECK(fp == cfg.data.fingerprint,
+                 "the training corpus has changed since this run started (fingerprint {} "
+                 "vs {} in config.json): start a new run instead",
+                 fp, cfg.data.fingerprint);
     cfg.data.fingerprint = fp;
     summary_ = corpus.summary();
     // Validation: explicit files, or a seeded split of the corpus.
@@ -132,15 +134,18 @@ class Seq2SeqTask final : public TrainTask {
   }
 
   std::string summary() const override {
-    const std::string split =
-        val_is_train_ ? fmt::format("all {} pairs trained on (too few to hold any out: validation scores the "
-                                    "training set)", train_.size())
-                      : fmt::format("{} train / {} val pairs", train_.size(), val_.size());
-    return fmt::format("seq2seq Transformer, {} parameters; {}; {}; vocabularies {} / {} ({}); "
-                       "{} batches of <= {} tokens, {} shard{}{}",
-                       model_->num_parameters(), summary_, split, src_tok_->vocab_size(),
-                       tgt_tok_->vocab_size(), to_string(cfg_.data.tokenizer), batches_.size(), bucket_options().max_tokens,
-                       dp_->shards(), dp_->shards() == 1 ? "" : "s", filter_.dropped > 0 ? "; " + filter_.summary() : "");
+    const std::string split = val_is_train_
+                                  ? fmt::format(
+                                        "all {} pairs trained on (too few to hold any out: validation scores the "
+                                        "training set)",
+                                        train_.size())
+                                  : fmt::format("{} train / {} val pairs", train_.size(), val_.size());
+    return fmt::format(
+        "seq2seq Transformer, {} parameters; {}; {}; vocabularies {} / {} ({}); "
+        "{} batches of <= {} tokens, {} shard{}{}",
+        model_->num_parameters(), summary_, split, src_tok_->vocab_size(), tgt_tok_->vocab_size(),
+        to_string(cfg_.data.tokenizer), batches_.size(), bucket_options().max_tokens, dp_->shards(),
+        dp_->shards() == 1 ? "" : "s", filter_.dropped > 0 ? "; " + filter_.summary() : "");
   }
 
   void write_files(const std::string& dir) const override {

@@ -11,17 +11,17 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "tensor/rng.h"
 #include "run/run_config.h"
+#include "tensor/rng.h"
 
 namespace atto {
 
 struct Evaluation {
-  double loss = 0.0;         // mean cross-entropy per target token over the validation split
-  double metric = 0.0;       // e.g. BLEU; valid when has_metric
+  double loss = 0.0;    // mean cross-entropy per target token over the validation split
+  double metric = 0.0;  // e.g. BLEU; valid when has_metric
   bool has_metric = false;
-  std::string metric_name;   // "bleu"
-  bool on_train_set = false; // the corpus was too small to hold anything out (data/dataset.h)
+  std::string metric_name;    // "bleu"
+  bool on_train_set = false;  // the corpus was too small to hold anything out (data/dataset.h)
 };
 
 class TrainTask {

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "io/file.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
-#include "base/error.h"
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
@@ -183,9 +183,9 @@ double evaluate_and_save(Session& s, Progress& p) {
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Probe {
-  RunConfig cfg;          // resolved as the data decides (size, default steps, ...)
-  double step_s = 0.0;    // one optimizer step
-  double eval_s = 0.0;    // one evaluation
+  RunConfig cfg;        // resolved as the data decides (size, default steps, ...)
+  double step_s = 0.0;  // one optimizer step
+  double eval_s = 0.0;  // one evaluation
 };
 
 // Builds the run of `cfg` on scratch state and times its steps (after one warm-up step, at least
@@ -243,8 +243,10 @@ double plan_time_budget(RunConfig& cfg, const std::string& dir, Clock::time_poin
   if (auto_size && steps > 3 * pr.cfg.train.steps && index_of(pr) + 1 < sizes.size()) {
     Probe up = probe_size(sizes[index_of(pr) + 1]);
     const int64_t up_steps = steps_that_fit(up, budget - seconds_since(t_start));
-    if (2 * up_steps >= up.cfg.train.steps) pr = up, steps = up_steps;
-    else steps = steps_that_fit(pr, budget - seconds_since(t_start));
+    if (2 * up_steps >= up.cfg.train.steps)
+      pr = up, steps = up_steps;
+    else
+      steps = steps_that_fit(pr, budget - seconds_since(t_start));
   }
   ATTO_CHECK(steps >= 1,
              "--time {} is too short: planning took {}, and one step of the smallest model takes {:.3f} s plus an "
@@ -254,11 +256,11 @@ double plan_time_budget(RunConfig& cfg, const std::string& dir, Clock::time_poin
   cfg.train.steps = steps;
   const int64_t evals = steps / cfg.train.eval_every + 1;
   const double planned = seconds_since(t_start) + steps * pr.step_s + evals * pr.eval_s;
-  p.message(fmt::format("time budget {}: size {}, {} steps of {:.1f} ms and {} evaluations of {:.2f} s, planned to "
-                        "end at {}{}",
-                        format_duration(budget), cfg.train.size, steps, 1e3 * pr.step_s, evals, pr.eval_s,
-                        format_duration(planned),
-                        4 * steps < pr.cfg.train.steps ? " (few steps for this size: a longer --time helps)" : ""));
+  p.message(fmt::format(
+      "time budget {}: size {}, {} steps of {:.1f} ms and {} evaluations of {:.2f} s, planned to "
+      "end at {}{}",
+      format_duration(budget), cfg.train.size, steps, 1e3 * pr.step_s, evals, pr.eval_s, format_duration(planned),
+      4 * steps < pr.cfg.train.steps ? " (few steps for this size: a longer --time helps)" : ""));
   return planned;
 }
 
@@ -280,8 +282,9 @@ class StepLog {
     const double tok_s = tokens_per_s_ = dt > 0 ? static_cast<double>(tokens_) / dt : 0.0;
     const TrainConfig& t = s.cfg.train;
     const double eta = seconds() / static_cast<double>(steps_) * static_cast<double>(t.steps - s.st.step);
-    append_metrics(s.dir, {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s},
-                           {"elapsed_s", run_elapsed()}});
+    append_metrics(
+        s.dir,
+        {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s}, {"elapsed_s", run_elapsed()}});
     const std::string shown = std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val);
     p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  {} {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step, t.steps,
                        loss, s.val_is_train ? "train-set loss" : "val loss", shown, lr, tok_s, format_duration(eta)));
@@ -308,7 +311,10 @@ Session open_session(RunConfig cfg, const TrainerOptions& o, Clock::time_point t
     r.time_budget = s.cfg.train.time_budget;
     r.planned_seconds = plan_time_budget(s.cfg, s.dir, t_start, p);
   }
-  if (o.resume) start_resume(s); else start_new(s, o);
+  if (o.resume)
+    start_resume(s);
+  else
+    start_new(s, o);
   r.num_parameters = s.task->model().num_parameters();
   p.message("atto: " + s.task->summary());
   for (const std::string& why : s.task->auto_notes()) p.message("  from the data: " + why);
@@ -369,9 +375,13 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
       val = r.last_val_loss = evaluate_and_save(s, p);
     }
     if (o.on_progress && (logged || evaluating))
-      o.on_progress({.step = s.st.step, .total_steps = t.steps, .train_loss = loss,
-                     .val_loss = evaluating ? val : std::nan(""), .best_val_loss = s.st.best_val_loss,
-                     .elapsed_s = log.seconds(), .tokens_per_s = log.tokens_per_s()});
+      o.on_progress({.step = s.st.step,
+                     .total_steps = t.steps,
+                     .train_loss = loss,
+                     .val_loss = evaluating ? val : std::nan(""),
+                     .best_val_loss = s.st.best_val_loss,
+                     .elapsed_s = log.seconds(),
+                     .tokens_per_s = log.tokens_per_s()});
     if (evaluating) {
       if (t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {
         r.early_stopped = true;
@@ -381,8 +391,8 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     }
     if (stopping) {
       r.interrupted = true;
-      p.message(fmt::format("interrupted at step {}: state saved; continue with `atto train --resume {}`", s.st.step,
-                            s.dir));
+      p.message(
+          fmt::format("interrupted at step {}: state saved; continue with `atto train --resume {}`", s.st.step, s.dir));
       break;
     }
   }

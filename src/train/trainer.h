@@ -20,8 +20,8 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "run/run_config.h"
@@ -30,18 +30,18 @@ namespace atto {
 
 struct TrainProgress {
   int64_t step = 0, total_steps = 0;
-  double train_loss = 0.0;      // this step's loss
-  double val_loss = 0.0;        // NaN when this step did not evaluate
-  double best_val_loss = 0.0;   // seq2seq by BLEU: -BLEU
-  double elapsed_s = 0.0;       // this invocation's wall time
-  double tokens_per_s = 0.0;    // since the previous logged step
+  double train_loss = 0.0;     // this step's loss
+  double val_loss = 0.0;       // NaN when this step did not evaluate
+  double best_val_loss = 0.0;  // seq2seq by BLEU: -BLEU
+  double elapsed_s = 0.0;      // this invocation's wall time
+  double tokens_per_s = 0.0;   // since the previous logged step
 };
 
 struct TrainerOptions {
   std::string out_dir;
   bool resume = false;
-  bool force = false;              // allow writing into a directory that already holds a run
-  std::FILE* progress = stderr;    // progress and status; nullptr = silent
+  bool force = false;            // allow writing into a directory that already holds a run
+  std::FILE* progress = stderr;  // progress and status; nullptr = silent
   // When it becomes true (set from another thread, or from a signal handler: the CLI's Ctrl-C),
   // training stops at the end of the current step and saves its state; --resume continues.
   // train_gpt installs no signal handler and leaves the thread count as it finds it (the CLI
@@ -53,7 +53,7 @@ struct TrainerOptions {
 };
 
 struct TrainResult {
-  int64_t steps = 0;               // step count at the end
+  int64_t steps = 0;  // step count at the end
   double last_train_loss = 0.0;
   double last_val_loss = 0.0;
   double best_val_loss = 0.0;
@@ -61,13 +61,13 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   bool early_stopped = false;
   bool interrupted = false;
-  double seconds = 0.0;            // wall time of this invocation
-  int64_t tokens = 0;              // tokens processed in this invocation
+  double seconds = 0.0;  // wall time of this invocation
+  int64_t tokens = 0;    // tokens processed in this invocation
   int64_t num_parameters = 0;
-  bool val_is_train = false;       // "validation" scored the training set: the corpus was too small to split
-  double time_budget = 0.0;        // --time, when this invocation planned the run for it
-  double planned_seconds = 0.0;    // the plan's end, from the start of train_gpt
-  double total_seconds = 0.0;      // wall time of train_gpt, data reading and planning included
+  bool val_is_train = false;     // "validation" scored the training set: the corpus was too small to split
+  double time_budget = 0.0;      // --time, when this invocation planned the run for it
+  double planned_seconds = 0.0;  // the plan's end, from the start of train_gpt
+  double total_seconds = 0.0;    // wall time of train_gpt, data reading and planning included
 };
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
@@ -77,7 +77,6 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
 class GPT;
 class TextDataset;
 enum class Split;
-double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T,
-                     int64_t max_batches = 0);
+double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches = 0);
 
 }  // namespace atto

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "autograd/tape.h"
-#include "generate/sampler.h"
 #include "base/error.h"
+#include "generate/sampler.h"
 #include "viz/report.h"
 
 namespace atto::viz {
@@ -38,8 +38,7 @@ std::vector<int32_t> encode_input(const CharTokenizer& tok, const std::string& t
     fail("--text: {}", e.what());
   }
   ids.insert(ids.end(), body.begin(), body.end());
-  if (ids.empty())
-    throw UsageError("--text is empty: a stream-mode model needs at least one character to look at");
+  if (ids.empty()) throw UsageError("--text is empty: a stream-mode model needs at least one character to look at");
   const int64_t cut = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - block_size);
   ids.erase(ids.begin(), ids.begin() + cut);
   if (dropped) *dropped = cut;
@@ -48,9 +47,7 @@ std::vector<int32_t> encode_input(const CharTokenizer& tok, const std::string& t
 
 namespace {
 
-Matrix to_matrix(const Tensor& t, int64_t rows, int64_t cols) {
-  return Matrix(rows, cols, t.contiguous().to_vector());
-}
+Matrix to_matrix(const Tensor& t, int64_t rows, int64_t cols) { return Matrix(rows, cols, t.contiguous().to_vector()); }
 
 // L2 norm of each position of a [1, T, C] tensor.
 std::vector<double> row_norms(const Tensor& t) {
@@ -59,7 +56,8 @@ std::vector<double> row_norms(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(T));
   for (int64_t i = 0; i < T; ++i) {
     double s = 0.0;
-    for (int64_t c = 0; c < C; ++c) s += static_cast<double>(v[static_cast<size_t>(i * C + c)]) * v[static_cast<size_t>(i * C + c)];
+    for (int64_t c = 0; c < C; ++c)
+      s += static_cast<double>(v[static_cast<size_t>(i * C + c)]) * v[static_cast<size_t>(i * C + c)];
     out[static_cast<size_t>(i)] = std::sqrt(s);
   }
   return out;

@@ -60,17 +60,17 @@ struct Heatmap {
   std::vector<std::string> col_labels;  // [cols]
   std::string row_axis, col_axis;       // axis names ("query", "key")
   Matrix values;
-  std::vector<uint8_t> masked;          // [rows * cols], 1 = masked; empty = none
-  double vmin = kAuto, vmax = kAuto;    // colour scale; kAuto = from the unmasked values
+  std::vector<uint8_t> masked;        // [rows * cols], 1 = masked; empty = none
+  double vmin = kAuto, vmax = kAuto;  // colour scale; kAuto = from the unmasked values
   ColourMap cmap = ColourMap::Viridis;
-  int value_decimals = 2;               // digits written in cells (when they fit)
-  bool mono_labels = true;              // token labels in monospace
-  double min_cell = 3, max_cell = 34;   // cell size bounds in px
-  double target_size = 520;             // square cells: the grid's longer side aims at this (px)
-  double target_height = 0;             // > 0: free aspect, grid width target_size, height this
+  int value_decimals = 2;                  // digits written in cells (when they fit)
+  bool mono_labels = true;                 // token labels in monospace
+  double min_cell = 3, max_cell = 34;      // cell size bounds in px
+  double target_size = 520;                // square cells: the grid's longer side aims at this (px)
+  double target_height = 0;                // > 0: free aspect, grid width target_size, height this
   int64_t row_offset = 0, col_offset = 0;  // index of the first row/column (for tooltips)
-  std::string id;                       // document-unique prefix for ids (hatch pattern)
-  RootAttrs root;                       // class / data-* on the root <svg>
+  std::string id;                          // document-unique prefix for ids (hatch pattern)
+  RootAttrs root;                          // class / data-* on the root <svg>
 };
 std::string heatmap_svg(const Heatmap& h);
 
@@ -85,7 +85,7 @@ struct LinePlot {
   std::string title, subtitle, x_label, y_label;
   std::vector<Series> series;
   double width = 560, height = 300;
-  bool y_from_zero = false;  // include 0 in the y range
+  bool y_from_zero = false;           // include 0 in the y range
   double ymin = kAuto, ymax = kAuto;  // fixed y range; kAuto = from the data (rounded to ticks)
   bool legend = true;
   RootAttrs root;
@@ -94,9 +94,9 @@ std::string line_plot_svg(const LinePlot& p);
 
 // Stacked panels of bars over the same labels (one panel per stage of a pipeline).
 struct BarPanel {
-  std::string name;                // e.g. "after top-k = 5"
-  std::vector<double> values;      // [labels]
-  std::vector<uint8_t> removed;    // [labels], 1 = filtered out (drawn as a cross); empty = none
+  std::string name;              // e.g. "after top-k = 5"
+  std::vector<double> values;    // [labels]
+  std::vector<uint8_t> removed;  // [labels], 1 = filtered out (drawn as a cross); empty = none
 };
 struct BarChart {
   std::string title, subtitle, y_label;

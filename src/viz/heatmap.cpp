@@ -25,8 +25,10 @@ std::vector<uint8_t> causal_mask(int64_t rows, int64_t cols) {
 double text_width(std::string_view s, double size) {
   size_t n = 0, widest = 0;  // code points of the longest line (bytes not continuing a UTF-8 sequence)
   for (char ch : s) {
-    if (ch == '\n') n = 0;
-    else n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    if (ch == '\n')
+      n = 0;
+    else
+      n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
     widest = std::max(widest, n);
   }
   return 0.62 * size * static_cast<double>(widest);
@@ -52,8 +54,8 @@ namespace {
 
 struct HeatLayout {
   double cw, ch, font, top, left, label_w, label_h;  // cell width and height in px
-  int64_t row_step, col_step;  // draw every n-th label
-  double room;  // px a column label may take across
+  int64_t row_step, col_step;                        // draw every n-th label
+  double room;                                       // px a column label may take across
   bool write_values;
 };
 
@@ -70,7 +72,7 @@ HeatLayout layout(const Heatmap& h, double title_h) {
   if (h.target_height > 0) {  // free aspect: fill target_size x target_height
     L.cw = std::clamp(std::floor(h.target_size / cols * 2) / 2, h.min_cell, h.max_cell);
     L.ch = std::clamp(std::floor(h.target_height / rows * 2) / 2, h.min_cell, h.max_cell);
-  } else {                    // square cells, the longer side at target_size
+  } else {  // square cells, the longer side at target_size
     L.cw = L.ch = std::clamp(std::floor(h.target_size / std::max(rows, cols)), h.min_cell, h.max_cell);
   }
   L.font = std::clamp(std::min(L.cw, L.ch) * 0.75, 8.0, 11.0);
@@ -106,8 +108,10 @@ std::pair<double, double> value_range(const Heatmap& h) {
 
 std::string cell_text(double v, int decimals) {
   std::string s = fmt::format("{:.{}f}", v, decimals);
-  if (s.starts_with("0.")) s.erase(0, 1);        // ".87": fits a small cell
-  else if (s.starts_with("-0.")) s.erase(1, 1);  // "-.87"
+  if (s.starts_with("0."))
+    s.erase(0, 1);  // ".87": fits a small cell
+  else if (s.starts_with("-0."))
+    s.erase(1, 1);  // "-.87"
   return s;
 }
 
@@ -153,7 +157,8 @@ void draw_cells(Svg& s, const Heatmap& h, const HeatLayout& L, double lo, double
       s.rect(x, y, L.cw - gap, L.ch - gap, hex(col), "class=\"cell\"", tip);
       if (L.write_values)
         s.text(x + (L.cw - gap) / 2, y + (L.ch - gap) / 2, cell_text(v, h.value_decimals),
-               {.size = std::min({10.0, L.cw * 0.36, L.ch * 0.6}), .anchor = "middle",
+               {.size = std::min({10.0, L.cw * 0.36, L.ch * 0.6}),
+                .anchor = "middle",
                 .fill = luminance(col) > 0.4 ? "#111" : "#fff"});
     }
   }

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "io/file.h"
 #include "base/error.h"
+#include "io/file.h"
 #include "run/run_dir.h"
 #include "viz/report.h"
 
@@ -127,7 +127,8 @@ std::string seq2seq_meta_html(const nlohmann::json& data) {
   const nlohmann::json& m = data["model"];
   std::string s = fmt::format(
       "<div class=\"meta\">Seq2seq: <b>{}</b> encoder + <b>{}</b> decoder layers \u00b7 <b>{}</b> heads \u00b7 d_model "
-      "<b>{}</b> \u00b7 max length <b>{}</b> \u00b7 vocabularies <b>{}</b> / <b>{}</b>{} \u00b7 {} positions \u00b7 {} ({}) "
+      "<b>{}</b> \u00b7 max length <b>{}</b> \u00b7 vocabularies <b>{}</b> / <b>{}</b>{} \u00b7 {} positions \u00b7 {} "
+      "({}) "
       "\u00b7 {}</div>\n",
       m["n_enc_layers"].get<int64_t>(), m["n_dec_layers"].get<int64_t>(), m["n_heads"].get<int64_t>(),
       m["d_model"].get<int64_t>(), m["max_len"].get<int64_t>(), m["src_vocab"].get<int64_t>(),
@@ -149,7 +150,8 @@ std::string seq2seq_meta_html(const nlohmann::json& data) {
 std::string header_html(const nlohmann::json& data, const std::vector<std::string>& notes, const ReportInfo& info,
                         const std::vector<const Figure*>& present) {
   const nlohmann::json& m = data["model"];
-  std::string s = fmt::format("<header><h1>{} <small>{}</small></h1>\n", escape_xml(info.title), escape_xml(info.source));
+  std::string s =
+      fmt::format("<header><h1>{} <small>{}</small></h1>\n", escape_xml(info.title), escape_xml(info.source));
   if (data.value("task", "gpt") == "seq2seq") {
     s += seq2seq_meta_html(data);
   } else {
@@ -161,8 +163,9 @@ std::string header_html(const nlohmann::json& data, const std::vector<std::strin
         escape_xml(m["norm"].get<std::string>()), m["pre_norm"].get<bool>() ? "pre-norm" : "post-norm",
         escape_xml(m["activation"].get<std::string>()));
     const nlohmann::json& in = data["input"];
-    s += fmt::format("<div class=\"meta\">Input text: <b>{}</b> \u2192 {} tokens seen by the model:</div>\n<div class=\"tokens\">",
-                     escape_xml(clip(nlohmann::json(in["text"].get<std::string>()).dump(), 240)), in["tokens"].size());
+    s += fmt::format(
+        "<div class=\"meta\">Input text: <b>{}</b> \u2192 {} tokens seen by the model:</div>\n<div class=\"tokens\">",
+        escape_xml(clip(nlohmann::json(in["text"].get<std::string>()).dump(), 240)), in["tokens"].size());
     for (size_t i = 0; i < in["tokens"].size(); ++i) {
       const std::string t = in["tokens"][i].get<std::string>();
       s += fmt::format("<span class=\"tok{}\">{}<i>{}</i></span>", t == "<eos>" ? " special" : "", escape_xml(t), i);
@@ -230,8 +233,10 @@ std::string render_html(const std::vector<Figure>& figures, const nlohmann::json
     for (const Figure* f : all)
       if (f->section == sec.id) figs.push_back(f);
     if (figs.empty()) continue;
-    s += fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"lead\">{}</p>\n", sec.id, sec.title, escape_xml(sec.lead));
-    if (std::string_view(sec.id).ends_with("attention")) s += attention_html(figs);
+    s += fmt::format("<section id=\"{}\"><h2>{}</h2><p class=\"lead\">{}</p>\n", sec.id, sec.title,
+                     escape_xml(sec.lead));
+    if (std::string_view(sec.id).ends_with("attention"))
+      s += attention_html(figs);
     else
       for (const Figure* f : figs) s += figure_html(*f, false);
     s += "</section>\n";
@@ -261,8 +266,10 @@ void write_report(const Report& r, const std::string& out_dir) {
   ATTO_CHECK(!out_dir.empty(), "--out: give a folder for the report");
   if (std::filesystem::exists(out_dir)) {
     ATTO_CHECK(std::filesystem::is_directory(out_dir), "--out {} exists and is not a folder", out_dir);
-    ATTO_CHECK(!looks_like_run(out_dir), "--out {} is a run directory; write the report to another folder "
-               "(e.g. {}/report)", out_dir, out_dir);
+    ATTO_CHECK(!looks_like_run(out_dir),
+               "--out {} is a run directory; write the report to another folder "
+               "(e.g. {}/report)",
+               out_dir, out_dir);
   }
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);

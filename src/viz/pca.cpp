@@ -17,8 +17,9 @@ void rotate(std::vector<double>& a, std::vector<double>& v, int64_t n, int64_t p
   auto V = [&](int64_t i, int64_t j) -> double& { return v[static_cast<size_t>(i * n + j)]; };
   const double apq = A(p, q);
   const double theta = (A(q, q) - A(p, p)) / (2.0 * apq);
-  const double t = std::abs(theta) > 1e150 ? 0.5 / theta
-                                           : (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1));
+  const double t = std::abs(theta) > 1e150
+                       ? 0.5 / theta
+                       : (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1));
   const double c = 1.0 / std::sqrt(t * t + 1), s = t * c;
   A(p, p) -= t * apq;
   A(q, q) += t * apq;
@@ -115,7 +116,8 @@ std::vector<std::vector<double>> components_from_gram(const std::vector<double>&
     if (have)
       for (int64_t r = 0; r < N; ++r)
         for (int64_t c = 0; c < C; ++c)
-          w[static_cast<size_t>(c)] += xc[static_cast<size_t>(r * C + c)] * e.vectors[static_cast<size_t>(j)][static_cast<size_t>(r)];
+          w[static_cast<size_t>(c)] +=
+              xc[static_cast<size_t>(r * C + c)] * e.vectors[static_cast<size_t>(j)][static_cast<size_t>(r)];
     double norm = 0.0;
     for (double x : w) norm += x * x;
     norm = std::sqrt(norm);
@@ -156,7 +158,8 @@ Pca pca(const Matrix& x, int k) {
   for (int64_t r = 0; r < N; ++r)
     for (int j = 0; j < k; ++j) {
       double s = 0.0;
-      for (int64_t c = 0; c < C; ++c) s += xc[static_cast<size_t>(r * C + c)] * out.components[static_cast<size_t>(j)][static_cast<size_t>(c)];
+      for (int64_t c = 0; c < C; ++c)
+        s += xc[static_cast<size_t>(r * C + c)] * out.components[static_cast<size_t>(j)][static_cast<size_t>(c)];
       out.projected.at(r, j) = static_cast<float>(s);
     }
   return out;

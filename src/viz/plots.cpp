@@ -140,8 +140,8 @@ std::string bar_chart_svg(const BarChart& b) {
   const double x0 = 58, step = b.panel_height + 48;
   Svg probe(0, 0);
   const double top = draw_title(probe, b.title, b.subtitle) + 14;
-  const double w = std::max(x0 + b.bar_width * static_cast<double>(b.labels.size()) + 20,
-                            text_width(b.subtitle, 11) + 24);
+  const double w =
+      std::max(x0 + b.bar_width * static_cast<double>(b.labels.size()) + 20, text_width(b.subtitle, 11) + 24);
   Svg s(w, top + step * static_cast<double>(b.panels.size()) + 4);
   draw_title(s, b.title, b.subtitle);
   for (size_t i = 0; i < b.panels.size(); ++i)
@@ -153,8 +153,8 @@ std::string bar_chart_svg(const BarChart& b) {
 }
 
 std::string scatter_svg(const Scatter& sc) {
-  ATTO_CHECK(sc.x.size() == sc.y.size() && sc.labels.size() == sc.x.size(),
-             "scatter '{}': {} x, {} y and {} labels", sc.title, sc.x.size(), sc.y.size(), sc.labels.size());
+  ATTO_CHECK(sc.x.size() == sc.y.size() && sc.labels.size() == sc.x.size(), "scatter '{}': {} x, {} y and {} labels",
+             sc.title, sc.x.size(), sc.y.size(), sc.labels.size());
   double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
   extend(xlo, xhi, sc.x), extend(ylo, yhi, sc.y);
   if (!std::isfinite(xlo)) xlo = ylo = -1, xhi = yhi = 1;

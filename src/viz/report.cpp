@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "generate/sampler.h"
 #include "base/error.h"
-#include "run/run_dir.h"
+#include "generate/sampler.h"
 #include "run/run_config.h"
+#include "run/run_dir.h"
 #include "viz/pca.h"
 #include "viz/report.h"
 #include "viz/report_parts.h"
@@ -47,8 +47,8 @@ std::vector<int64_t> sample_indices(int64_t n, int64_t cap) {
     return idx;
   }
   for (int64_t i = 0; i < cap; ++i)
-    idx.push_back(static_cast<int64_t>(std::llround(static_cast<double>(i) * static_cast<double>(n - 1) /
-                                                    static_cast<double>(cap - 1))));
+    idx.push_back(static_cast<int64_t>(
+        std::llround(static_cast<double>(i) * static_cast<double>(n - 1) / static_cast<double>(cap - 1))));
   return idx;
 }
 
@@ -74,12 +74,11 @@ void attention_figures(Builder& b) {
   const int64_t T = static_cast<int64_t>(v.ids.size());
   const int64_t start = std::max<int64_t>(0, T - b.opt.max_attention_tokens), n = T - start;
   const std::vector<std::string> labels(v.tokens.begin() + start, v.tokens.end());
-  const std::string sub = start > 0 ? fmt::format("last {} of {} positions ({}..{}); earlier keys not shown", n, T,
-                                                  start, T - 1)
-                                    : "";
+  const std::string sub =
+      start > 0 ? fmt::format("last {} of {} positions ({}..{}); earlier keys not shown", n, T, start, T - 1) : "";
   if (start > 0)
-    b.r.notes.push_back(fmt::format("attention maps show the last {} of the {} input positions (--max-attention-tokens)",
-                                    n, T));
+    b.r.notes.push_back(
+        fmt::format("attention maps show the last {} of the {} input positions (--max-attention-tokens)", n, T));
   nlohmann::json weights = nlohmann::json::array();
   for (size_t l = 0; l < v.attention.size(); ++l) {
     nlohmann::json layer = nlohmann::json::array();
@@ -100,7 +99,9 @@ void attention_figures(Builder& b) {
       hm.target_size = 384;
       hm.id = fmt::format("attn_L{}_H{}", l, h);
       hm.root = {.css_class = "atto-attn",
-                 .data = {{"layer", std::to_string(l)}, {"head", std::to_string(h)}, {"rows", std::to_string(n)},
+                 .data = {{"layer", std::to_string(l)},
+                          {"head", std::to_string(h)},
+                          {"rows", std::to_string(n)},
                           {"cols", std::to_string(n)}},
                  .title = hm.title};
       layer.push_back(jmatrix(w));
@@ -137,20 +138,21 @@ void residual_figure(Builder& b) {
     p.width = g.panel_width - 10, p.height = g.panel_height - 6;
     p.y_from_zero = true;
     const bool dots = x.size() <= 32;
-    p.series = {{"stream", x, rs.stream, "", dots}, {"attn update", x, rs.attn, "", dots},
-                {"FFN update", x, rs.ffn, "", dots}};
+    p.series = {
+        {"stream", x, rs.stream, "", dots}, {"attn update", x, rs.attn, "", dots}, {"FFN update", x, rs.ffn, "", dots}};
     g.panels.push_back(line_plot_svg(p));
-    j.push_back({{"layer", l}, {"stream", jdoubles(rs.stream)}, {"attn", jdoubles(rs.attn)}, {"ffn", jdoubles(rs.ffn)}});
+    j.push_back(
+        {{"layer", l}, {"stream", jdoubles(rs.stream)}, {"attn", jdoubles(rs.attn)}, {"ffn", jdoubles(rs.ffn)}});
   }
   g.root = {.css_class = "atto-residual", .data = {}, .title = g.title};
   b.r.data["residual"] = std::move(j);
-  b.add("residual", "residual", g.title,
-        "Each panel is one layer (block). Blue: the norm of the residual stream entering the block; orange and green: "
-        "the norms of the updates that attention and the feed-forward network add. Updates much smaller than the stream "
-        "change little; a position whose stream norm jumps is where a layer writes a lot.",
-        grid_svg(g));
+  b.add(
+      "residual", "residual", g.title,
+      "Each panel is one layer (block). Blue: the norm of the residual stream entering the block; orange and green: "
+      "the norms of the updates that attention and the feed-forward network add. Updates much smaller than the stream "
+      "change little; a position whose stream norm jumps is where a layer writes a lot.",
+      grid_svg(g));
 }
-
 
 // ---- next token -----------------------------------------------------------------------------
 
@@ -180,8 +182,9 @@ void detail::next_token_figure(Report& r, const InspectOptions& o, const std::ve
   order.resize(static_cast<size_t>(std::min<int64_t>(o.top_n, static_cast<int64_t>(order.size()))));
   BarChart ch;
   ch.title = fmt::format("Next token after \u201c{}\u201d", after);
-  ch.subtitle = "the top tokens by raw probability; each panel below the first applies one more\n"
-                "sampler step and renormalises (\u00d7 = filtered out)";
+  ch.subtitle =
+      "the top tokens by raw probability; each panel below the first applies one more\n"
+      "sampler step and renormalises (\u00d7 = filtered out)";
   for (int32_t id : order) ch.labels.push_back(vocab[static_cast<size_t>(id)]);
   ch.y_label = "probability";
   // Raw, then one panel per step that is on (a step that is off would repeat the panel above).
@@ -206,19 +209,21 @@ void detail::next_token_figure(Report& r, const InspectOptions& o, const std::ve
     off.push_back("top-p 1");
   }
   if (!off.empty())
-    ch.subtitle += fmt::format("\noff: {} (set --temperature / --top-k / --top-p to see each one's effect)",
-                               fmt::join(off, ", "));
+    ch.subtitle +=
+        fmt::format("\noff: {} (set --temperature / --top-k / --top-p to see each one's effect)", fmt::join(off, ", "));
   ch.root = {.css_class = "atto-next", .data = {}, .title = ch.title};
   nlohmann::json stages = nlohmann::json::array();
-  for (const BarPanel& p : ch.panels) stages.push_back({{"name", p.name}, {"probs", jdoubles(p.values)}, {"removed", p.removed}});
-  r.data["next_token"] = {{"tokens", ch.labels}, {"ids", order}, {"temperature", o.temperature}, {"top_k", o.top_k},
-                            {"top_p", o.top_p}, {"stages", std::move(stages)}};
-  r.figures.push_back({"next_token", "next", ch.title,
-        "The model's distribution over the next token at the last position. Panels top to bottom: the raw softmax, "
-        "then temperature (divides the logits: < 1 sharpens, > 1 flattens), then top-k (keeps the k most likely), then "
-        "top-p (keeps the smallest set of most likely tokens whose probability reaches p), each renormalised. "
-        "Set them with --temperature, --top-k, --top-p (the same steps as atto sample).",
-        bar_chart_svg(ch)});
+  for (const BarPanel& p : ch.panels)
+    stages.push_back({{"name", p.name}, {"probs", jdoubles(p.values)}, {"removed", p.removed}});
+  r.data["next_token"] = {{"tokens", ch.labels}, {"ids", order},     {"temperature", o.temperature},
+                          {"top_k", o.top_k},    {"top_p", o.top_p}, {"stages", std::move(stages)}};
+  r.figures.push_back(
+      {"next_token", "next", ch.title,
+       "The model's distribution over the next token at the last position. Panels top to bottom: the raw softmax, "
+       "then temperature (divides the logits: < 1 sharpens, > 1 flattens), then top-k (keeps the k most likely), then "
+       "top-p (keeps the smallest set of most likely tokens whose probability reaches p), each renormalised. "
+       "Set them with --temperature, --top-k, --top-p (the same steps as atto sample).",
+       bar_chart_svg(ch)});
 }
 
 // ---- embeddings -----------------------------------------------------------------------------
@@ -239,16 +244,39 @@ void detail::embedding_figure(Report& r, const Matrix& wte, const std::vector<st
     sc.y.push_back(k > 1 ? p.projected.at(i, 1) : 0.0);
   }
   sc.root = {.css_class = "atto-embeddings", .data = {}, .title = sc.title};
-  r.data[f.key] = {{"tokens", vocab}, {"pc1", jdoubles(sc.x)}, {"pc2", jdoubles(sc.y)},
-                            {"explained", jdoubles(p.explained)}};
-  r.figures.push_back({f.id, "embeddings", sc.title, !f.caption.empty() ? f.caption :
-        "Each token's embedding vector (a row of wte) projected onto the two directions of largest variance. Tokens "
-        "the model treats alike end up close together (often vowels with vowels, digits with digits). Distances are "
-        "drawn to the same scale on both axes.",
-        scatter_svg(sc)});
+  r.data[f.key] = {
+      {"tokens", vocab}, {"pc1", jdoubles(sc.x)}, {"pc2", jdoubles(sc.y)}, {"explained", jdoubles(p.explained)}};
+  r.figures.push_back({f.id, "embeddings", sc.title,
+                       !f.caption.empty() ? f.caption
+                                          : "Each token's embedding vector (a row of wte) projected onto the two "
+                                            "directions of largest variance. Tokens "
+                                            "the model treats alike end up close together (often vowels with vowels, "
+                                            "digits with digits). Distances are "
+                                            "drawn to the same scale on both axes.",
+                       scatter_svg(sc)});
 }
 
 // ---- positions ------------------------------------------------------------------------------
+
+namespace {
+
+// cos(P[0], P[k]) for every row k of P, as a series over k.
+Series cosine_to_first(const Matrix& P) {
+  Series s{"cos(p0, pk)", {}, {}, "", P.rows <= 32};
+  auto dot = [&](int64_t a, int64_t c) {
+    double d = 0;
+    for (int64_t j = 0; j < P.cols; ++j) d += static_cast<double>(P.at(a, j)) * P.at(c, j);
+    return d;
+  };
+  for (int64_t k = 0; k < P.rows; ++k) {
+    const double den = std::sqrt(dot(0, 0) * dot(k, k));
+    s.x.push_back(static_cast<double>(k));
+    s.y.push_back(den > 0 ? dot(0, k) / den : NAN);
+  }
+  return s;
+}
+
+}  // namespace
 
 void detail::position_figures(Report& r, const InspectOptions& opt, const Matrix& P, PosKind kind) {
   const bool sinus = kind == PosKind::Sinusoidal;
@@ -262,7 +290,8 @@ void detail::position_figures(Report& r, const InspectOptions& opt, const Matrix
   hm.values = Matrix(static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols.size()));
   for (size_t i = 0; i < rows.size(); ++i) {
     hm.row_labels.push_back(std::to_string(rows[i]));
-    for (size_t j = 0; j < cols.size(); ++j) hm.values.at(static_cast<int64_t>(i), static_cast<int64_t>(j)) = P.at(rows[i], cols[j]);
+    for (size_t j = 0; j < cols.size(); ++j)
+      hm.values.at(static_cast<int64_t>(i), static_cast<int64_t>(j)) = P.at(rows[i], cols[j]);
   }
   for (int64_t c : cols) hm.col_labels.push_back(std::to_string(c));
   hm.row_axis = "position", hm.col_axis = "dimension";
@@ -271,39 +300,34 @@ void detail::position_figures(Report& r, const InspectOptions& opt, const Matrix
   hm.target_size = 640, hm.target_height = 420;
   hm.id = "positions";
   hm.root = {.css_class = "atto-positions", .data = {{"kind", to_string(kind)}}, .title = hm.title};
-  r.figures.push_back({"positions", "positions", hm.title,
-        sinus ? "PE[pos, 2i] = sin(pos / 10000^(2i/C)), PE[pos, 2i+1] = cos(...): low dimensions oscillate fast along "
-                "the positions, high ones slowly. Blue is negative, red positive."
-              : "The learned vector added to the token embedding at each position. Smooth bands mean neighbouring "
-                "positions got similar vectors; blue is negative, red positive.",
-        heatmap_svg(hm)});
+  r.figures.push_back(
+      {"positions", "positions", hm.title,
+       sinus ? "PE[pos, 2i] = sin(pos / 10000^(2i/C)), PE[pos, 2i+1] = cos(...): low dimensions oscillate fast along "
+               "the positions, high ones slowly. Blue is negative, red positive."
+             : "The learned vector added to the token embedding at each position. Smooth bands mean neighbouring "
+               "positions got similar vectors; blue is negative, red positive.",
+       heatmap_svg(hm)});
   // Cosine similarity of position 0 with every position k.
   LinePlot lp;
   lp.title = "Position similarity: cos(p\u2080, p\u2096)";
   lp.x_label = "position k", lp.y_label = "cosine similarity";
   lp.ymin = -1, lp.ymax = 1;
   lp.legend = false;
-  Series s{"cos(p0, pk)", {}, {}, "", P.rows <= 32};
-  auto dot = [&](int64_t a, int64_t c) {
-    double d = 0;
-    for (int64_t j = 0; j < P.cols; ++j) d += static_cast<double>(P.at(a, j)) * P.at(c, j);
-    return d;
-  };
-  for (int64_t k = 0; k < P.rows; ++k) {
-    const double den = std::sqrt(dot(0, 0) * dot(k, k));
-    s.x.push_back(static_cast<double>(k));
-    s.y.push_back(den > 0 ? dot(0, k) / den : NAN);
-  }
+  const Series s = cosine_to_first(P);
   lp.series = {s};
   lp.root = {.css_class = "atto-position-similarity", .data = {}, .title = lp.title};
   nlohmann::json values = nlohmann::json::array();
   for (size_t i = 0; i < rows.size(); ++i) values.push_back(jrow(hm.values, static_cast<int64_t>(i)));
-  r.data["positions"] = {{"kind", to_string(kind)}, {"positions", rows}, {"dims", cols},
-                           {"values", std::move(values)}, {"cosine_to_0", jdoubles(s.y)}};
-  r.figures.push_back({"position_similarity", "positions", lp.title,
-        "How similar each position's vector is to position 0's. Sinusoidal encodings fall off smoothly and "
-        "oscillate; learned ones show what the model found useful (noisy where positions were rarely seen).",
-        line_plot_svg(lp)});
+  r.data["positions"] = {{"kind", to_string(kind)},
+                         {"positions", rows},
+                         {"dims", cols},
+                         {"values", std::move(values)},
+                         {"cosine_to_0", jdoubles(s.y)}};
+  r.figures.push_back(
+      {"position_similarity", "positions", lp.title,
+       "How similar each position's vector is to position 0's. Sinusoidal encodings fall off smoothly and "
+       "oscillate; learned ones show what the model found useful (noisy where positions were rarely seen).",
+       line_plot_svg(lp)});
 }
 
 // ---- training -------------------------------------------------------------------------------
@@ -317,12 +341,14 @@ void detail::training_figures(Report& r, const TrainingCurves* c) {
   loss.title = "Loss";
   loss.x_label = "step", loss.y_label = "cross-entropy (nats/token)";
   loss.width = 620;
-  loss.series = {{"train", c->train_step, c->train_loss, "", false}, {"validation", c->val_step, c->val_loss, "", true}};
+  loss.series = {{"train", c->train_step, c->train_loss, "", false},
+                 {"validation", c->val_step, c->val_loss, "", true}};
   loss.root = {.css_class = "atto-loss", .data = {}, .title = loss.title};
-  r.figures.push_back({"loss", "training", "Loss",
-        "Training loss (logged every few steps, on one batch) and validation loss (each evaluation, on held-out data) "
-        "against the optimizer step. Validation rising while training falls is overfitting.",
-        line_plot_svg(loss)});
+  r.figures.push_back(
+      {"loss", "training", "Loss",
+       "Training loss (logged every few steps, on one batch) and validation loss (each evaluation, on held-out data) "
+       "against the optimizer step. Validation rising while training falls is overfitting.",
+       line_plot_svg(loss)});
   if (!c->val_bleu.empty()) {
     LinePlot bleu;
     bleu.title = "Validation BLEU";
@@ -360,9 +386,10 @@ Report build_report(const ModelView& v, const TrainingCurves* curves, const Repo
   const GPTConfig& c = v.config;
   r.data["format"] = "atto-inspect";
   r.data["version"] = 1;
-  r.data["model"] = {{"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"d_model", c.d_model}, {"block_size", c.block_size},
-                     {"vocab_size", c.vocab_size}, {"pos", to_string(c.pos)}, {"norm", to_string(c.norm)},
-                     {"pre_norm", c.pre_norm}, {"activation", to_string(c.activation)}};
+  r.data["model"] = {
+      {"n_layers", c.n_layers},     {"n_heads", c.n_heads},       {"d_model", c.d_model},
+      {"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"pos", to_string(c.pos)},
+      {"norm", to_string(c.norm)},  {"pre_norm", c.pre_norm},     {"activation", to_string(c.activation)}};
   r.data["input"] = {{"text", opt.text}, {"tokens", v.tokens}, {"ids", v.ids}, {"dropped", v.dropped}};
   Builder b{v, opt, r};
   next_token_figure(r, opt, v.last_logits, v.vocab, v.tokens.back());
@@ -383,8 +410,8 @@ Report inspect_run(const std::string& run_dir, const InspectOptions& opt) {
 Report inspect_gpt_run(const std::string& run_dir, const InspectOptions& opt) {
   opt.validate();
   if (!opt.src.empty() || opt.tgt)
-    throw UsageError(fmt::format("--src and --tgt are for seq2seq runs; {} is a GPT run: give the input with --text",
-                                 run_dir));
+    throw UsageError(
+        fmt::format("--src and --tgt are for seq2seq runs; {} is a GPT run: give the input with --text", run_dir));
   LoadedModel lm = load_run(run_dir);
   const ModelView v = collect(*lm.model, lm.tokenizer, opt.text);
   std::vector<std::string> notes;

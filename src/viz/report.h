@@ -39,16 +39,16 @@
 namespace atto::viz {
 
 struct InspectOptions {
-  std::string text;                    // the input text (GPT runs: --text)
-  std::string src;                     // seq2seq runs (--src): the source sentence
-  std::optional<std::string> tgt;      // seq2seq runs (--tgt): force this target; none = greedy translation
-  float temperature = 1.0f;            // next-token figure: the sampler steps to show
-  int top_k = 0;                       // 0 = off
-  float top_p = 1.0f;                  // 1 = off
-  int64_t max_attention_tokens = 64;   // attention maps: the last N positions
-  int64_t max_pe_positions = 128;      // positional table: sampled rows
-  int64_t max_pe_dims = 128;           // positional table: sampled columns
-  int64_t top_n = 20;                  // next-token figure: bars
+  std::string text;                   // the input text (GPT runs: --text)
+  std::string src;                    // seq2seq runs (--src): the source sentence
+  std::optional<std::string> tgt;     // seq2seq runs (--tgt): force this target; none = greedy translation
+  float temperature = 1.0f;           // next-token figure: the sampler steps to show
+  int top_k = 0;                      // 0 = off
+  float top_p = 1.0f;                 // 1 = off
+  int64_t max_attention_tokens = 64;  // attention maps: the last N positions
+  int64_t max_pe_positions = 128;     // positional table: sampled rows
+  int64_t max_pe_dims = 128;          // positional table: sampled columns
+  int64_t top_n = 20;                 // next-token figure: bars
 
   void validate() const;  // atto::UsageError naming the flag
 };
@@ -64,10 +64,10 @@ struct ModelView {
   Matrix wte;                                  // [V, C] token embeddings
   std::vector<std::string> vocab;              // [V] display labels
   struct Residual {
-    std::vector<double> stream, attn, ffn;     // [T] L2 norms: block input, attention and FFN updates
+    std::vector<double> stream, attn, ffn;  // [T] L2 norms: block input, attention and FFN updates
   };
-  std::vector<Residual> residual;              // [NL]
-  std::vector<float> last_logits;              // [V] logits at the last position
+  std::vector<Residual> residual;  // [NL]
+  std::vector<float> last_logits;  // [V] logits at the last position
 };
 
 // One token for display: the tokenizer's id_to_string, with a space shown as "␣" (U+2423).
@@ -98,7 +98,7 @@ struct Figure {
 
 struct ReportInfo {
   std::string title = "atto inspect";
-  std::string source;   // the run directory (shown in the header)
+  std::string source;  // the run directory (shown in the header)
 };
 
 struct Report {

@@ -28,14 +28,13 @@ void next_token_figure(Report& r, const InspectOptions& o, const std::vector<flo
                        const std::vector<std::string>& vocab, const std::string& after);
 
 struct EmbeddingFigure {
-  std::string id = "embeddings_pca";     // figure id
-  std::string key = "embeddings";        // data key
+  std::string id = "embeddings_pca";  // figure id
+  std::string key = "embeddings";     // data key
   std::string title = "Token embeddings (wte), projected by PCA";
-  std::string caption;                   // empty = the GPT caption
+  std::string caption;  // empty = the GPT caption
 };
 // PCA scatter of an embedding table [V, C] with one label per row.
-void embedding_figure(Report& r, const Matrix& table, const std::vector<std::string>& vocab,
-                      const EmbeddingFigure& f);
+void embedding_figure(Report& r, const Matrix& table, const std::vector<std::string>& vocab, const EmbeddingFigure& f);
 
 // Positional table heatmap + cosine similarity to position 0 (figures "positions",
 // "position_similarity", data "positions").

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "generate/sampler.h"
 #include "generate/seq2seq_decode.h"
-#include "base/error.h"
 #include "viz/seq2seq_report.h"
 
 namespace atto::viz {
@@ -21,7 +21,8 @@ std::vector<double> row_norms(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(T));
   for (int64_t i = 0; i < T; ++i) {
     double s = 0.0;
-    for (int64_t c = 0; c < C; ++c) s += static_cast<double>(v[static_cast<size_t>(i * C + c)]) * v[static_cast<size_t>(i * C + c)];
+    for (int64_t c = 0; c < C; ++c)
+      s += static_cast<double>(v[static_cast<size_t>(i * C + c)]) * v[static_cast<size_t>(i * C + c)];
     out[static_cast<size_t>(i)] = std::sqrt(s);
   }
   return out;
@@ -37,9 +38,7 @@ std::vector<Matrix> heads_of(const Tensor& w) {
   return heads;
 }
 
-Matrix to_matrix(const Tensor& t) {
-  return Matrix(t.size(0), t.size(1), t.contiguous().to_vector());
-}
+Matrix to_matrix(const Tensor& t) { return Matrix(t.size(0), t.size(1), t.contiguous().to_vector()); }
 
 std::vector<int32_t> encode_flag(const Tokenizer& tok, const std::string& text, const char* flag) {
   try {
@@ -82,8 +81,8 @@ std::vector<int32_t> target_tokens(Seq2Seq& model, const Tokenizer& tgt_tok, con
 
 }  // namespace
 
-Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Tokenizer& tgt_tok,
-                            const std::string& src, const std::optional<std::string>& tgt) {
+Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Tokenizer& tgt_tok, const std::string& src,
+                            const std::optional<std::string>& tgt) {
   const Seq2SeqConfig& cfg = model.config();
   ATTO_CHECK(src_tok.vocab_size() == cfg.src_vocab && tgt_tok.vocab_size() == cfg.tgt_vocab,
              "inspect: the tokenizers have {} / {} tokens but the model expects {} / {}", src_tok.vocab_size(),
@@ -110,7 +109,7 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
   const auto S = static_cast<int64_t>(v.src_ids.size()), T = static_cast<int64_t>(v.tgt_ids.size());
   std::vector<nn::BlockTrace> enc, dec;
   nn::BlockRecorder enc_recorder(enc), dec_recorder(dec);
-  const Tensor memory = model.encode(v.src_ids, 1, S, {}, &enc_recorder);                   // [1, S, C]
+  const Tensor memory = model.encode(v.src_ids, 1, S, {}, &enc_recorder);                           // [1, S, C]
   const Tensor logits = model.decode(v.tgt_ids, 1, T, memory, {}, {}, &dec_recorder).contiguous();  // [1, T, V]
   model.train(was_training);
   gen::check_finite_logits(std::span<const float>(logits.data(), logits.numel()), "inspecting");

@@ -39,33 +39,33 @@ namespace atto::viz {
 struct Seq2SeqView {
   Seq2SeqConfig config;
   std::string src_text;
-  std::vector<int32_t> src_ids;             // [S] encoder input (no specials)
-  std::vector<std::string> src_tokens;      // [S] display labels
-  std::vector<int32_t> tgt_ids;             // [T] decoder input: <bos> + target
-  std::vector<std::string> tgt_tokens;      // [T]
-  std::string translation;                  // the target as text
-  bool forced = false;                      // the target came from opt.tgt
-  bool finished = true;                     // greedy decoding ended with EOS (else cut at the limit)
-  int64_t src_dropped = 0, tgt_dropped = 0; // tokens cut from the end to fit max_len
+  std::vector<int32_t> src_ids;                      // [S] encoder input (no specials)
+  std::vector<std::string> src_tokens;               // [S] display labels
+  std::vector<int32_t> tgt_ids;                      // [T] decoder input: <bos> + target
+  std::vector<std::string> tgt_tokens;               // [T]
+  std::string translation;                           // the target as text
+  bool forced = false;                               // the target came from opt.tgt
+  bool finished = true;                              // greedy decoding ended with EOS (else cut at the limit)
+  int64_t src_dropped = 0, tgt_dropped = 0;          // tokens cut from the end to fit max_len
   std::vector<std::vector<Matrix>> enc_attention;    // [NLe][NH] -> [S, S]
   std::vector<std::vector<Matrix>> dec_attention;    // [NLd][NH] -> [T, T], masked entries 0
   std::vector<std::vector<Matrix>> cross_attention;  // [NLd][NH] -> [T, S]
-  Matrix positions;                         // [max_len, C] the encoder's table (sinusoidal or learned)
-  Matrix src_embed, tgt_embed;              // [V_src, C], [V_tgt, C]
+  Matrix positions;                                  // [max_len, C] the encoder's table (sinusoidal or learned)
+  Matrix src_embed, tgt_embed;                       // [V_src, C], [V_tgt, C]
   std::vector<std::string> src_vocab, tgt_vocab;
   struct Residual {
     std::vector<double> stream, attn, cross, ffn;  // [positions] L2 norms (cross: decoder layers only)
   };
   std::vector<Residual> enc_residual, dec_residual;
-  std::vector<float> last_logits;           // [V_tgt] at the last decoder position
+  std::vector<float> last_logits;  // [V_tgt] at the last decoder position
 };
 
 // A token for display: id_to_string with a space shown as "␣".
 std::string token_label(const Tokenizer& tok, int32_t id);
 
 // Translates (or forces tgt) and runs one traced encode/decode; UsageError for an empty source.
-Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Tokenizer& tgt_tok,
-                            const std::string& src, const std::optional<std::string>& tgt);
+Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Tokenizer& tgt_tok, const std::string& src,
+                            const std::optional<std::string>& tgt);
 
 Report build_seq2seq_report(const Seq2SeqView& v, const TrainingCurves* curves, const ReportInfo& info,
                             const InspectOptions& opt);

@@ -23,8 +23,10 @@ std::string escape_xml(std::string_view s) {
       case '\'': out += "&apos;"; break;
       default:
         // XML 1.0 forbids C0 controls (but tab, LF, CR) and DEL is unreadable: show them.
-        if (c < 0x20 || c == 0x7F) out += fmt::format("\\x{:02X}", c);
-        else out += ch;
+        if (c < 0x20 || c == 0x7F)
+          out += fmt::format("\\x{:02X}", c);
+        else
+          out += ch;
     }
   }
   return out;
@@ -153,11 +155,13 @@ Svg::Svg(double width, double height) : w_(width), h_(height) {}
 
 void Svg::rect(double x, double y, double w, double h, std::string_view fill, std::string_view extra,
                std::string_view tooltip) {
-  body_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"", n1(x), n1(y), n1(w), n1(h),
-                       fill);
+  body_ +=
+      fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"", n1(x), n1(y), n1(w), n1(h), fill);
   if (!extra.empty()) body_ += fmt::format(" {}", extra);
-  if (tooltip.empty()) body_ += "/>";
-  else body_ += fmt::format("><title>{}</title></rect>", escape_xml(tooltip));
+  if (tooltip.empty())
+    body_ += "/>";
+  else
+    body_ += fmt::format("><title>{}</title></rect>", escape_xml(tooltip));
 }
 
 void Svg::text(double x, double y, std::string_view s, const TextStyle& st) {
@@ -172,8 +176,8 @@ void Svg::text(double x, double y, std::string_view s, const TextStyle& st) {
 
 void Svg::line(double x1, double y1, double x2, double y2, std::string_view stroke, double width,
                std::string_view extra) {
-  body_ += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"",
-                       n1(x1), n1(y1), n1(x2), n1(y2), stroke, width);
+  body_ += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"", n1(x1),
+                       n1(y1), n1(x2), n1(y2), stroke, width);
   if (!extra.empty()) body_ += fmt::format(" {}", extra);
   body_ += "/>";
 }
@@ -189,8 +193,10 @@ void Svg::circle(double x, double y, double r, std::string_view fill, std::strin
                  std::string_view tooltip) {
   body_ += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\"", n1(x), n1(y), r, fill);
   if (!extra.empty()) body_ += fmt::format(" {}", extra);
-  if (tooltip.empty()) body_ += "/>";
-  else body_ += fmt::format("><title>{}</title></circle>", escape_xml(tooltip));
+  if (tooltip.empty())
+    body_ += "/>";
+  else
+    body_ += fmt::format("><title>{}</title></circle>", escape_xml(tooltip));
 }
 
 void Svg::hatch_pattern(std::string_view id) {

@@ -68,15 +68,15 @@ struct TextStyle {
   const char* anchor = "start";  // start | middle | end
   const char* fill = "#222";
   bool bold = false;
-  bool mono = false;      // monospace (token labels)
-  double rotate = 0;      // degrees, around (x, y)
-  bool centre_v = true;   // vertically centred on y (dy = 0.35em) instead of on the baseline
+  bool mono = false;     // monospace (token labels)
+  double rotate = 0;     // degrees, around (x, y)
+  bool centre_v = true;  // vertically centred on y (dy = 0.35em) instead of on the baseline
 };
 
 struct RootAttrs {
-  std::string css_class;                                    // class="..." on the root <svg>
-  std::vector<std::pair<std::string, std::string>> data;    // data-<key>="value"
-  std::string title;                                        // <title> (tooltip, accessibility)
+  std::string css_class;                                  // class="..." on the root <svg>
+  std::vector<std::pair<std::string, std::string>> data;  // data-<key>="value"
+  std::string title;                                      // <title> (tooltip, accessibility)
 };
 
 class Svg {

@@ -92,8 +92,8 @@ inline ::testing::AssertionResult gradcheck(const std::string& name, const Fn& f
       const double diff = std::abs(numeric - analytic[j]);
       if (!(diff <= opt.atol + opt.rtol * std::abs(numeric)))
         return ::testing::AssertionFailure()
-               << name << ": input " << i << " element " << j << " analytic " << analytic[j] << " numeric "
-               << numeric << " (diff " << diff << ")" << (opt.non_contiguous ? " [non-contiguous]" : "");
+               << name << ": input " << i << " element " << j << " analytic " << analytic[j] << " numeric " << numeric
+               << " (diff " << diff << ")" << (opt.non_contiguous ? " [non-contiguous]" : "");
     }
   }
   return ::testing::AssertionSuccess();
@@ -137,9 +137,9 @@ inline ::testing::AssertionResult gradcheck_module(const std::string& name, cons
       const double numeric = (lp - lm) / (2.0 * opt.eps);
       const double diff = std::abs(numeric - analytic[j]);
       if (!(diff <= opt.atol + opt.rtol * std::abs(numeric)))
-        return ::testing::AssertionFailure() << name << ": " << tname << " element " << j << " analytic "
-                                             << analytic[j] << " numeric " << numeric << " (diff " << diff << ")"
-                                             << (nc ? " [non-contiguous input]" : "");
+        return ::testing::AssertionFailure()
+               << name << ": " << tname << " element " << j << " analytic " << analytic[j] << " numeric " << numeric
+               << " (diff " << diff << ")" << (nc ? " [non-contiguous input]" : "");
     }
   }
   return ::testing::AssertionSuccess();

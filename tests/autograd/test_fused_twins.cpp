@@ -170,22 +170,26 @@ TEST(FusedTwins, LinearResidualMatchesAddOfLinear) {
   // A projection's shape on the blocked GEMM path.
   expect_twins("linear_residual 256 -> 64", fused, composed,
                {randn({4, 32, 256}, 33), randn({64, 256}, 34), randn({64}, 35), randn({4, 32, 64}, 36)}, 0.0f);
-  expect_twins("linear_residual onto its own input", [](const Inputs& x) { return linear_residual(x[0], x[1], x[2], x[0]); },
-               [](const Inputs& x) { return add(x[0], linear(x[0], x[1], x[2])); },
-               {randn({4, 16, 64}, 37), randn({64, 64}, 38), randn({64}, 39)}, 0.0f);
+  expect_twins(
+      "linear_residual onto its own input", [](const Inputs& x) { return linear_residual(x[0], x[1], x[2], x[0]); },
+      [](const Inputs& x) { return add(x[0], linear(x[0], x[1], x[2])); },
+      {randn({4, 16, 64}, 37), randn({64, 64}, 38), randn({64}, 39)}, 0.0f);
 }
 
 TEST(FusedTwins, SwigluAndActivationsMatchComposed) {
-  expect_twins("swiglu", [](const Inputs& x) { return swiglu(x[0], x[1]); },
-               [](const Inputs& x) { return mul(mul(x[0], div(exp(x[0]), add_scalar(exp(x[0]), 1.0f))), x[1]); },
-               {randn({3, 6}, 19), randn({3, 6}, 20)});
-  expect_twins("gelu_tanh", [](const Inputs& x) { return gelu(x[0], GeluApprox::Tanh); },
-               [](const Inputs& x) {
-                 const float k = std::sqrt(2.0f / float(M_PI));
-                 Tensor inner = scale(add(x[0], scale(mul(x[0], mul(x[0], x[0])), 0.044715f)), k);
-                 return mul(scale(x[0], 0.5f), add_scalar(tanh(inner), 1.0f));
-               },
-               {randn({4, 5}, 21)});
-  expect_twins("softmax", [](const Inputs& x) { return softmax(x[0]); },
-               [](const Inputs& x) { return div(exp(x[0]), sum(exp(x[0]), -1, true)); }, {randn({3, 7}, 22)});
+  expect_twins(
+      "swiglu", [](const Inputs& x) { return swiglu(x[0], x[1]); },
+      [](const Inputs& x) { return mul(mul(x[0], div(exp(x[0]), add_scalar(exp(x[0]), 1.0f))), x[1]); },
+      {randn({3, 6}, 19), randn({3, 6}, 20)});
+  expect_twins(
+      "gelu_tanh", [](const Inputs& x) { return gelu(x[0], GeluApprox::Tanh); },
+      [](const Inputs& x) {
+        const float k = std::sqrt(2.0f / float(M_PI));
+        Tensor inner = scale(add(x[0], scale(mul(x[0], mul(x[0], x[0])), 0.044715f)), k);
+        return mul(scale(x[0], 0.5f), add_scalar(tanh(inner), 1.0f));
+      },
+      {randn({4, 5}, 21)});
+  expect_twins(
+      "softmax", [](const Inputs& x) { return softmax(x[0]); },
+      [](const Inputs& x) { return div(exp(x[0]), sum(exp(x[0]), -1, true)); }, {randn({3, 7}, 22)});
 }

@@ -86,7 +86,7 @@ TEST(Tape, RowBroadcastAddSumsRowsForTheSmallOperand) {
   EXPECT_EQ(y.to_vector(), (std::vector<float>{11, 22, 13, 24, 15, 26}));
   Tensor sq = mul(x, x);  // recorded before the add: its backward runs after it, onto x's gradient
   backward(add(sum(mul(y, Tensor::from_vector({3, 2}, {1, 2, 3, 4, 5, 6}))), sum(sq)));
-  EXPECT_EQ(pos.grad().to_vector(), (std::vector<float>{9, 12}));           // 1+3+5, 2+4+6
+  EXPECT_EQ(pos.grad().to_vector(), (std::vector<float>{9, 12}));              // 1+3+5, 2+4+6
   EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{3, 6, 9, 12, 15, 18}));  // w + 2x
 }
 

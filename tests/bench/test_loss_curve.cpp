@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "models/gpt.h"
 #include "bench/bench.h"
+#include "models/gpt.h"
 
 using namespace atto;
 
@@ -59,11 +59,9 @@ bench::TrainBenchOptions curve_options(int threads) {
 // Before that: 16-lane sums became a fixed pairwise tree, the GELU
 // backward took Phi(x) from the saved output, AdamW was vectorised without fused multiply-adds.
 const std::vector<float> kStoredLosses = {
-    2.83918333f, 2.81555414f, 2.78731799f, 2.77447653f,
-    2.75910044f, 2.74006271f, 2.72817612f, 2.71711707f,
-    2.69706583f, 2.68447661f, 2.66923952f, 2.66016865f,
-    2.65478563f, 2.63777781f, 2.63042736f, 2.60928154f,
-    2.61193419f, 2.58765697f, 2.57131672f, 2.56878519f,
+    2.83918333f, 2.81555414f, 2.78731799f, 2.77447653f, 2.75910044f, 2.74006271f, 2.72817612f,
+    2.71711707f, 2.69706583f, 2.68447661f, 2.66923952f, 2.66016865f, 2.65478563f, 2.63777781f,
+    2.63042736f, 2.60928154f, 2.61193419f, 2.58765697f, 2.57131672f, 2.56878519f,
 };
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -97,9 +95,10 @@ TEST(LossCurve, MatchesStoredCurveWithOneAndTwoThreads) {
     const float a = one[i], b = kStoredLosses[i];
     // Exactly, except in the sanitizer build (see the header comment).
     const bool ok = kExactBuild ? same_bits(a, b) : std::fabs(a - b) <= 1e-6f * std::fabs(b);
-    ASSERT_TRUE(ok) << fmt::format("the loss curve differs from the stored one first at step {}: {:.9g} vs stored "
-                                   "{:.9g}. If the change is deliberate, replace kStoredLosses with:\n{}",
-                                   i, a, b, as_initializer(one));
+    ASSERT_TRUE(ok) << fmt::format(
+        "the loss curve differs from the stored one first at step {}: {:.9g} vs stored "
+        "{:.9g}. If the change is deliberate, replace kStoredLosses with:\n{}",
+        i, a, b, as_initializer(one));
   }
 }
 
@@ -130,7 +129,7 @@ TEST(LossCurve, StartsAtUniformAndFalls) {
 
 TEST(BenchStats, QuantilesInterpolateLikeNumpy) {
   EXPECT_DOUBLE_EQ(bench::quantile({4, 1, 3, 2}, 0.5), 2.5);
-  EXPECT_DOUBLE_EQ(bench::quantile({4, 1, 3, 2}, 0.1), 1.3);   // numpy.quantile([1,2,3,4], 0.1)
+  EXPECT_DOUBLE_EQ(bench::quantile({4, 1, 3, 2}, 0.1), 1.3);  // numpy.quantile([1,2,3,4], 0.1)
   EXPECT_DOUBLE_EQ(bench::quantile({4, 1, 3, 2}, 0.9), 3.7);
   EXPECT_DOUBLE_EQ(bench::quantile({7}, 0.9), 7.0);
   const bench::StepStats s = bench::step_stats({10, 30, 20, 50, 40});

@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
-#include "data/lines_dataset.h"
 #include "base/error.h"
+#include "data/lines_dataset.h"
 
 using namespace atto;
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "data/parallel.h"
 #include "support.h"
-#include "base/error.h"
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;
@@ -30,7 +30,8 @@ TEST(Parallel, ReadsAlignedFilesAndSkipsPairsWithAnEmptySide) {
   EXPECT_EQ(c.lines, 6);
   EXPECT_EQ(c.skipped_empty, 3);  // line 3 (empty source), 5 (blank source), 6 (empty target)
   EXPECT_EQ(c.summary(), fmt::format("3 sentence pairs from '{}' and '{}' (3 pairs with an empty "
-                                     "side skipped)", src, tgt));
+                                     "side skipped)",
+                                     src, tgt));
   EXPECT_EQ(c.sources(), (std::vector<std::string>{"Hallo Welt", "Danke", "Gut"}));
   EXPECT_EQ(c.targets(), (std::vector<std::string>{"Hello world", "Thanks", "Good"}));
 }
@@ -89,8 +90,9 @@ TEST(Parallel, LengthFilterDropsLongPairsAndReports) {
   ASSERT_EQ(enc.size(), 2u);
   EXPECT_EQ(enc[0].line, 1);
   EXPECT_EQ(enc[1].line, 4);
-  EXPECT_EQ(r.summary(), "dropped 2 of 4 sentence pairs longer than 3 source / 3 target tokens "
-                         "(first: line 2)");
+  EXPECT_EQ(r.summary(),
+            "dropped 2 of 4 sentence pairs longer than 3 source / 3 target tokens "
+            "(first: line 2)");
   std::vector<EncodedPair> all = encode_pairs(c, tok, tok);
   EXPECT_EQ(filter_by_length(all, 0, 0).dropped, 0);  // 0 = no limit
   EXPECT_EQ(filter_by_length(all, 0, 3).dropped, 1);

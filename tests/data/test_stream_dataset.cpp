@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "data/stream_dataset.h"
 #include "base/error.h"
+#include "data/stream_dataset.h"
 #include "tokenize/utf8.h"
 
 using namespace atto;

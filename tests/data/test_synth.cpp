@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "data/parallel.h"
 #include "data/synth.h"
-#include "base/error.h"
 
 using namespace atto;
 using ::testing::AllOf;

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <string>
 
+#include "base/error.h"
 #include "data/dataset.h"
 #include "data/text_file.h"
 #include "support.h"
-#include "base/error.h"
 
 using namespace atto;
 namespace fs = std::filesystem;
@@ -29,7 +29,9 @@ std::string repeat_lines(const std::string& line, int n, const std::string& sep 
 
 TEST(TextFile, ReadsUtf8AndHandlesCrlfBomAndMissingFinalNewline) {
   TempDir tmp;
-  const std::string p = tmp.write("names.txt", "\xEF\xBB\xBF" "emma\r\nzo\xC3\xAB\r\nava");
+  const std::string p = tmp.write("names.txt",
+                                  "\xEF\xBB\xBF"
+                                  "emma\r\nzo\xC3\xAB\r\nava");
   TextFile f = read_text_file(p);
   EXPECT_EQ(f.path, p);
   EXPECT_EQ(f.text, "emma\nzo\xC3\xAB\nava");  // BOM dropped, CRLF -> LF, nothing appended
@@ -128,7 +130,9 @@ TEST(TextFileBadInput, Utf16FileIsRejected) {
   EXPECT_THAT(msg, HasSubstr("NUL byte at byte offset 1"));
   EXPECT_THAT(msg, HasSubstr("UTF-16"));
   // With a byte-order mark it is caught as invalid UTF-8 at byte 0.
-  const std::string q = tmp.write("utf16bom.txt", std::string("\xFF\xFE" "a\0", 4));
+  const std::string q = tmp.write("utf16bom.txt", std::string("\xFF\xFE"
+                                                              "a\0",
+                                                              4));
   EXPECT_THAT(error_of([&] { read_text_file(q); }), HasSubstr("byte offset 0"));
 }
 
@@ -184,9 +188,7 @@ TEST(TextFileBadInput, LineLongerThanBlockInLinesMode) {
 
 TEST(TextFileBadInput, LinesModeNeedsTwoLines) {
   TextFile f = make_text_file("one.txt", "\nemma\n\n");
-  const std::string msg = error_of([&] {
-    make_dataset(f, build_tokenizer(f, DataMode::Lines), DataMode::Lines);
-  });
+  const std::string msg = error_of([&] { make_dataset(f, build_tokenizer(f, DataMode::Lines), DataMode::Lines); });
   EXPECT_THAT(msg, HasSubstr("one.txt"));
   EXPECT_THAT(msg, HasSubstr("at least 2 non-empty lines"));
 }
@@ -219,13 +221,10 @@ TEST(DataMode, ParseAndPrint) {
 }
 
 TEST(DataMode, AutoRule) {
-  auto mode_of = [](const std::string& text) {
-    return resolve_mode(make_text_file("f.txt", text), DataMode::Auto);
-  };
+  auto mode_of = [](const std::string& text) { return resolve_mode(make_text_file("f.txt", text), DataMode::Auto); };
   EXPECT_EQ(mode_of("emma\nolivia\nava\nisabella\nsophia\n"), DataMode::Lines);
   // Prose: long lines -> stream.
-  EXPECT_EQ(mode_of(repeat_lines("Before we proceed any further, hear me speak.", 50)),
-            DataMode::Stream);
+  EXPECT_EQ(mode_of(repeat_lines("Before we proceed any further, hear me speak.", 50)), DataMode::Stream);
   // Short lines separated by blank lines (speeches, verse) -> stream.
   EXPECT_EQ(mode_of(repeat_lines("All:\nSpeak, speak.\n", 50)), DataMode::Stream);
   // The median threshold is inclusive: 32 -> lines, 33 -> stream.

@@ -6,9 +6,9 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "broken_logits.h"
 #include "generate/generate.h"
-#include "base/error.h"
 
 using namespace atto;
 using namespace atto::gen;
@@ -215,12 +215,12 @@ TEST(Generate, SampledBatchIsSeededAndRestoresTrainingMode) {
 TEST(Generate, RejectsBadInputs) {
   auto m = tiny_gpt(4);
   Rng rng(0);
-  EXPECT_THROW(generate_batch(*m, {{1, 2}, {3}}, options(3, true), rng), Error);       // two lengths
-  EXPECT_THROW(generate(*m, {1, 2, 3, 4, 5}, 1, options(3, true), rng), Error);        // > block size
-  EXPECT_THROW(generate(*m, {}, 1, options(3, true), rng), Error);                     // empty prompt
-  EXPECT_THROW(generate(*m, {11}, 1, options(3, true), rng), Error);                   // id >= V
-  EXPECT_THROW(generate(*m, {1}, 0, options(3, true), rng), Error);                    // n < 1
-  EXPECT_THROW(generate(*m, {1}, 1, options(3, true, 11), rng), Error);                // stop id >= V
+  EXPECT_THROW(generate_batch(*m, {{1, 2}, {3}}, options(3, true), rng), Error);  // two lengths
+  EXPECT_THROW(generate(*m, {1, 2, 3, 4, 5}, 1, options(3, true), rng), Error);   // > block size
+  EXPECT_THROW(generate(*m, {}, 1, options(3, true), rng), Error);                // empty prompt
+  EXPECT_THROW(generate(*m, {11}, 1, options(3, true), rng), Error);              // id >= V
+  EXPECT_THROW(generate(*m, {1}, 0, options(3, true), rng), Error);               // n < 1
+  EXPECT_THROW(generate(*m, {1}, 1, options(3, true, 11), rng), Error);           // stop id >= V
   GenerateOptions bad = options(3, false);
   bad.sampler.temperature = 0;
   EXPECT_THROW(generate(*m, {1}, 1, bad, rng), UsageError);

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "generate/sampler.h"
 #include "base/error.h"
+#include "generate/sampler.h"
 
 using namespace atto;
 using namespace atto::gen;
@@ -45,14 +45,14 @@ TEST(Sampler, TopKKeepsExactlyKWithTiesToLowerIds) {
   EXPECT_EQ(kept(applied(TopK{3}, l)), (Ids{1, 2, 3}));
   EXPECT_EQ(kept(applied(TopK{1}, l)), (Ids{1}));  // the tie 1 vs 3 goes to the lower id
   EXPECT_EQ(kept(applied(TopK{2}, std::vector<float>{2, 2, 2, 1})), (Ids{0, 1}));
-  EXPECT_EQ(applied(TopK{0}, l), l);  // off
-  EXPECT_EQ(applied(TopK{5}, l), l);  // k >= V: nothing to remove
+  EXPECT_EQ(applied(TopK{0}, l), l);        // off
+  EXPECT_EQ(applied(TopK{5}, l), l);        // k >= V: nothing to remove
   EXPECT_EQ(applied(TopK{2}, l)[1], 5.0f);  // kept logits are unchanged
 }
 
 TEST(Sampler, TopPKeepsTheShortestPrefixReachingP) {
-  const auto l = log_of({0.125, 0.5, 0.125, 0.25});  // sorted: 1 (.5), 3 (.25), 0 (.125), 2 (.125)
-  EXPECT_EQ(kept(applied(TopP{0.75f}, l)), (Ids{1, 3}));  // boundary: .5 + .25 reaches .75 exactly
+  const auto l = log_of({0.125, 0.5, 0.125, 0.25});          // sorted: 1 (.5), 3 (.25), 0 (.125), 2 (.125)
+  EXPECT_EQ(kept(applied(TopP{0.75f}, l)), (Ids{1, 3}));     // boundary: .5 + .25 reaches .75 exactly
   EXPECT_EQ(kept(applied(TopP{0.76f}, l)), (Ids{0, 1, 3}));  // one more, the tie to the lower id
   EXPECT_EQ(kept(applied(TopP{0.5f}, l)), (Ids{1}));
   EXPECT_EQ(kept(applied(TopP{0.49f}, l)), (Ids{1}));
@@ -206,8 +206,7 @@ TEST(Sampler, ValidationNamesTheFlagAndValue) {
   };
   EXPECT_NE(message([](SamplerOptions& o) { o.temperature = 0; }).find("--temperature"), std::string::npos);
   EXPECT_NE(message([](SamplerOptions& o) { o.temperature = -1; }).find("-1"), std::string::npos);
-  EXPECT_NE(message([](SamplerOptions& o) { o.temperature = std::nanf(""); }).find("--temperature"),
-            std::string::npos);
+  EXPECT_NE(message([](SamplerOptions& o) { o.temperature = std::nanf(""); }).find("--temperature"), std::string::npos);
   EXPECT_NE(message([](SamplerOptions& o) { o.top_p = 0; }).find("--top-p"), std::string::npos);
   EXPECT_NE(message([](SamplerOptions& o) { o.top_p = 1.5f; }).find("1.5"), std::string::npos);
   EXPECT_NE(message([](SamplerOptions& o) { o.top_k = -2; }).find("--top-k"), std::string::npos);

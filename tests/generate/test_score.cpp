@@ -5,10 +5,10 @@
 #include <cmath>
 
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "broken_logits.h"
 #include "generate/score.h"
 #include "support.h"
-#include "base/error.h"
 
 using namespace atto;
 using namespace atto::gen;
@@ -78,12 +78,14 @@ TEST(Score, StreamConditionsEachTokenOnUpToBlockSizePreviousTokens) {
     const size_t start = i > static_cast<size_t>(BS) ? i - BS : 0;
     const Ids window(ids.begin() + start, ids.begin() + i);
     const auto T = static_cast<int64_t>(window.size());
-    const double ce = cross_entropy(m->forward(window, 1, T).as_strided({1, V}, {V, 1}, (T - 1) * V).contiguous(), {ids[i]}).item();
+    const double ce =
+        cross_entropy(m->forward(window, 1, T).as_strided({1, V}, {V, 1}, (T - 1) * V).contiguous(), {ids[i]}).item();
     EXPECT_NEAR(r.logprobs[i - 1], -ce, 1e-4 * std::max(1.0, ce)) << i;
   }
   // A short text: one window, identical to the loss over it.
   const ScoreResult s = score_stream(*m, {1, 2, 3});
-  const double ce = cross_entropy(m->forward({1, 2, 3}, 1, 3).as_strided({2, V}, {V, 1}, 0).contiguous(), {2, 3}).item();
+  const double ce =
+      cross_entropy(m->forward({1, 2, 3}, 1, 3).as_strided({2, V}, {V, 1}, 0).contiguous(), {2, 3}).item();
   EXPECT_NEAR(s.mean_nll(), ce, 1e-5);
 }
 
@@ -103,9 +105,13 @@ TEST(Score, NonFiniteLogitsAreRefused) {
   for (float row : {-3e38f, 3e38f, std::nanf("")}) {
     auto m = tiny_gpt(9, 8, 3);
     atto::testing::break_logit(*m, 7, row);
-    EXPECT_EQ(error_of([&] { score_lines(*m, {1, 2, 3}, 0); }),
+    EXPECT_EQ(error_of([&] {
+                score_lines(*m, {1, 2, 3}, 0);
+              }),
               "the model produced non-finite logits while scoring; the weights may be damaged");
-    EXPECT_EQ(error_of([&] { score_stream(*m, {1, 2, 3, 4}); }),
+    EXPECT_EQ(error_of([&] {
+                score_stream(*m, {1, 2, 3, 4});
+              }),
               "the model produced non-finite logits while scoring; the weights may be damaged");
   }
 }

@@ -12,8 +12,8 @@
 #include <string>
 #include <utility>
 
-#include "generate/seq2seq_decode.h"
 #include "base/error.h"
+#include "generate/seq2seq_decode.h"
 
 using namespace atto;
 using namespace atto::gen;

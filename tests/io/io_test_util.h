@@ -26,8 +26,7 @@ class ScratchDir {
   }
   ~ScratchDir() {
     std::error_code ec;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::add, ec);
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
     std::filesystem::remove_all(path_, ec);
   }
   ScratchDir(const ScratchDir&) = delete;
@@ -38,8 +37,7 @@ class ScratchDir {
   // Names of the entries in the folder, sorted.
   std::vector<std::string> entries() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_))
-      out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(path_)) out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -53,8 +51,7 @@ template <typename F>
 void expect_error(F&& f, const std::vector<std::string>& parts) {
   try {
     f();
-    ADD_FAILURE() << "expected an atto::Error mentioning '" << (parts.empty() ? "" : parts[0])
-                  << "', got no error";
+    ADD_FAILURE() << "expected an atto::Error mentioning '" << (parts.empty() ? "" : parts[0]) << "', got no error";
   } catch (const atto::Error& e) {
     const std::string msg = e.what();
     for (const std::string& p : parts)

@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 
 #include "io/file.h"
@@ -41,8 +41,7 @@ TEST(IoFile, WriteAtomicOntoDirectoryFailsAndLeavesNothing) {
   ScratchDir dir;
   std::filesystem::create_directory(dir.file("sub"));
   io::write_file_atomic(dir.file("sub/keep.txt"), "keep");
-  expect_error([&] { io::write_file_atomic(dir.file("sub"), "data"); },
-               {dir.file("sub"), "directory"});
+  expect_error([&] { io::write_file_atomic(dir.file("sub"), "data"); }, {dir.file("sub"), "directory"});
   EXPECT_TRUE(std::filesystem::is_directory(dir.file("sub")));
   EXPECT_EQ(io::read_file(dir.file("sub/keep.txt")), "keep");
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"sub"});
@@ -105,14 +104,12 @@ TEST(IoFile, NewFilesHonourUmask) {
 
 TEST(IoFile, ReadFileErrorsNameTheFile) {
   ScratchDir dir;
-  expect_error([&] { io::read_file(dir.file("missing.txt")); },
-               {dir.file("missing.txt"), "not found"});
+  expect_error([&] { io::read_file(dir.file("missing.txt")); }, {dir.file("missing.txt"), "not found"});
   expect_error([&] { io::read_file(dir.path()); }, {dir.path(), "directory"});
   if (::geteuid() != 0) {
     io::write_file_atomic(dir.file("secret"), "x");
     ::chmod(dir.file("secret").c_str(), 0);
-    expect_error([&] { io::read_file(dir.file("secret")); },
-                 {dir.file("secret"), "Permission denied"});
+    expect_error([&] { io::read_file(dir.file("secret")); }, {dir.file("secret"), "Permission denied"});
   }
 }
 
@@ -162,9 +159,9 @@ TEST(IoFile, AtomicTempNamesAreRecognised) {
   EXPECT_EQ(io::atomic_temp_pid("model.safetensors.tmp.4242.0"), 4242);
   EXPECT_EQ(io::atomic_temp_pid("train_state.safetensors.tmp.7.12"), 7);
   EXPECT_EQ(io::atomic_temp_pid("a.tmp.tmp.5.1"), 5);
-  for (const char* other : {"model.safetensors", ".tmp.5.1", "x.tmp.5", "x.tmp.5.", "x.tmp..1", "x.tmp.5.1a",
-                            "x.tmp.-5.1", "x.tmp.+5.1", "x.tmp.0.1", "x.tmp.99999999999999999999.1", "notes.tmp.txt",
-                            "x.tmpl.5.1"})
+  for (const char* other :
+       {"model.safetensors", ".tmp.5.1", "x.tmp.5", "x.tmp.5.", "x.tmp..1", "x.tmp.5.1a", "x.tmp.-5.1", "x.tmp.+5.1",
+        "x.tmp.0.1", "x.tmp.99999999999999999999.1", "notes.tmp.txt", "x.tmpl.5.1"})
     EXPECT_FALSE(io::atomic_temp_pid(other).has_value()) << other;
 }
 
@@ -195,8 +192,8 @@ TEST(IoFile, RemoveStaleTempFilesKeepsLiveWriters) {
   const std::string other = fmt::format("model.safetensors.tmp.{}.1", live);
   const std::string mine = fmt::format("config.json.tmp.{}.2", ::getpid());
   const std::string folder = fmt::format("sub.tmp.{}.0", dead);
-  for (const std::string& n : {stale, stale2, other, mine, std::string("model.safetensors"),
-                               std::string("notes.tmp.txt")})
+  for (const std::string& n :
+       {stale, stale2, other, mine, std::string("model.safetensors"), std::string("notes.tmp.txt")})
     io::write_file_atomic(dir.file(n), "x");
   std::filesystem::create_directory(dir.file(folder));
 

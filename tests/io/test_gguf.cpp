@@ -14,8 +14,8 @@
 namespace atto::io {
 namespace {
 
-using ::testing::HasSubstr;
 using test::error_of;
+using ::testing::HasSubstr;
 
 float bits_to_f32(uint32_t x) {
   float f;
@@ -36,8 +36,8 @@ TEST(Gguf, HalfRoundTripsEveryValue) {
   EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
   EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                   // the tie rounds to even: infinity
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);      // the tie rounds to even: zero
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);               // the tie rounds to even: infinity
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // the tie rounds to even: zero
   EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);
   EXPECT_EQ(f32_to_f16(-std::numeric_limits<float>::infinity()), 0xfc00);
   EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // halfway between 1 and the next: even
@@ -46,7 +46,7 @@ TEST(Gguf, HalfRoundTripsEveryValue) {
 TEST(Gguf, HalfIsTheNearestValue) {
   std::mt19937 rng(3);
   for (int i = 0; i < 200000; ++i) {
-    const float f = bits_to_f32(rng()) ;
+    const float f = bits_to_f32(rng());
     if (!std::isfinite(f) || std::fabs(f) >= 65504.0f) continue;
     const uint16_t h = f32_to_f16(f);
     const double err = std::fabs(static_cast<double>(f16_to_f32(h)) - f);
@@ -185,7 +185,9 @@ TEST(Gguf, WriterRefusesWhatItCannotStore) {
   GgufWriter w;
   w.add("k", GgufValue::u32(1));
   EXPECT_THROW(w.add("k", GgufValue::u32(2)), Error);
-  EXPECT_THAT(error_of([&] { w.add_tensor("w", {2, 48}, GgmlType::Q8_0, std::vector<float>(96)); }),
+  EXPECT_THAT(error_of([&] {
+                w.add_tensor("w", {2, 48}, GgmlType::Q8_0, std::vector<float>(96));
+              }),
               HasSubstr("not a multiple of 32"));
   EXPECT_THROW(w.add_tensor("w", {2, 3}, GgmlType::F32, std::vector<float>(5)), Error);
 }

@@ -89,8 +89,7 @@ TEST(Safetensors, RoundTripShapesOrderMetadata) {
 TEST(Safetensors, FileLayoutFollowsSpec) {
   ScratchDir dir;
   const std::string p = dir.file("l.safetensors");
-  io::save_safetensors(p, {{"w", Tensor::from_vector({2}, {1.0f, -2.0f})}, {"b", Tensor::scalar(3)}},
-                       {{"k", "v"}});
+  io::save_safetensors(p, {{"w", Tensor::from_vector({2}, {1.0f, -2.0f})}, {"b", Tensor::scalar(3)}}, {{"k", "v"}});
   const std::string bytes = io::read_file(p);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -112,8 +111,8 @@ TEST(Safetensors, FileLayoutFollowsSpec) {
 TEST(Safetensors, NonContiguousWrittenInLogicalOrder) {
   ScratchDir dir;
   Tensor x = Tensor::from_vector({2, 3}, {0, 1, 2, 3, 4, 5});
-  Tensor xt = x.as_strided({3, 2}, {1, 3}, 0);   // transpose: [[0,3],[1,4],[2,5]]
-  Tensor col = x.as_strided({2}, {3}, 1);         // column 1: [1, 4]
+  Tensor xt = x.as_strided({3, 2}, {1, 3}, 0);  // transpose: [[0,3],[1,4],[2,5]]
+  Tensor col = x.as_strided({2}, {3}, 1);       // column 1: [1, 4]
   const std::string p = dir.file("nc.safetensors");
   io::save_safetensors(p, {{"xt", xt}, {"col", col}});
   const auto f = io::load_safetensors(p);
@@ -187,7 +186,7 @@ TEST(Safetensors, HeaderNotJsonObject) {
   expect_load_error(dir, raw_file("{\"\xff\": 1}", ""), "not valid UTF-8");
   expect_load_error(dir, raw_file("{\"\xc0\xaf\": 1}", ""), "not valid UTF-8");  // overlong '/'
   expect_load_error(dir, raw_file(std::string("{\0}", 3), ""), "not valid JSON");
-  expect_load_error(dir, raw_file(R"({"a": 5})", ""), "not a JSON object");    // entry not object
+  expect_load_error(dir, raw_file(R"({"a": 5})", ""), "not a JSON object");  // entry not object
   expect_load_error(dir, raw_file(kTwo.substr(0, kTwo.size() - 1) + R"(,"a":{}})", f32_bytes({1, 2, 3})),
                     "the key 'a' twice");
 }
@@ -207,13 +206,12 @@ TEST(Safetensors, WrongOffsets) {
                         R"(},"b":{"dtype":"F32","shape":[1],"data_offsets":)" + b_offsets + "}}",
                     d3);
   };
-  expect_load_error(dir, with("[0,4]", "[4,8]"), "needs 8 bytes");           // size mismatch
+  expect_load_error(dir, with("[0,4]", "[4,8]"), "needs 8 bytes");              // size mismatch
   expect_load_error(dir, with("[0,8]", "[8,16]"), "outside the data section");  // past the end
   expect_load_error(dir, with("[8,0]", "[8,12]"), "outside the data section");  // begin > end
   expect_load_error(dir, with("[0,8]", "[4,8]"), "overlap");
   // Data order need not follow header order: b first, then a, is valid.
-  EXPECT_EQ(io::parse_safetensors(with("[4,12]", "[0,4]"), "x").names,
-            (std::vector<std::string>{"b", "a"}));
+  EXPECT_EQ(io::parse_safetensors(with("[4,12]", "[0,4]"), "x").names, (std::vector<std::string>{"b", "a"}));
   expect_load_error(dir, with("[0,8]", "[0,4]"), "overlap");
   expect_load_error(dir, raw_file(kTwo, d3 + "gap!"), "cover only");
   // A gap between the two tensors: a at [0, 8), b at [12, 16).
@@ -230,10 +228,9 @@ TEST(Safetensors, WrongOffsets) {
 
 TEST(Safetensors, OffsetsOnlyCoveredWithoutGaps) {
   // Zero-size tensors may sit anywhere a boundary is; the order of names is by offset.
-  const std::string h =
-      R"({"late":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
-      R"("z0":{"dtype":"F32","shape":[0,2],"data_offsets":[4,4]},)"
-      R"("early":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
+  const std::string h = R"({"late":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                        R"("z0":{"dtype":"F32","shape":[0,2],"data_offsets":[4,4]},)"
+                        R"("early":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
   const auto f = io::parse_safetensors(raw_file(h, f32_bytes({7, 8})), "z");
   EXPECT_EQ(f.names, (std::vector<std::string>{"early", "z0", "late"}));
   EXPECT_EQ(f.get("early").item(), 7.0f);
@@ -244,8 +241,7 @@ TEST(Safetensors, OffsetsOnlyCoveredWithoutGaps) {
 TEST(Safetensors, BadDtypeAndShape) {
   ScratchDir dir;
   auto one = [](const std::string& dtype, const std::string& shape) {
-    return raw_file(R"({"t":{"dtype":)" + dtype + R"(,"shape":)" + shape +
-                        R"(,"data_offsets":[0,4]}})",
+    return raw_file(R"({"t":{"dtype":)" + dtype + R"(,"shape":)" + shape + R"(,"data_offsets":[0,4]}})",
                     f32_bytes({1}));
   };
   ASSERT_NO_THROW(io::parse_safetensors(one("\"F32\"", "[1]"), "ok"));
@@ -256,12 +252,9 @@ TEST(Safetensors, BadDtypeAndShape) {
   expect_load_error(dir, one("\"F32\"", "[1.0]"), "non-negative integers");
   expect_load_error(dir, one("\"F32\"", "1"), "\"shape\"");
   expect_load_error(dir, one("\"F32\"", "[4294967296, 4294967296, 4294967296]"), "too many");
-  expect_load_error(dir, raw_file(R"({"t":{"shape":[1],"data_offsets":[0,4]}})", f32_bytes({1})),
-                    "\"dtype\"");
-  expect_load_error(dir, raw_file(R"({"t":{"dtype":"F32","data_offsets":[0,4]}})", f32_bytes({1})),
-                    "\"shape\"");
-  expect_load_error(dir, raw_file(R"({"t":{"dtype":"F32","shape":[1]}})", f32_bytes({1})),
-                    "data_offsets");
+  expect_load_error(dir, raw_file(R"({"t":{"shape":[1],"data_offsets":[0,4]}})", f32_bytes({1})), "\"dtype\"");
+  expect_load_error(dir, raw_file(R"({"t":{"dtype":"F32","data_offsets":[0,4]}})", f32_bytes({1})), "\"shape\"");
+  expect_load_error(dir, raw_file(R"({"t":{"dtype":"F32","shape":[1]}})", f32_bytes({1})), "data_offsets");
 }
 
 TEST(Safetensors, MetadataMustBeStrings) {
@@ -275,22 +268,25 @@ TEST(Safetensors, MetadataMustBeStrings) {
 // F16 / BF16 / F64 files are read and converted to float32 exactly (all values below are
 // representable in float32).
 TEST(Safetensors, DecodesHalfBfloatAndDouble) {
-  const std::vector<uint16_t> f16 = {0x3C00, 0xC000, 0x3555, 0x7BFF, 0x0001,
-                                     0x0400, 0x8000, 0x7C00, 0xFC00, 0x7E00};
-  const std::vector<float> f16_want = {1.0f, -2.0f, 0.333251953125f, 65504.0f, std::ldexp(1.0f, -24),
-                                       std::ldexp(1.0f, -14), -0.0f,
+  const std::vector<uint16_t> f16 = {0x3C00, 0xC000, 0x3555, 0x7BFF, 0x0001, 0x0400, 0x8000, 0x7C00, 0xFC00, 0x7E00};
+  const std::vector<float> f16_want = {1.0f,
+                                       -2.0f,
+                                       0.333251953125f,
+                                       65504.0f,
+                                       std::ldexp(1.0f, -24),
+                                       std::ldexp(1.0f, -14),
+                                       -0.0f,
                                        std::numeric_limits<float>::infinity(),
-                                       -std::numeric_limits<float>::infinity(), NAN};
+                                       -std::numeric_limits<float>::infinity(),
+                                       NAN};
   const std::vector<uint16_t> bf16 = {0x3F80, 0xC0A0, 0x4049, 0x7F80, 0x0001};
-  const std::vector<float> bf16_want = {1.0f, -5.0f, 3.140625f,
-                                        std::numeric_limits<float>::infinity(),
+  const std::vector<float> bf16_want = {1.0f, -5.0f, 3.140625f, std::numeric_limits<float>::infinity(),
                                         std::ldexp(1.0f, -133)};
   const std::vector<double> f64 = {0.1, -2.5, 1e-3};
   const std::string f64_bytes(reinterpret_cast<const char*>(f64.data()), 24);
-  const std::string header =
-      R"({"h":{"dtype":"F16","shape":[2,5],"data_offsets":[0,20]},)"
-      R"("b":{"dtype":"BF16","shape":[5],"data_offsets":[20,30]},)"
-      R"("d":{"dtype":"F64","shape":[3],"data_offsets":[30,54]}})";
+  const std::string header = R"({"h":{"dtype":"F16","shape":[2,5],"data_offsets":[0,20]},)"
+                             R"("b":{"dtype":"BF16","shape":[5],"data_offsets":[20,30]},)"
+                             R"("d":{"dtype":"F64","shape":[3],"data_offsets":[30,54]}})";
   const auto f = io::parse_safetensors(raw_file(header, u16_bytes(f16) + u16_bytes(bf16) + f64_bytes), "x");
   const auto h = f.get("h").to_vector();
   EXPECT_EQ(f.get("h").shape(), (Shape{2, 5}));
@@ -306,8 +302,7 @@ TEST(Safetensors, DecodesHalfBfloatAndDouble) {
 // atto::Error; never a crash, a hang or another exception type (also run under ASan/UBSan).
 TEST(Safetensors, CorruptedBytesGiveErrorsNotCrashes) {
   const std::string good = io::serialize_safetensors(
-      {{"a", Tensor::ones({2, 3})}, {"s", Tensor::scalar(1)}, {"e", Tensor::zeros({0})}},
-      {{"k", "v"}});
+      {{"a", Tensor::ones({2, 3})}, {"s", Tensor::scalar(1)}, {"e", Tensor::zeros({0})}}, {{"k", "v"}});
   int loaded = 0, rejected = 0;
   for (size_t pos = 0; pos < good.size(); ++pos) {
     for (unsigned mask : {0x01u, 0x02u, 0x10u, 0x20u, 0x80u, 0xffu}) {

@@ -34,8 +34,7 @@ struct ThreadGuard {
   ~ThreadGuard() { set_num_threads(saved); }
 };
 
-inline void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b,
-                                 const std::string& what) {
+inline void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); i++)
     ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
@@ -43,8 +42,7 @@ inline void expect_bit_identical(const std::vector<float>& a, const std::vector<
 }
 
 // Runs f with 1 thread and with 2 threads; the returned buffers must be bit-identical.
-inline void expect_thread_invariant(const std::function<std::vector<float>()>& f,
-                                    const std::string& what) {
+inline void expect_thread_invariant(const std::function<std::vector<float>()>& f, const std::string& what) {
   ThreadGuard guard;
   set_num_threads(1);
   const std::vector<float> one = f();
@@ -54,8 +52,8 @@ inline void expect_thread_invariant(const std::function<std::vector<float>()>& f
 }
 
 // |got - want| <= atol + rtol * |want| element by element.
-inline void expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                         double rtol, double atol, const std::string& what) {
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol,
+                         const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); i++)
     ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
@@ -64,10 +62,8 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
 // Each grad[i] against the central difference (loss(param[i] + h) - loss(param[i] - h)) / 2h,
 // h = 1e-2, of a loss computed in double: |grad[i] - fd| <= 2e-3 (1 + |fd|). param is changed
 // in place (loss must read it) and restored after each element.
-inline void expect_matches_central_differences(std::vector<float>& param,
-                                               const std::vector<float>& grad,
-                                               const std::function<double()>& loss,
-                                               const std::string& what) {
+inline void expect_matches_central_differences(std::vector<float>& param, const std::vector<float>& grad,
+                                               const std::function<double()>& loss, const std::string& what) {
   for (size_t i = 0; i < param.size(); i++) {
     const float saved = param[i], h = 1e-2f;
     param[i] = saved + h;

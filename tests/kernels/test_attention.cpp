@@ -34,9 +34,8 @@ struct Case {
 
   std::string name() const {
     return "B=" + std::to_string(B) + " NH=" + std::to_string(NH) + " Tq=" + std::to_string(Tq) +
-           " Tk=" + std::to_string(Tk) + " HS=" + std::to_string(HS) +
-           " causal=" + std::to_string(causal) + " mask=" + std::to_string(int(mask)) +
-           " fused=" + std::to_string(fused) + " pad=" + std::to_string(pad);
+           " Tk=" + std::to_string(Tk) + " HS=" + std::to_string(HS) + " causal=" + std::to_string(causal) +
+           " mask=" + std::to_string(int(mask)) + " fused=" + std::to_string(fused) + " pad=" + std::to_string(pad);
   }
 };
 
@@ -102,17 +101,16 @@ Data make_data(const Case& c, uint32_t seed = 1) {
 }
 
 void run_forward(Data& x, bool naive) {
-  (naive ? attention_forward_naive : attention_forward)(x.ob.data(), x.lse.data(), x.q, x.k, x.v,
-                                                        x.key_mask, x.d);
+  (naive ? attention_forward_naive : attention_forward)(x.ob.data(), x.lse.data(), x.q, x.k, x.v, x.key_mask, x.d);
 }
 
 void run_backward(Data& x, bool naive) {
-  (naive ? attention_backward_naive : attention_backward)(
-      x.dq, x.dk, x.dv, x.dob.data(), x.ob.data(), x.lse.data(), x.q, x.k, x.v, x.key_mask, x.d);
+  (naive ? attention_backward_naive : attention_backward)(x.dq, x.dk, x.dv, x.dob.data(), x.ob.data(), x.lse.data(),
+                                                          x.q, x.k, x.v, x.key_mask, x.d);
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
-                  double atol, const std::string& what) {
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol,
+                  const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); i++) {
     if (std::isinf(want[i]) && got[i] == want[i]) continue;
@@ -148,7 +146,7 @@ TEST(KernelAttention, FastMatchesNaiveSweep) {
 // q, k, v blocks is written, equal bit for bit to accumulating into zeros; pad columns untouched.
 TEST(KernelAttention, OverwriteEqualsAccumulateIntoZeros) {
   const Case cases[] = {
-      {2, 3, 16, 16, 8, true, Mask::kNone, true, 0},      // fused qkv, one short key tile
+      {2, 3, 16, 16, 8, true, Mask::kNone, true, 0},  // fused qkv, one short key tile
       {2, 2, 130, 130, 16, true, Mask::kPadding, true, 0},
       {2, 3, 5, 130, 8, true, Mask::kPadding, false, 3},  // separate buffers, padded ld
       {3, 1, 40, 129, 20, false, Mask::kOneBatchAllMasked, false, 2},
@@ -204,8 +202,8 @@ TEST(KernelAttention, FastMatchesNaiveTqNotTkAndPaddedLd) {
       {2, 3, 16, 3, 12, true, Mask::kPadding, false, 1},  // Tq > Tk: first rows see nothing
       {2, 2, 5, 16, 8, false, Mask::kOneBatchAllMasked, false, 2},
       {1, 2, 11, 11, 1, false, Mask::kNone, true, 0},
-      {2, 2, 40, 40, 16, true, Mask::kPadding, true, 0},  // 3 query blocks, 3 key blocks
-      {2, 3, 20, 50, 8, true, Mask::kPadding, false, 1},  // Tq < Tk, causal, key blocks of 2
+      {2, 2, 40, 40, 16, true, Mask::kPadding, true, 0},            // 3 query blocks, 3 key blocks
+      {2, 3, 20, 50, 8, true, Mask::kPadding, false, 1},            // Tq < Tk, causal, key blocks of 2
       {2, 2, 33, 7, 12, true, Mask::kOneBatchAllMasked, false, 0},  // whole dead blocks
       {1, 2, 64, 64, 16, false, Mask::kNone, false, 2},
   };
@@ -216,12 +214,12 @@ TEST(KernelAttention, FastMatchesNaiveTqNotTkAndPaddedLd) {
 // and past 64 columns, keys past one tile, masks, rows that see nothing, padded ld.
 TEST(KernelAttention, FewQueryRowsMatchNaive) {
   const Case cases[] = {
-      {1, 6, 1, 190, 64, true, Mask::kNone, false, 0},      // (d) decoding step
-      {2, 3, 1, 200, 20, true, Mask::kPadding, false, 3},   // cross-attention step, tail lanes
+      {1, 6, 1, 190, 64, true, Mask::kNone, false, 0},     // (d) decoding step
+      {2, 3, 1, 200, 20, true, Mask::kPadding, false, 3},  // cross-attention step, tail lanes
       {2, 2, 4, 130, 80, true, Mask::kOneBatchAllMasked, false, 1},
-      {1, 2, 3, 2, 8, true, Mask::kNone, false, 0},         // first row sees nothing
+      {1, 2, 3, 2, 8, true, Mask::kNone, false, 0},  // first row sees nothing
       {2, 1, 2, 70, 1, false, Mask::kPadding, false, 0},
-      {3, 2, 4, 4, 16, true, Mask::kPadding, true, 0},      // fused qkv
+      {3, 2, 4, 4, 16, true, Mask::kPadding, true, 0},  // fused qkv
   };
   for (const Case& c : cases) expect_fast_matches_naive(c);
 }
@@ -271,17 +269,13 @@ TEST(KernelAttention, BackwardAccumulatesAndSkipsNull) {
     run_backward(x, naive);
     const std::vector<float> dq1 = x.dqb, dk1 = x.dkb, dv1 = x.dvb;
     run_backward(x, naive);
-    for (size_t i = 0; i < dq1.size(); i++)
-      ASSERT_NEAR(x.dqb[i], 2 * dq1[i], 1e-6 * (1 + std::fabs(dq1[i])));
-    for (size_t i = 0; i < dk1.size(); i++)
-      ASSERT_NEAR(x.dkb[i], 2 * dk1[i], 1e-6 * (1 + std::fabs(dk1[i])));
-    for (size_t i = 0; i < dv1.size(); i++)
-      ASSERT_NEAR(x.dvb[i], 2 * dv1[i], 1e-6 * (1 + std::fabs(dv1[i])));
+    for (size_t i = 0; i < dq1.size(); i++) ASSERT_NEAR(x.dqb[i], 2 * dq1[i], 1e-6 * (1 + std::fabs(dq1[i])));
+    for (size_t i = 0; i < dk1.size(); i++) ASSERT_NEAR(x.dkb[i], 2 * dk1[i], 1e-6 * (1 + std::fabs(dk1[i])));
+    for (size_t i = 0; i < dv1.size(); i++) ASSERT_NEAR(x.dvb[i], 2 * dv1[i], 1e-6 * (1 + std::fabs(dv1[i])));
     // Only dk wanted.
     std::vector<float> dk(dk1.size(), 0.0f);
-    (naive ? attention_backward_naive : attention_backward)(nullptr, dk.data(), nullptr,
-                                                            x.dob.data(), x.ob.data(), x.lse.data(),
-                                                            x.q, x.k, x.v, x.key_mask, x.d);
+    (naive ? attention_backward_naive : attention_backward)(nullptr, dk.data(), nullptr, x.dob.data(), x.ob.data(),
+                                                            x.lse.data(), x.q, x.k, x.v, x.key_mask, x.d);
     EXPECT_EQ(dk, dk1) << "naive=" << naive;
   }
 }
@@ -357,8 +351,7 @@ TEST(KernelAttention, ProbsRowsSumToOneMaskedZeroAndMatchNaive) {
         for (int64_t e = 0; e < c.HS; e++) {  // naive out = P V
           double o = 0;
           for (int64_t j = 0; j < c.Tk; j++)
-            o += vis[j] ? std::exp(s[j] - m) / z * x.v[(b * c.Tk + j) * x.d.ldv + h * c.HS + e]
-                        : 0.0;
+            o += vis[j] ? std::exp(s[j] - m) / z * x.v[(b * c.Tk + j) * x.d.ldv + h * c.HS + e] : 0.0;
           EXPECT_NEAR(x.ob[(b * c.Tq + i) * x.d.ldo + h * c.HS + e], o, 1e-5);
         }
       }

@@ -18,7 +18,6 @@ namespace {
 using test::expect_thread_invariant;
 using test::randn;
 
-
 // Values from torch.nn.functional.cross_entropy(reduction='none') in float64.
 TEST(KernelCrossEntropy, HandComputedTinyCase) {
   const std::vector<float> logits = {1.0f, 2.0f, 3.0f, 0.5f, -1.0f, 2.0f};
@@ -31,12 +30,12 @@ TEST(KernelCrossEntropy, HandComputedTinyCase) {
   const Want wants[] = {
       {0.0f,
        {0.4076059644443804, 1.7413112966571571},
-       {0.09003057317038043, 0.24472847105479764, -0.3347590442251782, -0.8247096078599633,
-        0.03911257327068745, 0.7855970345892759}},
+       {0.09003057317038043, 0.24472847105479764, -0.3347590442251782, -0.8247096078599633, 0.03911257327068745,
+        0.7855970345892759}},
       {0.1f,
        {0.5076059644443804, 1.7413112966571571},
-       {0.0566972398370471, 0.21139513772146432, -0.26809237755851156, -0.7580429411932966,
-        0.0057792399373541165, 0.7522637012559426}},
+       {0.0566972398370471, 0.21139513772146432, -0.26809237755851156, -0.7580429411932966, 0.0057792399373541165,
+        0.7522637012559426}},
   };
   for (const Want& w : wants) {
     for (bool naive : {false, true}) {
@@ -44,8 +43,7 @@ TEST(KernelCrossEntropy, HandComputedTinyCase) {
       auto fwd = naive ? cross_entropy_forward_naive : cross_entropy_forward;
       auto bwd = naive ? cross_entropy_backward_naive : cross_entropy_backward;
       EXPECT_EQ(fwd(losses.data(), lse.data(), logits.data(), targets.data(), 2, 3, -100, w.ls), 2);
-      bwd(dlogits.data(), dloss.data(), logits.data(), lse.data(), targets.data(), 2, 3, -100,
-          w.ls);
+      bwd(dlogits.data(), dloss.data(), logits.data(), lse.data(), targets.data(), 2, 3, -100, w.ls);
       EXPECT_NEAR(lse[0], 3.4076059644443806, 1e-6);
       EXPECT_NEAR(lse[1], 2.241311296657157, 1e-6);
       for (int i = 0; i < 2; i++) EXPECT_NEAR(losses[i], w.loss[i], 1e-6) << "ls=" << w.ls;
@@ -87,8 +85,7 @@ TEST(KernelCrossEntropy, MatchesNaiveAndIgnoresRows) {
           ASSERT_NEAR(f.lse[r], n.lse[r], 2e-6 * (1 + std::fabs(n.lse[r]))) << what;
           ASSERT_NEAR(f.losses[r], n.losses[r], 2e-5 * (1 + std::fabs(n.losses[r]))) << what;
           for (int64_t j = 0; j < V; j++)
-            ASSERT_NEAR(f.dlogits[r * V + j], n.dlogits[r * V + j],
-                        2e-6 * (1 + std::fabs(n.dlogits[r * V + j])))
+            ASSERT_NEAR(f.dlogits[r * V + j], n.dlogits[r * V + j], 2e-6 * (1 + std::fabs(n.dlogits[r * V + j])))
                 << what;
           if (r % 4 != 1) continue;
           EXPECT_EQ(f.losses[r], 0.0f) << what;  // ignored row: no loss, no gradient

@@ -47,9 +47,7 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 const Activation kActivations[] = {
     {"relu", relu_forward, relu_backward, [](double x) { return x > 0 ? x : 0.0; }},
     {"gelu_tanh", gelu_tanh_forward, gelu_tanh_backward,
-     [](double x) {
-       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-     }},
+     [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }},
     {"gelu_erf", gelu_erf_forward, gelu_erf_backward,
      [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
     {"silu", silu_forward, silu_backward, [](double x) { return x * sigmoid(x); }},
@@ -116,8 +114,8 @@ TEST(KernelActivation, GeluErfBackwardOverwriteMatchesFormula) {
     gelu_erf_backward(d_zero.data(), dout.data(), x.data(), n);
     for (int64_t i = 0; i < n; i++) {
       const double xi = x[i];
-      const double deriv = 0.5 * (1 + std::erf(xi / std::sqrt(2.0))) +
-                           xi * std::exp(-0.5 * xi * xi) / std::sqrt(2 * M_PI);
+      const double deriv =
+          0.5 * (1 + std::erf(xi / std::sqrt(2.0))) + xi * std::exp(-0.5 * xi * xi) / std::sqrt(2 * M_PI);
       const double want = dinp0[i] + dout[i] * deriv;
       ASSERT_NEAR(d_acc[i], want, 1e-5 * (1 + std::fabs(want))) << "x=" << xi;
       ASSERT_EQ(d_over[i], d_zero[i]) << "x=" << xi;

@@ -17,7 +17,6 @@ using test::expect_bit_identical;
 using test::expect_thread_invariant;
 using test::randn;
 
-
 TEST(KernelEmbedding, GatherAndScatterAddMatchLoops) {
   for (int64_t C : {1, 5, 32, 67, 128, 200}) {  // both split strategies (C >= 128 by columns)
     for (int64_t N : {1, 3, 7, 64, 129, 1000}) {

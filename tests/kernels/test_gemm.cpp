@@ -23,8 +23,7 @@ using test::expect_bit_identical;
 using test::randn;
 using test::ThreadGuard;
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
-                  const std::string& what) {
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
 }
@@ -37,10 +36,9 @@ struct GemmCase {
 };
 
 std::string name(const GemmCase& c) {
-  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) +
-         " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
-         " pad=" + std::to_string(c.pad) + " alpha=" + std::to_string(c.alpha) +
-         " beta=" + std::to_string(c.beta);
+  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
+         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " pad=" + std::to_string(c.pad) +
+         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta);
 }
 
 // Runs fast (or naive) gemm on the case's operands; C starts from c0.
@@ -126,11 +124,14 @@ TEST(KernelGemm, ZeroKScalesC) {
 TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
   ThreadGuard guard;
   const GemmCase cases[] = {
-      {false, true, 128, 128, 128, 0, 1.0f, 0.0f}, {false, true, 384, 384, 384, 0, 1.0f, 0.0f},
-      {false, true, 512, 64, 64, 0, 1.0f, 1.0f},   {true, false, 64, 64, 1031, 0, 1.0f, 1.0f},
-      {true, true, 513, 65, 777, 0, 1.0f, 0.0f},   {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
+      {false, true, 128, 128, 128, 0, 1.0f, 0.0f},
+      {false, true, 384, 384, 384, 0, 1.0f, 0.0f},
+      {false, true, 512, 64, 64, 0, 1.0f, 1.0f},
+      {true, false, 64, 64, 1031, 0, 1.0f, 1.0f},
+      {true, true, 513, 65, 777, 0, 1.0f, 0.0f},
+      {false, false, 257, 67, 1031, 0, 1.0f, 0.0f},
       {true, false, 129, 250, 777, 3, 1.0f, 0.5f},
-      {false, true, 33, 33, 1031, 0, 1.0f, 0.0f},  // one tile: OpenBLAS must stay serial
+      {false, true, 33, 33, 1031, 0, 1.0f, 0.0f},     // one tile: OpenBLAS must stay serial
       {false, true, 1040, 1024, 520, 0, 1.0f, 0.0f},  // OpenBLAS tiles
       {true, false, 96, 130, 1024, 0, 1.0f, 1.0f},    // blocked kernel, tasks over both threads
   };
@@ -154,18 +155,18 @@ TEST(KernelGemm, BatchedMatchesLoopOfNaive) {
       for (int threads : {1, 2}) {
         set_num_threads(threads);
         std::vector<float> Cf = C;
-        gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S, stride,
-                     0.5f, Cf.data(), S, stride);
+        gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S, stride, 0.5f, Cf.data(), S,
+                     stride);
         if (threads == 1) {
           for (int64_t i = 0; i < batch; i++)
-            gemm_naive(false, true, S, S, S, 1.0f, A.data() + i * stride, S, B.data() + i * stride,
-                       S, 0.5f, Cn.data() + i * stride, S);
+            gemm_naive(false, true, S, S, S, 1.0f, A.data() + i * stride, S, B.data() + i * stride, S, 0.5f,
+                       Cn.data() + i * stride, S);
           expect_close(Cf, Cn, 1e-6f * S + 1e-5f, "batched S=" + std::to_string(S));
         } else {
           std::vector<float> C1 = C;
           set_num_threads(1);
-          gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S, stride,
-                       0.5f, C1.data(), S, stride);
+          gemm_batched(batch, false, true, S, S, S, 1.0f, A.data(), S, stride, B.data(), S, stride, 0.5f, C1.data(), S,
+                       stride);
           expect_bit_identical(C1, Cf, "batched threads S=" + std::to_string(S));
         }
       }
@@ -191,20 +192,17 @@ LinearOut run_linear(int64_t N, int64_t C, int64_t OC, bool with_bias, bool naiv
   float* dbias = with_bias ? r.dbias.data() : nullptr;
   if (naive) {
     linear_forward_naive(r.out.data(), inp.data(), w.data(), bias, N, C, OC);
-    linear_backward_naive(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(),
-                          N, C, OC);
+    linear_backward_naive(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(), N, C, OC);
   } else {
     linear_forward(r.out.data(), inp.data(), w.data(), bias, N, C, OC);
-    linear_backward(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(), N, C,
-                    OC);
+    linear_backward(r.dinp.data(), r.dweight.data(), dbias, dout.data(), inp.data(), w.data(), N, C, OC);
   }
   return r;
 }
 
 // Forward and backward against the naive kernels over every (N, C, OC, bias) combination; out's
 // tolerance grows by out_tol_per_c per summed product.
-void expect_linear_matches_naive(std::initializer_list<int64_t> Ns,
-                                 std::initializer_list<int64_t> Cs,
+void expect_linear_matches_naive(std::initializer_list<int64_t> Ns, std::initializer_list<int64_t> Cs,
                                  std::initializer_list<int64_t> OCs, float out_tol_per_c) {
   for (int64_t N : Ns)
     for (int64_t C : Cs)
@@ -212,8 +210,7 @@ void expect_linear_matches_naive(std::initializer_list<int64_t> Ns,
         for (bool with_bias : {false, true}) {
           const LinearOut f = run_linear(N, C, OC, with_bias, false);
           const LinearOut n = run_linear(N, C, OC, with_bias, true);
-          const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                                   " OC=" + std::to_string(OC) +
+          const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
                                    " bias=" + std::to_string(with_bias);
           expect_close(f.out, n.out, out_tol_per_c * C + 1e-5f, "out " + what);
           expect_close(f.dinp, n.dinp, 1e-6f * OC + 1e-5f, "dinp " + what);
@@ -249,8 +246,7 @@ TEST(KernelLinear, FewRowsAreIndependentOfBatchAndThreads) {
       std::vector<float> one(OC);
       linear_forward(one.data(), inp.data() + n * C, w.data(), b.data(), 1, C, OC);
       const std::vector<float> row(all.begin() + n * OC, all.begin() + (n + 1) * OC);
-      expect_bit_identical(one, row,
-                           "row " + std::to_string(n) + " threads " + std::to_string(threads));
+      expect_bit_identical(one, row, "row " + std::to_string(n) + " threads " + std::to_string(threads));
     }
   }
 }
@@ -259,12 +255,10 @@ TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
   const int64_t N = 9, C = 6, OC = 5;
   const std::vector<float> inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
   std::vector<float> dinp1(N * C, 0.0f), dw1(OC * C, 0.0f), db1(OC, 0.0f);
-  linear_backward(dinp1.data(), dw1.data(), db1.data(), dout.data(), inp.data(), w.data(), N, C,
-                  OC);
+  linear_backward(dinp1.data(), dw1.data(), db1.data(), dout.data(), inp.data(), w.data(), N, C, OC);
   std::vector<float> dinp2(N * C, 0.0f), dw2(OC * C, 0.0f), db2(OC, 0.0f);
   for (int rep = 0; rep < 2; rep++)
-    linear_backward(dinp2.data(), dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), N, C,
-                    OC);
+    linear_backward(dinp2.data(), dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), N, C, OC);
   for (size_t i = 0; i < dinp1.size(); i++) EXPECT_FLOAT_EQ(dinp2[i], 2 * dinp1[i]);
   for (size_t i = 0; i < dw1.size(); i++) EXPECT_FLOAT_EQ(dw2[i], 2 * dw1[i]);
   for (size_t i = 0; i < db1.size(); i++) EXPECT_FLOAT_EQ(db2[i], 2 * db1[i]);
@@ -279,8 +273,7 @@ TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
 
 TEST(KernelLinear, BitIdenticalForOneAndTwoThreads) {
   ThreadGuard guard;
-  for (auto [N, C, OC] :
-       {std::tuple<int64_t, int64_t, int64_t>{1031, 64, 192}, {256, 96, 65}, {777, 129, 67}}) {
+  for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{1031, 64, 192}, {256, 96, 65}, {777, 129, 67}}) {
     set_num_threads(1);
     const LinearOut one = run_linear(N, C, OC, true, false);
     set_num_threads(2);
@@ -306,14 +299,17 @@ TEST(KernelLinear, LinearGeluIsLinearThenGeluBitForBit) {
   ThreadGuard guard;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (const auto& [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{3, 17, 40}, {8, 64, 256},
-                                   {9, 64, 256}, {100, 37, 70}, {512, 64, 256}, {97, 130, 129},
+    for (const auto& [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{3, 17, 40},
+                                   {8, 64, 256},
+                                   {9, 64, 256},
+                                   {100, 37, 70},
+                                   {512, 64, 256},
+                                   {97, 130, 129},
                                    {1024, 384, 1536}}) {
       const std::vector<float> inp = randn(N * C, 1), w = randn(OC * C, 2), b = randn(OC, 3);
       for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
-        const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                                 " OC=" + std::to_string(OC) + (bias ? " bias" : "") +
-                                 " threads=" + std::to_string(threads);
+        const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
+                                 (bias ? " bias" : "") + " threads=" + std::to_string(threads);
         std::vector<float> want(N * OC), want_slope(N * OC), pre(N * OC);
         linear_forward(pre.data(), inp.data(), w.data(), bias, N, C, OC);
         gelu_erf_forward_slope(want.data(), want_slope.data(), pre.data(), N * OC);
@@ -347,15 +343,17 @@ TEST(KernelLinear, LinearResidualIsLinearThenAddBitForBit) {
   ThreadGuard guard;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (const auto& [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{3, 17, 40}, {8, 64, 64},
-                                   {9, 64, 64}, {100, 37, 70}, {512, 256, 64}, {97, 130, 129},
+    for (const auto& [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{3, 17, 40},
+                                   {8, 64, 64},
+                                   {9, 64, 64},
+                                   {100, 37, 70},
+                                   {512, 256, 64},
+                                   {97, 130, 129},
                                    {1024, 1536, 384}}) {
-      const std::vector<float> inp = randn(N * C, 4), w = randn(OC * C, 5), b = randn(OC, 6),
-                               res = randn(N * OC, 7);
+      const std::vector<float> inp = randn(N * C, 4), w = randn(OC * C, 5), b = randn(OC, 6), res = randn(N * OC, 7);
       for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
-        const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) +
-                                 " OC=" + std::to_string(OC) + (bias ? " bias" : "") +
-                                 " threads=" + std::to_string(threads);
+        const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
+                                 (bias ? " bias" : "") + " threads=" + std::to_string(threads);
         std::vector<float> want(N * OC), out(N * OC, NAN);
         linear_forward(want.data(), inp.data(), w.data(), bias, N, C, OC);
         add_forward(want.data(), res.data(), want.data(), N * OC);

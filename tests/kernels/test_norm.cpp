@@ -39,18 +39,16 @@ NormOut run_norm(bool rms, int64_t N, int64_t C, bool naive, bool with_bias = tr
   r.dw = randn(C, 6);
   r.db = randn(C, 7);
   if (rms) {
-    (naive ? rmsnorm_forward_naive : rmsnorm_forward)(r.out.data(), r.rstd.data(), x.data(),
-                                                      w.data(), N, C, 1e-5f);
-    (naive ? rmsnorm_backward_naive : rmsnorm_backward)(r.dinp.data(), r.dw.data(), dout.data(),
-                                                        x.data(), w.data(), r.rstd.data(), N, C);
+    (naive ? rmsnorm_forward_naive : rmsnorm_forward)(r.out.data(), r.rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    (naive ? rmsnorm_backward_naive : rmsnorm_backward)(r.dinp.data(), r.dw.data(), dout.data(), x.data(), w.data(),
+                                                        r.rstd.data(), N, C);
   } else {
     const float* bias = with_bias ? b.data() : nullptr;
     float* db = with_bias ? r.db.data() : nullptr;
-    (naive ? layernorm_forward_naive : layernorm_forward)(
-        r.out.data(), r.mean.data(), r.rstd.data(), x.data(), w.data(), bias, N, C, 1e-5f);
-    (naive ? layernorm_backward_naive : layernorm_backward)(r.dinp.data(), r.dw.data(), db,
-                                                            dout.data(), x.data(), w.data(),
-                                                            r.mean.data(), r.rstd.data(), N, C);
+    (naive ? layernorm_forward_naive : layernorm_forward)(r.out.data(), r.mean.data(), r.rstd.data(), x.data(),
+                                                          w.data(), bias, N, C, 1e-5f);
+    (naive ? layernorm_backward_naive : layernorm_backward)(r.dinp.data(), r.dw.data(), db, dout.data(), x.data(),
+                                                            w.data(), r.mean.data(), r.rstd.data(), N, C);
   }
   return r;
 }
@@ -60,8 +58,8 @@ TEST(KernelNorm, FastMatchesNaiveOverSweptSizes) {
     for (int64_t N : {1, 3, 7, 64, 129, 1031})
       for (int64_t C : {1, 5, 32, 67, 128}) {
         const NormOut f = run_norm(rms, N, C, false), n = run_norm(rms, N, C, true);
-        const std::string what = std::string(rms ? "rmsnorm" : "layernorm") +
-                                 " N=" + std::to_string(N) + " C=" + std::to_string(C);
+        const std::string what =
+            std::string(rms ? "rmsnorm" : "layernorm") + " N=" + std::to_string(N) + " C=" + std::to_string(C);
         expect_close(f.out, n.out, 1e-5, 1e-5, "out " + what);
         expect_close(f.mean, n.mean, 1e-5, 1e-5, "mean " + what);
         expect_close(f.rstd, n.rstd, 1e-5, 1e-5, "rstd " + what);
@@ -81,15 +79,12 @@ TEST(KernelNorm, LayerNormWithoutBiasAndNullGradients) {
   std::vector<float> out(N * C), mean(N), rstd(N);
   layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), nullptr, N, C, 1e-5f);
   std::vector<float> dinp(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-  layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
-                     mean.data(), rstd.data(), N, C);
+  layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N,
+                     C);
   std::vector<float> dinp2(N * C, 0.0f), dw2(C, 0.0f), db2(C, 0.0f);
-  layernorm_backward(dinp2.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), mean.data(),
-                     rstd.data(), N, C);
-  layernorm_backward(nullptr, dw2.data(), nullptr, dout.data(), x.data(), w.data(), mean.data(),
-                     rstd.data(), N, C);
-  layernorm_backward(nullptr, nullptr, db2.data(), dout.data(), x.data(), w.data(), mean.data(),
-                     rstd.data(), N, C);
+  layernorm_backward(dinp2.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+  layernorm_backward(nullptr, dw2.data(), nullptr, dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+  layernorm_backward(nullptr, nullptr, db2.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
   EXPECT_EQ(dinp2, dinp);
   EXPECT_EQ(dw2, dw);
   EXPECT_EQ(db2, db);
@@ -112,22 +107,19 @@ TEST(KernelNorm, BackwardAccumulates) {
     for (int rep = 0; rep < 2; rep++) {
       if (rms) {
         rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
-        rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
-                         C);
+        rmsnorm_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
       } else {
-        layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C,
-                          1e-5f);
-        layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
-                           mean.data(), rstd.data(), N, C);
+        layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C, 1e-5f);
+        layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                           N, C);
       }
       if (rep == 0) continue;
       std::vector<float> dinp1(N * C, 0.0f), dw1(C, 0.0f), db1(C, 0.0f);
       if (rms) {
-        rmsnorm_backward(dinp1.data(), dw1.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
-                         C);
+        rmsnorm_backward(dinp1.data(), dw1.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
       } else {
-        layernorm_backward(dinp1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(),
-                           mean.data(), rstd.data(), N, C);
+        layernorm_backward(dinp1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(), mean.data(),
+                           rstd.data(), N, C);
       }
       for (int64_t i = 0; i < N * C; i++) ASSERT_FLOAT_EQ(dinp[i], 2 * dinp1[i]);
       for (int64_t c = 0; c < C; c++) ASSERT_FLOAT_EQ(dw[c], 2 * dw1[c]);
@@ -141,8 +133,7 @@ TEST(KernelNorm, BitIdenticalForOneAndTwoThreads) {
     expect_thread_invariant(
         [&] {
           NormOut r = run_norm(rms, 1031, 67, false);
-          for (auto* v : {&r.mean, &r.rstd, &r.dinp, &r.dw, &r.db})
-            r.out.insert(r.out.end(), v->begin(), v->end());
+          for (auto* v : {&r.mean, &r.rstd, &r.dinp, &r.dw, &r.db}) r.out.insert(r.out.end(), v->begin(), v->end());
           return r.out;
         },
         rms ? "rmsnorm" : "layernorm");
@@ -160,8 +151,7 @@ TEST(KernelNorm, NaiveBackwardMatchesCentralDifferences) {
       if (rms) {
         rmsnorm_forward_naive(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
       } else {
-        layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
-                                N, C, 1e-5f);
+        layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
       }
       double l = 0.0;
       for (int64_t i = 0; i < N * C; i++) l += static_cast<double>(out[i]) * g[i];
@@ -173,10 +163,9 @@ TEST(KernelNorm, NaiveBackwardMatchesCentralDifferences) {
       rmsnorm_forward_naive(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
       rmsnorm_backward_naive(dx.data(), dw.data(), g.data(), x.data(), w.data(), rstd.data(), N, C);
     } else {
-      layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
-                              C, 1e-5f);
-      layernorm_backward_naive(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
-                               mean.data(), rstd.data(), N, C);
+      layernorm_forward_naive(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+      layernorm_backward_naive(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                               N, C);
     }
     const std::string what = rms ? "rmsnorm " : "layernorm ";
     expect_matches_central_differences(x, dx, loss, what + "dinp");

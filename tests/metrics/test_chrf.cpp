@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "metrics/chrf.h"
 #include "base/error.h"
+#include "metrics/chrf.h"
 
 using namespace atto::metrics;
 
@@ -31,8 +31,9 @@ TEST(Chrf, SacrebleuReadmeExample) {
   const ChrfResult r = corpus_chrf(hyps, refs);
   EXPECT_EQ(r.format(), "chrF2 = 59.73");  // README: "chrF2 = 59.73"
   EXPECT_EQ(r.signature(), "nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:atto");
-  EXPECT_EQ(r.format(2, true), "chrF2|nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:atto"
-                               " = 59.73");
+  EXPECT_EQ(r.format(2, true),
+            "chrF2|nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:atto"
+            " = 59.73");
 }
 
 TEST(Chrf, HuggingFaceMetricCardExamples) {
@@ -40,11 +41,10 @@ TEST(Chrf, HuggingFaceMetricCardExamples) {
   EXPECT_NEAR(chrf1("The relationship between Obama and Netanyahu is not exactly friendly.",
                     "The ties between Obama and Netanyahu are not particularly friendly."),
               61.576379378113785, 1e-9);
-  const ChrfResult r = corpus_chrf(
-      {"The relationship between cats and dogs is not exactly friendly.",
-       "a good bookshop is just a genteel black hole that knows how to read."},
-      {{"The relationship between dogs and cats is not exactly friendly.",
-        "A good bookshop is just a genteel Black Hole that knows how to read."}});
+  const ChrfResult r = corpus_chrf({"The relationship between cats and dogs is not exactly friendly.",
+                                    "a good bookshop is just a genteel black hole that knows how to read."},
+                                   {{"The relationship between dogs and cats is not exactly friendly.",
+                                     "A good bookshop is just a genteel Black Hole that knows how to read."}});
   EXPECT_NEAR(r.score, 84.64214891738334, 1e-9);
 }
 
@@ -67,11 +67,11 @@ TEST(Chrf, SacrebleuTestSuiteEpsSmoothingBeta3) {
        "- that is the scientists .",
        63.361730, 1e-6},
       {" Die    Beziehung zwischen  Obama und Netanjahu ist nicht gerade  freundlich. ",
-       "Das Verhältnis zwischen Obama und Netanyahu ist nicht gerade freundschaftlich.",
-       64.1302698, 1e-4},  // listed value agrees only to sacreBLEU's test EPSILON (1e-4):
-                           // its formula, run in Python, gives 64.13022155933443 as we do
-      {"Niemand hat die Absicht, eine Mauer zu errichten",
-       "Niemand hat die Absicht, eine Mauer zu errichten", 100.0, 1e-9},
+       "Das Verhältnis zwischen Obama und Netanyahu ist nicht gerade freundschaftlich.", 64.1302698,
+       1e-4},  // listed value agrees only to sacreBLEU's test EPSILON (1e-4):
+               // its formula, run in Python, gives 64.13022155933443 as we do
+      {"Niemand hat die Absicht, eine Mauer zu errichten", "Niemand hat die Absicht, eine Mauer zu errichten", 100.0,
+       1e-9},
   };
   for (const Case& c : cases) EXPECT_NEAR(chrf1(c.hyp, c.ref, o), c.want, c.tol) << c.hyp;
   EXPECT_NEAR(corpus_chrf({"a", "b"}, {{"a", "c"}}, o).score, 8.3333, 1e-4);
@@ -103,12 +103,14 @@ TEST(Chrf, SacrebleuTestSuiteEffectiveOrderAndWhitespace) {
   const ChrfOptions ws{.beta = 3, .whitespace = true};
   EXPECT_NEAR(chrf1("Die Beziehung zwischen Obama und Netanjahu ist nicht gerade freundlich.",
                     "Das Verhältnis zwischen Obama und Netanyahu ist nicht gerade "
-                    "freundschaftlich.", ws),
+                    "freundschaftlich.",
+                    ws),
               67.3481606, 1e-7);
   EXPECT_NEAR(chrf1("risk assessment must be made of those who are qualified and expertise in "
                     "the sector - these are the scientists .",
                     "risk assessment has to be undertaken by those who are qualified and expert "
-                    "in that area - that is the scientists .", ws),
+                    "in that area - that is the scientists .",
+                    ws),
               65.2414427, 1e-7);
 }
 
@@ -117,14 +119,16 @@ TEST(Chrf, SacrebleuSentenceLevelCzech) {
   const ChrfOptions o{.eps_smoothing = true};
   EXPECT_NEAR(chrf1("Co nás nejvíc trápí, protože lékaři si vybírají, kdo bude žít a kdo zemře.",
                     "Nejvíce smutní jsme z toho, že musíme rozhodovat o tom, kdo bude žít a kdo "
-                    "zemře.", o),
+                    "zemře.",
+                    o),
               39.14078509, 1e-8);
   EXPECT_NEAR(chrf1("Nebo prostě nemají vybavení, které by jim pomohlo, uvedli lékaři.",
                     "A někdy nemáme ani potřebný materiál, abychom jim pomohli, popsali lékaři.", o),
               31.22557079, 1e-8);
   EXPECT_NEAR(chrf1("Lapali po dechu, jejich životy skončily dřív, než skutečně začaly.",
                     "Lapali po dechu a pak jejich život skončil - dřív, než skutečně mohl začít, "
-                    "připomněli.", o),
+                    "připomněli.",
+                    o),
               57.15704367, 1e-8);
 }
 

@@ -18,14 +18,13 @@ TEST(Tokenizer13a, MatchesSacrebleuOnTrickyInputs) {
       {"3.14, 1,000 and 5-4", "3.14 , 1,000 and 5 - 4"},    // digits guard . and ,
       {"&quot;Hi&quot; &amp; bye&lt;3&gt;", "\" Hi \" & bye < 3 >"},
       {"<skipped> foo-\nbar\nbaz", "foobar baz"},  // <skipped> removed, "-\n" joins
-      {"a/b (c) [d] {e} $5 @x #y ~z ^w |v _u `t",
-       "a / b ( c ) [ d ] { e } $ 5 @ x # y ~ z ^ w | v _ u ` t"},
+      {"a/b (c) [d] {e} $5 @x #y ~z ^w |v _u `t", "a / b ( c ) [ d ] { e } $ 5 @ x # y ~ z ^ w | v _ u ` t"},
       {"well-known 1990-2000 x-1 1-2-3", "well-known 1990 - 2000 x-1 1 - 2 - 3"},
       {"U.S.A. e.g., etc.,", "U . S . A . e . g . , etc . ,"},
       {"a..b ,,c .5 5. 5.a a.5", "a . . b , , c . 5 5 . 5 . a a . 5"},
-      {"é. .é ü,ü 日本.語", "é . . é ü , ü 日本 . 語"},     // multi-byte neighbours
-      {"x\u00a0y\u3000z\u2028w", "x y z w"},                // Python whitespace, not just ASCII
-      {"&amp;lt; &amp;amp;", "< & amp ;"},                  // entities unescaped in order, once
+      {"é. .é ü,ü 日本.語", "é . . é ü , ü 日本 . 語"},  // multi-byte neighbours
+      {"x\u00a0y\u3000z\u2028w", "x y z w"},             // Python whitespace, not just ASCII
+      {"&amp;lt; &amp;amp;", "< & amp ;"},               // entities unescaped in order, once
       {"tab\there\t", "tab here"},
       {"Preis: 3,50€ – günstig!", "Preis : 3,50€ – günstig !"},
       {"'quote' \"dq\"", "'quote' \" dq \""},

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "models/gpt.h"
 #include "base/error.h"
+#include "models/gpt.h"
 
 using namespace atto;
 
@@ -135,7 +135,7 @@ TEST(GPT, ConfigErrorsNameTheField) {
   c = small_config();
   GPT m(c, rng);
   EXPECT_THROW(m.forward(tokens(9, 1, 11), 1, 9), Error);  // longer than the block
-  EXPECT_THROW(m.forward({0, 1, 99}, 1, 3), Error);       // token outside the vocabulary
+  EXPECT_THROW(m.forward({0, 1, 99}, 1, 3), Error);        // token outside the vocabulary
 }
 
 // A context beyond kMaxPositions is refused by validate() before any table is allocated (a

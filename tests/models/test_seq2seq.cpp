@@ -2,8 +2,8 @@
 // padding), padding does not leak, overfitting a small batch.
 #include <gtest/gtest.h>
 
-#include "models/seq2seq.h"
 #include "base/error.h"
+#include "models/seq2seq.h"
 
 using namespace atto;
 
@@ -34,8 +34,9 @@ TEST(Seq2Seq, NamesAndSharing) {
   Seq2Seq m(c, rng);
   std::vector<std::string> names;
   for (auto& [n, t] : m.state_dict()) names.push_back(n);
-  for (const char* want : {"encoder.embed_tokens.weight", "encoder.layers.1.attn.c_attn.weight",
-                           "decoder.layers.0.cross_attn.kv_proj.weight", "decoder.layers.1.ln_3.bias", "lm_head.weight"})
+  for (const char* want :
+       {"encoder.embed_tokens.weight", "encoder.layers.1.attn.c_attn.weight",
+        "decoder.layers.0.cross_attn.kv_proj.weight", "decoder.layers.1.ln_3.bias", "lm_head.weight"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   EXPECT_TRUE(m.lm_head.weight.same(m.decoder.embed_tokens.weight));
   EXPECT_FALSE(m.decoder.embed_tokens.weight.same(m.encoder.embed_tokens.weight));

@@ -31,19 +31,19 @@ TEST(Modules, ParameterNamesFollowPyTorch) {
   Rng rng(0);
   nn::BlockConfig cfg{.d_model = 8, .n_heads = 2, .d_ff = 16};
   nn::EncoderBlock enc(cfg, rng);
-  EXPECT_EQ(names(enc), (std::vector<std::string>{"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                                                  "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                                  "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
-                                                  "mlp.c_proj.bias"}));
+  EXPECT_EQ(names(enc),
+            (std::vector<std::string>{"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                      "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                      "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"}));
   EXPECT_EQ(enc.attn.c_attn.weight.shape(), (Shape{24, 8}));
   cfg.activation = nn::Activation::SwiGLU;
   cfg.norm = nn::NormKind::RMSNorm;
   cfg.bias = false;
   nn::DecoderBlock dec(cfg, rng);
-  EXPECT_EQ(names(dec), (std::vector<std::string>{"ln_1.weight", "attn.c_attn.weight", "attn.c_proj.weight",
-                                                  "ln_2.weight", "cross_attn.q_proj.weight", "cross_attn.kv_proj.weight",
-                                                  "cross_attn.c_proj.weight", "ln_3.weight", "mlp.c_fc.weight",
-                                                  "mlp.c_fc2.weight", "mlp.c_proj.weight"}));
+  EXPECT_EQ(names(dec), (std::vector<std::string>{
+                            "ln_1.weight", "attn.c_attn.weight", "attn.c_proj.weight", "ln_2.weight",
+                            "cross_attn.q_proj.weight", "cross_attn.kv_proj.weight", "cross_attn.c_proj.weight",
+                            "ln_3.weight", "mlp.c_fc.weight", "mlp.c_fc2.weight", "mlp.c_proj.weight"}));
   EXPECT_EQ(dec.cross_attn.kv_proj.weight.shape(), (Shape{16, 8}));
   for (const auto& p : dec.named_parameters()) {
     const bool is_norm = p.name.rfind("ln_", 0) == 0;
@@ -54,38 +54,47 @@ TEST(Modules, ParameterNamesFollowPyTorch) {
 TEST(Modules, LinearEmbeddingNormGradients) {
   Rng rng(1);
   nn::Linear lin(5, 3, true, rng);
-  check_both_layouts("linear", lin, [&](const Tensor& x) { return lin.forward(x); }, randn({2, 4, 5}, 2));
-  nn::Norm ln2(nn::NormKind::LayerNorm, 6, true, 1e-5f);  // weights away from the identity init, so their gradients matter
+  check_both_layouts(
+      "linear", lin, [&](const Tensor& x) { return lin.forward(x); }, randn({2, 4, 5}, 2));
+  nn::Norm ln2(nn::NormKind::LayerNorm, 6, true,
+               1e-5f);  // weights away from the identity init, so their gradients matter
   ln2.weight.copy_from(randn({6}, 3));
   ln2.bias.copy_from(randn({6}, 4));
-  check_both_layouts("layernorm", ln2, [&](const Tensor& x) { return ln2.forward(x); }, randn({3, 6}, 5));
+  check_both_layouts(
+      "layernorm", ln2, [&](const Tensor& x) { return ln2.forward(x); }, randn({3, 6}, 5));
   nn::Norm rms(nn::NormKind::RMSNorm, 6, false, 1e-5f);
   rms.weight.copy_from(randn({6}, 6));
-  check_both_layouts("rmsnorm", rms, [&](const Tensor& x) { return rms.forward(x); }, randn({3, 6}, 7));
+  check_both_layouts(
+      "rmsnorm", rms, [&](const Tensor& x) { return rms.forward(x); }, randn({3, 6}, 7));
   nn::Embedding emb(7, 4, rng);
-  EXPECT_TRUE(gradcheck_module("embedding", emb.named_parameters(),
-                               [&](const Tensor& x) { return add(emb.forward({1, 6, 1, 0}, {2, 2}), x); },
-                               randn({2, 2, 4}, 8)));
+  EXPECT_TRUE(gradcheck_module(
+      "embedding", emb.named_parameters(),
+      [&](const Tensor& x) {
+        return add(emb.forward({1, 6, 1, 0}, {2, 2}), x);
+      },
+      randn({2, 2, 4}, 8)));
 }
 
 TEST(Modules, AttentionGradients) {
   Rng rng(2);
   nn::SelfAttention self({.d_model = 6, .n_heads = 2}, rng);
   const nn::AttentionMask causal_pad{.causal = true, .key_mask = {1, 1, 1, 0, 1, 1, 1, 1}};
-  check_both_layouts("self_attention", self, [&](const Tensor& x) { return self.forward(x, causal_pad); },
-                     randn({2, 4, 6}, 9));
+  check_both_layouts(
+      "self_attention", self, [&](const Tensor& x) { return self.forward(x, causal_pad); }, randn({2, 4, 6}, 9));
   nn::CrossAttention cross({.d_model = 6, .n_heads = 3}, rng);
   Tensor memory = randn({2, 5, 6}, 10);
   const nn::AttentionMask mem_pad{.key_mask = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0}};
-  check_both_layouts("cross_attention", cross, [&](const Tensor& x) { return cross.forward(x, memory, mem_pad); },
-                     randn({2, 3, 6}, 11));
+  check_both_layouts(
+      "cross_attention", cross, [&](const Tensor& x) { return cross.forward(x, memory, mem_pad); },
+      randn({2, 3, 6}, 11));
 }
 
 TEST(Modules, FeedForwardGradientsAllActivations) {
   for (auto act : {nn::Activation::ReLU, nn::Activation::GELU, nn::Activation::GELUTanh, nn::Activation::SwiGLU}) {
     Rng rng(3);
     nn::FeedForward ffn({.d_model = 4, .d_ff = 6, .activation = act}, rng);
-    check_both_layouts("ffn", ffn, [&](const Tensor& x) { return ffn.forward(x); }, randn({2, 3, 4}, 12));
+    check_both_layouts(
+        "ffn", ffn, [&](const Tensor& x) { return ffn.forward(x); }, randn({2, 3, 4}, 12));
   }
 }
 
@@ -95,16 +104,17 @@ TEST(Modules, BlockGradientsPreAndPostNorm) {
     nn::BlockConfig cfg{.d_model = 4, .n_heads = 2, .d_ff = 8, .pre_norm = pre};
     nn::EncoderBlock enc(cfg, rng);
     const nn::AttentionMask pad{.key_mask = {1, 1, 1, 0, 1, 1}};
-    check_both_layouts(pre ? "encoder_pre" : "encoder_post", enc, [&](const Tensor& x) { return enc.forward(x, pad); },
-                       randn({2, 3, 4}, 13));
+    check_both_layouts(
+        pre ? "encoder_pre" : "encoder_post", enc, [&](const Tensor& x) { return enc.forward(x, pad); },
+        randn({2, 3, 4}, 13));
     cfg.norm = nn::NormKind::RMSNorm;
     nn::DecoderBlock dec(cfg, rng);
     Tensor memory = randn({2, 4, 4}, 14);
     const nn::AttentionMask self_mask{.causal = true, .key_mask = {1, 1, 1, 1, 1, 0}};
     const nn::AttentionMask mem_mask{.key_mask = {1, 1, 1, 1, 1, 1, 0, 0}};
-    check_both_layouts(pre ? "decoder_pre" : "decoder_post", dec,
-                       [&](const Tensor& x) { return dec.forward(x, memory, self_mask, mem_mask); },
-                       randn({2, 3, 4}, 15));
+    check_both_layouts(
+        pre ? "decoder_pre" : "decoder_post", dec,
+        [&](const Tensor& x) { return dec.forward(x, memory, self_mask, mem_mask); }, randn({2, 3, 4}, 15));
   }
 }
 
@@ -126,7 +136,8 @@ TEST(Modules, TracingABlockDoesNotChangeItsOutput) {
     nn::BlockRecorder enc_recorder(te), dec_recorder(td);
     const Tensor ye = enc.forward(x, causal, nullptr, &enc_recorder);
     EXPECT_TRUE(same_bits(ye, enc.forward(x, causal))) << "encoder, pre_norm " << pre;
-    EXPECT_TRUE(same_bits(dec.forward(x, memory, causal, {}, nullptr, &dec_recorder), dec.forward(x, memory, causal, {})))
+    EXPECT_TRUE(
+        same_bits(dec.forward(x, memory, causal, {}, nullptr, &dec_recorder), dec.forward(x, memory, causal, {})))
         << "decoder, pre_norm " << pre;
     ASSERT_EQ(te.size(), 1u);
     ASSERT_EQ(td.size(), 1u);

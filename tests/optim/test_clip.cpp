@@ -48,7 +48,7 @@ TEST(ClipGradNorm, CountsTiedTensorsOnceAndSkipsMissingGrads) {
   NamedParameter nograd{"n", Tensor::ones({5}), ParamKind::Bias};
   NamedParameters params = {a, tied, nograd};
   EXPECT_DOUBLE_EQ(grad_norm(params), 5.0);  // not sqrt(50)
-  clip_grad_norm(params, 2.5f);  // scaled once: [1.5, 2] (up to the 1e-6)
+  clip_grad_norm(params, 2.5f);              // scaled once: [1.5, 2] (up to the 1e-6)
   EXPECT_NEAR(a.tensor.grad().to_vector()[0], 1.5f, 1e-6f);
   EXPECT_FALSE(nograd.tensor.grad().defined());
 }

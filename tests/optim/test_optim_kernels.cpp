@@ -36,8 +36,7 @@ TEST(OptimKernels, AdamMatchesEquationsInDouble) {
     std::vector<double> pd(p.begin(), p.end()), md(m.begin(), m.end()), vd(v.begin(), v.end());
     const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     const int64_t t = 5;
-    adam_update(p.data(), m.data(), v.data(), g.data(), n, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f,
-                decoupled, t);
+    adam_update(p.data(), m.data(), v.data(), g.data(), n, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f, decoupled, t);
     for (int64_t i = 0; i < n; ++i) {
       double gi = g[i];
       if (!decoupled) gi += wd * pd[i];
@@ -98,13 +97,11 @@ TEST(OptimKernels, BitIdenticalForOneAndTwoThreads) {
     };
     auto run = [&](int threads) {
       set_num_threads(threads);
-      Result r{randn(n, 11), randn(n, 12, 0.1f), randn(n, 13, 0.1f), randn(n, 14),
-               randn(n, 15), randn(n, 16), 0.0};
+      Result r{randn(n, 11), randn(n, 12, 0.1f), randn(n, 13, 0.1f), randn(n, 14), randn(n, 15), randn(n, 16), 0.0};
       for (float& x : r.v) x = x * x;
       const std::vector<float> g = randn(n, 17);
       for (int64_t t = 1; t <= 3; ++t)
-        adam_update(r.p.data(), r.m.data(), r.v.data(), g.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f,
-                    0.1f, t % 2 == 0, t);
+        adam_update(r.p.data(), r.m.data(), r.v.data(), g.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t % 2 == 0, t);
       sgd_update(r.sp.data(), r.sb.data(), g.data(), n, 0.1f, 0.9f, 0.1f, true, false);
       scale_inplace(r.sc.data(), n, 0.3f);
       r.ss = sum_squares(g.data(), n);
@@ -120,7 +117,6 @@ TEST(OptimKernels, BitIdenticalForOneAndTwoThreads) {
     EXPECT_EQ(a.ss, b.ss) << "sum_squares, n=" << n;
   }
 }
-
 
 // The many-tensor kernels (one parallel pass over a model's parameters) give each tensor the
 // bits of its single-tensor kernel, with its own lr, weight decay and step, for 1 and 2 threads;
@@ -144,13 +140,12 @@ TEST(OptimKernels, ManyTensorKernelsEqualOneCallPerTensor) {
       }
       p1 = p, m1 = m, v1 = v;
       for (size_t i = 0; i < count; ++i)
-        ts.push_back({p[i].data(), m[i].data(), v[i].data(), g[i].data(), sizes[i],
-                      1e-2f * static_cast<float>(i + 1), 0.05f * static_cast<float>(i),
-                      static_cast<int64_t>(i + 1)});
+        ts.push_back({p[i].data(), m[i].data(), v[i].data(), g[i].data(), sizes[i], 1e-2f * static_cast<float>(i + 1),
+                      0.05f * static_cast<float>(i), static_cast<int64_t>(i + 1)});
       adam_update_many(ts.data(), count, 0.9f, 0.95f, 1e-8f, decoupled);
       for (size_t i = 0; i < count; ++i) {
-        adam_update(p1[i].data(), m1[i].data(), v1[i].data(), g[i].data(), sizes[i], ts[i].lr,
-                    0.9f, 0.95f, 1e-8f, ts[i].weight_decay, decoupled, ts[i].step);
+        adam_update(p1[i].data(), m1[i].data(), v1[i].data(), g[i].data(), sizes[i], ts[i].lr, 0.9f, 0.95f, 1e-8f,
+                    ts[i].weight_decay, decoupled, ts[i].step);
         EXPECT_EQ(p[i], p1[i]) << "param " << i << ", threads " << threads;
         EXPECT_EQ(m[i], m1[i]) << "m " << i;
         EXPECT_EQ(v[i], v1[i]) << "v " << i;
@@ -169,8 +164,7 @@ TEST(OptimKernels, ManyTensorKernelsEqualOneCallPerTensor) {
     }
     std::vector<double> ss(count, -1.0);
     sum_squares_many(ss.data(), xp.data(), sizes.data(), count);
-    for (size_t i = 0; i < count; ++i)
-      EXPECT_EQ(ss[i], sum_squares(x[i].data(), sizes[i])) << "sum_squares " << i;
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(ss[i], sum_squares(x[i].data(), sizes[i])) << "sum_squares " << i;
     std::vector<std::vector<float>> y = x;
     scale_inplace_many(xw.data(), sizes.data(), count, 0.3f);
     for (size_t i = 0; i < count; ++i) {

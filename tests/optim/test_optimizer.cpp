@@ -7,9 +7,9 @@
 #include <span>
 #include <string>
 
+#include "base/error.h"
 #include "optim/optimizer.h"
 #include "support.h"
-#include "base/error.h"
 
 namespace atto::optim {
 namespace {
@@ -17,8 +17,7 @@ namespace {
 using atto::test::error_of;
 using ::testing::HasSubstr;
 
-NamedParameter make_param(const std::string& name, const std::vector<float>& v,
-                          ParamKind kind = ParamKind::Weight) {
+NamedParameter make_param(const std::string& name, const std::vector<float>& v, ParamKind kind = ParamKind::Weight) {
   Tensor t = Tensor::from_vector({static_cast<int64_t>(v.size())}, v);
   t.set_requires_grad(true);
   return {name, t, kind};
@@ -28,12 +27,10 @@ void set_grad(NamedParameter& p, const std::vector<float>& g) {
   p.tensor.set_grad(Tensor::from_vector(p.tensor.shape(), g));
 }
 
-void expect_near_vec(const Tensor& t, const std::vector<double>& want, double tol,
-                     const std::string& what) {
+void expect_near_vec(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
   const std::vector<float> got = t.to_vector();
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol) << what << " element " << i;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << what << " element " << i;
 }
 
 void expect_bits_equal(const Tensor& a, const Tensor& b, const std::string& what) {
@@ -135,8 +132,7 @@ TEST(AdamW, TwoStepsWithDecoupledWeightDecay) {
 
 TEST(AdamW, DecaysOnlyTheWeightGroup) {
   NamedParameters params = {make_param("w", {1, -2, 3}, ParamKind::Weight),
-                            make_param("b", {1, -2, 3}, ParamKind::Bias),
-                            make_param("n", {1, -2, 3}, ParamKind::Norm),
+                            make_param("b", {1, -2, 3}, ParamKind::Bias), make_param("n", {1, -2, 3}, ParamKind::Norm),
                             make_param("e", {1, -2, 3}, ParamKind::Embedding)};
   for (NamedParameter& p : params) set_grad(p, {0, 0, 0});  // zero grads: only decay moves
   auto groups = default_param_groups(params, 0.5f);
@@ -147,8 +143,7 @@ TEST(AdamW, DecaysOnlyTheWeightGroup) {
   AdamW opt(groups, {});
   opt.step(0.1f);
   const float decay = 1.0f - 0.1f * 0.5f;
-  expect_bits_equal(params[0].tensor, Tensor::from_vector({3}, {decay, -2 * decay, 3 * decay}),
-                    "weight");
+  expect_bits_equal(params[0].tensor, Tensor::from_vector({3}, {decay, -2 * decay, 3 * decay}), "weight");
   for (size_t i = 1; i < params.size(); ++i)
     expect_bits_equal(params[i].tensor, Tensor::from_vector({3}, {1, -2, 3}), params[i].name);
 }
@@ -162,8 +157,7 @@ TEST(ParamGroups, TiedParametersAppearOnce) {
   ASSERT_EQ(groups[1].params.size(), 2u);
   EXPECT_EQ(groups[1].params[0].name, "transformer.wte.weight");
   // Listing a tensor twice by hand is rejected, naming both.
-  expect_error([&] { AdamW({ParamGroup{{wte, head}}}, {}); },
-               {"transformer.wte.weight", "lm_head.weight"});
+  expect_error([&] { AdamW({ParamGroup{{wte, head}}}, {}); }, {"transformer.wte.weight", "lm_head.weight"});
 }
 
 // AdamW(wd) from p == Adam(wd = 0) from p * (1 - lr wd); Adam(wd) with g == Adam(0) with
@@ -199,8 +193,7 @@ TEST(AdamVsAdamW, DifferExactlyAsDocumented) {
     for (int i = 0; i < 17; ++i) g2.data()[i] = g2.data()[i] + wd * pref2.tensor.data()[i];
     pref2.tensor.set_grad(g2);
     ref_a.step(lr);
-    expect_bits_equal(pa.tensor, pref2.tensor, "Adam L2 vs Adam on g + wd p, step " +
-                                                   std::to_string(s));
+    expect_bits_equal(pa.tensor, pref2.tensor, "Adam L2 vs Adam on g + wd p, step " + std::to_string(s));
   }
   EXPECT_GT(max_abs_diff(pw.tensor, pa.tensor), 1e-4f);  // the two decays really differ
 }
@@ -304,9 +297,7 @@ void check_round_trip(Options options) {
 }
 
 TEST(StateDict, AdamWRoundTripIsBitIdentical) { check_round_trip<AdamW>(AdamOptions{}); }
-TEST(StateDict, SgdRoundTripIsBitIdentical) {
-  check_round_trip<SGD>(SgdOptions{.momentum = 0.9f, .nesterov = true});
-}
+TEST(StateDict, SgdRoundTripIsBitIdentical) { check_round_trip<SGD>(SgdOptions{.momentum = 0.9f, .nesterov = true}); }
 
 TEST(StateDict, NamesAndSnapshotSemantics) {
   NamedParameter w = make_param("w", kP0);
@@ -329,8 +320,7 @@ TEST(StateDict, NamesAndSnapshotSemantics) {
 TEST(StateDict, CountEncodingIsExactPast2To24) {
   for (int64_t c : {int64_t{0}, int64_t{1}, int64_t{16777217}, int64_t{123456789012}})
     EXPECT_EQ(decode_count(encode_count(c), "c"), c);
-  expect_error([] { decode_count(Tensor::from_vector({2}, {0.0f, 1.5f}), "x.step"); },
-               {"x.step", "1.5"});
+  expect_error([] { decode_count(Tensor::from_vector({2}, {0.0f, 1.5f}), "x.step"); }, {"x.step", "1.5"});
 }
 
 TEST(StateDict, LoadRejectsMismatchesAndChangesNothing) {
@@ -364,8 +354,7 @@ TEST(StateDict, LoadRejectsMismatchesAndChangesNothing) {
   // None of the failures changed the state.
   const StateDict after = opt.state_dict();
   ASSERT_EQ(after.size(), good.size());
-  for (size_t i = 0; i < good.size(); ++i)
-    expect_bits_equal(after[i].second, good[i].second, good[i].first);
+  for (size_t i = 0; i < good.size(); ++i) expect_bits_equal(after[i].second, good[i].second, good[i].first);
 }
 
 // ---- option validation ----------------------------------------------------------------------
@@ -379,8 +368,7 @@ TEST(Options, BadValuesThrowNamingTheValue) {
   expect_error([&] { Adam(g, {.eps = NAN}); }, {"eps", "nan"});
   expect_error([&] { SGD(g, {.momentum = -0.25f}); }, {"momentum", "-0.25"});
   expect_error([&] { SGD(g, {.nesterov = true}); }, {"Nesterov"});
-  expect_error([&] { AdamW(single_param_group({w}, -0.125f), {}); },
-               {"weight_decay", "-0.125"});
+  expect_error([&] { AdamW(single_param_group({w}, -0.125f), {}); }, {"weight_decay", "-0.125"});
   std::vector<ParamGroup> scaled = {ParamGroup{{w}, 0.0f, NAN}};
   expect_error([&] { SGD(scaled, {}); }, {"lr_scale", "nan"});
   AdamW opt(g, {});

@@ -15,8 +15,8 @@ using atto::test::error_of;
 using ::testing::HasSubstr;
 
 TEST(Schedule, WarmupCosineKeySteps) {
-  LrSchedule s{.kind = ScheduleKind::WarmupCosine, .base_lr = 1.0f, .min_lr = 0.1f,
-               .warmup_steps = 10, .total_steps = 110};
+  LrSchedule s{
+      .kind = ScheduleKind::WarmupCosine, .base_lr = 1.0f, .min_lr = 0.1f, .warmup_steps = 10, .total_steps = 110};
   EXPECT_FLOAT_EQ(s.at(0), 1.0f / 11.0f);   // (0 + 1) / (10 + 1)
   EXPECT_FLOAT_EQ(s.at(9), 10.0f / 11.0f);  // last warmup step
   EXPECT_FLOAT_EQ(s.at(10), 1.0f);          // cosine starts at base
@@ -43,15 +43,15 @@ TEST(Schedule, InverseSqrtPeaksAtBaseAfterWarmup) {
   LrSchedule s{.kind = ScheduleKind::InverseSqrt, .base_lr = 1.0f, .warmup_steps = 4};
   EXPECT_FLOAT_EQ(s.at(0), 0.25f);  // linear: (step + 1) / W
   EXPECT_FLOAT_EQ(s.at(2), 0.75f);
-  EXPECT_FLOAT_EQ(s.at(3), 1.0f);   // peak at step W - 1
-  EXPECT_FLOAT_EQ(s.at(15), 0.5f);  // sqrt(W / (step + 1)) = sqrt(4 / 16)
-  EXPECT_FLOAT_EQ(s.at(399), 0.1f); // sqrt(4 / 400)
+  EXPECT_FLOAT_EQ(s.at(3), 1.0f);    // peak at step W - 1
+  EXPECT_FLOAT_EQ(s.at(15), 0.5f);   // sqrt(W / (step + 1)) = sqrt(4 / 16)
+  EXPECT_FLOAT_EQ(s.at(399), 0.1f);  // sqrt(4 / 400)
   for (int64_t t = 0; t < 40; ++t) EXPECT_LE(s.at(t), 1.0f);
 }
 
 TEST(Schedule, CosineWithWarmupEqualTotal) {
-  LrSchedule s{.kind = ScheduleKind::WarmupCosine, .base_lr = 1.0f, .min_lr = 0.0f,
-               .warmup_steps = 5, .total_steps = 5};
+  LrSchedule s{
+      .kind = ScheduleKind::WarmupCosine, .base_lr = 1.0f, .min_lr = 0.0f, .warmup_steps = 5, .total_steps = 5};
   EXPECT_FLOAT_EQ(s.at(4), 5.0f / 6.0f);
   EXPECT_EQ(s.at(5), 0.0f);  // no division by zero
 }
@@ -60,20 +60,17 @@ TEST(Schedule, ValidationNamesTheValue) {
   using K = ScheduleKind;
   EXPECT_THAT(error_of([] { LrSchedule{.base_lr = -1e-3f}.validate(); }), HasSubstr("-0.001"));
   EXPECT_THAT(error_of([] { LrSchedule{.base_lr = NAN}.validate(); }), HasSubstr("nan"));
-  EXPECT_THAT(error_of([] {
-    LrSchedule{.kind = K::WarmupCosine, .base_lr = 1, .min_lr = 2, .total_steps = 9}.at(0);
-  }), HasSubstr("min_lr 2"));
-  EXPECT_THAT(error_of([] {
-    LrSchedule{.kind = K::WarmupCosine, .warmup_steps = 20, .total_steps = 10}.validate();
-  }), HasSubstr("warmup_steps 20"));
+  EXPECT_THAT(error_of([] { LrSchedule{.kind = K::WarmupCosine, .base_lr = 1, .min_lr = 2, .total_steps = 9}.at(0); }),
+              HasSubstr("min_lr 2"));
+  EXPECT_THAT(error_of([] { LrSchedule{.kind = K::WarmupCosine, .warmup_steps = 20, .total_steps = 10}.validate(); }),
+              HasSubstr("warmup_steps 20"));
   EXPECT_THAT(error_of([] { LrSchedule{.kind = K::InverseSqrt}.validate(); }), HasSubstr("warmup_steps 0"));
   EXPECT_THAT(error_of([] { LrSchedule{.warmup_steps = -4}.validate(); }), HasSubstr("-4"));
   EXPECT_THAT(error_of([] { LrSchedule{}.at(-1); }), HasSubstr("step -1"));
 }
 
 TEST(Schedule, KindNames) {
-  for (ScheduleKind k :
-       {ScheduleKind::Constant, ScheduleKind::WarmupCosine, ScheduleKind::InverseSqrt})
+  for (ScheduleKind k : {ScheduleKind::Constant, ScheduleKind::WarmupCosine, ScheduleKind::InverseSqrt})
     EXPECT_EQ(schedule_kind_from_string(to_string(k)), k);
   EXPECT_THAT(error_of([] { schedule_kind_from_string("linear"); }), HasSubstr("'linear'"));
 }

@@ -1,7 +1,7 @@
 #include "parity/harness.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <map>
 
+#include "base/error.h"
 #include "io/file.h"
 #include "support.h"
-#include "base/error.h"
 
 extern char** environ;
 
@@ -69,8 +69,7 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   const int rc = ::posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0)
-    fail("cannot run '{}': {} (set ATTO_PYTHON to a python3 with torch and numpy)", argv[0],
-         std::strerror(rc));
+    fail("cannot run '{}': {} (set ATTO_PYTHON to a python3 with torch and numpy)", argv[0], std::strerror(rc));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) fail("waiting for '{}' failed: {}", argv[0], std::strerror(errno));
@@ -130,8 +129,7 @@ bool torch_available() {
   bool ok = false;
   try {
     const int status = run_process(
-        {py, "-c", "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"},
-        "/dev/null");
+        {py, "-c", "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"}, "/dev/null");
     ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   } catch (const Error&) {
     ok = false;  // the interpreter itself cannot be run
@@ -154,24 +152,22 @@ std::string no_torch_message() {
 io::SafetensorsFile run_reference(const std::string& script, const std::string& case_name,
                                   const std::vector<std::string>& extra_args) {
   const std::string script_path = source_dir() + "/tests/parity/" + script;
-  ATTO_CHECK(is_file(script_path),
-             "reference script '{}' not found (set ATTO_SOURCE_DIR to the atto source folder)",
+  ATTO_CHECK(is_file(script_path), "reference script '{}' not found (set ATTO_SOURCE_DIR to the atto source folder)",
              script_path);
   TempDir tmp("parity");
   const std::string out = tmp / "reference.safetensors";
   const std::string log = tmp / "output.txt";
-  std::vector<std::string> argv = {python_executable(), script_path, "--case", case_name,
-                                   "--out", out};
+  std::vector<std::string> argv = {python_executable(), script_path, "--case", case_name, "--out", out};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const int status = run_process(argv, log);
   const std::string what = fmt::format("reference '{}' case '{}'", script, case_name);
   constexpr size_t kTail = 6000;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fail("{} failed ({})\n  command: {}\n--- script output ---\n{}", what, describe_status(status),
-         command_line(argv), tail_of_file(log, kTail));
+    fail("{} failed ({})\n  command: {}\n--- script output ---\n{}", what, describe_status(status), command_line(argv),
+         tail_of_file(log, kTail));
   if (!is_file(out))
-    fail("{} exited 0 but wrote no file to --out\n  command: {}\n--- script output ---\n{}", what,
-         command_line(argv), tail_of_file(log, kTail));
+    fail("{} exited 0 but wrote no file to --out\n  command: {}\n--- script output ---\n{}", what, command_line(argv),
+         tail_of_file(log, kTail));
   try {
     return io::load_safetensors(out);
   } catch (const Error& e) {
@@ -232,11 +228,10 @@ void expect_close(const Tensor& got, const Tensor& want, float tol, const std::s
   std::string msg = fmt::format(
       "{}: max |got - want| = {:.6g} at index {} (got {}, want {}), tolerance {:.3g}; "
       "{} of {} elements differ by more than the tolerance. First ones:",
-      what, max_diff, index_str(shape, static_cast<int64_t>(at)), g[at], w[at], tol, n_bad,
-      g.size());
+      what, max_diff, index_str(shape, static_cast<int64_t>(at)), g[at], w[at], tol, n_bad, g.size());
   for (size_t i : first_bad)
-    msg += fmt::format("\n  {} got {} want {} (diff {:.3g})",
-                       index_str(shape, static_cast<int64_t>(i)), g[i], w[i], elem_diff(g[i], w[i]));
+    msg += fmt::format("\n  {} got {} want {} (diff {:.3g})", index_str(shape, static_cast<int64_t>(i)), g[i], w[i],
+                       elem_diff(g[i], w[i]));
   ADD_FAILURE() << msg;
 }
 

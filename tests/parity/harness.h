@@ -63,13 +63,13 @@ void expect_close(const Tensor& got, const Tensor& want, float tol, const std::s
 }  // namespace atto::test
 
 // First line of a test that needs torch (see "Torch" above). Needs <gtest/gtest.h>.
-#define ATTO_REQUIRE_TORCH()                                      \
-  do {                                                            \
-    if (!::atto::test::torch_available()) {                       \
-      if (::atto::test::allow_no_torch()) {                       \
-        GTEST_SKIP() << ::atto::test::no_torch_message();         \
-      } else {                                                    \
-        FAIL() << ::atto::test::no_torch_message();               \
-      }                                                           \
-    }                                                             \
+#define ATTO_REQUIRE_TORCH()                              \
+  do {                                                    \
+    if (!::atto::test::torch_available()) {               \
+      if (::atto::test::allow_no_torch()) {               \
+        GTEST_SKIP() << ::atto::test::no_torch_message(); \
+      } else {                                            \
+        FAIL() << ::atto::test::no_torch_message();       \
+      }                                                   \
+    }                                                     \
   } while (0)

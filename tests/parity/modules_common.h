@@ -30,10 +30,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "io/safetensors.h"
 #include "nn/module.h"
 #include "parity/harness.h"
-#include "base/error.h"
 #include "tensor/tensor.h"
 
 namespace atto::test {
@@ -55,8 +55,8 @@ inline std::string module_refs_cache_path() {
   if (off && std::string(off) == "1") return "";
   const char* env = std::getenv("ATTO_BUILD_DIR");
   std::error_code ec;
-  const std::string build = env && *env ? std::string(env)
-                                        : std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+  const std::string build =
+      env && *env ? std::string(env) : std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
   if (ec || build.empty()) return "";
   const std::string dir = source_dir() + "/tests/parity/";
   uint64_t h = 1469598103934665603ull;
@@ -158,8 +158,7 @@ struct ModuleRef {
 // The reference of one case; an atto::Error if the script has no such case.
 inline ModuleRef module_ref(const std::string& case_name) {
   ModuleRef ref{case_name, &all_module_refs()};
-  ATTO_CHECK(ref.file->metadata.count(ref.key("case")) != 0, "ref_modules.py --case all wrote no case '{}'",
-             case_name);
+  ATTO_CHECK(ref.file->metadata.count(ref.key("case")) != 0, "ref_modules.py --case all wrote no case '{}'", case_name);
   return ref;
 }
 

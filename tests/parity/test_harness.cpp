@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "io/safetensors.h"
 #include "parity/harness.h"
 #include "support.h"
-#include "base/error.h"
 
 using namespace atto;
 
@@ -28,8 +28,10 @@ class ScopedEnv {
     ::setenv(name, value, 1);
   }
   ~ScopedEnv() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (had_)
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
 
  private:
@@ -114,20 +116,17 @@ TEST(Harness, TorchTensorsIncludingBfloat16) {
 }
 
 TEST(Harness, ScriptFailureReportsItsOutput) {
-  const std::string msg =
-      error_of([] { atto::test::run_reference("test_safetensors_python.py", "fail"); });
+  const std::string msg = error_of([] { atto::test::run_reference("test_safetensors_python.py", "fail"); });
   EXPECT_NE(msg.find("exit status 3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("deliberate failure for the harness test"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--case fail"), std::string::npos) << msg;
 
-  const std::string unknown =
-      error_of([] { atto::test::run_reference("test_safetensors_python.py", "no_such_case"); });
+  const std::string unknown = error_of([] { atto::test::run_reference("test_safetensors_python.py", "no_such_case"); });
   EXPECT_NE(unknown.find("unknown case 'no_such_case'"), std::string::npos) << unknown;
 }
 
 TEST(Harness, ScriptWithoutOutputOrMissingScript) {
-  const std::string none =
-      error_of([] { atto::test::run_reference("test_safetensors_python.py", "no_output"); });
+  const std::string none = error_of([] { atto::test::run_reference("test_safetensors_python.py", "no_output"); });
   EXPECT_NE(none.find("wrote no file"), std::string::npos) << none;
   const std::string missing = error_of([] { atto::test::run_reference("no_such_script.py", "x"); });
   EXPECT_NE(missing.find("no_such_script.py' not found"), std::string::npos) << missing;

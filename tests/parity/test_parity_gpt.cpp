@@ -34,8 +34,8 @@
 #include "optim/optimizer.h"
 #include "parity/harness.h"
 #include "run/run_config.h"
-#include "support.h"
 #include "run/run_dir.h"
+#include "support.h"
 
 namespace atto {
 namespace {
@@ -74,17 +74,28 @@ std::string num(double v) {
 // The model and training configuration as ref_gpt.py's command line.
 std::vector<std::string> reference_args(const GPTConfig& c, const nn::BlockConfig& bc, const TrainOptions& o,
                                         const std::string& weights, const std::string& batch) {
-  return {"--weights", weights, "--batch", batch,
-          "--vocab", std::to_string(c.vocab_size), "--block", std::to_string(c.block_size),
-          "--n-layer", std::to_string(c.n_layers), "--n-head", std::to_string(c.n_heads),
-          "--n-embd", std::to_string(c.d_model), "--d-ff", std::to_string(bc.d_ff),
-          "--activation", to_string(c.activation),
-          "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
-          "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
-          "--tie", c.tie_weights ? "1" : "0", "--pos", c.pos == PosKind::Learned ? "learned" : "sinusoidal",
-          "--norm-eps", num(bc.norm_eps), "--steps", std::to_string(kSteps), "--lr", num(o.lr),
-          "--beta1", num(o.adam.beta1), "--beta2", num(o.adam.beta2), "--adam-eps", num(o.adam.eps),
-          "--weight-decay", num(o.weight_decay), "--max-norm", num(o.max_norm)};
+  return {"--weights",      weights,
+          "--batch",        batch,
+          "--vocab",        std::to_string(c.vocab_size),
+          "--block",        std::to_string(c.block_size),
+          "--n-layer",      std::to_string(c.n_layers),
+          "--n-head",       std::to_string(c.n_heads),
+          "--n-embd",       std::to_string(c.d_model),
+          "--d-ff",         std::to_string(bc.d_ff),
+          "--activation",   to_string(c.activation),
+          "--norm",         c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
+          "--pre-norm",     c.pre_norm ? "1" : "0",
+          "--bias",         c.bias ? "1" : "0",
+          "--tie",          c.tie_weights ? "1" : "0",
+          "--pos",          c.pos == PosKind::Learned ? "learned" : "sinusoidal",
+          "--norm-eps",     num(bc.norm_eps),
+          "--steps",        std::to_string(kSteps),
+          "--lr",           num(o.lr),
+          "--beta1",        num(o.adam.beta1),
+          "--beta2",        num(o.adam.beta2),
+          "--adam-eps",     num(o.adam.eps),
+          "--weight-decay", num(o.weight_decay),
+          "--max-norm",     num(o.max_norm)};
 }
 
 // A fixed batch [B, T] over vocab V: next-token-like targets, every fifth one ignored (-1).
@@ -161,14 +172,13 @@ void check_key_bias(const NamedParameter& p, const Tensor& want, const TrainOpti
   const int64_t C = p.tensor.size(0) / 3;
   const Tensor g = slice(p.tensor.grad(), 0, C, 2 * C);
   EXPECT_LE(max_abs_diff(g, Tensor::zeros({C})), 1e-6f) << p.name << ": the key bias has a gradient";
-  const float e = compare(slice(p.tensor, 0, C, 2 * C), slice(want, 0, C, 2 * C), kSteps * o.lr,
-                          "final " + p.name + " (k)");
+  const float e =
+      compare(slice(p.tensor, 0, C, 2 * C), slice(want, 0, C, 2 * C), kSteps * o.lr, "final " + p.name + " (k)");
   d.key_bias = std::max(d.key_bias, e);
 }
 
 // kSteps of clip + AdamW with atto's default_param_groups, against train.* and final.*.
-void check_training(GPT& model, const Batch& batch, const TrainOptions& o, const io::SafetensorsFile& ref,
-                    Diffs& d) {
+void check_training(GPT& model, const Batch& batch, const TrainOptions& o, const io::SafetensorsFile& ref, Diffs& d) {
   auto groups = optim::default_param_groups(model.named_parameters(), o.weight_decay);
   ASSERT_EQ(groups.size(), 2u);
   std::set<std::string> decay;
@@ -206,9 +216,9 @@ void check_training(GPT& model, const Batch& batch, const TrainOptions& o, const
     float e = 0.0f;
     if (p.name.ends_with("attn.c_attn.bias")) {
       const int64_t C = model.config().d_model;
-      e = std::max(compare(slice(p.tensor, 0, 0, C), slice(want, 0, 0, C), kTol, "final " + p.name + " (q)"),
-                   compare(slice(p.tensor, 0, 2 * C, 3 * C), slice(want, 0, 2 * C, 3 * C), kTol,
-                           "final " + p.name + " (v)"));
+      e = std::max(
+          compare(slice(p.tensor, 0, 0, C), slice(want, 0, 0, C), kTol, "final " + p.name + " (q)"),
+          compare(slice(p.tensor, 0, 2 * C, 3 * C), slice(want, 0, 2 * C, 3 * C), kTol, "final " + p.name + " (v)"));
       check_key_bias(p, want, o, d);
     } else {
       e = compare(p.tensor, want, kTol, "final " + p.name);
@@ -236,10 +246,11 @@ void run_case(const std::string& name, const GPTConfig& cfg) {
   std::printf("[ parity   ] gpt %-10s logits %.2e  loss %.2e  grads %.2e (%s)\n", name.c_str(),
               static_cast<double>(d.logits), static_cast<double>(d.loss), static_cast<double>(d.grad),
               d.worst_grad.c_str());
-  std::printf("[ parity   ] gpt %-10s %d AdamW steps: losses %.2e  clip norm rel %.2e  final params %.2e (%s)"
-              "  key bias %.2e\n",
-              name.c_str(), kSteps, static_cast<double>(d.train_loss), static_cast<double>(d.norm_rel),
-              static_cast<double>(d.final_param), d.worst_param.c_str(), static_cast<double>(d.key_bias));
+  std::printf(
+      "[ parity   ] gpt %-10s %d AdamW steps: losses %.2e  clip norm rel %.2e  final params %.2e (%s)"
+      "  key bias %.2e\n",
+      name.c_str(), kSteps, static_cast<double>(d.train_loss), static_cast<double>(d.norm_rel),
+      static_cast<double>(d.final_param), d.worst_param.c_str(), static_cast<double>(d.key_bias));
 }
 
 TEST(GptParity, NanoGptLayoutMatchesPyTorch) {

@@ -27,14 +27,34 @@ constexpr float kTol = 1e-4f;
 
 // Every case ref_modules.py defines (the SelfCheck test fails if the script has others).
 const char* const kCases[] = {
-    "linear", "linear_nobias", "layernorm", "layernorm_nobias", "rmsnorm",
-    "attention_causal", "attention_padded", "attention_causal_padded", "attention_cross_padded",
-    "attention_causal_short_q", "attention_causal_long_q", "attention_all_masked_row",
-    "mha_self", "mha_self_padded", "mha_cross",
-    "ffn_relu", "ffn_gelu", "ffn_gelu_tanh", "ffn_swiglu", "ffn_swiglu_nobias",
-    "encoder_block_pre", "encoder_block_post", "encoder_block_rms_swiglu",
-    "decoder_block_pre", "decoder_block_post", "gpt_block",
-    "cross_entropy", "cross_entropy_3d",
+    "linear",
+    "linear_nobias",
+    "layernorm",
+    "layernorm_nobias",
+    "rmsnorm",
+    "attention_causal",
+    "attention_padded",
+    "attention_causal_padded",
+    "attention_cross_padded",
+    "attention_causal_short_q",
+    "attention_causal_long_q",
+    "attention_all_masked_row",
+    "mha_self",
+    "mha_self_padded",
+    "mha_cross",
+    "ffn_relu",
+    "ffn_gelu",
+    "ffn_gelu_tanh",
+    "ffn_swiglu",
+    "ffn_swiglu_nobias",
+    "encoder_block_pre",
+    "encoder_block_post",
+    "encoder_block_rms_swiglu",
+    "decoder_block_pre",
+    "decoder_block_post",
+    "gpt_block",
+    "cross_entropy",
+    "cross_entropy_3d",
 };
 
 nn::Activation activation_of(const ModuleRef& ref) {
@@ -108,8 +128,7 @@ void run_attention(const ModuleRef& ref) {
 
 void run_mha_self(const ModuleRef& ref) {
   Rng rng(1);
-  nn::SelfAttention m({.d_model = ref.meta_int("C"), .n_heads = ref.meta_int("n_heads"),
-                       .bias = ref.meta_bool("bias")},
+  nn::SelfAttention m({.d_model = ref.meta_int("C"), .n_heads = ref.meta_int("n_heads"), .bias = ref.meta_bool("bias")},
                       rng);
   Inputs in{{"x", ref.input("x")}};
   const nn::AttentionMask mask{.causal = ref.meta_bool("causal"), .key_mask = ref.mask("key_mask")};
@@ -118,9 +137,8 @@ void run_mha_self(const ModuleRef& ref) {
 
 void run_mha_cross(const ModuleRef& ref) {
   Rng rng(1);
-  nn::CrossAttention m({.d_model = ref.meta_int("C"), .n_heads = ref.meta_int("n_heads"),
-                        .bias = ref.meta_bool("bias")},
-                       rng);
+  nn::CrossAttention m(
+      {.d_model = ref.meta_int("C"), .n_heads = ref.meta_int("n_heads"), .bias = ref.meta_bool("bias")}, rng);
   Inputs in{{"x", ref.input("x")}, {"memory", ref.input("memory")}};
   const nn::AttentionMask mask{.key_mask = ref.mask("memory_mask")};
   run_module(ref, m, in, [&] { return m.forward(in[0].second, in[1].second, mask); });
@@ -128,7 +146,9 @@ void run_mha_cross(const ModuleRef& ref) {
 
 void run_ffn(const ModuleRef& ref) {
   Rng rng(1);
-  nn::FeedForward m({.d_model = ref.meta_int("C"), .d_ff = ref.meta_int("d_ff"), .activation = activation_of(ref),
+  nn::FeedForward m({.d_model = ref.meta_int("C"),
+                     .d_ff = ref.meta_int("d_ff"),
+                     .activation = activation_of(ref),
                      .bias = ref.meta_bool("bias")},
                     rng);
   Inputs in{{"x", ref.input("x")}};

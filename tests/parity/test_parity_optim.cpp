@@ -15,10 +15,10 @@
 #include <string>
 #include <utility>
 
+#include "base/error.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "parity/harness.h"
-#include "base/error.h"
 
 namespace atto {
 namespace {
@@ -39,8 +39,7 @@ struct Case {
   const Tensor& get(const std::string& key) const { return reference().get(name + "." + key); }
   std::string meta_str(const std::string& key) const {
     auto it = reference().metadata.find(name + "." + key);
-    if (it == reference().metadata.end())
-      fail("ref_optim.py wrote no '{}.{}' metadata", name, key);
+    if (it == reference().metadata.end()) fail("ref_optim.py wrote no '{}.{}' metadata", name, key);
     return it->second;
   }
   float meta(const std::string& key) const { return std::stof(meta_str(key)); }
@@ -78,8 +77,7 @@ void run_and_compare(Case& c, optim::Optimizer& opt) {
     EXPECT_NEAR(norm, want, 1e-6f * want) << tag << ": clip norm";
     opt.step(lr);
     for (const NamedParameter& p : c.params)
-      test::expect_close(p.tensor, c.get("param." + std::to_string(s) + "." + p.name),
-                         kTol, tag + ": " + p.name);
+      test::expect_close(p.tensor, c.get("param." + std::to_string(s) + "." + p.name), kTol, tag + ": " + p.name);
   }
 }
 
@@ -92,8 +90,7 @@ void compare_state(const Case& c, const optim::Optimizer& opt, bool torch_has_st
     const std::string key = "state." + name;
     ASSERT_TRUE(c.has(key)) << "PyTorch has no state " << key;
     if (name.ends_with(".step")) {
-      EXPECT_EQ(optim::decode_count(t, name), static_cast<int64_t>(c.get(key).item()))
-          << name;
+      EXPECT_EQ(optim::decode_count(t, name), static_cast<int64_t>(c.get(key).item())) << name;
     } else {
       test::expect_close(t, c.get(key), kTol, key);
     }

@@ -32,8 +32,8 @@
 #include "models/seq2seq.h"
 #include "parity/harness.h"
 #include "run/run_config.h"
-#include "support.h"
 #include "run/run_dir.h"
+#include "support.h"
 
 namespace atto {
 namespace {
@@ -67,17 +67,44 @@ std::string num(double v) {
 std::vector<std::string> reference_args(const Seq2SeqConfig& c, float label_smoothing, const std::string& weights,
                                         const std::string& batch) {
   const nn::BlockConfig bc = c.block_config();
-  return {"--weights", weights, "--batch", batch,
-          "--src-vocab", std::to_string(c.src_vocab), "--tgt-vocab", std::to_string(c.tgt_vocab),
-          "--max-len", std::to_string(c.max_len), "--n-enc", std::to_string(c.n_enc_layers),
-          "--n-dec", std::to_string(c.n_dec_layers), "--n-head", std::to_string(c.n_heads),
-          "--d-model", std::to_string(c.d_model), "--d-ff", std::to_string(bc.d_ff),
-          "--activation", to_string(c.activation),
-          "--norm", c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
-          "--pre-norm", c.pre_norm ? "1" : "0", "--bias", c.bias ? "1" : "0",
-          "--pos", c.pos == PosKind::Learned ? "learned" : "sinusoidal",
-          "--share", c.share_embeddings ? "1" : "0", "--tie", c.tie_weights ? "1" : "0",
-          "--norm-eps", num(bc.norm_eps), "--label-smoothing", num(label_smoothing)};
+  return {"--weights",
+          weights,
+          "--batch",
+          batch,
+          "--src-vocab",
+          std::to_string(c.src_vocab),
+          "--tgt-vocab",
+          std::to_string(c.tgt_vocab),
+          "--max-len",
+          std::to_string(c.max_len),
+          "--n-enc",
+          std::to_string(c.n_enc_layers),
+          "--n-dec",
+          std::to_string(c.n_dec_layers),
+          "--n-head",
+          std::to_string(c.n_heads),
+          "--d-model",
+          std::to_string(c.d_model),
+          "--d-ff",
+          std::to_string(bc.d_ff),
+          "--activation",
+          to_string(c.activation),
+          "--norm",
+          c.norm == nn::NormKind::RMSNorm ? "rmsnorm" : "layernorm",
+          "--pre-norm",
+          c.pre_norm ? "1" : "0",
+          "--bias",
+          c.bias ? "1" : "0",
+          "--pos",
+          c.pos == PosKind::Learned ? "learned" : "sinusoidal",
+          "--share",
+          c.share_embeddings ? "1" : "0",
+          "--tie",
+          c.tie_weights ? "1" : "0",
+          "--norm-eps",
+          num(bc.norm_eps),
+          "--label-smoothing",
+          num(label_smoothing)};
 }
 
 // Biases 0 and norm gains 1 (atto's initialisation) would hide a bias or gain applied in the
@@ -249,8 +276,8 @@ void run_case(const std::string& name, const Seq2SeqConfig& cfg, float label_smo
   const Run run = forward_backward(model, b, b.src, b.tgt_in, label_smoothing);
   check_against_reference(model, run, ref, d);
   check_padding(model, b, alt, run, label_smoothing, ref, d);
-  std::printf("[ parity   ] seq2seq %-14s logits %.2e  loss %.2e  grads %.2e (%s)  pad invariance %.2e\n",
-              name.c_str(), static_cast<double>(d.logits), static_cast<double>(d.loss), static_cast<double>(d.grad),
+  std::printf("[ parity   ] seq2seq %-14s logits %.2e  loss %.2e  grads %.2e (%s)  pad invariance %.2e\n", name.c_str(),
+              static_cast<double>(d.logits), static_cast<double>(d.loss), static_cast<double>(d.grad),
               d.worst_grad.c_str(), static_cast<double>(d.pad));
 }
 

@@ -84,24 +84,38 @@ TEST(ConfigFields, ConfigJsonRoundTripsEveryKeyOfBothTasks) {
 
 TEST(ConfigFields, ConfigJsonErrorsNameTheFileAndKey) {
   RunConfig c = default_run_config(Task::Gpt);
-  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"train", {{"steps", "ten"}}}}, "my.json"); }),
+  EXPECT_THAT(error_of([&] {
+                apply_config_json(c, json{{"train", {{"steps", "ten"}}}}, "my.json");
+              }),
               HasSubstr("my.json: key 'steps' = \"ten\": expected an integer"));
-  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"seed", -1}}, "my.json"); }),
-              HasSubstr("non-negative"));
-  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"threads", 1ll << 40}}, "my.json"); }),
+  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"seed", -1}}, "my.json"); }), HasSubstr("non-negative"));
+  EXPECT_THAT(error_of([&] {
+                apply_config_json(c, json{{"threads", 1ll << 40}}, "my.json");
+              }),
               HasSubstr("out of range"));
-  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"model", {{"max_len", 9}}}}, "my.json"); }),
+  EXPECT_THAT(error_of([&] {
+                apply_config_json(c, json{{"model", {{"max_len", 9}}}}, "my.json");
+              }),
               HasSubstr("unknown key 'max_len' in section 'model'"));
-  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"tokenizer", "bpe"}}, "my.json"); }),
+  EXPECT_THAT(error_of([&] {
+                apply_config_json(c, json{{"tokenizer", "bpe"}}, "my.json");
+              }),
               HasSubstr("use char, word or spm"));
-  EXPECT_THAT(error_of([&] { apply_config_json(c, json{{"task", "lm"}}, "my.json"); }),
+  EXPECT_THAT(error_of([&] {
+                apply_config_json(c, json{{"task", "lm"}}, "my.json");
+              }),
               HasSubstr("use gpt or seq2seq"));
 }
 
 TEST(ConfigFields, FlagsSetTheirKeyForTheRunsTask) {
   RunConfig g = default_run_config(Task::Gpt);
-  apply_flags(g, false, flags({{"--d-model", "96"}, {"--n-layers", "3"}, {"--ffn", "swiglu"}, {"--bias", "false"},
-                               {"--lr", "3e-4"}, {"--seed", "7"}}));
+  apply_flags(g, false,
+              flags({{"--d-model", "96"},
+                     {"--n-layers", "3"},
+                     {"--ffn", "swiglu"},
+                     {"--bias", "false"},
+                     {"--lr", "3e-4"},
+                     {"--seed", "7"}}));
   EXPECT_EQ(g.model.d_model, 96);
   EXPECT_EQ(g.model.n_layers, 3);
   EXPECT_EQ(g.model.activation, nn::Activation::SwiGLU);
@@ -112,8 +126,12 @@ TEST(ConfigFields, FlagsSetTheirKeyForTheRunsTask) {
   // seq2seq: --n-layers sets both stacks unless --n-enc-layers/--n-dec-layers say otherwise,
   // --shared-vocab also shares the embeddings.
   RunConfig s = default_run_config(Task::Seq2Seq);
-  apply_flags(s, false, flags({{"--d-model", "64"}, {"--n-layers", "3"}, {"--n-dec-layers", "2"},
-                               {"--shared-vocab", "true"}, {"--tokenizer", "word"}}));
+  apply_flags(s, false,
+              flags({{"--d-model", "64"},
+                     {"--n-layers", "3"},
+                     {"--n-dec-layers", "2"},
+                     {"--shared-vocab", "true"},
+                     {"--tokenizer", "word"}}));
   EXPECT_EQ(s.seq2seq.d_model, 64);
   EXPECT_EQ(s.model.d_model, default_run_config(Task::Seq2Seq).model.d_model);  // the GPT side is untouched
   EXPECT_EQ(s.seq2seq.n_enc_layers, 3);
@@ -132,16 +150,26 @@ TEST(ConfigFields, FlagsSetTheirKeyForTheRunsTask) {
 
 TEST(ConfigFields, BadFlagsAreUsageErrorsNamingTheFlag) {
   RunConfig g = default_run_config(Task::Gpt);
-  EXPECT_THAT(usage_error_of([&] { apply_flags(g, false, flags({{"--steps", "10x"}})); }),
+  EXPECT_THAT(usage_error_of([&] {
+                apply_flags(g, false, flags({{"--steps", "10x"}}));
+              }),
               HasSubstr("--steps expects an integer, got '10x'"));
-  EXPECT_THAT(usage_error_of([&] { apply_flags(g, false, flags({{"--lr", "fast"}})); }),
+  EXPECT_THAT(usage_error_of([&] {
+                apply_flags(g, false, flags({{"--lr", "fast"}}));
+              }),
               HasSubstr("--lr expects a number"));
-  EXPECT_THAT(usage_error_of([&] { apply_flags(g, false, flags({{"--norm", "batchnorm"}})); }),
+  EXPECT_THAT(usage_error_of([&] {
+                apply_flags(g, false, flags({{"--norm", "batchnorm"}}));
+              }),
               HasSubstr("--norm batchnorm: unknown norm"));
-  EXPECT_THAT(usage_error_of([&] { apply_flags(g, false, flags({{"--src", "a.txt"}})); }),
+  EXPECT_THAT(usage_error_of([&] {
+                apply_flags(g, false, flags({{"--src", "a.txt"}}));
+              }),
               HasSubstr("--src is for --task seq2seq; this run's task is gpt"));
   RunConfig s = default_run_config(Task::Seq2Seq);
-  EXPECT_THAT(usage_error_of([&] { apply_flags(s, false, flags({{"--block-size", "64"}})); }),
+  EXPECT_THAT(usage_error_of([&] {
+                apply_flags(s, false, flags({{"--block-size", "64"}}));
+              }),
               HasSubstr("--block-size is for --task gpt"));
   EXPECT_THAT(error_of([&] { apply_flags(g, false, flags({{"--time", "soon"}})); }), HasSubstr("--time 'soon'"));
 }

@@ -11,8 +11,8 @@
 namespace atto {
 namespace {
 
-using ::testing::HasSubstr;
 using test::error_of;
+using ::testing::HasSubstr;
 
 LoadedModel random_model(const std::string& text, bool boundary, nn::Activation act = nn::Activation::GELU,
                          bool tie = true, bool bias = true) {

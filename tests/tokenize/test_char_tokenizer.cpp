@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "support.h"
 #include "base/error.h"
+#include "support.h"
 #include "tokenize/char_tokenizer.h"
 
 using namespace atto;
@@ -77,8 +77,13 @@ TEST(CharTokenizer, UnknownCharacterErrorNamesCharacterAndPosition) {
 TEST(CharTokenizer, UnknownCharacterErrorListsAllPositionsOfAllCharacters) {
   auto tok = CharTokenizer::build("abc", kLines);
   // x at 1 and 4, é at 2, newline at 5 (not in a lines vocabulary)
-  const std::string msg = error_of([&] { tok.encode("ax\xC3\xA9" "bx\nc"); });
-  EXPECT_THAT(msg, HasSubstr("unknown characters in \"ax\xC3\xA9" "bx\\nc\": "));
+  const std::string msg = error_of([&] {
+    tok.encode(
+        "ax\xC3\xA9"
+        "bx\nc");
+  });
+  EXPECT_THAT(msg, HasSubstr("unknown characters in \"ax\xC3\xA9"
+                             "bx\\nc\": "));
   EXPECT_THAT(msg, HasSubstr("'x' (U+0078) at positions 1, 4"));
   EXPECT_THAT(msg, HasSubstr("(U+00E9) at position 2"));
   EXPECT_THAT(msg, HasSubstr("'\\n' (U+000A) at position 5"));
@@ -145,8 +150,7 @@ TEST(CharTokenizer, CorruptedJsonGivesErrorsNamingTheProblem) {
     EXPECT_THAT(msg, HasSubstr("runs/x/tokenizer.json"));
     EXPECT_THAT(msg, HasSubstr(c.expect));
   }
-  const std::string msg =
-      error_of([] { CharTokenizer::from_json_text("{\"type\": \"char\",", "t.json"); });
+  const std::string msg = error_of([] { CharTokenizer::from_json_text("{\"type\": \"char\",", "t.json"); });
   EXPECT_THAT(msg, HasSubstr("t.json"));
   EXPECT_THAT(msg, HasSubstr("not valid JSON"));
 }

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "support.h"
 #include "base/error.h"
+#include "support.h"
 #include "tokenize/spm_tokenizer.h"
 
 using namespace atto;
@@ -22,10 +22,10 @@ using ::testing::HasSubstr;
 // 300 sentences of 3..12 words drawn from 30 words (single spaces, ASCII): a corpus on which
 // SentencePiece's normalisation is the identity, so decode(encode(s)) == s exactly.
 std::vector<std::string> corpus() {
-  static const char* words[] = {"the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat",
-                                "table", "quickly", "slowly", "red", "blue", "green", "small",
-                                "large", "house", "garden", "river", "jumped", "over", "and",
-                                "then", "slept", "near", "tree", "bird", "sang", "loudly"};
+  static const char* words[] = {"the",   "a",     "cat",     "dog",    "sat",    "ran",   "on",    "under",
+                                "mat",   "table", "quickly", "slowly", "red",    "blue",  "green", "small",
+                                "large", "house", "garden",  "river",  "jumped", "over",  "and",   "then",
+                                "slept", "near",  "tree",    "bird",   "sang",   "loudly"};
   uint64_t x = 7;  // a 64-bit LCG (Knuth's MMIX constants): the same corpus everywhere
   auto below = [&](uint64_t n) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -77,8 +77,7 @@ TEST(SpmTokenizer, TrainSaveLoadRoundTrip) {
 TEST(SpmTokenizer, BpeRoundTrip) {
   TempDir dir;
   const auto lines = corpus();
-  const SpmTokenizer tok = SpmTokenizer::train(lines, {.vocab_size = 60, .model_type = "bpe"},
-                                               dir.str());
+  const SpmTokenizer tok = SpmTokenizer::train(lines, {.vocab_size = 60, .model_type = "bpe"}, dir.str());
   EXPECT_EQ(tok.vocab_size(), 60);
   for (const auto& line : lines) ASSERT_EQ(tok.decode(tok.encode(line)), line);
 }
@@ -117,7 +116,9 @@ TEST(SpmTokenizer, MissingOrBadModelNamesThePath) {
   const std::string missing = dir / "nope/spm.model";
   std::string e = error_of([&] { SpmTokenizer::load(missing); });
   EXPECT_THAT(e, HasSubstr(missing));
-  const nlohmann::json j = {{"type", "spm"}, {"version", 1}, {"model", "other.model"},
+  const nlohmann::json j = {{"type", "spm"},
+                            {"version", 1},
+                            {"model", "other.model"},
                             {"special_tokens", {"<pad>", "<bos>", "<eos>", "<unk>"}}};
   e = error_of([&] { load_tokenizer_json(j, "run/tokenizer.json", dir.str()); });
   EXPECT_THAT(e, HasSubstr(dir / "other.model"));

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "support.h"
 #include "base/error.h"
+#include "support.h"
 #include "tokenize/tokenizer.h"
 
 using namespace atto;
@@ -62,7 +62,9 @@ TEST(CharSeqTokenizer, JsonRoundTripAndGptJsonRefused) {
 }
 
 TEST(LoadTokenizer, DispatchesOnTypeAndRejectsUnknown) {
-  EXPECT_THAT(error_of([] { load_tokenizer_json({{"type", "bpe"}}, "x.json", "."); }),
+  EXPECT_THAT(error_of([] {
+                load_tokenizer_json({{"type", "bpe"}}, "x.json", ".");
+              }),
               HasSubstr("unknown \"type\" \"bpe\""));
   EXPECT_THAT(error_of([] { load_tokenizer_json({{"chars", {"a"}}}, "x.json", "."); }), HasSubstr("\"type\""));
   EXPECT_THROW(load_tokenizer_json(nlohmann::json::array(), "x.json", "."), Error);

@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "support.h"
 #include "base/error.h"
+#include "support.h"
 #include "tokenize/utf8.h"
 
 using namespace atto;
@@ -18,8 +18,7 @@ TEST(Utf8, DecodesOneToFourByteSequences) {
 }
 
 TEST(Utf8, BoundaryCodePointsRoundTrip) {
-  const std::vector<char32_t> cps = {0x0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000,
-                                     0xFFFD, 0xFFFF, 0x10000, 0x10FFFF};
+  const std::vector<char32_t> cps = {0x0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFD, 0xFFFF, 0x10000, 0x10FFFF};
   const std::string s = utf8::encode(cps);
   EXPECT_EQ(s.size(), 1u + 1 + 2 + 2 + 3 + 3 + 3 + 3 + 3 + 4 + 4);
   EXPECT_EQ(utf8::decode(s), cps);
@@ -47,7 +46,10 @@ TEST(Utf8, RejectsInvalidSequencesWithOffsetAndLine) {
       {"overlong 3-byte slash", "x\xE0\x80\xAF", 1, 1, "overlong"},
       {"overlong 4-byte", "\xF0\x80\x80\x80", 0, 1, "overlong"},
       {"truncated at end", "ok\n\n\xE2\x82", 4, 3, "truncated"},
-      {"truncated by ASCII", "\xC3" "a", 0, 1, "truncated"},
+      {"truncated by ASCII",
+       "\xC3"
+       "a",
+       0, 1, "truncated"},
       {"high surrogate", "\xED\xA0\x80", 0, 1, "surrogate U+D800"},
       {"low surrogate", "ab\xED\xBF\xBF", 2, 1, "surrogate U+DFFF"},
       {"above U+10FFFF", "\xF4\x90\x80\x80", 0, 1, "above U+10FFFF"},

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "support.h"
 #include "base/error.h"
+#include "support.h"
 #include "tokenize/word_tokenizer.h"
 
 using namespace atto;
@@ -47,8 +47,7 @@ TEST(WordTokenizer, RoundTripAndUnknownWords) {
 
 TEST(WordTokenizer, MinCountAndMaxSize) {
   const std::vector<std::string> lines = {"a a a b b c", "a b d"};
-  EXPECT_EQ(WordTokenizer::build(lines, {.min_count = 2}).words(),
-            (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(WordTokenizer::build(lines, {.min_count = 2}).words(), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(WordTokenizer::build(lines, {.max_size = 5}).words(), (std::vector<std::string>{"a"}));
   auto capped = WordTokenizer::build(lines, {.max_size = 6});
   EXPECT_EQ(capped.vocab_size(), 6);

@@ -27,12 +27,12 @@ TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
   EXPECT_EQ(c.model.n_heads, 4);
   EXPECT_EQ(c.model.block_size, 16);  // longest line + 1
   EXPECT_EQ(c.train.batch_size, 64);
-  EXPECT_EQ(c.train.steps, 11700);    // 12M tokens / (64 x 16), to 100
+  EXPECT_EQ(c.train.steps, 11700);     // 12M tokens / (64 x 16), to 100
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);  // lines mode
   EXPECT_EQ(c.train.warmup, 100);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.2f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.3f);  // lines mode, AdamW
-  EXPECT_GE(why.size(), 7u);  // one reason per choice
+  EXPECT_GE(why.size(), 7u);                    // one reason per choice
   EXPECT_NO_THROW(c.train.validate());
   EXPECT_NO_THROW(c.train.lr_schedule().validate());
 }
@@ -43,7 +43,7 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   EXPECT_EQ(c.train.size, "small");
   EXPECT_EQ(c.model.block_size, 64);
   EXPECT_EQ(c.train.batch_size, 32);  // 2048 tokens a step
-  EXPECT_EQ(c.train.steps, 3900);  // 8M tokens / 2048
+  EXPECT_EQ(c.train.steps, 3900);     // 8M tokens / 2048
   EXPECT_FLOAT_EQ(c.train.lr, 1e-3f);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <limits>
 
+#include "base/error.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "support.h"
-#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

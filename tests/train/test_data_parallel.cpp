@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "base/error.h"
 #include "data/seq2seq_batches.h"
+#include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
-#include "base/error.h"
 #include "train/data_parallel.h"
 
 using namespace atto;

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "support.h"
-#include "base/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

@@ -26,7 +26,7 @@ size_t count(const std::string& s, const std::string& what) {
 TEST(Svg, EscapesMarkupQuotesAndControlCharacters) {
   EXPECT_EQ(escape_xml("<eos>"), "&lt;eos&gt;");
   EXPECT_EQ(escape_xml("a&b \"q\" 'x'"), "a&amp;b &quot;q&quot; &apos;x&apos;");
-  EXPECT_EQ(escape_xml("\\n"), "\\n");             // the tokenizer's display form stays visible
+  EXPECT_EQ(escape_xml("\\n"), "\\n");                      // the tokenizer's display form stays visible
   EXPECT_EQ(escape_xml(std::string("a\x01z")), "a\\x01z");  // invalid in XML 1.0: shown, not written
   EXPECT_EQ(escape_xml("\x7f"), "\\x7F");
   EXPECT_EQ(escape_xml("\xc3\xa9\xe2\x90\xa3"), "\xc3\xa9\xe2\x90\xa3");  // é ␣: UTF-8 passes through
@@ -201,7 +201,8 @@ TEST(Heatmap, OneCellPerEntryAndMaskedCellsHatched) {
   EXPECT_EQ(count(svg, "<pattern id=\"hm1-hatch\""), 1u);
   // Masked cells are drawn hatched, never in the colour of 0 (viridis(0)), while the zero-valued
   // unmasked entries are.
-  for (size_t p = svg.find("class=\"cell masked\""); p != std::string::npos; p = svg.find("class=\"cell masked\"", p + 1)) {
+  for (size_t p = svg.find("class=\"cell masked\""); p != std::string::npos;
+       p = svg.find("class=\"cell masked\"", p + 1)) {
     const std::string rect = svg.substr(svg.rfind("<rect", p), p - svg.rfind("<rect", p));
     EXPECT_NE(rect.find("fill=\"url(#hm1-hatch)\""), std::string::npos) << rect;
   }

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "generate/broken_logits.h"
 #include "io/file.h"
 #include "models/gpt.h"
-#include "base/error.h"
 #include "viz/report.h"
 
 using namespace atto;

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "generate/seq2seq_decode.h"
 #include "io/file.h"
-#include "base/error.h"
 #include "run/run_dir.h"
 #include "train/trainer.h"
 #include "viz/seq2seq_report.h"
@@ -97,8 +97,8 @@ void expect_weights(const nlohmann::json& a, const std::vector<nn::BlockTrace>& 
         double row = 0;
         for (int64_t j = 0; j < K; ++j) {
           const float got = a["weights"][l][h][i][j].get<float>();
-          EXPECT_EQ(got, d[static_cast<size_t>((h * R + i) * K + j)]) << "layer " << l << " head " << h << " (" << i
-                                                                      << ", " << j << ")";
+          EXPECT_EQ(got, d[static_cast<size_t>((h * R + i) * K + j)])
+              << "layer " << l << " head " << h << " (" << i << ", " << j << ")";
           if (causal && j > i) {
             EXPECT_EQ(got, 0.0f) << "decoder self-attention above the diagonal, layer " << l << " head " << h;
           }
