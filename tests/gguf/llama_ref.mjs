@@ -29,7 +29,8 @@
 //   logprobs --input F.json      F = [[ids], ...]; each sequence is evaluated in one batch (chunks
 //            [--full]            only for huge vocabularies) of a fresh state of one context.
 //                                 Default: {"targets": [[log p(s[i+1] | s[..i]) for i in
-//                                 0..n-2], ...]}. --full: {"logprobs": [[[V floats] for i in
+//                                 0..n-2], ...]} (n >= 2; s[n-1] is not evaluated, so n may be
+//                                 n_ctx_train + 1). --full: {"logprobs": [[[V floats] for i in
 //                                 0..n-1], ...]}: the log-softmax over the whole vocabulary of
 //                                 llama.cpp's raw next-token logits at every position (computed
 //                                 here in float64 from llama.cpp's float32 logits).
@@ -160,15 +161,25 @@ async function openModel(opts, needModel = true) {
   return { llama, model, threads, version, kvType, flashAttention: fa === "auto" ? "auto" : fa === "on" };
 }
 
-async function newContext(m, contextSize, batchSize) {
-  const opts = { contextSize, batchSize: Math.max(1, batchSize), sequences: 1 };
+// A context that holds n_ctx_train tokens. node-llama-cpp keeps one cell of a context free (it
+// shifts the context, erasing its beginning, before a token would fill the last cell), hence the
+// + 1; and a shift would silently change every later logit, so this one throws instead.
+async function newContext(m, nCtx, batchSize) {
+  const opts = { contextSize: nCtx + 1, batchSize: Math.max(1, batchSize), sequences: 1 };
   // Defaults: the most exact configuration llama.cpp has (f32 KV cache, no flash attention);
   // --kv-type f16 --flash-attention auto give llama.cpp's stock one.
   opts.experimentalKvCacheKeyType = opts.experimentalKvCacheValueType = m.kvType;
   opts.flashAttention = m.flashAttention;
   opts.threads = { ideal: m.threads, min: m.threads };
   const context = await m.model.createContext(opts);
-  return { context, sequence: context.getSequence() };
+  const sequence = context.getSequence({
+    contextShift: {
+      strategy: () => {
+        throw new Error(`node-llama-cpp wanted to shift the context (more than ${nCtx} tokens in it)`);
+      },
+    },
+  });
+  return { context, sequence };
 }
 
 function checkLength(seqs, nCtx, what, extra = 0) {
@@ -274,19 +285,26 @@ async function cmdLogprobs(m, opts) {
   if (!opts.input) throw new UsageError("logprobs needs --input FILE.json");
   const seqs = readJsonSequences(opts.input, "token-id sequences");
   const nCtx = m.model.trainContextSize;
-  checkLength(seqs, nCtx, "sequence");
+  // Targets need no logits after the last token, so it is not evaluated: a sequence may then
+  // have n_ctx_train + 1 tokens (a whole training window plus its last target).
+  const evalLen = (s) => (opts.full ? s.length : s.length - 1);
+  seqs.forEach((s, i) => {
+    if (s.length < (opts.full ? 1 : 2)) throw new UsageError(`sequence ${i} has ${s.length} tokens, too few`);
+    if (evalLen(s) > nCtx)
+      throw new UsageError(`sequence ${i} has ${s.length} tokens, more than n_ctx_train${opts.full ? "" : " + 1"} = ${nCtx + (opts.full ? 0 : 1)}`);
+  });
   const nVocab = await vocabSize(m);
   checkIds(seqs, nVocab, "sequence");
-  const maxLen = Math.max(...seqs.map((s) => s.length));
+  const maxLen = Math.max(...seqs.map(evalLen));
   const { context, sequence } = await newContext(m, nCtx, maxLen);
   try {
     const result = [];
     const rowsPerChunk = Math.max(1, Math.floor(MAX_LOGITS_HELD / nVocab));
     for (const seq of seqs) {
       const rows = [];
-      await forEachLogitsRow(sequence, seq, (i, logits) => {
-        if (opts.full) rows.push(Array.from(logSoftmax(logits, nVocab)));
-        else if (i + 1 < seq.length) rows.push(logSoftmax(logits, nVocab)[seq[i + 1]]);
+      await forEachLogitsRow(sequence, seq.slice(0, evalLen(seq)), (i, logits) => {
+        const lp = logSoftmax(logits, nVocab);
+        rows.push(opts.full ? Array.from(lp) : lp[seq[i + 1]]);
       }, rowsPerChunk);
       result.push(rows);
     }
