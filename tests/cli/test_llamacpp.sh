@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# atto's GGUF export against the real llama.cpp (npm's node-llama-cpp, installed into the build
+# tree by tests/gguf/install.sh): for a lines-mode model with non-ASCII characters (erf GELU and
+# tanh GELU) and a stream-mode model, exported f32, f16 and q8_0:
+#   - llama.cpp tokenizes 200 training lines to atto's ids;
+#   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
+#     type (printed: the measured maximum);
+#   - greedy generation of 100 tokens (stream model, f32) is the same token for token;
+#   - atto reading the GGUF back scores exactly as the run directory (f32).
+ATTO=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+source "$SRC/tests/cli/lib.sh"
+BUILD=$(cd "$(dirname "$ATTO")" && pwd)
+NODE_DIR=$BUILD/node
+if ! out=$(bash "$SRC/tests/gguf/install.sh" "$NODE_DIR" 2>&1); then
+  echo "FAIL: installing node-llama-cpp (tests/gguf/install.sh $NODE_DIR): $out"
+  exit 1
+fi
+REF=(node "$SRC/tests/gguf/llama_ref.mjs")
+export NODE_PATH=$NODE_DIR/node_modules
+
+# Lines data: syllable names plus names with accents and other scripts.
+{ write_names 600; printf 'zoë\nbjörn\nñuño\nçelik\nmárta\nsøren\nαλέξης\nдмитрий\n'; } >"$W/names.txt"
+head -n 200 "$W/names.txt" | tail -n 192 >"$W/lines.txt"
+tail -n 8 "$W/names.txt" >>"$W/lines.txt"
+# Stream data: the corpus if present, else a generated text with some structure.
+if [ -f "$SRC/../shared/data/tinyshakespeare.txt" ]; then
+  head -c 60000 "$SRC/../shared/data/tinyshakespeare.txt" >"$W/stream.txt"
+else
+  for i in $(seq 1 400); do echo "the cat sat on the mat number $((i % 17)) and the dog ran $((i % 5)) times."; done >"$W/stream.txt"
+fi
+
+common=(--d-model 32 --n-heads 2 --n-layers 2 --threads 1 --batch-size 16 --lr 0.01 --warmup 10 --eval-every 100 -q)
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/erf" --steps 120 "${common[@]}"
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/tanh" --steps 120 --ffn gelu_tanh "${common[@]}"
+expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream" --steps 120 \
+  --ffn gelu_tanh "${common[@]}"
+
+# Compares atto's and llama.cpp's JSON outputs; prints what it measured, exits 1 on a mismatch.
+compare() {
+  python3 - "$@" <<'EOF'
+import json, sys
+kind = sys.argv[1]
+if kind == "tokens":  # atto score --json (lines: targets = ids + <eos>) vs llama tokenize
+    atto = [t["tokens"] for t in json.load(open(sys.argv[2]))["texts"]]
+    llama = json.load(open(sys.argv[3]))["tokens"]
+    ids = [[x["id"] for x in t][:-1] for t in atto]
+    bad = [i for i, (a, b) in enumerate(zip(ids, llama)) if a != b]
+    if len(ids) != len(llama) or bad:
+        print(f"tokenization differs on {len(bad)} of {len(ids)} lines, first: line {bad[:1]}: atto "
+              f"{ids[bad[0]] if bad else ''} llama {llama[bad[0]] if bad else ''}")
+        sys.exit(1)
+    print(f"tokenization: {len(ids)} lines identical")
+elif kind == "seqs":  # atto score --json -> the token sequences to evaluate: [<eos>] + targets
+    atto = json.load(open(sys.argv[2]))
+    seqs = [[0] + [x["id"] for x in t["tokens"]] for t in atto["texts"]]
+    json.dump(seqs, open(sys.argv[3], "w"))
+elif kind == "logprobs":  # atto score --json vs llama logprobs (targets), within a bound
+    atto = [[x["logprob"] for x in t["tokens"]] for t in json.load(open(sys.argv[2]))["texts"]]
+    llama = json.load(open(sys.argv[3]))["targets"]
+    bound, label = float(sys.argv[4]), sys.argv[5]
+    worst = max(abs(a - b) for sa, sb in zip(atto, llama) for a, b in zip(sa, sb))
+    n = sum(len(s) for s in atto)
+    ok = len(atto) == len(llama) and all(len(a) == len(b) for a, b in zip(atto, llama)) and worst <= bound
+    print(f"{label}: max |atto - llama.cpp| log p = {worst:.2e} over {n} tokens (bound {bound:g})")
+    sys.exit(0 if ok else 1)
+elif kind == "greedy":  # atto sample --json --greedy vs llama generate
+    a = json.load(open(sys.argv[2]))["samples"][0]["ids"]
+    l = json.load(open(sys.argv[3]))["generated"][0]
+    if a != l:
+        print(f"greedy generation differs: atto {a[:20]}... llama.cpp {l[:20]}...")
+        sys.exit(1)
+    print(f"greedy generation: {len(a)} tokens identical")
+EOF
+}
+
+check() {  # check <description> <command...>: counts a comparison
+  local what=$1 out
+  shift
+  if out=$("$@" 2>&1); then ok; echo "  $out"; else bad "$what: $out"; fi
+}
+
+for model in erf tanh; do
+  "$ATTO" score --model "$W/$model" --file "$W/lines.txt" --json >"$W/$model.score.json"
+  compare seqs "$W/$model.score.json" "$W/$model.seqs.json"
+  for type in f32 f16 q8_0; do
+    g=$W/$model.$type.gguf
+    expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"
+    if [ $type = f32 ]; then
+      "${REF[@]}" tokenize --model "$g" --input "$W/lines.txt" >"$W/tok.json" || bad "llama_ref tokenize failed"
+      check "tokenization ($model)" compare tokens "$W/$model.score.json" "$W/tok.json"
+      "$ATTO" score --model "$g" --file "$W/lines.txt" --json >"$W/back.json"
+      cmp -s <(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["texts"])' "$W/back.json") \
+        <(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["texts"])' "$W/$model.score.json") &&
+        ok || bad "atto scores of $g differ from those of the run directory"
+    fi
+    "${REF[@]}" logprobs --model "$g" --input "$W/$model.seqs.json" >"$W/lp.json" || bad "llama_ref logprobs failed"
+    # f32: llama.cpp computes GELU in tanh form through an f16 table (erf models: also the form).
+    case $model.$type in
+      *.f32) bound=1e-3 ;; *.f16) bound=1e-2 ;; *.q8_0) bound=5e-2 ;;
+    esac
+    check "log-probabilities ($model, $type)" compare logprobs "$W/$model.score.json" "$W/lp.json" $bound "$model $type"
+  done
+done
+
+# Greedy generation, stream model (block 128): a 20-token prompt and 100 new tokens.
+expect_ok "$ATTO" export --model "$W/stream" --format gguf --type f32 --out "$W/stream.gguf"
+prompt=$(head -c 20 "$W/stream.txt" | tr '\n' ' ')
+"$ATTO" sample --model "$W/stream" --prompt "$prompt" -n 1 --greedy --max-tokens 100 --json >"$W/greedy.json"
+python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
+  "$W/greedy.json" >"$W/prompt.json"
+"${REF[@]}" generate --model "$W/stream.gguf" --input "$W/prompt.json" --max-tokens 100 >"$W/lgen.json" ||
+  bad "llama_ref generate failed"
+check "greedy generation" compare greedy "$W/greedy.json" "$W/lgen.json"
+finish llamacpp
