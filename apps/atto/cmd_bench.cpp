@@ -145,16 +145,22 @@ int run_generate_bench(const GenerateBenchFlags& f) {
   o.steps = f.common.steps;
   o.seed = f.common.seed;
   const bench::GenerateBenchResult r = bench::bench_generate(o);
+  const std::string what = o.model_path.empty() ? describe(o.model) : o.model_path;
   if (f.common.json) {
     nlohmann::json j = bench::to_json(r);
-    j["model"] = describe(o.model);
+    j["model"] = what;
+    j["prompt_tokens"] = o.prompt_tokens;
     j["batch_size"] = o.batch_size;
     j["new_tokens"] = o.new_tokens;
     fmt::print("{}\n", j.dump());
     return 0;
   }
   fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; threads {}\n",
-             describe(o.model), o.batch_size, o.new_tokens, r.num_parameters, r.threads);
+             what, o.batch_size, o.new_tokens, r.num_parameters, r.threads);
+  if (o.prompt_tokens > 0) {
+    fmt::print("{}\n", stats_line(r.prompt, fmt::format("per {}-token prompt", o.prompt_tokens).c_str()));
+    fmt::print("{:<12} {:.0f} tokens/s\n", "prompt", r.prompt_tokens_per_s);
+  }
   fmt::print("{}\n", stats_line(r.token, "per token"));
   fmt::print("{:<12} {:.0f} tokens/s\n", "throughput", r.tokens_per_s);
   fmt::print("{:<12} {:.1f} MiB peak resident (ru_maxrss)\n", "memory", mib(r.peak_rss_kib));
@@ -221,6 +227,11 @@ Command add_bench(CLI::App& root) {
   gen->add_option("--batch-size", gf->opt.batch_size, "Sequences generated together")->capture_default_str();
   gen->add_option("--new-tokens", gf->opt.new_tokens, "Tokens generated per sequence in one run")
       ->capture_default_str();
+  gen->add_option("--model", gf->opt.model_path,
+                  "A run directory or GGUF file to time (its weights; f16/q8_0 dequantised) instead of random ones");
+  gen->add_option("--prompt-tokens", gf->opt.prompt_tokens, "Also time the forward of a prompt of N random tokens")
+      ->capture_default_str();
+  gen->add_flag("--greedy", gf->opt.greedy, "Take the most likely token instead of sampling");
   add_common_flags(gen, gf->common, "runs");
 
   CLI::App* gemm = app->add_subcommand("gemm", "Measure the sgemm peak (kernels::gemm, square matrices)");

@@ -8,7 +8,9 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "autograd/tape.h"
 #include "generate/generate.h"
+#include "run/run_dir.h"
 #include "kernels/kernels.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -217,21 +219,54 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
 
 // ---- generation -------------------------------------------------------------------------
 
+namespace {
+
+// Times the forward of one prompt of `n` random tokens (batch 1, a fresh KV cache each run).
+StepStats time_prompt(GPT& model, int64_t n, int64_t warmup, int64_t steps, Rng& rng) {
+  const GPTConfig& c = model.config();
+  ATTO_CHECK(n >= 1 && n <= c.block_size, "bench generate: --prompt-tokens must be in [1, block size {}], got {}",
+             c.block_size, n);
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(c.vocab_size))));
+  NoGradGuard no_grad;
+  std::vector<double> ms;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    GPT::Cache cache = model.make_cache(1, n);
+    const auto t0 = Clock::now();
+    model.forward_cached(ids, 1, n, cache);
+    if (i >= warmup) ms.push_back(ms_since(t0));
+  }
+  return step_stats(ms);
+}
+
+}  // namespace
+
 GenerateBenchResult bench_generate(const GenerateBenchOptions& opt) {
   check_counts(opt.warmup, opt.steps, opt.batch_size, opt.threads, "generate");
   ATTO_CHECK(opt.new_tokens >= 1, "bench generate: --new-tokens must be >= 1, got {}", opt.new_tokens);
-  opt.model.validate();
   kernels::set_num_threads(opt.threads);
   Rng init_rng(opt.seed), rng(opt.seed ^ 0x5A3B1E00ull);
-  GPT model(opt.model, init_rng);
+  LoadedModel loaded;
+  if (!opt.model_path.empty()) {
+    loaded = load_run(opt.model_path);
+  } else {
+    opt.model.validate();
+    loaded.model = std::make_unique<GPT>(opt.model, init_rng);
+  }
+  GPT& model = *loaded.model;
+  const int64_t V = model.config().vocab_size;
   std::vector<std::vector<int32_t>> prompts;  // one random token per sequence
-  for (int64_t b = 0; b < opt.batch_size; ++b)
-    prompts.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(opt.model.vocab_size)))});
+  for (int64_t b = 0; b < opt.batch_size; ++b) prompts.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)))});
   gen::GenerateOptions g;
   g.max_new_tokens = opt.new_tokens;
   g.max_batch = opt.batch_size;
+  g.sampler.greedy = opt.greedy;
 
   GenerateBenchResult r;
+  if (opt.prompt_tokens > 0) {
+    r.prompt = time_prompt(model, opt.prompt_tokens, opt.warmup, opt.steps, rng);
+    r.prompt_tokens_per_s = static_cast<double>(opt.prompt_tokens) / (r.prompt.median_ms / 1e3);
+  }
   std::vector<double> ms_per_token;
   for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
     const auto t0 = Clock::now();
@@ -293,7 +328,8 @@ nlohmann::json to_json(const TrainBenchResult& r) {
 nlohmann::json to_json(const GenerateBenchResult& r) {
   return {{"threads", r.threads},           {"token", to_json(r.token)},
           {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
-          {"peak_rss_kib", r.peak_rss_kib}, {"generated", r.generated}};
+          {"peak_rss_kib", r.peak_rss_kib}, {"generated", r.generated},
+          {"prompt", to_json(r.prompt)},    {"prompt_tokens_per_s", r.prompt_tokens_per_s}};
 }
 
 }  // namespace atto::bench

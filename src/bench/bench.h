@@ -130,7 +130,10 @@ double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params);
 
 // ---- generation -------------------------------------------------------------------------
 struct GenerateBenchOptions {
-  GPTConfig model;           // vocab_size must be set
+  GPTConfig model;           // vocab_size must be set (random weights), unless model_path is given
+  std::string model_path;    // a run directory or a GGUF file: its weights (f16/q8_0 dequantised)
+  int64_t prompt_tokens = 0; // > 0: also time the forward of a prompt of this many random tokens
+  bool greedy = false;       // argmax instead of sampling at temperature 1
   int64_t batch_size = 1;    // sequences decoded together
   int64_t new_tokens = 500;  // per sequence
   int64_t warmup = 1;        // untimed runs
@@ -141,6 +144,8 @@ struct GenerateBenchOptions {
 struct GenerateBenchResult {
   int threads = 0;
   StepStats token;            // ms per generated token (a run's time / new_tokens), over runs
+  StepStats prompt;           // ms per prompt forward (prompt_tokens > 0)
+  double prompt_tokens_per_s = 0.0;
   double tokens_per_s = 0.0;  // batch_size * new_tokens / median run time
   int64_t num_parameters = 0;
   int64_t peak_rss_kib = 0;

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "generate/sampler.h"
 #include "viz/report.h"
+#include "viz/report_parts.h"
 
 namespace atto::viz {
 
@@ -49,8 +50,10 @@ namespace {
 
 Matrix to_matrix(const Tensor& t, int64_t rows, int64_t cols) { return Matrix(rows, cols, t.contiguous().to_vector()); }
 
+}  // namespace
+
 // L2 norm of each position of a [1, T, C] tensor.
-std::vector<double> row_norms(const Tensor& t) {
+std::vector<double> detail::row_norms(const Tensor& t) {
   const std::vector<float> v = t.contiguous().to_vector();
   const int64_t C = t.size(-1), T = t.numel() / C;
   std::vector<double> out(static_cast<size_t>(T));
@@ -62,8 +65,6 @@ std::vector<double> row_norms(const Tensor& t) {
   }
   return out;
 }
-
-}  // namespace
 
 ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text) {
   const GPTConfig& cfg = model.config();
@@ -89,7 +90,8 @@ ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text)
     for (int64_t h = 0; h < NH; ++h)
       heads.emplace_back(T, T, std::vector<float>(w.begin() + h * T * T, w.begin() + (h + 1) * T * T));
     v.attention.push_back(std::move(heads));
-    v.residual.push_back({row_norms(b.input), row_norms(b.attn_update), row_norms(b.ffn_update)});
+    v.residual.push_back(
+        {detail::row_norms(b.input), detail::row_norms(b.attn_update), detail::row_norms(b.ffn_update)});
   }
   const Tensor& table = cfg.pos == PosKind::Learned ? model.transformer.wpe->weight : model.transformer.pe->table();
   v.positions = to_matrix(table, cfg.block_size, C);

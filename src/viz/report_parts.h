@@ -20,6 +20,9 @@ nlohmann::json jrow(const Matrix& m, int64_t r);
 nlohmann::json jmatrix(const Matrix& m);
 nlohmann::json jdoubles(const std::vector<double>& v);
 
+// The L2 norm of each position of a [1, T, C] tensor (the residual-stream figures).
+std::vector<double> row_norms(const Tensor& t);
+
 // cap evenly spaced indices of [0, n) (all of them when n <= cap), first and last included.
 std::vector<int64_t> sample_indices(int64_t n, int64_t cap);
 

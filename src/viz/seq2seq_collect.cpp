@@ -8,25 +8,12 @@
 #include "base/error.h"
 #include "generate/sampler.h"
 #include "generate/seq2seq_decode.h"
+#include "viz/report_parts.h"
 #include "viz/seq2seq_report.h"
 
 namespace atto::viz {
 
 namespace {
-
-// L2 norm of each position of a [1, T, C] tensor.
-std::vector<double> row_norms(const Tensor& t) {
-  const std::vector<float> v = t.contiguous().to_vector();
-  const int64_t C = t.size(-1), T = t.numel() / C;
-  std::vector<double> out(static_cast<size_t>(T));
-  for (int64_t i = 0; i < T; ++i) {
-    double s = 0.0;
-    for (int64_t c = 0; c < C; ++c)
-      s += static_cast<double>(v[static_cast<size_t>(i * C + c)]) * v[static_cast<size_t>(i * C + c)];
-    out[static_cast<size_t>(i)] = std::sqrt(s);
-  }
-  return out;
-}
 
 // [1, NH, R, K] weights -> NH matrices [R, K].
 std::vector<Matrix> heads_of(const Tensor& w) {
@@ -115,13 +102,14 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
   gen::check_finite_logits(std::span<const float>(logits.data(), logits.numel()), "inspecting");
   for (const nn::BlockTrace& b : enc) {
     v.enc_attention.push_back(heads_of(b.attn_weights));
-    v.enc_residual.push_back({row_norms(b.input), row_norms(b.attn_update), {}, row_norms(b.ffn_update)});
+    v.enc_residual.push_back(
+        {detail::row_norms(b.input), detail::row_norms(b.attn_update), {}, detail::row_norms(b.ffn_update)});
   }
   for (const nn::BlockTrace& b : dec) {
     v.dec_attention.push_back(heads_of(b.attn_weights));
     v.cross_attention.push_back(heads_of(b.cross_weights));
-    v.dec_residual.push_back(
-        {row_norms(b.input), row_norms(b.attn_update), row_norms(b.cross_update), row_norms(b.ffn_update)});
+    v.dec_residual.push_back({detail::row_norms(b.input), detail::row_norms(b.attn_update),
+                              detail::row_norms(b.cross_update), detail::row_norms(b.ffn_update)});
   }
   const Seq2Seq::Stack& e = model.encoder;
   v.positions = to_matrix(e.embed_positions ? e.embed_positions->weight : e.pe->table());
