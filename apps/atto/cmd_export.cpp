@@ -27,9 +27,9 @@ int run_export(const ExportFlags& f) {
   const io::GgmlType type = parse_type(f.type);
   if (f.out.empty()) throw UsageError("no output file: pass --out FILE.gguf");
   LoadedModel lm = load_run(f.model);
-  export_gguf(lm, f.out, type);
-  fmt::print("wrote {} ({}, {} parameters, {:.1f} MB): llama.cpp's gpt2 architecture\n", f.out, f.type,
-             lm.model->num_parameters(), static_cast<double>(std::filesystem::file_size(f.out)) / 1e6);
+  const std::string arch = export_gguf(lm, f.out, type);
+  fmt::print("wrote {} ({}, {} parameters, {:.1f} MB): llama.cpp's {} architecture\n", f.out, f.type,
+             lm.model->num_parameters(), static_cast<double>(std::filesystem::file_size(f.out)) / 1e6, arch);
   return 0;
 }
 

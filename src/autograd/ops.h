@@ -117,6 +117,9 @@ Tensor attention_q_kv(const Tensor& q, const Tensor& kv, const AttentionOptions&
 // Appends the new keys and values at [past_len, past_len + Tn) and returns the attention of
 // the new queries over all past_len + Tn positions ([B, Tn, C]); causal is bottom-right aligned.
 Tensor attention_decode(const Tensor& qkv, Tensor& kv_cache, int64_t past_len, const AttentionOptions& opt);
+// Rotary position embeddings on the Q and K blocks of qkv [B, T, 3C] (V passes unchanged): the
+// positions are offset, offset + 1, ... (a KV cache's length when decoding). kernels::rope_forward.
+Tensor rope_qkv(const Tensor& qkv, int64_t n_heads, int64_t offset, float base = 10000.0f);
 // The attention weights [B, n_heads, Tq, Tk] of the same computation (not differentiable).
 Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionOptions& opt);
 

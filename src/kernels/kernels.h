@@ -146,6 +146,18 @@ void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed, uint64_t first = 0);
 
 // ============================================================================================
+// Rotary position embeddings (RoPE) on the Q and K blocks of a fused qkv[B, T, 3C]
+// ============================================================================================
+// Within each head of HS = C / n_heads columns, the pair (x[2i], x[2i+1]) at position
+// p = offset + t is rotated by the angle p * base^(-2i / HS) (llama.cpp's "norm" RoPE, Meta's
+// llama): y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos. V is copied. HS must be even.
+// Backward rotates by the opposite angle (adds into dqkv when accumulate); V's gradient passes.
+void rope_forward(float* out, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t n_heads, int64_t offset,
+                  float base);
+void rope_backward(float* dqkv, const float* dout, int64_t B, int64_t T, int64_t C, int64_t n_heads, int64_t offset,
+                   float base, bool accumulate);
+
+// ============================================================================================
 // Embedding: out[N, C] = weight[ids[n], :]
 // ============================================================================================
 // ids must be in [0, V) (checked by the caller). Backward scatter-adds into dweight.

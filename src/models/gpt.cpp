@@ -16,6 +16,8 @@ void GPTConfig::validate() const {
              "GPT config: d_model ({}) must be a positive multiple of n_heads ({})", d_model, n_heads);
   ATTO_CHECK(d_ff >= 0, "GPT config: d_ff must be >= 0 (0 = 4 * d_model), got {}", d_ff);
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
+  ATTO_CHECK(pos != PosKind::Rope || (d_model / n_heads) % 2 == 0,
+             "GPT config: rotary positions need an even head size, got d_model / n_heads = {} / {}", d_model, n_heads);
 }
 
 nn::BlockConfig GPTConfig::block_config() const { return nn::block_config_of(*this, d_model, n_heads); }
@@ -26,9 +28,9 @@ GPT::Transformer::Transformer(const GPTConfig& cfg, Rng& rng)
   if (cfg.pos == PosKind::Learned) {
     wpe = std::make_unique<nn::LearnedPositions>(cfg.block_size, cfg.d_model, rng);
     register_module("wpe", *wpe);
-  } else {
+  } else if (cfg.pos == PosKind::Sinusoidal) {
     pe = std::make_unique<nn::SinusoidalPositions>(cfg.block_size, cfg.d_model);
-  }
+  }  // rope: no table, the attention rotates Q and K
   register_module("drop", drop);
   const nn::BlockConfig bc = cfg.block_config();
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
@@ -65,6 +67,15 @@ void GPT::init_gpt2(Rng& rng) {
   }
 }
 
+Tensor GPT::add_positions(const Tensor& tok, int64_t T, int64_t offset) const {
+  switch (cfg_.pos) {
+    case PosKind::Learned: return add(tok, transformer.wpe->forward(T, offset));
+    case PosKind::Sinusoidal: return add(tok, transformer.pe->forward(T, offset));
+    case PosKind::Rope: return tok;  // the attention rotates Q and K
+  }
+  return tok;
+}
+
 GPT::Cache GPT::make_cache(int64_t B, int64_t max_len) const {
   ATTO_CHECK(B > 0 && max_len > 0 && max_len <= cfg_.block_size,
              "GPT::make_cache: B={} max_len={} (max_len must be in [1, block size {}])", B, max_len, cfg_.block_size);
@@ -83,10 +94,7 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
              "length {}",
              cache.len, Tn, cache.max_len);
   NoGradGuard no_grad;
-  Tensor tok = transformer.wte.forward(idx, {B, Tn});
-  Tensor pos =
-      cfg_.pos == PosKind::Learned ? transformer.wpe->forward(Tn, cache.len) : transformer.pe->forward(Tn, cache.len);
-  Tensor x = add(tok, pos);
+  Tensor x = add_positions(transformer.wte.forward(idx, {B, Tn}), Tn, cache.len);
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
   for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i]->forward(x, causal, &cache.layers[i]);
   cache.len += Tn;
@@ -98,9 +106,7 @@ Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace
   ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T, "GPT::forward: {} token ids for B={} T={}",
              idx.size(), B, T);
   ATTO_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length {} exceeds the block size {}", T, cfg_.block_size);
-  Tensor tok = transformer.wte.forward(idx, {B, T});                                                     // [B, T, C]
-  Tensor pos = cfg_.pos == PosKind::Learned ? transformer.wpe->forward(T) : transformer.pe->forward(T);  // [T, C]
-  Tensor emb = add(tok, pos);
+  Tensor emb = add_positions(transformer.wte.forward(idx, {B, T}), T, 0);  // [B, T, C]
   Tensor x = transformer.drop.forward(emb);
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
   std::optional<nn::BlockRecorder> recorder;

@@ -9,6 +9,7 @@
 //
 // Reads top-down like nanoGPT's model.py:
 //   x = wte(idx) + pos(T)            token embedding + learned (wpe) or sinusoidal positions
+//                                    (rope: x = wte(idx); each attention rotates Q and K)
 //   x = dropout(x)
 //   x = h[i](x) for each block       causal self-attention + FFN, pre- or post-norm
 //   x = ln_f(x)                      (pre-norm only: a post-norm block already ends in a norm)
@@ -27,7 +28,9 @@
 
 namespace atto {
 
-enum class PosKind { Learned, Sinusoidal };
+// Where position information enters: a learned table (wpe) or the fixed sinusoidal one added to
+// the token embedding, or rotary embeddings applied to each self-attention's queries and keys.
+enum class PosKind { Learned, Sinusoidal, Rope };
 
 // The longest context a config may ask for (GPT block_size, seq2seq max_len): a sinusoidal table
 // has no tensor in the checkpoint to check a config.json against, so this bound keeps a damaged
@@ -52,6 +55,7 @@ struct GPTConfig {
 
   void validate() const;  // atto::Error naming the offending field and value
   nn::BlockConfig block_config() const;
+  bool rope() const { return pos == PosKind::Rope; }
 };
 
 class GPT : public nn::Module {
@@ -100,6 +104,9 @@ class GPT : public nn::Module {
   nn::Linear lm_head;
 
  private:
+  // The token embeddings [B, T, C] of positions offset .. offset + T - 1 plus their position
+  // vectors (learned, sinusoidal), or as they are (rope: the attention rotates Q and K).
+  Tensor add_positions(const Tensor& tok, int64_t T, int64_t offset) const;
   GPTConfig cfg_;
 };
 

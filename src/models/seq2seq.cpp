@@ -5,6 +5,8 @@
 namespace atto {
 
 void Seq2SeqConfig::validate() const {
+  ATTO_CHECK(pos != PosKind::Rope, "seq2seq config: rotary positions (pos rope) are for the GPT; use learned or "
+             "sinusoidal");
   ATTO_CHECK(src_vocab > 0 && tgt_vocab > 0, "seq2seq config: vocabularies must be non-empty, got {} and {}", src_vocab,
              tgt_vocab);
   ATTO_CHECK(!share_embeddings || src_vocab == tgt_vocab,

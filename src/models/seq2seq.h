@@ -54,6 +54,7 @@ struct Seq2SeqConfig {
 
   void validate() const;
   nn::BlockConfig block_config() const;
+  bool rope() const { return false; }  // validate() refuses PosKind::Rope
 };
 
 class Seq2Seq : public nn::Module {

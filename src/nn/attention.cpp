@@ -22,7 +22,9 @@ SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
       c_proj(cfg.d_model, cfg.d_model, cfg.bias, rng),
       resid_dropout(cfg.dropout),
       C_(cfg.d_model),
-      NH_(cfg.n_heads) {
+      NH_(cfg.n_heads),
+      rope_(cfg.rope),
+      rope_base_(cfg.rope_base) {
   register_module("c_attn", c_attn);
   register_module("c_proj", c_proj);
   register_module("resid_dropout", resid_dropout);
@@ -33,6 +35,7 @@ Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const 
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
   Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
+  if (rope_) qkv = rope_qkv(qkv, NH_, cache ? cache->len : 0, rope_base_);  // positions continue the cache
   const AttentionOptions o = options(NH_, mask);
   if (cache) {  // inference: no dropout, no weights
     ATTO_CHECK(mask.causal && mask.key_mask.empty() && !weights,

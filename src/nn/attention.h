@@ -24,6 +24,8 @@ struct AttentionConfig {
   int64_t n_heads = 4;
   bool bias = true;
   float dropout = 0.0f;  // on the output projection (residual dropout)
+  bool rope = false;     // self-attention: rotary position embeddings on Q and K (rope_qkv)
+  float rope_base = 10000.0f;
 };
 
 struct AttentionMask {
@@ -54,6 +56,8 @@ class SelfAttention : public Module {
 
  private:
   int64_t C_, NH_;
+  bool rope_;
+  float rope_base_;
 };
 
 class CrossAttention : public Module {

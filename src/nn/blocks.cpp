@@ -2,7 +2,9 @@
 
 namespace atto::nn {
 
-AttentionConfig attention_config(const BlockConfig& c) { return {c.d_model, c.n_heads, c.bias, c.dropout}; }
+AttentionConfig attention_config(const BlockConfig& c) {
+  return {.d_model = c.d_model, .n_heads = c.n_heads, .bias = c.bias, .dropout = c.dropout, .rope = c.rope};
+}
 FeedForwardConfig feed_forward_config(const BlockConfig& c) {
   return {c.d_model, c.d_ff, c.activation, c.bias, c.dropout};
 }

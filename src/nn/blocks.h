@@ -58,6 +58,7 @@ struct BlockConfig {
   bool bias = true;
   float dropout = 0.0f;
   float norm_eps = 1e-5f;
+  bool rope = false;  // rotary position embeddings in the self-attention
 };
 
 // The blocks of a model whose configuration names these fields (GPT and Seq2Seq): d_ff 0 means
@@ -71,7 +72,8 @@ BlockConfig block_config_of(const ModelConfig& m, int64_t d_model, int64_t n_hea
           .norm = m.norm,
           .pre_norm = m.pre_norm,
           .bias = m.bias,
-          .dropout = m.dropout};
+          .dropout = m.dropout,
+          .rope = m.rope()};
 }
 
 // What inspection watches in a block. A block given an observer calls input() with the residual

@@ -176,7 +176,7 @@ std::vector<ConfigField> model_rows() {
           .flag("--norm-placement", "pre (GPT-2) or post (2017 paper; seq2seq default)"),
       Row("pos", S::Model, kBoth,
           choice(both(&GPTConfig::pos, &Seq2SeqConfig::pos), parse_pos, [](PosKind p) { return to_string(p); }))
-          .flag("--pos", "Positional encoding: learned or sinusoidal (seq2seq default)"),
+          .flag("--pos", "Positional encoding: learned, sinusoidal (seq2seq default) or rope (rotary, GPT)"),
       Row("tie_weights", S::Model, kBoth, value(both(&GPTConfig::tie_weights, &Seq2SeqConfig::tie_weights)))
           .flag("--tie-weights,!--no-tie-weights", "Tie the output projection to the token embedding"),
       Row("bias", S::Model, kBoth, value(both(&GPTConfig::bias, &Seq2SeqConfig::bias)))

@@ -56,36 +56,63 @@ std::vector<std::string> char_merges(const std::vector<char32_t>& chars) {
   return merges;
 }
 
-struct TensorMap {
-  std::string atto, gguf;
-};
+enum class Arch { Gpt2, Llama };
+const char* arch_name(Arch a) { return a == Arch::Gpt2 ? "gpt2" : "llama"; }
 
-// atto's state_dict names and llama.cpp's gpt2 names, block by block.
-std::vector<TensorMap> gpt2_names(const GPTConfig& c) {
-  std::vector<TensorMap> m = {{"transformer.wte.weight", "token_embd.weight"},
-                              {"transformer.wpe.weight", "position_embd.weight"}};
-  const std::pair<const char*, const char*> block[] = {{"ln_1", "attn_norm"},          {"attn.c_attn", "attn_qkv"},
-                                                       {"attn.c_proj", "attn_output"}, {"ln_2", "ffn_norm"},
-                                                       {"mlp.c_fc", "ffn_up"},         {"mlp.c_proj", "ffn_down"}};
-  for (int64_t i = 0; i < c.n_layers; ++i)
-    for (const auto& [a, g] : block)
-      for (const char* p : {"weight", "bias"})
-        m.push_back({fmt::format("transformer.h.{}.{}.{}", i, a, p), fmt::format("blk.{}.{}.{}", i, g, p)});
-  m.push_back({"transformer.ln_f.weight", "output_norm.weight"});
-  m.push_back({"transformer.ln_f.bias", "output_norm.bias"});
-  if (!c.tie_weights) m.push_back({"lm_head.weight", "output.weight"});
-  return m;
+// The llama.cpp architecture of a GPT's layout; anything else is an error naming the setting.
+Arch arch_of(const GPTConfig& c) {
+  using nn::Activation;
+  const bool gelu = c.activation == Activation::GELU || c.activation == Activation::GELUTanh;
+  if (c.pre_norm && c.norm == nn::NormKind::LayerNorm && gelu && c.pos == PosKind::Learned) return Arch::Gpt2;
+  if (c.pre_norm && c.norm == nn::NormKind::RMSNorm && c.activation == Activation::SwiGLU && c.pos == PosKind::Rope &&
+      !c.bias)
+    return Arch::Llama;
+  fail(
+      "GGUF export: this model ({}-norm, {}, {}, {} positions, bias {}) is neither llama.cpp's gpt2 layout (pre-norm "
+      "LayerNorm, gelu or gelu_tanh, learned positions) nor its llama layout (pre-norm RMSNorm, swiglu, rope, no bias)",
+      c.pre_norm ? "pre" : "post", c.norm == nn::NormKind::LayerNorm ? "layernorm" : "rmsnorm", to_string(c.activation),
+      to_string(c.pos), c.bias);
 }
 
-void check_exportable(const GPTConfig& c) {
-  ATTO_CHECK(c.pre_norm, "GGUF export: this model is post-norm; llama.cpp's gpt2 graph is pre-norm");
-  ATTO_CHECK(c.norm == nn::NormKind::LayerNorm,
-             "GGUF export: this model uses RMSNorm; llama.cpp's gpt2 layout needs LayerNorm (--norm layernorm)");
-  ATTO_CHECK(c.activation == nn::Activation::GELU || c.activation == nn::Activation::GELUTanh,
-             "GGUF export: this model's FFN is {}; llama.cpp's gpt2 layout needs gelu or gelu_tanh",
-             to_string(c.activation));
-  ATTO_CHECK(c.pos == PosKind::Learned,
-             "GGUF export: this model has sinusoidal positions; llama.cpp's gpt2 layout needs learned ones");
+// One GGUF tensor: an atto tensor, or rows [part * R / parts, (part + 1) * R / parts) of it
+// (llama's attn_q, attn_k, attn_v are the three row blocks of atto's fused c_attn).
+struct TensorMap {
+  std::string atto, gguf;
+  int64_t part = 0, parts = 1;
+};
+
+std::vector<TensorMap> tensor_names(const GPTConfig& c, Arch arch) {
+  std::vector<TensorMap> m = {{"transformer.wte.weight", "token_embd.weight"}};
+  if (arch == Arch::Gpt2) m.push_back({"transformer.wpe.weight", "position_embd.weight"});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    auto add = [&](const std::string& a, const std::string& g, int64_t part = 0, int64_t parts = 1) {
+      m.push_back({fmt::format("transformer.h.{}.{}", i, a), fmt::format("blk.{}.{}", i, g), part, parts});
+    };
+    if (arch == Arch::Gpt2) {
+      for (const char* p : {"weight", "bias"})
+        for (auto [a, g] : {std::pair{"ln_1", "attn_norm"},
+                            {"attn.c_attn", "attn_qkv"},
+                            {"attn.c_proj", "attn_output"},
+                            {"ln_2", "ffn_norm"},
+                            {"mlp.c_fc", "ffn_up"},
+                            {"mlp.c_proj", "ffn_down"}})
+          add(fmt::format("{}.{}", a, p), fmt::format("{}.{}", g, p));
+    } else {
+      add("ln_1.weight", "attn_norm.weight");
+      add("attn.c_attn.weight", "attn_q.weight", 0, 3);
+      add("attn.c_attn.weight", "attn_k.weight", 1, 3);
+      add("attn.c_attn.weight", "attn_v.weight", 2, 3);
+      add("attn.c_proj.weight", "attn_output.weight");
+      add("ln_2.weight", "ffn_norm.weight");
+      add("mlp.c_fc.weight", "ffn_gate.weight");  // silu(c_fc x) * c_fc2 x
+      add("mlp.c_fc2.weight", "ffn_up.weight");
+      add("mlp.c_proj.weight", "ffn_down.weight");
+    }
+  }
+  m.push_back({"transformer.ln_f.weight", "output_norm.weight"});
+  if (arch == Arch::Gpt2) m.push_back({"transformer.ln_f.bias", "output_norm.bias"});
+  if (!c.tie_weights) m.push_back({"lm_head.weight", "output.weight"});
+  return m;
 }
 
 GgmlType stored_type(GgmlType want, const std::vector<int64_t>& shape) {
@@ -156,45 +183,102 @@ CharTokenizer read_vocabulary(const io::GgufFile& f) {
   }
 }
 
-GPTConfig read_gpt_config(const io::GgufFile& f, int64_t vocab) {
-  const std::string& arch = f.get("general.architecture").as_string(f.path + ": general.architecture");
-  ATTO_CHECK(arch == "gpt2", "{}: the architecture is '{}'; atto reads gpt2 GGUF files (the ones it exports)", f.path,
-             arch);
+// The architecture-specific keys of a GPT config; every dimension is checked against the tensors
+// (whose sizes the reader checked against the file) before anything is allocated for the model.
+GPTConfig read_gpt_config(const io::GgufFile& f, int64_t vocab, Arch& arch) {
+  const std::string& name = f.get("general.architecture").as_string(f.path + ": general.architecture");
+  ATTO_CHECK(name == "gpt2" || name == "llama",
+             "{}: the architecture is '{}'; atto reads gpt2 and llama GGUF files (the ones it exports)", f.path, name);
+  arch = name == "gpt2" ? Arch::Gpt2 : Arch::Llama;
+  auto key = [&](const char* k) { return static_cast<int64_t>(meta_uint(f, name + "." + k)); };
   GPTConfig c;
   c.vocab_size = vocab;
-  c.block_size = static_cast<int64_t>(meta_uint(f, "gpt2.context_length"));
-  c.d_model = static_cast<int64_t>(meta_uint(f, "gpt2.embedding_length"));
-  c.d_ff = static_cast<int64_t>(meta_uint(f, "gpt2.feed_forward_length"));
-  c.n_layers = static_cast<int64_t>(meta_uint(f, "gpt2.block_count"));
-  c.n_heads = static_cast<int64_t>(meta_uint(f, "gpt2.attention.head_count"));
-  const double eps = f.get("gpt2.attention.layer_norm_epsilon").as_number(f.path + ": layer_norm_epsilon");
-  ATTO_CHECK(std::fabs(eps - kNormEps) < 1e-9, "{}: layer_norm_epsilon is {}; atto's LayerNorm uses {}", f.path, eps,
-             kNormEps);
-  // llama.cpp's gpt2 graph computes the tanh GELU; files atto wrote say which form they trained with.
-  c.activation = f.has("atto.ffn") ? parse_activation(f.get("atto.ffn").as_string(f.path + ": atto.ffn"))
-                                   : nn::Activation::GELUTanh;
+  c.block_size = key("context_length");
+  c.d_model = key("embedding_length");
+  c.d_ff = key("feed_forward_length");
+  c.n_layers = key("block_count");
+  c.n_heads = key("attention.head_count");
   c.tie_weights = f.find("output.weight") == nullptr;
   c.dropout = 0.0f;
-  // Every dimension against the tensors (whose sizes the reader checked against the file)
-  // before anything is allocated for the model.
-  auto shape_is = [&](const std::string& name, std::vector<int64_t> want, const char* keys) {
-    const io::GgufTensorInfo* t = f.find(name);
-    ATTO_CHECK(t != nullptr, "{}: the GGUF file has no tensor {}", f.path, name);
-    ATTO_CHECK(t->shape == want, "{}: tensor {} has shape [{}], but {} say [{}]", f.path, name,
+  const std::string eps_key =
+      name + (arch == Arch::Gpt2 ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon");
+  const double eps = f.get(eps_key).as_number(f.path + ": " + eps_key);
+  ATTO_CHECK(std::fabs(eps - kNormEps) < 1e-9, "{}: {} is {}; atto's norms use {}", f.path, eps_key, eps, kNormEps);
+  if (arch == Arch::Gpt2) {  // llama.cpp computes the tanh GELU; atto's files say what they trained with
+    c.activation = f.has("atto.ffn") ? parse_activation(f.get("atto.ffn").as_string(f.path + ": atto.ffn"))
+                                     : nn::Activation::GELUTanh;
+  } else {
+    c.norm = nn::NormKind::RMSNorm;
+    c.activation = nn::Activation::SwiGLU;
+    c.pos = PosKind::Rope;
+    c.bias = false;
+    ATTO_CHECK(!f.has("llama.attention.head_count_kv") || key("attention.head_count_kv") == c.n_heads,
+               "{}: grouped-query attention (head_count_kv != head_count) is not supported by atto", f.path);
+    ATTO_CHECK(!f.has("llama.rope.freq_base") || f.get("llama.rope.freq_base").as_number("freq_base") == 10000.0,
+               "{}: llama.rope.freq_base must be 10000 (atto's RoPE base)", f.path);
+  }
+  auto shape_is = [&](const std::string& t_name, std::vector<int64_t> want, const char* keys) {
+    const io::GgufTensorInfo* t = f.find(t_name);
+    ATTO_CHECK(t != nullptr, "{}: the GGUF file has no tensor {}", f.path, t_name);
+    ATTO_CHECK(t->shape == want, "{}: tensor {} has shape [{}], but {} say [{}]", f.path, t_name,
                fmt::join(t->shape, ", "), keys, fmt::join(want, ", "));
   };
-  shape_is("token_embd.weight", {c.vocab_size, c.d_model}, "the vocabulary and gpt2.embedding_length");
-  shape_is("position_embd.weight", {c.block_size, c.d_model}, "gpt2.context_length and embedding_length");
-  shape_is("blk.0.ffn_up.weight", {c.d_ff, c.d_model}, "gpt2.feed_forward_length and embedding_length");
-  ATTO_CHECK(c.n_layers >= 1 && f.find(fmt::format("blk.{}.attn_qkv.weight", c.n_layers - 1)) &&
-                 !f.find(fmt::format("blk.{}.attn_qkv.weight", c.n_layers)),
-             "{}: gpt2.block_count is {}, but the tensors blk.<i>.* say otherwise", f.path, c.n_layers);
+  shape_is("token_embd.weight", {c.vocab_size, c.d_model}, "the vocabulary and embedding_length");
+  if (arch == Arch::Gpt2)
+    shape_is("position_embd.weight", {c.block_size, c.d_model}, "context_length and embedding_length");
+  shape_is("blk.0.ffn_up.weight", {c.d_ff, c.d_model}, "feed_forward_length and embedding_length");
+  const char* probe = arch == Arch::Gpt2 ? "attn_qkv" : "attn_q";
+  ATTO_CHECK(c.n_layers >= 1 && f.find(fmt::format("blk.{}.{}.weight", c.n_layers - 1, probe)) &&
+                 !f.find(fmt::format("blk.{}.{}.weight", c.n_layers, probe)),
+             "{}: {}.block_count is {}, but the tensors blk.<i>.* say otherwise", f.path, name, c.n_layers);
   try {
     c.validate();
   } catch (const Error& e) {
     fail("{}: {}", f.path, e.what());
   }
   return c;
+}
+
+void add_hparams(io::GgufWriter& w, const GPTConfig& c, Arch arch) {
+  const std::string a = arch_name(arch);
+  auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  w.add(a + ".context_length", u32(c.block_size));
+  w.add(a + ".embedding_length", u32(c.d_model));
+  w.add(a + ".feed_forward_length", u32(c.d_ff > 0 ? c.d_ff : 4 * c.d_model));
+  w.add(a + ".block_count", u32(c.n_layers));
+  w.add(a + ".attention.head_count", u32(c.n_heads));
+  if (arch == Arch::Gpt2) {
+    w.add(a + ".attention.layer_norm_epsilon", GgufValue::f32(kNormEps));
+  } else {
+    w.add(a + ".attention.head_count_kv", u32(c.n_heads));
+    w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(kNormEps));
+    w.add(a + ".rope.freq_base", GgufValue::f32(10000.0f));
+    w.add(a + ".rope.dimension_count", u32(c.d_model / c.n_heads));
+    w.add(a + ".vocab_size", u32(c.vocab_size));
+  }
+}
+
+// The data of one GGUF tensor from the model's state: a tensor, a row block of one, or (a GPT-2
+// model without biases) zeros.
+std::vector<float> tensor_data(const std::vector<std::pair<std::string, Tensor>>& state, const TensorMap& m,
+                               std::vector<int64_t>& shape) {
+  auto find = [&](const std::string& n) {
+    return std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == n; });
+  };
+  auto it = find(m.atto);
+  if (it == state.end()) {  // llama.cpp's gpt2 graph has biases: a model without them gets zeros
+    ATTO_CHECK(m.atto.ends_with(".bias"), "GGUF export: the model has no tensor {}", m.atto);
+    auto wt = find(m.atto.substr(0, m.atto.size() - 4) + "weight");
+    ATTO_CHECK(wt != state.end(), "GGUF export: the model has no tensor {}", m.atto);
+    shape = {wt->second.size(0)};
+    return std::vector<float>(static_cast<size_t>(shape[0]), 0.0f);
+  }
+  const Tensor t = it->second.contiguous();
+  shape = t.shape();
+  const int64_t rows = shape[0] / m.parts, row = t.numel() / shape[0];
+  shape[0] = rows;
+  const float* p = t.data() + m.part * rows * row;
+  return std::vector<float>(p, p + rows * row);
 }
 
 }  // namespace
@@ -225,42 +309,26 @@ char32_t char_of_byte_level(const std::string& token) {
   return cps[0];
 }
 
-void export_gguf(const LoadedModel& lm, const std::string& path, GgmlType type) {
+std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType type) {
   const GPTConfig& c = lm.model->config();
-  check_exportable(c);
+  const Arch arch = arch_of(c);
   io::GgufWriter w;
-  w.add("general.architecture", GgufValue::string("gpt2"));
+  w.add("general.architecture", GgufValue::string(arch_name(arch)));
   w.add("general.name", GgufValue::string("atto"));
   w.add("general.file_type", GgufValue::u32(file_type(type)));
   w.add("general.alignment", GgufValue::u32(32));
-  w.add("gpt2.context_length", GgufValue::u32(static_cast<uint32_t>(c.block_size)));
-  w.add("gpt2.embedding_length", GgufValue::u32(static_cast<uint32_t>(c.d_model)));
-  w.add("gpt2.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(c.d_ff > 0 ? c.d_ff : 4 * c.d_model)));
-  w.add("gpt2.block_count", GgufValue::u32(static_cast<uint32_t>(c.n_layers)));
-  w.add("gpt2.attention.head_count", GgufValue::u32(static_cast<uint32_t>(c.n_heads)));
-  w.add("gpt2.attention.layer_norm_epsilon", GgufValue::f32(kNormEps));
+  add_hparams(w, c, arch);
   add_vocabulary(w, lm.tokenizer);
   w.add("atto.ffn", GgufValue::string(to_string(c.activation)));
   w.add("atto.lines_mode", GgufValue::boolean(lm.tokenizer.has_boundary()));
   const auto state = lm.model->state_dict();
-  for (const TensorMap& m : gpt2_names(c)) {
-    auto it = std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == m.atto; });
+  for (const TensorMap& m : tensor_names(c, arch)) {
     std::vector<int64_t> shape;
-    std::vector<float> data;
-    if (it == state.end()) {  // a model without biases: llama.cpp's gpt2 graph adds them, so zeros
-      ATTO_CHECK(m.atto.ends_with(".bias") && !c.bias, "GGUF export: the model has no tensor {}", m.atto);
-      const std::string weight = m.atto.substr(0, m.atto.size() - 4) + "weight";
-      auto wt = std::find_if(state.begin(), state.end(), [&](const auto& p) { return p.first == weight; });
-      shape = {wt->second.size(0)};
-      data.assign(static_cast<size_t>(shape[0]), 0.0f);
-    } else {
-      const Tensor t = it->second.contiguous();
-      shape = t.shape();
-      data.assign(t.data(), t.data() + t.numel());
-    }
+    const std::vector<float> data = tensor_data(state, m, shape);
     w.add_tensor(m.gguf, shape, stored_type(type, shape), data);
   }
   w.write(path);
+  return arch_name(arch);
 }
 
 LoadedModel load_gguf(const std::string& path) {
@@ -268,19 +336,28 @@ LoadedModel load_gguf(const std::string& path) {
   LoadedModel lm;
   lm.tokenizer = read_vocabulary(f);
   lm.config = default_run_config(Task::Gpt);
-  lm.config.model = read_gpt_config(f, lm.tokenizer.vocab_size());
+  Arch arch;
+  lm.config.model = read_gpt_config(f, lm.tokenizer.vocab_size(), arch);
   lm.config.data.path = path;
   Rng rng(0);  // overwritten by the file's weights
   lm.model = std::make_unique<GPT>(lm.config.model, rng);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const TensorMap& m : gpt2_names(lm.config.model)) {
+  std::vector<float> parts;  // the row blocks of one atto tensor, gathered in order
+  std::vector<int64_t> shape;
+  for (const TensorMap& m : tensor_names(lm.config.model, arch)) {
     const io::GgufTensorInfo* t = f.find(m.gguf);
     ATTO_CHECK(t != nullptr, "{}: the GGUF file has no tensor {}", path, m.gguf);
     std::vector<float> v = f.tensor_f32(m.gguf);
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
     ATTO_CHECK(bad == v.end(), "{}: tensor {} holds non-finite values ({} at element {})", path, m.gguf, *bad,
                bad - v.begin());
-    tensors.emplace_back(m.atto, Tensor::from_vector(t->shape, v));
+    if (m.part == 0) parts.clear(), shape = t->shape, shape[0] = 0;
+    ATTO_CHECK(t->shape.size() == shape.size() && std::equal(shape.begin() + 1, shape.end(), t->shape.begin() + 1),
+               "{}: tensor {} has shape [{}], unlike the other parts of {}", path, m.gguf, fmt::join(t->shape, ", "),
+               m.atto);
+    parts.insert(parts.end(), v.begin(), v.end());
+    shape[0] += t->shape[0];
+    if (m.part + 1 == m.parts) tensors.emplace_back(m.atto, Tensor::from_vector(shape, parts));
   }
   if (lm.config.model.tie_weights) tensors.emplace_back("lm_head.weight", tensors[0].second);
   lm.model->load_state_dict(tensors, path);

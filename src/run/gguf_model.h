@@ -1,5 +1,6 @@
-// atto/run/gguf_model.h: a trained GPT as a GGUF file that llama.cpp runs (architecture `gpt2`),
-// and such a file read back as a model atto runs.
+// atto/run/gguf_model.h: a trained GPT as a GGUF file that llama.cpp runs (architecture `gpt2` for
+// the GPT-2 layout, `llama` for RMSNorm + SwiGLU + RoPE without biases), and such a file read back
+// as a model atto runs.
 //
 //   LoadedModel lm = load_run("runs/names");
 //   export_gguf(lm, "names.gguf", io::GgmlType::F16);    // llama.cpp: llama-cli -m names.gguf
@@ -12,6 +13,10 @@
 //   h.i.attn.c_attn / c_proj -> blk.i.attn_qkv / attn_output (weight, bias)
 //   h.i.mlp.c_fc / c_proj    -> blk.i.ffn_up / ffn_down      (weight, bias)
 //   transformer.ln_f         -> output_norm                 lm_head.weight -> output.weight (untied only)
+// The llama layout: ln_1 / ln_2 -> attn_norm / ffn_norm, c_attn's three row blocks -> attn_q,
+// attn_k, attn_v, c_proj -> attn_output, mlp.c_fc / c_fc2 / c_proj -> ffn_gate / ffn_up / ffn_down
+// (out = down(silu(gate x) * up x)), ln_f -> output_norm; RoPE is llama.cpp's "norm" type (pairs
+// of adjacent dimensions), atto's own, so no weight permutation is needed.
 // A Linear weight [out, in] row-major is ggml's ne = {in, out}: the bytes are the same. 1-D tensors
 // stay f32 (llama.cpp's quantizer does the same); f16 and q8_0 apply to the matrices (q8_0 to
 // those whose rows are a multiple of 32 values, the others stay f16).
@@ -32,10 +37,11 @@
 
 namespace atto {
 
-// GPT runs in the gpt2 layout only; anything else is an atto::Error saying which setting stops it.
-void export_gguf(const LoadedModel& lm, const std::string& path, io::GgmlType type);
+// The GPT-2 and llama layouts export; anything else is an atto::Error naming the model's settings.
+// Returns the architecture written ("gpt2" or "llama").
+std::string export_gguf(const LoadedModel& lm, const std::string& path, io::GgmlType type);
 
-// A GGUF file of the gpt2 architecture with a character vocabulary (as export_gguf writes them),
+// A GGUF file of the gpt2 or llama architecture with a character vocabulary (as export_gguf writes them),
 // validated like a run directory: every dimension against the tensors' shapes.
 LoadedModel load_gguf(const std::string& path);
 

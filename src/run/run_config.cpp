@@ -34,9 +34,17 @@ const char* to_string(nn::NormKind n) { return n == nn::NormKind::LayerNorm ? "l
 PosKind parse_pos(const std::string& s) {
   if (s == "learned") return PosKind::Learned;
   if (s == "sinusoidal") return PosKind::Sinusoidal;
-  fail("unknown positional encoding '{}': use learned or sinusoidal", s);
+  if (s == "rope") return PosKind::Rope;
+  fail("unknown positional encoding '{}': use learned, sinusoidal or rope", s);
 }
-const char* to_string(PosKind p) { return p == PosKind::Learned ? "learned" : "sinusoidal"; }
+const char* to_string(PosKind p) {
+  switch (p) {
+    case PosKind::Learned: return "learned";
+    case PosKind::Sinusoidal: return "sinusoidal";
+    case PosKind::Rope: return "rope";
+  }
+  return "?";
+}
 
 std::string fingerprint_bytes(std::string_view bytes) {
   uint64_t h = 1469598103934665603ull;

@@ -93,8 +93,10 @@ ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text)
     v.residual.push_back(
         {detail::row_norms(b.input), detail::row_norms(b.attn_update), detail::row_norms(b.ffn_update)});
   }
-  const Tensor& table = cfg.pos == PosKind::Learned ? model.transformer.wpe->weight : model.transformer.pe->table();
-  v.positions = to_matrix(table, cfg.block_size, C);
+  if (cfg.pos != PosKind::Rope) {  // rotary positions have no table to show
+    const Tensor& table = cfg.pos == PosKind::Learned ? model.transformer.wpe->weight : model.transformer.pe->table();
+    v.positions = to_matrix(table, cfg.block_size, C);
+  }
   v.wte = to_matrix(model.transformer.wte.weight, V, C);
   for (int32_t id = 0; id < V; ++id) v.vocab.push_back(token_label(tok, id));
   v.last_logits.assign(logits.data() + (T - 1) * V, logits.data() + T * V);

@@ -396,7 +396,7 @@ Report build_report(const ModelView& v, const TrainingCurves* curves, const Repo
   attention_figures(b);
   residual_figure(b);
   embedding_figure(r, v.wte, v.vocab, {});
-  position_figures(r, opt, v.positions, v.config.pos);
+  if (v.config.pos != PosKind::Rope) position_figures(r, opt, v.positions, v.config.pos);
   training_figures(r, curves);
   r.html = render_html(r.figures, r.data, r.notes, info);
   return r;

@@ -61,6 +61,8 @@ std::vector<Case> cases() {
   c.push_back({"silu", [](const Inputs& x) { return silu(x[0]); }, {randn({4, 5}, 25)}, {}});
   c.push_back(
       {"swiglu", [](const Inputs& x) { return swiglu(x[0], x[1]); }, {randn({3, 4}, 26), randn({3, 4}, 27)}, {}});
+  // qkv [B=2, T=3, 3C] with C = 8, two heads of 4: Q and K rotated from position 5, V passed.
+  c.push_back({"rope", [](const Inputs& x) { return rope_qkv(x[0], 2, 5, 100.0f); }, {randn({2, 3, 24}, 28)}, {}});
   c.push_back({"dropout",
                [](const Inputs& x) {
                  Rng r(99);

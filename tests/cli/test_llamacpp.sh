@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # atto's GGUF export against the real llama.cpp (npm's node-llama-cpp, installed into the build
-# tree by tests/gguf/install.sh): for a lines-mode model with non-ASCII characters (erf GELU and
-# tanh GELU) and a stream-mode model, exported f32, f16 and q8_0:
+# tree by tests/gguf/install.sh): for lines-mode models with non-ASCII characters (gpt2 layout with
+# erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE) and stream-mode models of both layouts,
+# exported f32, f16 and q8_0:
 #   - llama.cpp tokenizes 200 training lines to atto's ids;
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
 #     type (printed: the measured maximum);
@@ -33,8 +34,12 @@ fi
 common=(--d-model 32 --n-heads 2 --n-layers 2 --threads 1 --batch-size 16 --lr 0.01 --warmup 10 --eval-every 100 -q)
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/erf" --steps 120 "${common[@]}"
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/tanh" --steps 120 --ffn gelu_tanh "${common[@]}"
+llama=(--norm rmsnorm --ffn swiglu --pos rope --no-bias)  # llama.cpp's llama architecture
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama" --steps 120 "${llama[@]}" "${common[@]}"
 expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream" --steps 120 \
   --ffn gelu_tanh "${common[@]}"
+expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_llama" --steps 120 \
+  "${llama[@]}" "${common[@]}"
 
 # Compares atto's and llama.cpp's JSON outputs; prints what it measured, exits 1 on a mismatch.
 compare() {
@@ -80,7 +85,7 @@ check() {  # check <description> <command...>: counts a comparison
   if out=$("$@" 2>&1); then ok; echo "  $out"; else bad "$what: $out"; fi
 }
 
-for model in erf tanh; do
+for model in erf tanh llama; do
   "$ATTO" score --model "$W/$model" --file "$W/lines.txt" --json >"$W/$model.score.json"
   compare seqs "$W/$model.score.json" "$W/$model.seqs.json"
   for type in f32 f16 q8_0; do
@@ -95,21 +100,25 @@ for model in erf tanh; do
         ok || bad "atto scores of $g differ from those of the run directory"
     fi
     "${REF[@]}" logprobs --model "$g" --input "$W/$model.seqs.json" >"$W/lp.json" || bad "llama_ref logprobs failed"
-    # f32: llama.cpp computes GELU in tanh form through an f16 table (erf models: also the form).
+    # f32, gpt2 layout: llama.cpp computes GELU in tanh form through an f16 table (measured
+    # 6.7e-4 for an erf model, 4.4e-4 for a tanh one); llama layout (no GELU): 2e-6 measured.
+    # f16 measured 1.5e-3; q8_0 (llama.cpp also rounds the activations to 8 bits) 3-5e-2.
     case $model.$type in
-      *.f32) bound=1e-3 ;; *.f16) bound=1e-2 ;; *.q8_0) bound=5e-2 ;;
+      llama.f32) bound=1e-4 ;; *.f32) bound=1e-3 ;; *.f16) bound=1e-2 ;; *.q8_0) bound=1e-1 ;;
     esac
     check "log-probabilities ($model, $type)" compare logprobs "$W/$model.score.json" "$W/lp.json" $bound "$model $type"
   done
 done
 
-# Greedy generation, stream model (block 128): a 20-token prompt and 100 new tokens.
-expect_ok "$ATTO" export --model "$W/stream" --format gguf --type f32 --out "$W/stream.gguf"
+# Greedy generation, stream models (block 128) of both architectures: a 20-token prompt, 100 new tokens.
 prompt=$(head -c 20 "$W/stream.txt" | tr '\n' ' ')
-"$ATTO" sample --model "$W/stream" --prompt "$prompt" -n 1 --greedy --max-tokens 100 --json >"$W/greedy.json"
-python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
-  "$W/greedy.json" >"$W/prompt.json"
-"${REF[@]}" generate --model "$W/stream.gguf" --input "$W/prompt.json" --max-tokens 100 >"$W/lgen.json" ||
-  bad "llama_ref generate failed"
-check "greedy generation" compare greedy "$W/greedy.json" "$W/lgen.json"
+for model in stream stream_llama; do
+  expect_ok "$ATTO" export --model "$W/$model" --format gguf --type f32 --out "$W/$model.gguf"
+  "$ATTO" sample --model "$W/$model" --prompt "$prompt" -n 1 --greedy --max-tokens 100 --json >"$W/greedy.json"
+  python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
+    "$W/greedy.json" >"$W/prompt.json"
+  "${REF[@]}" generate --model "$W/$model.gguf" --input "$W/prompt.json" --max-tokens 100 >"$W/lgen.json" ||
+    bad "llama_ref generate failed ($model)"
+  check "greedy generation ($model)" compare greedy "$W/greedy.json" "$W/lgen.json"
+done
 finish llamacpp

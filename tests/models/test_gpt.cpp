@@ -59,7 +59,7 @@ TEST(GPT, NanoGptNamesShapesAndTying) {
 }
 
 TEST(GPT, KvCacheDecodingEqualsFullForward) {
-  for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal})
+  for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal, PosKind::Rope})
     for (bool pre : {true, false}) {
       Rng rng(1);
       GPTConfig c = small_config();
@@ -144,7 +144,7 @@ TEST(GPT, BlockSizeIsBounded) {
   GPTConfig c = small_config();
   c.block_size = kMaxPositions;
   EXPECT_NO_THROW(c.validate());
-  for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal}) {
+  for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal, PosKind::Rope}) {
     c.pos = pos;
     c.block_size = 1000000000;
     try {

@@ -93,12 +93,15 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(C, 3 * C, bias=cfg.bias)
         self.c_proj = nn.Linear(C, C, bias=cfg.bias)
         self.n_head = cfg.n_head
+        self.rope = cfg.pos == "rope"
 
     def forward(self, x):  # [B, T, C]
         B, T, C = x.shape
         NH, HS = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, HS).transpose(1, 2) for t in (q, k, v))  # [B, NH, T, HS]
+        if self.rope:
+            q, k = rotary(q), rotary(k)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
         causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
         att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
@@ -158,6 +161,17 @@ def sinusoidal_table(max_len, dim):
     return torch.from_numpy(pe.astype(np.float32))
 
 
+def rotary(x, base=10000.0):
+    """Meta llama's RoPE on [B, NH, T, HS]: the pair (x[2i], x[2i+1]) at position t turned by
+    t * base^(-2i/HS), as complex numbers (the angles in float64, then float32)."""
+    T, HS = x.shape[-2], x.shape[-1]
+    freqs = base ** (-torch.arange(0, HS, 2, dtype=torch.float64) / HS)
+    angles = torch.outer(torch.arange(T, dtype=torch.float64), freqs)
+    rot = torch.polar(torch.ones_like(angles), angles).to(torch.complex64)  # [T, HS/2]
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], HS // 2, 2))
+    return torch.view_as_real(xc * rot).flatten(-2).type_as(x)
+
+
 class GPT(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -179,8 +193,10 @@ class GPT(nn.Module):
         T = idx.shape[1]
         if self.cfg.pos == "learned":
             pos = self.transformer.wpe(torch.arange(T))
-        else:
+        elif self.cfg.pos == "sinusoidal":
             pos = self.pe[:T]
+        else:  # rope: the attention rotates q and k
+            pos = 0
         x = self.transformer.wte(idx) + pos
         for block in self.transformer.h:
             x = block(x)
@@ -253,7 +269,7 @@ def main():
         ap.add_argument(f"--{name}", type=int, required=True)
     ap.add_argument("--activation", required=True, choices=["relu", "gelu", "gelu_tanh", "swiglu"])
     ap.add_argument("--norm", required=True, choices=["layernorm", "rmsnorm"])
-    ap.add_argument("--pos", required=True, choices=["learned", "sinusoidal"])
+    ap.add_argument("--pos", required=True, choices=["learned", "sinusoidal", "rope"])
     for name in ("norm-eps", "lr", "beta1", "beta2", "adam-eps", "weight-decay", "max-norm"):
         ap.add_argument(f"--{name}", type=float, required=True)
     cfg = ap.parse_args()

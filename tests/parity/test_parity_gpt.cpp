@@ -87,7 +87,7 @@ std::vector<std::string> reference_args(const GPTConfig& c, const nn::BlockConfi
           "--pre-norm",     c.pre_norm ? "1" : "0",
           "--bias",         c.bias ? "1" : "0",
           "--tie",          c.tie_weights ? "1" : "0",
-          "--pos",          c.pos == PosKind::Learned ? "learned" : "sinusoidal",
+          "--pos",          to_string(c.pos),
           "--norm-eps",     num(bc.norm_eps),
           "--steps",        std::to_string(kSteps),
           "--lr",           num(o.lr),
@@ -274,6 +274,19 @@ TEST(GptParity, RmsNormSwiGluNoBiasUntiedMatchesPyTorch) {
   c.bias = false;
   c.tie_weights = false;
   run_case("rms_swiglu", c);
+}
+
+// llama's layout: RMSNorm, SwiGLU, rotary positions, no biases, untied head.
+TEST(GptParity, RopeRmsNormSwiGluMatchesPyTorch) {
+  ATTO_REQUIRE_TORCH();
+  GPTConfig c = base_config();
+  c.pos = PosKind::Rope;
+  c.norm = nn::NormKind::RMSNorm;
+  c.activation = nn::Activation::SwiGLU;
+  c.d_ff = 24;
+  c.bias = false;
+  c.tie_weights = false;
+  run_case("rope", c);
 }
 
 TEST(GptParity, PostNormSinusoidalReluMatchesPyTorch) {

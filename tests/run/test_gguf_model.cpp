@@ -83,7 +83,32 @@ TEST(GgufModel, EveryCharacterIsOneByteLevelToken) {
   EXPECT_THAT(error_of([] { char_of_byte_level("ab"); }), HasSubstr("stands for 2 characters"));
 }
 
-TEST(GgufModel, OnlyTheGpt2LayoutExports) {
+// llama's layout (RMSNorm, SwiGLU, RoPE, no bias) exports as llama.cpp's llama architecture, with
+// c_attn split into attn_q, attn_k, attn_v and gathered again on the way back.
+TEST(GgufModel, LlamaLayoutExportsAsLlama) {
+  test::TempDir dir;
+  LoadedModel lm = random_model("emma\nolivia\nzoë\n", true, nn::Activation::SwiGLU, false, false);
+  GPTConfig c = lm.config.model;
+  c.norm = nn::NormKind::RMSNorm;
+  c.pos = PosKind::Rope;
+  c.d_ff = 48;
+  Rng rng(3);
+  lm.config.model = c;
+  lm.model = std::make_unique<GPT>(c, rng);
+  lm.model->eval();
+  export_gguf(lm, dir / "l.gguf", io::GgmlType::F32);
+  const io::GgufFile f = io::read_gguf(dir / "l.gguf");
+  EXPECT_EQ(f.get("general.architecture").text, "llama");
+  EXPECT_EQ(f.get("llama.rope.dimension_count").as_uint("dims"), 8u);
+  EXPECT_EQ(f.find("blk.1.attn_k.weight")->shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(f.find("position_embd.weight"), nullptr);
+  LoadedModel back = load_gguf(dir / "l.gguf");
+  EXPECT_EQ(back.config.model.pos, PosKind::Rope);
+  const std::vector<int32_t> ids = lm.tokenizer.encode("zoëem");
+  EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
+}
+
+TEST(GgufModel, OtherLayoutsAreRefusedNamingThem) {
   test::TempDir dir;
   LoadedModel lm = random_model("abc\n", true);
   GPTConfig c = lm.config.model;
@@ -94,7 +119,9 @@ TEST(GgufModel, OnlyTheGpt2LayoutExports) {
   rms.config = lm.config;
   rms.config.model = c;
   rms.model = std::make_unique<GPT>(c, rng);
-  EXPECT_THAT(error_of([&] { export_gguf(rms, dir / "x.gguf", io::GgmlType::F32); }), HasSubstr("RMSNorm"));
+  const std::string msg = error_of([&] { export_gguf(rms, dir / "x.gguf", io::GgmlType::F32); });
+  EXPECT_THAT(msg, HasSubstr("pre-norm, rmsnorm, gelu, learned positions"));
+  EXPECT_THAT(msg, HasSubstr("neither llama.cpp's gpt2 layout"));
 }
 
 TEST(GgufModel, ForeignOrDamagedFilesAreErrors) {
@@ -120,7 +147,7 @@ TEST(GgufModel, ForeignOrDamagedFilesAreErrors) {
   auto tokens = f.get("tokenizer.ggml.tokens").strings;
   tokens[1] = "ab";
   EXPECT_THAT(rewrite("tokenizer.ggml.tokens", io::GgufValue::string_array(tokens)), HasSubstr("token 1"));
-  EXPECT_THAT(rewrite("general.architecture", io::GgufValue::string("llama")), HasSubstr("architecture is 'llama'"));
+  EXPECT_THAT(rewrite("general.architecture", io::GgufValue::string("mamba")), HasSubstr("architecture is 'mamba'"));
 }
 
 }  // namespace
