@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       atto::cli::add_train(root), atto::cli::add_sample(root),  atto::cli::add_score(root),
       atto::cli::add_eval(root),  atto::cli::add_inspect(root), atto::cli::add_translate(root),
       atto::cli::add_data(root),  atto::cli::add_bench(root),   atto::cli::add_export(root),
+      atto::cli::add_serve(root),
   };
   try {
     root.parse(argc, argv);

@@ -71,6 +71,7 @@ class Decoder {
       const int64_t b = live_[r];
       const float* src = logits_.data() + (static_cast<int64_t>(r) * Tn_ + Tn_ - 1) * V_;  // [r, Tn-1, :]
       std::copy(src, src + V_, row.begin());
+      if (opt_.on_logits) opt_.on_logits(b, row);
       const std::span<const int32_t> history = std::span<const int32_t>(seq_[b]).subspan(hist_start_[b]);
       const int32_t tok = chain_.sample(row, history, rng);
       if (tok == opt_.stop_token) {
@@ -166,8 +167,10 @@ std::vector<Sample> generate_batch(GPT& model, const std::vector<std::vector<int
     const size_t last = std::min(prompts.size(), first + static_cast<size_t>(opt.max_batch));
     const std::vector<std::vector<int32_t>> chunk(prompts.begin() + first, prompts.begin() + last);
     std::vector<Sample> chunk_out(chunk.size());
-    GenerateOptions chunk_opt = opt;  // on_token numbers the sequences among all the prompts
+    GenerateOptions chunk_opt = opt;  // on_token and on_logits number the sequences among all the prompts
     if (opt.on_token) chunk_opt.on_token = [&opt, first](int64_t b, int32_t t) { return opt.on_token(first + b, t); };
+    if (opt.on_logits)
+      chunk_opt.on_logits = [&opt, first](int64_t b, std::span<const float> l) { opt.on_logits(first + b, l); };
     Decoder dec(model, chunk_opt, chain);
     dec.start(chunk);
     for (int64_t s = 0; s < opt.max_new_tokens; ++s) {
@@ -188,10 +191,10 @@ void generate_chunks(GPT& model, const PromptSet& ps, int64_t n, const GenerateO
   for (c.first = 0; c.first < n; c.first += opt.max_batch) {
     c.prompts = ps.draw(std::min(opt.max_batch, n - c.first), rng);
     GenerateOptions chunk_opt = opt;
-    if (opt.on_token) {
-      const int64_t first = c.first;
-      chunk_opt.on_token = [&opt, first](int64_t b, int32_t t) { return opt.on_token(first + b, t); };
-    }
+    const int64_t first = c.first;
+    if (opt.on_token) chunk_opt.on_token = [&opt, first](int64_t b, int32_t t) { return opt.on_token(first + b, t); };
+    if (opt.on_logits)
+      chunk_opt.on_logits = [&opt, first](int64_t b, std::span<const float> l) { opt.on_logits(first + b, l); };
     c.samples = generate_batch(model, c.prompts, chunk_opt, rng);
     emit(c);
   }

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,9 @@ struct GenerateOptions {
   // sequence among the prompts (generate_chunks: among all n samples) and the token. Returning
   // false ends that sequence after this token (Sample::stopped), as a stop string does.
   std::function<bool(int64_t sample, int32_t token)> on_token;
+  // Called before each draw with the model's raw next-token logits for that sequence (log-probabilities
+  // for a server's `logprobs`); numbered as on_token.
+  std::function<void(int64_t sample, std::span<const float> logits)> on_logits;
 };
 
 struct Sample {

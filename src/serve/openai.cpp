@@ -1,0 +1,155 @@
+#include "serve/openai.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace atto::serve {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw RequestError(400, fmt::format("'{}': {}", param, message), param, "invalid_value");
+}
+
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int64_t hi) {
+  const json* v = field(body, key);
+  if (!v) return def;
+  if (!v->is_number_integer()) bad(key, fmt::format("expected an integer, got {}", v->dump()));
+  const int64_t x =
+      v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  if (x < lo || x > hi) bad(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
+  return x;
+}
+
+double number(const json& body, const char* key, double def, double lo, double hi) {
+  const json* v = field(body, key);
+  if (!v) return def;
+  if (!v->is_number()) bad(key, fmt::format("expected a number, got {}", v->dump()));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) bad(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
+  return x;
+}
+
+bool boolean(const json& body, const char* key, bool def) {
+  const json* v = field(body, key);
+  if (!v) return def;
+  if (!v->is_boolean()) bad(key, fmt::format("expected true or false, got {}", v->dump()));
+  return v->get<bool>();
+}
+
+std::vector<std::string> strings(const json& body, const char* key, size_t max_count) {
+  const json* v = field(body, key);
+  if (!v) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array()) bad(key, fmt::format("expected a string or a list of strings, got {}", v->dump()));
+  if (v->size() > max_count) bad(key, fmt::format("at most {} entries, got {}", max_count, v->size()));
+  std::vector<std::string> out;
+  for (const json& s : *v) {
+    if (!s.is_string()) bad(key, fmt::format("expected strings, got {}", s.dump()));
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+json error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
+  const char* type = status == 401   ? "invalid_request_error"
+                     : status == 429 ? "rate_limit_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json() : json(param)},
+            {"code", code.empty() ? json() : json(code)}}}};
+}
+
+std::string render_chat(const json& messages) {
+  if (!messages.is_array() || messages.empty())
+    throw RequestError(400, "'messages': expected a non-empty list of {role, content}", "messages", "invalid_value");
+  std::string out;
+  for (const json& m : messages) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
+      throw RequestError(400, fmt::format("'messages': each message needs a string role and content, got {}", m.dump()),
+                         "messages", "invalid_value");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant")
+      throw RequestError(400, fmt::format("'messages': unknown role '{}' (system, user or assistant)", role),
+                         "messages", "invalid_value");
+    out += (role == "system" ? "System: "
+            : role == "user" ? "User: "
+                             : "Assistant: ") +
+           m["content"].get<std::string>() + "\n";
+  }
+  return out + "Assistant:";
+}
+
+Completion parse_completion(const json& body, const Limits& limits, bool chat) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
+  Completion c;
+  c.chat = chat;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) bad("model", "expected a string");
+    if (m->get<std::string>() != limits.model_id)
+      throw RequestError(
+          404,
+          fmt::format("the model '{}' does not exist; this server serves '{}'", m->get<std::string>(), limits.model_id),
+          "model", "model_not_found");
+  }
+  if (chat) {
+    if (!field(body, "messages")) bad("messages", "required");
+    c.prompts = {render_chat(body["messages"])};
+  } else {
+    const json* p = field(body, "prompt");
+    if (!p) bad("prompt", "required (a string or a list of strings)");
+    c.prompts = strings(body, "prompt", 64);
+    if (c.prompts.empty()) bad("prompt", "an empty list");
+  }
+  const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  c.max_tokens = integer(body, max_key, limits.default_max_tokens, 0, limits.max_tokens_cap);
+  c.n = integer(body, "n", 1, 1, limits.max_n);
+  const double temperature = number(body, "temperature", 1.0, 0.0, 100.0);
+  c.sampler.greedy = temperature == 0.0;
+  c.sampler.temperature = temperature == 0.0 ? 1.0f : static_cast<float>(temperature);
+  c.sampler.top_p = static_cast<float>(number(body, "top_p", 1.0, 0.0, 1.0));
+  if (c.sampler.top_p == 0.0f) bad("top_p", "must be > 0");
+  c.sampler.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 20));
+  c.sampler.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
+  c.sampler.repetition_penalty = static_cast<float>(number(body, "repeat_penalty", 1.0, 0.01, 100.0));
+  if (const json* s = field(body, "seed")) {
+    if (!s->is_number_integer()) bad("seed", fmt::format("expected an integer, got {}", s->dump()));
+    c.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
+  }
+  c.stop = strings(body, "stop", 4);
+  for (const std::string& s : c.stop)
+    if (s.empty()) bad("stop", "a stop string must not be empty");
+  if (chat) {
+    if (boolean(body, "logprobs", false)) c.logprobs = integer(body, "top_logprobs", 0, 0, 20);
+  } else {
+    c.logprobs = integer(body, "logprobs", -1, 0, 5);
+    c.echo = boolean(body, "echo", false);
+  }
+  c.stream = boolean(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "expected an object");
+    c.include_usage = boolean(*so, "include_usage", false);
+  }
+  try {
+    c.sampler.validate();
+  } catch (const std::exception& e) {
+    throw RequestError(400, e.what(), "", "invalid_value");
+  }
+  return c;
+}
+
+}  // namespace atto::serve

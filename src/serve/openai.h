@@ -1,0 +1,60 @@
+// atto/serve/openai.h: the OpenAI API's request and response shapes for `atto serve`
+// (docs/serve.md): requests parsed and validated into a Completion, errors that name the field.
+//
+//   Completion c = parse_completion(json::parse(body), limits, /*chat=*/false);   // RequestError
+//   ... generate ...
+//   json reply = completion_response(c, choices, usage, "atto", created);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "generate/sampler.h"
+
+namespace atto::serve {
+
+// An HTTP error with OpenAI's body {"error": {"message", "type", "param", "code"}}.
+struct RequestError : std::runtime_error {
+  RequestError(int status, std::string message, std::string param = "", std::string code = "")
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+  int status;
+  std::string param, code;
+};
+nlohmann::json error_body(int status, const std::string& message, const std::string& param = "",
+                          const std::string& code = "");
+
+struct Limits {
+  int64_t max_tokens_cap = 4096;  // the most tokens one choice may ask for
+  int64_t default_max_tokens = 16;
+  int64_t max_n = 16;    // choices per prompt
+  std::string model_id;  // the one model served
+};
+
+struct Completion {
+  bool chat = false;
+  std::vector<std::string> prompts;  // chat: one, the rendered messages
+  int64_t max_tokens = 16;
+  int64_t n = 1;
+  gen::SamplerOptions sampler;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  int64_t logprobs = -1;  // completions: top alternatives per token (0..5); chat: top_logprobs; -1 = none
+  bool echo = false;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Validates every field it uses (a wrong type, a value out of range, an unknown model); fields
+// it does not know are ignored, as OpenAI's clients send more than a server needs.
+Completion parse_completion(const nlohmann::json& body, const Limits& limits, bool chat);
+
+// The plain chat template (docs/serve.md): "System: ...\n", "User: ...\n", "Assistant: ...\n" per
+// message, then "Assistant:" for the model to continue.
+std::string render_chat(const nlohmann::json& messages);
+
+}  // namespace atto::serve

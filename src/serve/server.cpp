@@ -1,0 +1,319 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "serve/engine.h"
+#include "tokenize/utf8.h"
+
+namespace atto::serve {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Metrics {
+  std::atomic<int64_t> requests{0}, errors{0}, tokens_in{0}, tokens_out{0}, waiting{0};
+  std::atomic<int64_t> ttft_count{0}, ttft_us{0};
+  std::string text() const {
+    return fmt::format(
+        "# TYPE atto_requests_total counter\natto_requests_total {}\n"
+        "# TYPE atto_request_errors_total counter\natto_request_errors_total {}\n"
+        "# TYPE atto_prompt_tokens_total counter\natto_prompt_tokens_total {}\n"
+        "# TYPE atto_generated_tokens_total counter\natto_generated_tokens_total {}\n"
+        "# TYPE atto_queue_length gauge\natto_queue_length {}\n"
+        "# TYPE atto_time_to_first_token_seconds summary\natto_time_to_first_token_seconds_count {}\n"
+        "atto_time_to_first_token_seconds_sum {:.6f}\n",
+        requests.load(), errors.load(), tokens_in.load(), tokens_out.load(), waiting.load(), ttft_count.load(),
+        static_cast<double>(ttft_us.load()) / 1e6);
+  }
+};
+
+struct State {
+  const ServeOptions& opt;
+  std::unique_ptr<Engine> engine;
+  std::atomic<bool> ready{false};
+  Metrics metrics;
+  Limits limits;
+};
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(j.dump(), "application/json");
+}
+
+void send_error(State& s, httplib::Response& res, const RequestError& e) {
+  s.metrics.errors++;
+  send_json(res, e.status, error_body(e.status, e.what(), e.param, e.code));
+}
+
+bool authorized(const State& s, const httplib::Request& req) {
+  if (s.opt.api_key.empty()) return true;
+  return req.get_header_value("Authorization") == "Bearer " + s.opt.api_key;
+}
+
+json logprobs_json(const std::vector<TokenLogprob>& lps, bool chat) {
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : lps) {
+      json top = json::array();
+      for (const auto& [tok, lp] : t.top) top.push_back({{"token", tok}, {"logprob", lp}});
+      content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(t.token);
+    values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [tok, lp] : t.top) top[tok] = lp;
+    tops.push_back(top);
+    offsets.push_back(t.text_offset);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json choice_json(const Completion& c, int64_t index, const Choice& ch, const std::string& prompt) {
+  const char* finish = ch.stopped ? "stop" : "length";
+  json lp = c.logprobs >= 0 ? logprobs_json(ch.logprobs, c.chat) : json();
+  if (c.chat)
+    return {{"index", index},
+            {"message", {{"role", "assistant"}, {"content", ch.text}}},
+            {"logprobs", lp},
+            {"finish_reason", finish}};
+  if (c.echo && lp.is_object())
+    for (auto& o : lp["text_offset"]) o = o.get<int64_t>() + static_cast<int64_t>(utf8::count(prompt));
+  return {{"index", index}, {"text", c.echo ? prompt + ch.text : ch.text}, {"logprobs", lp}, {"finish_reason", finish}};
+}
+
+std::string new_id(const char* prefix) {
+  static std::atomic<uint64_t> next{1};
+  return fmt::format("{}-{}", prefix, next++);
+}
+
+uint64_t seed_of(const Completion& c) {
+  if (c.seed) return *c.seed;
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// One SSE event.
+bool sse(httplib::DataSink& sink, const json& j) {
+  const std::string s = "data: " + j.dump() + "\n\n";
+  return sink.write(s.data(), s.size());
+}
+
+json chunk_json(const Completion& c, const std::string& id, int64_t created, const std::string& model, int64_t index,
+                const std::string& piece, const TokenLogprob* lp, const char* finish) {
+  json choice = {{"index", index},
+                 {"logprobs", lp ? logprobs_json({*lp}, c.chat) : json()},
+                 {"finish_reason", finish ? json(finish) : json()}};
+  if (c.chat) {
+    choice["delta"] = finish ? json::object() : json{{"content", piece}};
+  } else {
+    choice["text"] = piece;
+  }
+  return {{"id", id},
+          {"object", c.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({choice})}};
+}
+
+// A waiting slot for the model: 503 when too many requests already wait.
+struct QueueTicket {
+  explicit QueueTicket(State& s) : s_(s) {
+    if (s_.metrics.waiting.fetch_add(1) >= s_.opt.queue_max) {
+      s_.metrics.waiting--;
+      throw RequestError(503, "the server is busy: too many requests are waiting; retry later", "", "server_busy");
+    }
+  }
+  ~QueueTicket() { s_.metrics.waiting--; }
+  State& s_;
+};
+
+void stream_completion(State& s, httplib::Response& res, Completion c, std::vector<PreparedPrompt> prompts) {
+  auto ticket = std::make_shared<QueueTicket>(s);
+  const std::string id = new_id(c.chat ? "chatcmpl" : "cmpl");
+  const auto created = static_cast<int64_t>(std::time(nullptr));
+  res.set_chunked_content_provider(
+      "text/event-stream", [&s, c, prompts, id, created, ticket](size_t, httplib::DataSink& sink) {
+        const std::string& model = s.engine->id();
+        const auto t0 = Clock::now();
+        bool first = true, alive = true;
+        int64_t completion_tokens = 0, prompt_tokens = 0;
+        for (size_t p = 0; p < prompts.size() && alive; ++p) {
+          const int64_t base = static_cast<int64_t>(p) * c.n;
+          if (c.chat)
+            for (int64_t i = 0; i < c.n; ++i) {
+              json role = chunk_json(c, id, created, model, base + i, "", nullptr, nullptr);
+              role["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+              alive = alive && sse(sink, role);
+            }
+          const auto choices = s.engine->generate(
+              prompts[p], c, seed_of(c), [&](int64_t i, const std::string& piece, const TokenLogprob* lp) {
+                if (first && !piece.empty()) {
+                  first = false;
+                  s.metrics.ttft_count++;
+                  s.metrics.ttft_us += std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+                }
+                if (piece.empty() && !lp) return alive;
+                alive = alive && sse(sink, chunk_json(c, id, created, model, base + i, piece, lp, nullptr));
+                return alive;
+              });
+          prompt_tokens += prompts[p].tokens;
+          for (size_t i = 0; i < choices.size() && alive; ++i) {
+            completion_tokens += choices[i].tokens;
+            const char* finish = choices[i].stopped ? "stop" : "length";
+            alive = sse(sink, chunk_json(c, id, created, model, base + static_cast<int64_t>(i), "", nullptr, finish));
+          }
+        }
+        s.metrics.tokens_in += prompt_tokens;
+        s.metrics.tokens_out += completion_tokens;
+        if (alive && c.include_usage)
+          alive = sse(sink, {{"id", id},
+                             {"object", c.chat ? "chat.completion.chunk" : "text_completion"},
+                             {"created", created},
+                             {"model", model},
+                             {"choices", json::array()},
+                             {"usage",
+                              {{"prompt_tokens", prompt_tokens},
+                               {"completion_tokens", completion_tokens},
+                               {"total_tokens", prompt_tokens + completion_tokens}}}});
+        if (alive) sink.write("data: [DONE]\n\n", 14);
+        sink.done();
+        return true;
+      });
+}
+
+void handle_completion(State& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::exception& e) {
+    throw RequestError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
+  }
+  const Completion c = parse_completion(body, s.limits, chat);
+  std::vector<PreparedPrompt> prompts;
+  for (const std::string& p : c.prompts) prompts.push_back(s.engine->prepare(p, chat ? "messages" : "prompt"));
+  if (c.stream) return stream_completion(s, res, c, std::move(prompts));
+  QueueTicket ticket(s);
+  json choices = json::array();
+  int64_t completion_tokens = 0, prompt_tokens = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto out = s.engine->generate(prompts[p], c, seed_of(c),
+                                        [](int64_t, const std::string&, const TokenLogprob*) { return true; });
+    prompt_tokens += prompts[p].tokens;
+    for (size_t i = 0; i < out.size(); ++i) {
+      choices.push_back(choice_json(c, static_cast<int64_t>(p) * c.n + static_cast<int64_t>(i), out[i], c.prompts[p]));
+      completion_tokens += out[i].tokens;
+    }
+  }
+  s.metrics.tokens_in += prompt_tokens;
+  s.metrics.tokens_out += completion_tokens;
+  send_json(res, 200,
+            {{"id", new_id(chat ? "chatcmpl" : "cmpl")},
+             {"object", chat ? "chat.completion" : "text_completion"},
+             {"created", static_cast<int64_t>(std::time(nullptr))},
+             {"model", s.engine->id()},
+             {"choices", choices},
+             {"usage",
+              {{"prompt_tokens", prompt_tokens},
+               {"completion_tokens", completion_tokens},
+               {"total_tokens", prompt_tokens + completion_tokens}}}});
+}
+
+// Wraps a route: the API key, readiness, request errors and anything else as JSON errors.
+httplib::Server::Handler guarded(State& s, std::function<void(const httplib::Request&, httplib::Response&)> f) {
+  return [&s, f](const httplib::Request& req, httplib::Response& res) {
+    s.metrics.requests++;
+    try {
+      if (!authorized(s, req))
+        throw RequestError(401, "missing or wrong API key: send 'Authorization: Bearer KEY'", "", "invalid_api_key");
+      if (!s.ready) throw RequestError(503, "the model is still loading", "", "loading");
+      f(req, res);
+    } catch (const RequestError& e) {
+      send_error(s, res, e);
+    } catch (const std::exception& e) {
+      send_error(s, res, RequestError(500, e.what(), "", "internal_error"));
+    }
+  };
+}
+
+void add_routes(httplib::Server& srv, State& s) {
+  srv.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
+    send_json(res, s.ready ? 200 : 503, {{"status", s.ready ? "ok" : "loading"}});
+  });
+  srv.Get("/v1/models", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
+            send_json(res, 200,
+                      {{"object", "list"},
+                       {"data", json::array({{{"id", s.engine->id()},
+                                              {"object", "model"},
+                                              {"created", 0},
+                                              {"owned_by", "atto"},
+                                              {"context_length", s.engine->context()}}})}});
+          }));
+  srv.Post("/v1/completions",
+           guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_completion(s, q, r, false); }));
+  srv.Post("/v1/chat/completions",
+           guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_completion(s, q, r, true); }));
+  srv.Get("/metrics", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
+            res.set_content(s.metrics.text(), "text/plain; version=0.0.4");
+          }));
+  // httplib's own errors (404 route, 413 body) as OpenAI JSON errors.
+  srv.set_error_handler([&s](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string msg = res.status == 413   ? fmt::format("the request body exceeds {} bytes", s.opt.body_limit)
+                            : res.status == 404 ? "no such route"
+                                                : fmt::format("HTTP error {}", res.status);
+    s.metrics.errors++;
+    send_json(res, res.status, error_body(res.status, msg));
+  });
+}
+
+}  // namespace
+
+int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
+               const std::function<void(const std::string& url)>& on_ready) {
+  State s{opt, nullptr, {}, {}, {}};
+  httplib::Server srv;
+  const int slots = std::max(1, opt.slots);
+  srv.new_task_queue = [slots] { return new httplib::ThreadPool(static_cast<size_t>(slots)); };
+  srv.set_payload_max_length(opt.body_limit);
+  srv.set_read_timeout(opt.timeout_s, 0);
+  srv.set_write_timeout(opt.timeout_s, 0);
+  add_routes(srv, s);
+  const int port =
+      opt.port == 0 ? srv.bind_to_any_port(opt.host) : (srv.bind_to_port(opt.host, opt.port) ? opt.port : -1);
+  ATTO_CHECK(port > 0, "atto serve: cannot listen on {}:{} (in use, or not an address of this machine)", opt.host,
+             opt.port);
+  std::thread listener([&srv] { srv.listen_after_bind(); });
+  try {
+    // The model's id: its run directory's or file's name ("runs/names/" -> "names").
+    std::filesystem::path p(opt.model);
+    if (p.filename().empty()) p = p.parent_path();
+    s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(), opt.threads);
+  } catch (...) {
+    srv.stop();
+    listener.join();
+    throw;
+  }
+  s.limits = {.max_tokens_cap = opt.max_tokens_cap, .default_max_tokens = 16, .max_n = 16, .model_id = s.engine->id()};
+  s.ready = true;
+  on_ready(fmt::format("http://{}:{}", opt.host, port));
+  while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  srv.stop();  // stops accepting; the pool's threads finish their requests before listen returns
+  listener.join();
+  return 0;
+}
+
+}  // namespace atto::serve

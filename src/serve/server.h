@@ -1,0 +1,42 @@
+// atto/serve/server.h: `atto serve`, an OpenAI-compatible HTTP server for a GPT (docs/serve.md).
+//
+//   serve::ServeOptions o;
+//   o.model = "runs/names";                 // a run directory or a GGUF file
+//   std::atomic<bool> stop{false};           // SIGTERM sets it: in-flight requests finish
+//   serve::run_server(o, stop, [](const std::string& url) { fmt::print("listening on {}\n", url); });
+//
+// Routes: GET /health (200 when the model is loaded, 503 before), GET /v1/models,
+// POST /v1/completions, POST /v1/chat/completions (both with server-sent-event streaming),
+// GET /metrics (Prometheus text). Every route but /health needs the API key when one is set.
+// Requests are served one generation at a time on one model (a request's tokens depend only on
+// its own prompt, parameters and seed: the same as `atto sample`); waiting requests beyond
+// queue_max get 503.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace atto::serve {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;                // 0: any free port (the URL passed to on_ready says which)
+  std::string api_key;            // empty: no key
+  int slots = 8;                  // HTTP connections served at once
+  int64_t max_tokens_cap = 4096;  // the most tokens one choice may ask for
+  int timeout_s = 600;            // socket read/write timeout
+  int threads = 0;                // kernel threads (0 = all cores)
+  int64_t queue_max = 64;         // requests waiting for the model; beyond: 503
+  size_t body_limit = 1 << 20;    // bytes of a request body; beyond: 413
+};
+
+// Loads the model and serves until `stop` becomes true; then stops accepting, lets in-flight
+// requests finish, and returns 0. Throws atto::Error when the model does not load or the address
+// cannot be bound.
+int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
+               const std::function<void(const std::string& url)>& on_ready);
+
+}  // namespace atto::serve

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# atto serve driven by the official OpenAI client (npm's `openai`, installed into the build tree by
+# tests/serve/install.sh): completions equal to `atto sample`, streaming equal to non-streaming,
+# chat, n > 1, stop strings, logprobs; bad requests get the right 4xx JSON error and the server
+# keeps answering; SIGTERM ends it with exit 0.
+ATTO=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+source "$SRC/tests/cli/lib.sh"
+BUILD=$(cd "$(dirname "$ATTO")" && pwd)
+if ! out=$(bash "$SRC/tests/serve/install.sh" "$BUILD/node-openai" 2>&1); then
+  echo "FAIL: installing the openai client (tests/serve/install.sh): $out"
+  exit 1
+fi
+export NODE_PATH=$BUILD/node-openai/node_modules
+
+write_names 600 >"$W/names.txt"
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/run" --steps 150 --d-model 32 --n-heads 2 --n-layers 2 \
+  --threads 1 --lr 0.01 -q
+# A stream model on chat-formatted text, for /v1/chat/completions.
+for i in $(seq 1 300); do printf 'User: hello %d\nAssistant: hi there %d\n' $((i % 7)) $((i % 5)); done >"$W/chat.txt"
+expect_ok "$ATTO" train --data "$W/chat.txt" --mode stream --block-size 64 --out "$W/chat" --steps 150 \
+  --d-model 32 --n-heads 2 --n-layers 2 --threads 1 --lr 0.01 -q
+
+KEY=sk-test-123
+start_server() {  # start_server RUN LOGFILE: sets PID and URL
+  "$ATTO" serve --model "$1" --port 0 --api-key "$KEY" --threads 1 --body-limit 1000000 >"$2" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 100); do
+    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$2" | head -1)
+    [ -n "$URL" ] && curl -sf "$URL/health" >/dev/null && return 0
+    sleep 0.1
+  done
+  bad "the server did not start: $(cat "$2")"
+  return 1
+}
+C() { node "$SRC/tests/serve/openai_client.mjs" "$1" --base-url "$URL/v1" --api-key "$KEY" "${@:2}"; }
+jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+is() {  # is <what> <got> <want>
+  [ -n "${VERBOSE:-}" ] && echo "  $1: $2"
+  if [ "$2" == "$3" ]; then ok; else bad "$1: got '$2', want '$3'"; fi
+}
+
+start_server "$W/run" "$W/serve.log" || { finish serve; exit 1; }
+# Completions equal atto sample (text after the prompt), n = 3, same seed.
+# (An empty prompt: the names model's samples after a complete syllable are often empty.)
+sample=$("$ATTO" sample --model "$W/run" --prompt "" -n 3 --seed 11 --max-tokens 12 --temperature 0.9)
+[ "$(printf '%s' "$sample" | tr -d '\n' | wc -c)" -ge 6 ] && ok || bad "atto sample gave (almost) nothing: '$sample'"
+got=$(C complete --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 | jq_py '"\n".join(c["text"] for c in d["choices"])')
+is "completions = atto sample" "$got" "$sample"
+# Streaming reassembles to the same texts.
+streamed=$(C stream --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 | jq_py '"\n".join(d["text"])')
+is "streamed = non-streamed" "$streamed" "$sample"
+# Finish reasons, usage, stop strings, logprobs.
+C complete --prompt ma --seed 3 --max-tokens 2 >"$W/len.json"
+is "finish_reason length" "$(jq_py 'd["choices"][0]["finish_reason"]' <"$W/len.json")" length
+is "usage completion_tokens" "$(jq_py 'd["usage"]["completion_tokens"]' <"$W/len.json")" 2
+full=$(C complete --prompt "" --seed 5 --max-tokens 12 | jq_py 'd["choices"][0]["text"]')
+stop=${full:2:1}
+[ -n "$stop" ] && ok || bad "the sample '$full' is too short for a stop-string test"
+cut=$(C complete --prompt "" --seed 5 --max-tokens 12 --stop "$stop" | jq_py 'd["choices"][0]["text"]+"|"+d["choices"][0]["finish_reason"]')
+is "stop string" "$cut" "${full%%"$stop"*}|stop"
+C complete --prompt "" --seed 5 --max-tokens 6 --logprobs 3 >"$W/lp.json"
+lp_ok=$(jq_py 'all(len(t)==3 for t in d["choices"][0]["logprobs"]["top_logprobs"]) and "".join(d["choices"][0]["logprobs"]["tokens"])==d["choices"][0]["text"] and all(v<=0 for v in d["choices"][0]["logprobs"]["token_logprobs"])' <"$W/lp.json")
+is "logprobs: 3 alternatives per token, tokens spell the text" "$lp_ok" True
+is "models" "$(C models | jq_py 'd["data"][0]["id"]')" run
+
+# Bad requests: each a 4xx JSON error, and the server still answers.
+err() { jq_py 'str(d["error"]["status"])+" "+str(d["error"].get("param"))'; }
+is "unknown model" "$(C complete --prompt ma --model nope | err)" "404 model"
+is "negative max_tokens" "$(C complete --prompt ma --max-tokens -1 | err)" "400 max_tokens"
+is "huge max_tokens" "$(C complete --prompt ma --max-tokens 100000000 | err)" "400 max_tokens"
+is "top_p 5" "$(C complete --prompt ma --top-p 5 | err)" "400 top_p"
+is "wrong type" "$(C complete --prompt ma --extra '{"max_tokens":"ten"}' | err)" "400 max_tokens"
+is "prompt not a string" "$(C complete --prompt ma --extra '{"prompt":5}' | err)" "400 prompt"
+long=$(printf 'ma%.0s' $(seq 1 50))
+is "prompt longer than the context" "$(C complete --prompt "$long" | err)" "400 prompt"
+is "unknown character" "$(C complete --prompt 'ma<>' | err)" "400 prompt"
+raw() { C raw "$@" | jq_py 'str(d["status"])+" "+(d["body"]["error"]["type"] if isinstance(d["body"],dict) and "error" in d["body"] else "-")'; }
+is "malformed JSON" "$(raw --path /v1/completions --body '{"prompt": ')" "400 invalid_request_error"
+is "temperature NaN" "$(raw --path /v1/completions --body '{"prompt":"ma","temperature":NaN}')" "400 invalid_request_error"
+is "no API key" "$(node "$SRC/tests/serve/openai_client.mjs" complete --base-url "$URL/v1" --no-auth --prompt ma --model run | err)" "401 None"
+is "wrong API key" "$(node "$SRC/tests/serve/openai_client.mjs" complete --base-url "$URL/v1" --api-key nope --prompt ma --model run | err)" "401 None"
+big=$(C raw --path /v1/completions --body-bytes 100000000 | jq_py 'str(d["status"])')
+is "100 MB body" "$big" 413
+is "still serving" "$(C complete --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 | jq_py '"\n".join(c["text"] for c in d["choices"])')" "$sample"
+curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^atto_generated_tokens_total [1-9]' && ok || bad "/metrics"
+kill -TERM $PID
+wait $PID
+is "SIGTERM exit status" $? 0
+
+# Chat on the chat-formatted model.
+start_server "$W/chat" "$W/serve_chat.log" || { finish serve; exit 1; }
+msgs='[{"role":"user","content":"hello 3"}]'
+reply=$(C chat --messages "$msgs" --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["choices"][0]["message"]["role"]+": "+d["choices"][0]["message"]["content"]')
+prompt=$(printf 'User: hello 3\nAssistant:')
+want=$("$ATTO" sample --model "$W/chat" --prompt "$prompt" -n 1 --greedy --max-tokens 20 --seed 2 | head -c -1 | tail -c +$((${#prompt} + 1)) | sed '/^----------$/d')
+is "chat = atto sample on the template" "$reply" "assistant: $want"
+chat_stream=$(C chat --messages "$msgs" --stream --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["text"][0]')
+is "chat stream" "assistant: $chat_stream" "assistant: $want"
+kill -TERM $PID
+wait $PID
+finish serve
