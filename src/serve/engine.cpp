@@ -110,4 +110,25 @@ std::vector<Choice> Engine::generate(const PreparedPrompt& p, const Completion& 
   return out;
 }
 
+Translator::Translator(LoadedSeq2Seq lm, std::string id, int threads)
+    : lm_(std::move(lm)), threads_(threads), id_(std::move(id)) {}
+
+std::vector<std::vector<std::pair<std::string, double>>> Translator::translate(const std::vector<std::string>& sources,
+                                                                               const gen::DecodeOptions& opt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kernels::ThreadScope threads(threads_);
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& s : sources) ids.push_back(lm_.src_tok->encode(s));
+  const auto results = gen::translate_all(*lm_.model, ids, opt, 32);  // atto translate's --batch-size
+  std::vector<std::vector<std::pair<std::string, double>>> out;
+  for (const auto& hyps : results) {
+    out.emplace_back();
+    for (int64_t j = 0; j < opt.n_best; ++j) {
+      const bool has = j < static_cast<int64_t>(hyps.size());
+      out.back().emplace_back(has ? lm_.tgt_tok->decode(hyps[j].tokens) : std::string(), has ? hyps[j].score : 0.0);
+    }
+  }
+  return out;
+}
+
 }  // namespace atto::serve

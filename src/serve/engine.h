@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "generate/seq2seq_decode.h"
 #include "run/run_dir.h"
 #include "serve/openai.h"
 
@@ -52,6 +53,23 @@ class Engine {
   int threads_;
   std::string id_;
   std::mutex mu_;  // one generation at a time on the model
+};
+
+// A seq2seq model behind a lock: `atto translate`'s decoding (greedy or beam, n-best).
+class Translator {
+ public:
+  Translator(LoadedSeq2Seq lm, std::string id, int threads);
+  const std::string& id() const { return id_; }
+  int64_t context() const { return lm_.config.seq2seq.max_len; }
+  // Per source, n_best (text, score) pairs, best first; an empty source gets empty ones.
+  std::vector<std::vector<std::pair<std::string, double>>> translate(const std::vector<std::string>& sources,
+                                                                     const gen::DecodeOptions& opt);
+
+ private:
+  LoadedSeq2Seq lm_;
+  int threads_;
+  std::string id_;
+  std::mutex mu_;
 };
 
 }  // namespace atto::serve

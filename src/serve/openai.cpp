@@ -94,6 +94,23 @@ std::string render_chat(const json& messages) {
   return out + "Assistant:";
 }
 
+Translation parse_translation(const json& body, const Limits& limits) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
+  if (const json* m = field(body, "model"); m && (!m->is_string() || m->get<std::string>() != limits.model_id))
+    throw RequestError(404,
+                       fmt::format("the model {} does not exist; this server serves '{}'", m->dump(), limits.model_id),
+                       "model", "model_not_found");
+  Translation t;
+  if (!field(body, "input")) bad("input", "required (a string or a list of strings)");
+  t.sources = strings(body, "input", 256);
+  t.decode.beam = integer(body, "beam", 5, 1, 16);
+  t.decode.n_best = integer(body, "n_best", 1, 1, t.decode.beam);
+  t.decode.length_penalty = static_cast<float>(number(body, "length_penalty", 0.6, 0.0, 10.0));
+  t.decode.max_len_a = static_cast<float>(number(body, "max_len_a", 1.5, 0.0, 100.0));
+  t.decode.max_len_b = integer(body, "max_len_b", 10, 0, 4096);
+  return t;
+}
+
 Completion parse_completion(const json& body, const Limits& limits, bool chat) {
   if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
   Completion c;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "generate/sampler.h"
+#include "generate/seq2seq_decode.h"
 
 namespace atto::serve {
 
@@ -52,6 +53,15 @@ struct Completion {
 // Validates every field it uses (a wrong type, a value out of range, an unknown model); fields
 // it does not know are ignored, as OpenAI's clients send more than a server needs.
 Completion parse_completion(const nlohmann::json& body, const Limits& limits, bool chat);
+
+// POST /v1/translations (atto's own route for seq2seq models): {"input": a string or a list of
+// sources, "beam" (1-16, default 5), "n_best" (1-beam), "length_penalty", "max_len_a",
+// "max_len_b"}.
+struct Translation {
+  std::vector<std::string> sources;
+  gen::DecodeOptions decode;
+};
+Translation parse_translation(const nlohmann::json& body, const Limits& limits);
 
 // The plain chat template (docs/serve.md): "System: ...\n", "User: ...\n", "Assistant: ...\n" per
 // message, then "Assistant:" for the model to continue.

@@ -39,7 +39,8 @@ struct Metrics {
 
 struct State {
   const ServeOptions& opt;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Engine> engine;          // a GPT
+  std::unique_ptr<Translator> translator;  // or a seq2seq model
   std::atomic<bool> ready{false};
   Metrics metrics;
   Limits limits;
@@ -202,6 +203,8 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
   } catch (const json::exception& e) {
     throw RequestError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
   }
+  if (!s.engine)
+    throw RequestError(400, "this model is an encoder-decoder (seq2seq): use POST /v1/translations", "", "wrong_route");
   const Completion c = parse_completion(body, s.limits, chat);
   std::vector<PreparedPrompt> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(s.engine->prepare(p, chat ? "messages" : "prompt"));
@@ -232,6 +235,27 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
                {"total_tokens", prompt_tokens + completion_tokens}}}});
 }
 
+void handle_translation(State& s, const httplib::Request& req, httplib::Response& res) {
+  if (!s.translator)
+    throw RequestError(400, "this model is a GPT: use /v1/completions or /v1/chat/completions", "", "wrong_route");
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::exception& e) {
+    throw RequestError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
+  }
+  const Translation t = parse_translation(body, s.limits);
+  QueueTicket ticket(s);
+  const auto out = s.translator->translate(t.sources, t.decode);
+  json data = json::array();
+  for (size_t i = 0; i < out.size(); ++i) {
+    json hyps = json::array();
+    for (const auto& [text, score] : out[i]) hyps.push_back({{"text", text}, {"score", score}});
+    data.push_back({{"index", i}, {"translations", hyps}});
+  }
+  send_json(res, 200, {{"object", "list"}, {"model", s.translator->id()}, {"data", data}});
+}
+
 // Wraps a route: the API key, readiness, request errors and anything else as JSON errors.
 httplib::Server::Handler guarded(State& s, std::function<void(const httplib::Request&, httplib::Response&)> f) {
   return [&s, f](const httplib::Request& req, httplib::Response& res) {
@@ -253,19 +277,23 @@ void add_routes(httplib::Server& srv, State& s) {
   srv.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
     send_json(res, s.ready ? 200 : 503, {{"status", s.ready ? "ok" : "loading"}});
   });
-  srv.Get("/v1/models", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
-            send_json(res, 200,
-                      {{"object", "list"},
-                       {"data", json::array({{{"id", s.engine->id()},
-                                              {"object", "model"},
-                                              {"created", 0},
-                                              {"owned_by", "atto"},
-                                              {"context_length", s.engine->context()}}})}});
-          }));
+  srv.Get(
+      "/v1/models", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
+        send_json(
+            res, 200,
+            {{"object", "list"},
+             {"data", json::array({{{"id", s.limits.model_id},
+                                    {"object", "model"},
+                                    {"created", 0},
+                                    {"owned_by", "atto"},
+                                    {"context_length", s.engine ? s.engine->context() : s.translator->context()}}})}});
+      }));
   srv.Post("/v1/completions",
            guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_completion(s, q, r, false); }));
   srv.Post("/v1/chat/completions",
            guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_completion(s, q, r, true); }));
+  srv.Post("/v1/translations",
+           guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_translation(s, q, r); }));
   srv.Get("/metrics", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
             res.set_content(s.metrics.text(), "text/plain; version=0.0.4");
           }));
@@ -284,7 +312,7 @@ void add_routes(httplib::Server& srv, State& s) {
 
 int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
                const std::function<void(const std::string& url)>& on_ready) {
-  State s{opt, nullptr, {}, {}, {}};
+  State s{opt, nullptr, nullptr, {}, {}, {}};
   httplib::Server srv;
   const int slots = std::max(1, opt.slots);
   srv.new_task_queue = [slots] { return new httplib::ThreadPool(static_cast<size_t>(slots)); };
@@ -301,13 +329,19 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
     // The model's id: its run directory's or file's name ("runs/names/" -> "names").
     std::filesystem::path p(opt.model);
     if (p.filename().empty()) p = p.parent_path();
-    s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(), opt.threads);
+    if (load_run_config(opt.model).task == Task::Seq2Seq)
+      s.translator = std::make_unique<Translator>(load_seq2seq_run(opt.model), p.stem().string(), opt.threads);
+    else
+      s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(), opt.threads);
   } catch (...) {
     srv.stop();
     listener.join();
     throw;
   }
-  s.limits = {.max_tokens_cap = opt.max_tokens_cap, .default_max_tokens = 16, .max_n = 16, .model_id = s.engine->id()};
+  s.limits = {.max_tokens_cap = opt.max_tokens_cap,
+              .default_max_tokens = 16,
+              .max_n = 16,
+              .model_id = s.engine ? s.engine->id() : s.translator->id()};
   s.ready = true;
   on_ready(fmt::format("http://{}:{}", opt.host, port));
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));

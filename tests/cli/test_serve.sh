@@ -99,4 +99,18 @@ chat_stream=$(C chat --messages "$msgs" --stream --seed 2 --max-tokens 20 --temp
 is "chat stream" "assistant: $chat_stream" "assistant: $want"
 kill -TERM $PID
 wait $PID
+
+# A seq2seq model: POST /v1/translations (atto's own route; plain HTTP) = atto translate's n-best.
+write_toy "$W"
+expect_ok "$ATTO" train --task seq2seq --src "$W/toy.src" --tgt "$W/toy.tgt" --tokenizer word --d-model 12 \
+  --n-heads 3 --n-enc-layers 1 --n-dec-layers 1 --d-ff 12 --lr 0.01 --steps 300 --dropout 0 --label-smoothing 0 \
+  --schedule constant --warmup 0 --eval-bleu 0 --best-by loss --threads 1 -q --out "$W/toy"
+start_server "$W/toy" "$W/serve_toy.log" || { finish serve; exit 1; }
+want=$("$ATTO" translate --model "$W/toy" --beam 3 --n-best 2 --input "$W/toy.src" | awk -F' [|][|][|] ' '{print $2}')
+body=$(python3 -c 'import json,sys; print(json.dumps({"input": open(sys.argv[1]).read().splitlines(), "beam": 3, "n_best": 2}))' "$W/toy.src")
+got=$(C raw --path /v1/translations --body "$body" | jq_py '"\n".join(h["text"] for x in d["body"]["data"] for h in x["translations"])')
+is "translations = atto translate --beam 3 --n-best 2" "$got" "$want"
+is "completions on a seq2seq model" "$(C complete --prompt hello --model toy | err)" "400 None"
+kill -TERM $PID
+wait $PID
 finish serve
