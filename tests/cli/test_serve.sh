@@ -22,12 +22,24 @@ expect_ok "$ATTO" train --data "$W/chat.txt" --mode stream --block-size 64 --out
   --d-model 32 --n-heads 2 --n-layers 2 --threads 1 --lr 0.01 -q
 
 KEY=sk-test-123
+http_get() {  # http_get URL [KEY]: the body of a 200 answer (exit 1 otherwise); no curl needed
+  python3 -c '
+import sys, urllib.request
+req = urllib.request.Request(sys.argv[1])
+if len(sys.argv) > 2:
+    req.add_header("Authorization", "Bearer " + sys.argv[2])
+try:
+    sys.stdout.write(urllib.request.urlopen(req, timeout=5).read().decode())
+except Exception:
+    sys.exit(1)
+' "$@"
+}
 start_server() {  # start_server RUN LOGFILE: sets PID and URL
   "$ATTO" serve --model "$1" --port 0 --api-key "$KEY" --threads 1 --body-limit 1000000 >"$2" 2>&1 &
   PID=$!
   for _ in $(seq 1 100); do
     URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$2" | head -1)
-    [ -n "$URL" ] && curl -sf "$URL/health" >/dev/null && return 0
+    [ -n "$URL" ] && http_get "$URL/health" >/dev/null && return 0
     sleep 0.1
   done
   bad "the server did not start: $(cat "$2")"
@@ -83,7 +95,7 @@ is "wrong API key" "$(node "$SRC/tests/serve/openai_client.mjs" complete --base-
 big=$(C raw --path /v1/completions --body-bytes 100000000 | jq_py 'str(d["status"])')
 is "100 MB body" "$big" 413
 is "still serving" "$(C complete --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 | jq_py '"\n".join(c["text"] for c in d["choices"])')" "$sample"
-curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^atto_generated_tokens_total [1-9]' && ok || bad "/metrics"
+http_get "$URL/metrics" "$KEY" | grep -q '^atto_generated_tokens_total [1-9]' && ok || bad "/metrics"
 kill -TERM $PID
 wait $PID
 is "SIGTERM exit status" $? 0
