@@ -16,7 +16,6 @@
 #include "generate/generate.h"
 #include "generate/score.h"
 #include "generate/seq2seq_decode.h"
-#include "generate/stop_strings.h"
 #include "kernels/kernels.h"
 #include "run/config_fields.h"
 #include "run/run_dir.h"
@@ -150,13 +149,6 @@ gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_p
   return opt;
 }
 
-// Per sample: the streamed text, cut at the first stop string.
-struct Streams {
-  std::vector<gen::StopStrings> stops;
-  std::vector<std::string> text;
-  std::vector<char> ended;
-};
-
 void run_generate(atto_model* m, const char* prompt, int64_t n, const atto_sample_params& p, atto_token_callback cb,
                   void* user, atto_strings** out) {
   LoadedModel& lm = need_gpt(m, "atto_generate");
@@ -166,42 +158,17 @@ void run_generate(atto_model* m, const char* prompt, int64_t n, const atto_sampl
   for (size_t i = 0; i < p.n_stop; ++i) stop_list.emplace_back(need_str(p.stop[i], "a stop string"));
   gen::GenerateOptions opt = generate_options(lm, p);
   const gen::PromptSet ps = gen::make_prompt_set(lm.tokenizer, prompt ? prompt : "", lm.config.model.block_size);
-  const bool streaming = cb != nullptr || !stop_list.empty();
-  Streams st;
-  if (streaming) {
-    st.stops.assign(static_cast<size_t>(n), gen::StopStrings(stop_list));
-    st.text.resize(static_cast<size_t>(n));
-    st.ended.assign(static_cast<size_t>(n), 0);
-    opt.on_token = [&](int64_t i, int32_t t) {
-      bool done = false;
-      const std::string piece = st.stops[i].push(lm.tokenizer.decode({t}), done);
-      st.text[i] += piece;
-      const bool go_on = (cb == nullptr || piece.empty() || cb(i, piece.data(), piece.size(), t, user)) && !done;
-      if (!go_on) st.ended[i] = 1;
-      return go_on;
-    };
-  }
   auto result = std::make_unique<atto_strings>();
   Rng rng(p.seed);
   kernels::ThreadScope threads(m->threads);
-  gen::generate_chunks(*lm.model, ps, n, opt, rng, [&](const gen::SampleChunk& c) {
-    for (size_t k = 0; k < c.samples.size(); ++k) {
-      const size_t i = static_cast<size_t>(c.first) + k;
-      std::string text;
-      if (streaming) {
-        if (!st.ended[i]) {  // the end of a sample no stop string ended: release what was held back
-          const std::string rest = st.stops[i].finish();
-          st.text[i] += rest;
-          if (cb && !rest.empty()) cb(static_cast<int64_t>(i), rest.data(), rest.size(), -1, user);
-        }
-        text = ps.text + st.text[i];
-      } else {
-        text = ps.text + lm.tokenizer.decode(c.samples[k].tokens);
-      }
-      result->texts.push_back(std::move(text));
-      result->scores.push_back(static_cast<double>(c.samples[k].tokens.size()));
-    }
-  });
+  const auto samples = gen::generate_text(
+      *lm.model, lm.tokenizer, ps, n, opt, stop_list, rng, [&](int64_t i, const std::string& piece, int32_t t, bool) {
+        return cb == nullptr || piece.empty() || cb(i, piece.data(), piece.size(), t, user);
+      });
+  for (const gen::TextSample& sample : samples) {
+    result->texts.push_back(ps.text + sample.text);
+    result->scores.push_back(static_cast<double>(sample.tokens));
+  }
   *out = result.release();
 }
 

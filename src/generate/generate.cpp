@@ -5,6 +5,7 @@
 
 #include "autograd/tape.h"
 #include "base/error.h"
+#include "generate/stop_strings.h"
 
 namespace atto::gen {
 
@@ -242,6 +243,36 @@ PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t 
   PromptSet ps = make_prompt_set(tok, text, block_size);
   ps.prompts = ps.draw(n, rng);
   return ps;
+}
+
+std::vector<TextSample> generate_text(GPT& model, const CharTokenizer& tok, const PromptSet& ps, int64_t n,
+                                      GenerateOptions opt, const std::vector<std::string>& stops, Rng& rng,
+                                      const OnPiece& on_piece) {
+  ATTO_CHECK(n >= 1, "generate: the number of samples must be >= 1, got {}", n);
+  std::vector<StopStrings> cut(static_cast<size_t>(n), StopStrings(stops));
+  std::vector<TextSample> out(static_cast<size_t>(n));
+  std::vector<char> ended(static_cast<size_t>(n), 0);
+  opt.on_token = [&](int64_t i, int32_t t) {
+    const auto k = static_cast<size_t>(i);
+    bool done = false;
+    const std::string piece = cut[k].push(tok.decode({t}), done);
+    out[k].text += piece;
+    out[k].tokens++;
+    out[k].stopped = done;
+    ended[k] = !on_piece(i, piece, t, done) || done;
+    return !ended[k];
+  };
+  generate_chunks(model, ps, n, opt, rng, [&](const SampleChunk& c) {
+    for (size_t j = 0; j < c.samples.size(); ++j) {
+      const size_t k = static_cast<size_t>(c.first) + j;
+      if (c.samples[j].stopped && !ended[k]) out[k].stopped = true;  // the stop token
+      if (ended[k]) continue;
+      const std::string rest = cut[k].finish();  // no stop string ended it: release what was held back
+      out[k].text += rest;
+      if (!rest.empty()) on_piece(static_cast<int64_t>(k), rest, -1, false);
+    }
+  });
+  return out;
 }
 
 }  // namespace atto::gen

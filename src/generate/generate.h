@@ -120,4 +120,21 @@ struct SampleChunk {
 void generate_chunks(GPT& model, const PromptSet& ps, int64_t n, const GenerateOptions& opt, Rng& rng,
                      const std::function<void(const SampleChunk&)>& emit);
 
+// ---- samples as text, streamed, cut at stop strings ------------------------------------
+struct TextSample {
+  std::string text;      // the generated text (without the prompt), up to the first stop string
+  int64_t tokens = 0;    // generated tokens (a stop token not counted)
+  bool stopped = false;  // ended by the stop token or a stop string (else max_new_tokens or on_piece)
+};
+// Called for every sampled token of sample i with the text it releases (empty while it could be the
+// start of a stop string; gen::StopStrings), and once with token -1 for the text held back when a
+// sample ends without a stop string. `ends`: a stop string completed at this token. Returning
+// false ends the sample.
+using OnPiece = std::function<bool(int64_t sample, const std::string& piece, int32_t token, bool ends)>;
+// generate_chunks of n samples of ps, as text: the one streaming path of the C API and atto serve.
+// opt.on_token is taken over; opt.on_logits is kept.
+std::vector<TextSample> generate_text(GPT& model, const CharTokenizer& tok, const PromptSet& ps, int64_t n,
+                                      GenerateOptions opt, const std::vector<std::string>& stops, Rng& rng,
+                                      const OnPiece& on_piece);
+
 }  // namespace atto::gen

@@ -21,19 +21,20 @@ void angles(int64_t p, int64_t HS, float base, float* c, float* s) {
 // Rotates the Q and K blocks of every row [B*T, 3C] by sign * angle; V is copied (or added).
 void rotate(float* out, const float* in, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t offset, float base,
             float sign, bool accumulate) {
-  const int64_t HS = C / NH, rows = B * T;
+  const int64_t HS = C / NH, H2 = HS / 2, rows = B * T;
+  // The angles of the T positions, once per call (every batch row shares them).
+  std::vector<float> cs(static_cast<size_t>(T * H2)), sn(static_cast<size_t>(T * H2));
+  for (int64_t t = 0; t < T; ++t) angles(offset + t, HS, base, cs.data() + t * H2, sn.data() + t * H2);
   auto body = [&](int64_t r0, int64_t r1) {
-    std::vector<float> c(static_cast<size_t>(HS / 2)), s(static_cast<size_t>(HS / 2));
-    int64_t last_p = -1;
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t p = offset + r % T;
-      if (p != last_p) angles(p, HS, base, c.data(), s.data()), last_p = p;
+      const float* c = cs.data() + (r % T) * H2;
+      const float* s = sn.data() + (r % T) * H2;
       const float* x = in + r * 3 * C;
       float* y = out + r * 3 * C;
       for (int64_t h = 0; h < 2 * NH; ++h) {  // the Q heads, then the K heads
         const float* xh = x + h * HS;
         float* yh = y + h * HS;
-        for (int64_t i = 0; i < HS / 2; ++i) {
+        for (int64_t i = 0; i < H2; ++i) {
           const float x0 = xh[2 * i], x1 = xh[2 * i + 1], si = sign * s[i];
           const float y0 = x0 * c[i] - x1 * si, y1 = x0 * si + x1 * c[i];
           yh[2 * i] = accumulate ? yh[2 * i] + y0 : y0;

@@ -331,14 +331,30 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType
   return arch_name(arch);
 }
 
+namespace {
+
+// The run configuration a GGUF file describes (and its vocabulary and architecture).
+RunConfig config_of(const io::GgufFile& f, const CharTokenizer& tok, Arch& arch) {
+  RunConfig cfg = default_run_config(Task::Gpt);
+  cfg.model = read_gpt_config(f, tok.vocab_size(), arch);
+  cfg.data.path = f.path;
+  return cfg;
+}
+
+}  // namespace
+
+RunConfig gguf_run_config(const std::string& path) {
+  const io::GgufFile f = io::read_gguf(path);
+  Arch arch;
+  return config_of(f, read_vocabulary(f), arch);
+}
+
 LoadedModel load_gguf(const std::string& path) {
   const io::GgufFile f = io::read_gguf(path);
   LoadedModel lm;
   lm.tokenizer = read_vocabulary(f);
-  lm.config = default_run_config(Task::Gpt);
   Arch arch;
-  lm.config.model = read_gpt_config(f, lm.tokenizer.vocab_size(), arch);
-  lm.config.data.path = path;
+  lm.config = config_of(f, lm.tokenizer, arch);
   Rng rng(0);  // overwritten by the file's weights
   lm.model = std::make_unique<GPT>(lm.config.model, rng);
   std::vector<std::pair<std::string, Tensor>> tensors;

@@ -44,6 +44,8 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, io::Ggml
 // A GGUF file of the gpt2 or llama architecture with a character vocabulary (as export_gguf writes them),
 // validated like a run directory: every dimension against the tensors' shapes.
 LoadedModel load_gguf(const std::string& path);
+// Its configuration only (no model is built): what load_run_config gives for a GGUF file.
+RunConfig gguf_run_config(const std::string& path);
 
 // GPT-2's byte-to-unicode map (the printable byte itself, else U+0100 + n): the string of a
 // character in a byte-level BPE vocabulary, and the way back (atto::Error for a string that is

@@ -50,7 +50,7 @@ void check_finite_weights(const io::SafetensorsFile& f) {
 }
 
 RunConfig load_run_config(const std::string& dir) {
-  if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return load_gguf(dir).config;  // a GGUF file (gguf_model.h)
+  if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return gguf_run_config(dir);  // a GGUF file (gguf_model.h)
   ATTO_CHECK(fs::is_directory(dir), "{} is not a run directory (it does not exist or is not a directory)", dir);
   const std::string path = run_path(dir, "config.json");
   ATTO_CHECK(fs::exists(path), "{} has no config.json: not an atto run directory", dir);

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "generate/generate.h"
-#include "generate/stop_strings.h"
 #include "kernels/kernels.h"
 #include "tokenize/utf8.h"
 
@@ -23,14 +23,6 @@ std::vector<double> log_softmax(std::span<const float> logits) {
   for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - lz;
   return out;
 }
-
-// Per choice while it is generated.
-struct Running {
-  gen::StopStrings stops;
-  std::vector<double> last_lp;  // log-probabilities of the step being drawn
-  Choice choice;
-  bool ended = false;
-};
 
 }  // namespace
 
@@ -52,61 +44,54 @@ PreparedPrompt Engine::prepare(const std::string& prompt, const char* param) con
   return {prompt, static_cast<int64_t>(lm_.tokenizer.encode(prompt).size())};
 }
 
+namespace {
+
+// The top k alternatives and the chosen token's log-probability, from a step's log-softmax.
+TokenLogprob token_logprob(const CharTokenizer& tok, const std::vector<double>& lp, int32_t t, int64_t k,
+                           int64_t offset) {
+  TokenLogprob out{tok.decode({t}), lp[static_cast<size_t>(t)], {}, offset};
+  std::vector<int32_t> order(lp.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = static_cast<int32_t>(j);
+  const auto top = std::min<size_t>(static_cast<size_t>(k), order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](int32_t a, int32_t b) { return lp[static_cast<size_t>(a)] > lp[static_cast<size_t>(b)]; });
+  for (size_t j = 0; j < top; ++j) out.top.emplace_back(tok.id_to_string(order[j]), lp[static_cast<size_t>(order[j])]);
+  return out;
+}
+
+}  // namespace
+
 std::vector<Choice> Engine::generate(const PreparedPrompt& p, const Completion& c, uint64_t seed,
                                      const OnPiece& on_piece) {
   std::lock_guard<std::mutex> lock(mu_);
   kernels::ThreadScope threads(threads_);
   const CharTokenizer& tok = lm_.tokenizer;
-  const gen::PromptSet ps = gen::make_prompt_set(tok, p.text, context());
-  std::vector<Running> run(static_cast<size_t>(c.n), Running{gen::StopStrings(c.stop), {}, {}, false});
-  if (c.max_tokens == 0) {
-    std::vector<Choice> none(static_cast<size_t>(c.n));
-    return none;
-  }
+  std::vector<Choice> out(static_cast<size_t>(c.n));
+  if (c.max_tokens == 0) return out;
   gen::GenerateOptions opt;
   opt.max_new_tokens = c.max_tokens;
   opt.stop_token = tok.has_boundary() ? tok.boundary_id() : -1;
   opt.sampler = c.sampler;
-  if (c.logprobs >= 0) opt.on_logits = [&](int64_t i, std::span<const float> l) { run[i].last_lp = log_softmax(l); };
-  opt.on_token = [&](int64_t i, int32_t t) {
-    Running& r = run[static_cast<size_t>(i)];
-    const std::string piece_text = tok.decode({t});
-    TokenLogprob lp;
-    if (c.logprobs >= 0) {
-      lp.token = piece_text;
-      lp.logprob = r.last_lp[static_cast<size_t>(t)];
-      lp.text_offset = static_cast<int64_t>(utf8::count(r.choice.text));
-      std::vector<int32_t> order(r.last_lp.size());
-      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int32_t>(k);
-      const auto k = std::min<size_t>(static_cast<size_t>(c.logprobs), order.size());
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                        [&](int32_t a, int32_t b) { return r.last_lp[a] > r.last_lp[b]; });
-      for (size_t j = 0; j < k; ++j) lp.top.emplace_back(tok.id_to_string(order[j]), r.last_lp[order[j]]);
-    }
-    bool done = false;
-    const std::string piece = r.stops.push(piece_text, done);
-    r.choice.text += piece;
-    r.choice.tokens++;
-    if (c.logprobs >= 0 && !done) r.choice.logprobs.push_back(lp);
-    const bool go_on = on_piece(i, piece, c.logprobs >= 0 && !done ? &lp : nullptr);
-    if (done) r.choice.stopped = true;
-    r.ended = done || !go_on;
-    return !r.ended;
-  };
+  std::vector<std::vector<double>> last_lp(static_cast<size_t>(c.n));  // the step being drawn, per choice
+  std::vector<int64_t> chars(static_cast<size_t>(c.n), 0);             // characters of text so far
+  if (c.logprobs >= 0) opt.on_logits = [&](int64_t i, std::span<const float> l) { last_lp[i] = log_softmax(l); };
   Rng rng(seed);
-  std::vector<Choice> out;
-  gen::generate_chunks(*lm_.model, ps, c.n, opt, rng, [&](const gen::SampleChunk& chunk) {
-    for (size_t k = 0; k < chunk.samples.size(); ++k) {
-      Running& r = run[static_cast<size_t>(chunk.first) + k];
-      if (chunk.samples[k].stopped && !r.choice.stopped) r.choice.stopped = true;  // the end token
-      if (!r.ended) {
-        const std::string rest = r.stops.finish();
-        r.choice.text += rest;
-        if (!rest.empty()) on_piece(chunk.first + static_cast<int64_t>(k), rest, nullptr);
-      }
-      out.push_back(std::move(r.choice));
-    }
-  });
+  const auto samples = gen::generate_text(*lm_.model, tok, gen::make_prompt_set(tok, p.text, context()), c.n, opt,
+                                          c.stop, rng, [&](int64_t i, const std::string& piece, int32_t t, bool ends) {
+                                            const auto k = static_cast<size_t>(i);
+                                            std::optional<TokenLogprob> lp;
+                                            if (c.logprobs >= 0 && t >= 0 && !ends) {
+                                              lp = token_logprob(tok, last_lp[k], t, c.logprobs, chars[k]);
+                                              out[k].logprobs.push_back(*lp);
+                                            }
+                                            chars[k] += static_cast<int64_t>(utf8::count(piece));
+                                            return on_piece(i, piece, lp ? &*lp : nullptr);
+                                          });
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k].text = samples[k].text;
+    out[k].tokens = samples[k].tokens;
+    out[k].stopped = samples[k].stopped;
+  }
   return out;
 }
 

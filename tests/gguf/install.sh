@@ -23,49 +23,17 @@ if [[ $# -ne 1 || -z "$1" ]]; then
   exit 2
 fi
 target="$1"
-
-die() { echo "install.sh: $*" >&2; exit 1; }
-
-command -v node >/dev/null || die "node is not installed (node >= 20 is needed)"
-command -v npm >/dev/null || die "npm is not installed"
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-(( node_major >= 20 )) || die "node $(node --version) is too old: node-llama-cpp needs node >= 20"
-[[ "$(uname -s)-$(uname -m)" == "Linux-x86_64" ]] \
-  || die "only linux x86_64 is supported (the prebuilt package installed is @node-llama-cpp/linux-x64), not $(uname -s)-$(uname -m)"
+[[ "$(uname -s)-$(uname -m)" == "Linux-x86_64" ]] ||
+  { echo "install.sh: only linux x86_64 is supported (the prebuilt package installed is @node-llama-cpp/linux-x64), not $(uname -s)-$(uname -m)" >&2; exit 1; }
 
 export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true   # never fetch llama.cpp's source
 export NODE_LLAMA_CPP_POSTINSTALL=skip     # and never build it (the postinstall is not run anyway)
 export NODE_LLAMA_CPP_GPU=false
 
-mkdir -p "$target"
-target="$(cd "$target" && pwd)"
-stamp="$target/node_modules/.atto-gguf-ref.stamp"
-want="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)"
-
 # Loads llama.cpp exactly as llama_ref.mjs does (prebuilt only) and prints what it found. (A
 # script file, not `node -e`: node-llama-cpp tests its binary in a child process that re-runs
 # the parent's command line.)
-check() {
-  node "$here/llama_ref.mjs" check --modules "$target/node_modules"
-}
+check() { node "$here/llama_ref.mjs" check --modules "$1"; }
 
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-  if out="$(check 2>&1)"; then
-    echo "install.sh: already installed in $target/node_modules: $out"
-    exit 0
-  fi
-  echo "install.sh: the install in $target/node_modules does not load ($out); reinstalling" >&2
-fi
-
-cp "$here/package.json" "$here/package-lock.json" "$target/"
-start=$(date +%s.%N)
-(cd "$target" && npm install --no-audit --no-fund --omit=optional --ignore-scripts --no-save --loglevel=error) \
-  || die "npm install failed in $target"
-end=$(date +%s.%N)
-
-[[ -d "$target/node_modules/@node-llama-cpp/linux-x64/bins" ]] \
-  || die "@node-llama-cpp/linux-x64 was not installed (its binaries are what llama_ref.mjs loads)"
-out="$(check 2>&1)" || die "llama.cpp does not load from $target/node_modules: $out"
-echo "$want" > "$stamp"
-size="$(du -sh "$target/node_modules" | cut -f1)"
-printf 'install.sh: installed in %s/node_modules in %.1f s (%s): %s\n' "$target" "$(echo "$end - $start" | bc)" "$size" "$out"
+source "$here/../npm_pinned.sh"
+npm_pinned_install "$here" "$target" .atto-gguf-ref.stamp check @node-llama-cpp/linux-x64/bins
