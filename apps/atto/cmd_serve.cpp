@@ -59,11 +59,14 @@ Command add_serve(CLI::App& root) {
   app->add_option("--port", o.port, "Port; 0 = any free port (printed)")->capture_default_str();
   app->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on every route but /health");
   app->add_option("--api-key-file", f->api_key_file, "Read the API key from the first line of this file");
-  app->add_option("--slots", o.slots, "Connections served at once")->capture_default_str();
+  app->add_option("--slots", o.slots, "Requests decoded together (continuous batching); more wait in the queue")
+      ->capture_default_str();
   app->add_option("--max-tokens-cap", o.max_tokens_cap, "The most tokens a request may ask for per choice")
       ->capture_default_str();
   app->add_option("--timeout", o.timeout_s, "Socket read/write timeout, seconds")->capture_default_str();
-  app->add_option("--threads", o.threads, "Kernel threads; 0 = all cores")->capture_default_str();
+  app->add_option("--threads", o.threads,
+                  "The model's kernel threads; 0 = all cores but one (left for the HTTP threads)")
+      ->capture_default_str();
   app->add_option("--queue", o.queue_max, "Requests that may wait for the model; more get 503")->capture_default_str();
   app->add_option("--body-limit", o.body_limit, "Largest request body in bytes; larger get 413")->capture_default_str();
   return {app, [f] { return run_serve(*f); }};

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "generate/sampler.h"
+#include "generate/stop_strings.h"
 #include "models/gpt.h"
 #include "tokenize/char_tokenizer.h"
 
@@ -131,6 +132,22 @@ struct TextSample {
 // sample ends without a stop string. `ends`: a stop string completed at this token. Returning
 // false ends the sample.
 using OnPiece = std::function<bool(int64_t sample, const std::string& piece, int32_t token, bool ends)>;
+// The text of n samples as their tokens arrive (GenerateOptions::on_token -> on_token): stop
+// strings cut, pieces streamed to on_piece. generate_text's and atto serve's one text path.
+class TextStream {
+ public:
+  TextStream(const CharTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece);
+  bool on_token(int64_t i, int32_t t);      // false: sample i ends here (a stop string, or on_piece said so)
+  void finish(int64_t i, const Sample& s);  // sample i's decoding ended: release the held-back text
+  std::vector<TextSample> take() { return std::move(out_); }
+
+ private:
+  const CharTokenizer& tok_;
+  std::vector<StopStrings> cut_;
+  std::vector<TextSample> out_;
+  std::vector<char> ended_;
+  OnPiece on_piece_;
+};
 // generate_chunks of n samples of ps, as text: the one streaming path of the C API and atto serve.
 // opt.on_token is taken over; opt.on_logits is kept.
 std::vector<TextSample> generate_text(GPT& model, const CharTokenizer& tok, const PromptSet& ps, int64_t n,

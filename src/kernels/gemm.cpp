@@ -441,14 +441,10 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 namespace {
 
 // ---- A few rows (decoding): out[n, o] = <inp[n], weight[o]> + bias[o] -------------------------
-// One token per sequence makes N tiny, and the product a matrix-vector one that only streams the
-// weights. Through gemm (OpenBLAS's small-matrix kernel in tiles) (d)'s 24 layers ran at 19-31
-// GB/s of weights with N = 1; this path runs them at 44-55 GB/s. Each thread walks its own
-// contiguous run of weight rows, one row at a time (a single sequential stream: blocks of 4
-// interleaved rows ran at half the speed), dotted with all N rows while it is in L1. Every
-// output is one dot product in a fixed order (two 16-lane accumulators over alternate 16-float
-// blocks, the tail in the second, then the fixed hsum tree, then + bias), whatever N and the
-// thread count.
+// One token per sequence makes N tiny: a matrix-vector product that only streams the weights
+// ((d)'s layers: 19-31 GB/s through gemm, 44-55 GB/s here). Every output is one dot product in a
+// fixed order (two 16-lane accumulators over alternate 16-float blocks, the tail in the second,
+// the fixed hsum tree, + bias), whatever N and the thread count.
 constexpr int64_t kFewRows = 8;               // N at most this takes the matrix-vector path
 constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread does it all
 
@@ -478,30 +474,51 @@ VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, f
   for (int g = 0; g < G; g++) out[g * ldo] = simd::hsum(a0[g] + a1[g]) + b;
 }
 
+// The rows n..n+G-1 (G = min(4, N - n)) against weight row o.
+VINLINE void dot_group(float* out, int64_t OC, const float* inp, const float* weight, const float* bias, int64_t N,
+                       int64_t C, int64_t n, int64_t o) {
+  const float b = bias != nullptr ? bias[o] : 0.0f, *x = inp + n * C, *w = weight + o * C;
+  float* y = out + n * OC + o;
+  switch (std::min<int64_t>(4, N - n)) {
+    case 4: dot_rows<4>(y, OC, x, w, b, C); break;
+    case 3: dot_rows<3>(y, OC, x, w, b, C); break;
+    case 2: dot_rows<2>(y, OC, x, w, b, C); break;
+    default: dot_rows<1>(y, OC, x, w, b, C); break;
+  }
+}
+
+// Up to kFewRows rows: each thread walks its run of weight rows once, one row at a time (one
+// sequential stream), dotted with every input row. More rows (a server's decode batch): blocks of
+// kDotBlock weight rows, each against groups of 4 input rows. Every output: the same chain.
+constexpr int64_t kDotBlock = 16;
 void linear_forward_few_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                              int64_t OC) {
   const bool par = N * C * OC >= kFewRowsParMacs;
-  parallel_for(OC, par, [&](int64_t o) {
-    const float b = bias != nullptr ? bias[o] : 0.0f;
-    const float* w = weight + o * C;
-    for (int64_t n = 0; n < N; n += 4) {
-      float* y = out + n * OC + o;
-      const float* x = inp + n * C;
-      switch (std::min<int64_t>(4, N - n)) {
-        case 4: dot_rows<4>(y, OC, x, w, b, C); break;
-        case 3: dot_rows<3>(y, OC, x, w, b, C); break;
-        case 2: dot_rows<2>(y, OC, x, w, b, C); break;
-        default: dot_rows<1>(y, OC, x, w, b, C); break;
-      }
-    }
+  if (N <= kFewRows) {
+    parallel_for(OC, par, [&](int64_t o) {
+      for (int64_t n = 0; n < N; n += 4) dot_group(out, OC, inp, weight, bias, N, C, n, o);
+    });
+    return;
+  }
+  parallel_for((OC + kDotBlock - 1) / kDotBlock, par, [&](int64_t blk) {
+    const int64_t o0 = blk * kDotBlock, o1 = std::min(OC, o0 + kDotBlock);
+    for (int64_t n = 0; n < N; n += 4)
+      for (int64_t o = o0; o < o1; o++) dot_group(out, OC, inp, weight, bias, N, C, n, o);
   });
 }
 
+thread_local bool t_row_stable = false;
+// The matrix-vector path: few rows, or any number under a RowStableScope.
+bool use_dot_path(int64_t N) { return N <= kFewRows || t_row_stable; }
+
 }  // namespace
+
+RowStableScope::RowStableScope() : previous_(t_row_stable) { t_row_stable = true; }
+RowStableScope::~RowStableScope() { t_row_stable = previous_; }
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC) {
-  if (N <= kFewRows) {
+  if (use_dot_path(N)) {
     linear_forward_few_rows(out, inp, weight, bias, N, C, OC);
     return;
   }
@@ -521,7 +538,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 
 void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight, const float* bias, int64_t N,
                          int64_t C, int64_t OC) {
-  if (N > kFewRows && use_blocked(N, OC, C)) {
+  if (!use_dot_path(N) && use_blocked(N, OC, C)) {
     gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias},
                  BlockActivation{true, slope});
     return;
@@ -532,7 +549,7 @@ void linear_gelu_forward(float* out, float* slope, const float* inp, const float
 
 void linear_residual_forward(float* out, const float* residual, const float* inp, const float* weight,
                              const float* bias, int64_t N, int64_t C, int64_t OC) {
-  if (N > kFewRows && use_blocked(N, OC, C)) {
+  if (!use_dot_path(N) && use_blocked(N, OC, C)) {
     gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias, residual});
     return;
   }

@@ -79,6 +79,19 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 // ============================================================================================
 // N <= 8 (decoding: one token per sequence) runs as matrix-vector products that stream the
 // weights once; there a row's outputs are the same bits whatever N and the thread count.
+// Under a RowStableScope every N takes that path (weights in blocks that stay in cache), so a
+// row's outputs never depend on how many rows come with it: a server's decode batch gives each
+// sequence the bits it would get alone. linear_gelu_forward and linear_residual_forward too.
+class RowStableScope {  // for the calling thread, for a scope; nests
+ public:
+  RowStableScope();
+  ~RowStableScope();
+  RowStableScope(const RowStableScope&) = delete;
+  RowStableScope& operator=(const RowStableScope&) = delete;
+
+ private:
+  bool previous_;
+};
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC);
 // dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]

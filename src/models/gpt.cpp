@@ -3,6 +3,8 @@
 #include <cmath>
 #include <optional>
 
+#include "kernels/kernels.h"
+
 namespace atto {
 
 void GPTConfig::validate() const {
@@ -93,11 +95,54 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
              "GPT::forward_cached: {} cached + {} new positions exceed the cache "
              "length {}",
              cache.len, Tn, cache.max_len);
+  ATTO_CHECK(cache.layers.at(0).kv.size(0) == B, "GPT::forward_cached: B={} for a cache of {} sequences", B,
+             cache.layers[0].kv.size(0));
+  if (Tn == 1) {
+    Cache* one[] = {&cache};
+    return forward_step(idx, one);
+  }
   NoGradGuard no_grad;
   Tensor x = add_positions(transformer.wte.forward(idx, {B, Tn}), Tn, cache.len);
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
-  for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i]->forward(x, causal, &cache.layers[i]);
+  for (size_t i = 0; i < transformer.h.size(); ++i) {
+    nn::KVCache* layer[] = {&cache.layers[i]};
+    x = transformer.h[i]->forward(x, causal, layer);
+  }
   cache.len += Tn;
+  if (transformer.ln_f) x = transformer.ln_f->forward(x);
+  return lm_head.forward(x);
+}
+
+Tensor GPT::forward_step(const std::vector<int32_t>& idx, std::span<Cache* const> caches) {
+  ATTO_CHECK(!grad_enabled() || !training(), "GPT::forward_step is for inference: use NoGradGuard and eval()");
+  ATTO_CHECK(!caches.empty(), "GPT::forward_step: no caches");
+  int64_t R = 0;
+  for (const Cache* c : caches) {
+    ATTO_CHECK(c->len + 1 <= c->max_len, "GPT::forward_step: a cache of length {} is full", c->max_len);
+    R += c->layers.at(0).kv.size(0);
+  }
+  ATTO_CHECK(static_cast<int64_t>(idx.size()) == R, "GPT::forward_step: {} token ids for {} cached sequences",
+             idx.size(), R);
+  NoGradGuard no_grad;
+  kernels::RowStableScope row_stable;
+  Tensor x = transformer.wte.forward(idx, {R, 1});
+  if (!cfg_.rope()) {  // each cache's rows at its own position
+    std::vector<Tensor> parts;
+    int64_t r0 = 0;
+    for (const Cache* c : caches) {
+      const int64_t rows = c->layers[0].kv.size(0);
+      parts.push_back(add_positions(slice(x, 0, r0, r0 + rows), 1, c->len));
+      r0 += rows;
+    }
+    x = parts.size() == 1 ? parts[0] : concat(parts, 0);
+  }
+  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+  std::vector<nn::KVCache*> layer(caches.size());
+  for (size_t i = 0; i < transformer.h.size(); ++i) {
+    for (size_t g = 0; g < caches.size(); ++g) layer[g] = &caches[g]->layers[i];
+    x = transformer.h[i]->forward(x, causal, layer);
+  }
+  for (Cache* c : caches) c->len += 1;
   if (transformer.ln_f) x = transformer.ln_f->forward(x);
   return lm_head.forward(x);
 }
@@ -114,7 +159,7 @@ Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace
     trace->embeddings = emb.detach();
     recorder.emplace(trace->blocks);
   }
-  for (const auto& block : transformer.h) x = block->forward(x, causal, nullptr, recorder ? &*recorder : nullptr);
+  for (const auto& block : transformer.h) x = block->forward(x, causal, {}, recorder ? &*recorder : nullptr);
   if (transformer.ln_f) x = transformer.ln_f->forward(x);
   if (trace) trace->final_hidden = x.detach();
   return lm_head.forward(x);  // [B, T, V]

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "nn/blocks.h"
@@ -84,6 +85,12 @@ class GPT : public nn::Module {
   };
   Cache make_cache(int64_t B, int64_t max_len) const;
   Tensor forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t Tn, Cache& cache);
+  // One decoding step of several caches at once (a server's continuous batch): the next token of
+  // every sequence of caches[0], then of caches[1], ... (idx holds one id per cache row), each at
+  // its own cache's position. Returns logits [R, 1, V] for the R rows. Linear layers run under
+  // kernels::RowStableScope, so a sequence's logits are the same bits whichever caches come with
+  // it; forward_cached with Tn = 1 is this step with one cache.
+  Tensor forward_step(const std::vector<int32_t>& idx, std::span<Cache* const> caches);
 
   const GPTConfig& config() const { return cfg_; }
   // Applies GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases,

@@ -59,7 +59,7 @@ Seq2Seq::EncoderStack::EncoderStack(const Seq2SeqConfig& cfg, Rng& rng) : Stack(
 Tensor Seq2Seq::EncoderStack::forward(const std::vector<int32_t>& src, int64_t B, int64_t S,
                                       const nn::AttentionMask& mask, nn::BlockObserver* observer) const {
   Tensor x = embed(src, B, S, 0);
-  for (const auto& layer : layers) x = layer->forward(x, mask, nullptr, observer);
+  for (const auto& layer : layers) x = layer->forward(x, mask, {}, observer);
   return final_norm(x);
 }
 

@@ -30,23 +30,41 @@ SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
   register_module("resid_dropout", resid_dropout);
 }
 
-Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual, KVCache* cache,
+Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual, KVCaches caches,
                               Tensor* weights) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
   Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
-  if (rope_) qkv = rope_qkv(qkv, NH_, cache ? cache->len : 0, rope_base_);  // positions continue the cache
   const AttentionOptions o = options(NH_, mask);
-  if (cache) {  // inference: no dropout, no weights
+  if (!caches.empty()) {  // inference: no dropout, no weights
     ATTO_CHECK(mask.causal && mask.key_mask.empty() && !weights,
                "SelfAttention: a cached forward is causal, without a key mask or weights");
-    Tensor y = attention_decode(qkv, cache->kv, cache->len, o);
-    cache->len += x.size(1);
+    const Tensor y = caches.size() == 1 ? attend_cached(qkv, *caches[0], o) : attend_cached_groups(qkv, caches, o);
     return residual.defined() ? c_proj.forward_residual(y, residual) : c_proj.forward(y);
   }
+  if (rope_) qkv = rope_qkv(qkv, NH_, 0, rope_base_);
   if (weights) *weights = attention_weights(slice(qkv, 2, 0, C_), slice(qkv, 2, C_, 2 * C_), o);
   Tensor y = attention_qkv(qkv, o);  // [B, T, C]
   return project_residual(c_proj, resid_dropout, y, residual);
+}
+
+Tensor SelfAttention::attend_cached(Tensor qkv, KVCache& cache, const AttentionOptions& o) const {
+  if (rope_) qkv = rope_qkv(qkv, NH_, cache.len, rope_base_);  // positions continue the cache
+  Tensor y = attention_decode(qkv, cache.kv, cache.len, o);
+  cache.len += qkv.size(1);
+  return y;
+}
+
+Tensor SelfAttention::attend_cached_groups(const Tensor& qkv, KVCaches caches, const AttentionOptions& o) const {
+  std::vector<Tensor> ys;
+  int64_t r0 = 0;
+  for (KVCache* c : caches) {
+    const int64_t rows = c->kv.size(0);
+    ys.push_back(attend_cached(slice(qkv, 0, r0, r0 + rows).contiguous(), *c, o));
+    r0 += rows;
+  }
+  ATTO_CHECK(r0 == qkv.size(0), "SelfAttention: the caches hold {} sequences, the input {}", r0, qkv.size(0));
+  return concat(ys, 0);
 }
 
 KVCache SelfAttention::make_cache(int64_t B, int64_t max_len) const {

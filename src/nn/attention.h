@@ -15,6 +15,8 @@
 // Tk], masked entries 0); nothing extra is computed without it.
 #pragma once
 
+#include <span>
+
 #include "nn/layers.h"
 
 namespace atto::nn {
@@ -38,23 +40,30 @@ struct KVCache {
   Tensor kv;        // [B, max_len, 2C]: keys in columns [0, C), values in [C, 2C)
   int64_t len = 0;  // positions filled
 };
+// The caches of a cached forward, in row order: cache i holds the next kv.size(0) sequences of
+// the input. One cache is the usual case; several are batches of sequences at different
+// positions decoded in one pass (a server's decode step), each attending over its own cache.
+using KVCaches = std::span<KVCache* const>;
 
 class SelfAttention : public Module {
  public:
   SelfAttention(const AttentionConfig& cfg, Rng& rng);
   // [B, T, C] -> [B, T, C]. With a residual ([B, T, C]) the output is residual + attention, the
   // add fused into the output projection (project_residual).
-  // With a cache (inference, under NoGradGuard; the mask must be causal with no key mask): x are
-  // the next T positions; they attend causally over the cached ones and themselves, and their
-  // keys and values are appended (cache->len += T).
-  Tensor forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual = Tensor(),
-                 KVCache* cache = nullptr, Tensor* weights = nullptr);
+  // With caches (inference, under NoGradGuard; the mask must be causal with no key mask): x are
+  // the next T positions of each cache's sequences; they attend causally over their cache's
+  // positions and themselves, and their keys and values are appended (len += T, per cache).
+  Tensor forward(const Tensor& x, const AttentionMask& mask, const Tensor& residual = Tensor(), KVCaches caches = {},
+                 Tensor* weights = nullptr);
   KVCache make_cache(int64_t B, int64_t max_len) const;
 
   Linear c_attn, c_proj;
   Dropout resid_dropout;
 
  private:
+  // The attention of cached decoding: one cache, or several caches' rows in order.
+  Tensor attend_cached(Tensor qkv, KVCache& cache, const AttentionOptions& o) const;
+  Tensor attend_cached_groups(const Tensor& qkv, KVCaches caches, const AttentionOptions& o) const;
   int64_t C_, NH_;
   bool rope_;
   float rope_base_;

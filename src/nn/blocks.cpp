@@ -82,11 +82,11 @@ Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, BlockObserver*
 }
 }  // namespace
 
-Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, KVCache* cache, BlockObserver* observer) {
+Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, KVCaches caches, BlockObserver* observer) {
   if (observer) observer->input(x.detach());
   const Tensor h =
       residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
-               [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, mask, r, cache, w); });
+               [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, mask, r, caches, w); });
   return residual(h, ln_2, pre_norm_, observer, Sublayer::FeedForward,
                   [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }
@@ -110,11 +110,12 @@ DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
                              const AttentionMask& memory_mask, DecoderCache* cache, BlockObserver* observer) {
   if (observer) observer->input(x.detach());
-  KVCache* self_cache = cache ? &cache->self : nullptr;
+  KVCache* self_cache[] = {cache ? &cache->self : nullptr};
+  const KVCaches self_caches = cache ? KVCaches(self_cache) : KVCaches();
   const Tensor* memory_kv = cache ? &cache->memory_kv : nullptr;
   Tensor h = residual(
       x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
-      [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, self_mask, r, self_cache, w); });
+      [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, self_mask, r, self_caches, w); });
   h = residual(h, ln_2, pre_norm_, observer, Sublayer::CrossAttention,
                [&](const Tensor& a, const Tensor& r, Tensor* w) {
                  return cross_attn.forward(a, memory, memory_mask, r, memory_kv, w);

@@ -121,8 +121,7 @@ class EncoderBlock : public Module {
  public:
   EncoderBlock(const BlockConfig& cfg, Rng& rng);
   // With a cache: inference (see SelfAttention::forward).
-  Tensor forward(const Tensor& x, const AttentionMask& mask, KVCache* cache = nullptr,
-                 BlockObserver* observer = nullptr);
+  Tensor forward(const Tensor& x, const AttentionMask& mask, KVCaches caches = {}, BlockObserver* observer = nullptr);
   Norm ln_1;
   SelfAttention attn;
   Norm ln_2;

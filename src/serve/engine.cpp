@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "generate/generate.h"
+#include "autograd/tape.h"
+#include "generate/decoder.h"
 #include "kernels/kernels.h"
 #include "tokenize/utf8.h"
 
@@ -26,8 +27,17 @@ std::vector<double> log_softmax(std::span<const float> logits) {
 
 }  // namespace
 
-Engine::Engine(LoadedModel lm, std::string id, int threads)
-    : lm_(std::move(lm)), threads_(threads), id_(std::move(id)) {}
+Engine::Engine(LoadedModel lm, std::string id, EngineOptions opt)
+    : lm_(std::move(lm)), id_(std::move(id)), opt_(opt), scheduler_([this] { schedule(); }) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  scheduler_.join();
+}
 
 PreparedPrompt Engine::prepare(const std::string& prompt, const char* param) const {
   gen::PromptSet ps;
@@ -61,38 +71,186 @@ TokenLogprob token_logprob(const CharTokenizer& tok, const std::vector<double>& 
 
 }  // namespace
 
+// A request in the scheduler: its decoder and text state (the scheduler's alone), and the pieces
+// it has made for the waiting HTTP thread (under mu).
+struct Engine::Job {
+  Job(const CharTokenizer& tok, const PreparedPrompt& p, const Completion& c, uint64_t seed, int64_t context)
+      : c(c), ps(gen::make_prompt_set(tok, p.text, context)), rng(seed), out(static_cast<size_t>(c.n)) {}
+  struct Event {
+    int64_t choice;
+    std::string piece;
+    std::optional<TokenLogprob> lp;
+  };
+  const Completion c;
+  const gen::PromptSet ps;
+  Rng rng;
+  std::unique_ptr<gen::Decoder> dec;
+  std::unique_ptr<gen::TextStream> text;
+  std::vector<std::vector<double>> last_lp;  // the step being drawn, per choice
+  std::vector<int64_t> chars;                // characters of text so far, per choice
+  std::vector<Choice> out;
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> events;
+  bool finished = false;
+  std::exception_ptr error;
+
+  void push(Event e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(std::move(e));
+    cv.notify_one();
+  }
+};
+
+int64_t Engine::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(pending_.size());
+}
+
+int64_t Engine::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
 std::vector<Choice> Engine::generate(const PreparedPrompt& p, const Completion& c, uint64_t seed,
                                      const OnPiece& on_piece) {
-  std::lock_guard<std::mutex> lock(mu_);
-  kernels::ThreadScope threads(threads_);
+  if (c.max_tokens == 0) return std::vector<Choice>(static_cast<size_t>(c.n));
+  auto job = std::make_shared<Job>(lm_.tokenizer, p, c, seed, context());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int64_t>(pending_.size()) >= opt_.queue_max)
+      throw RequestError(503, "the server is busy: too many requests are waiting; retry later", "", "server_busy");
+    pending_.push_back(job);
+  }
+  cv_.notify_all();
+  for (bool finished = false; !finished;) {
+    std::deque<Job::Event> events;
+    {
+      std::unique_lock<std::mutex> lock(job->mu);
+      job->cv.wait(lock, [&] { return !job->events.empty() || job->finished; });
+      events.swap(job->events);
+      finished = job->finished;
+    }
+    for (const Job::Event& e : events)
+      if (!job->cancelled && !on_piece(e.choice, e.piece, e.lp ? &*e.lp : nullptr)) job->cancelled = true;
+  }
+  if (job->error) std::rethrow_exception(job->error);
+  return std::move(job->out);
+}
+
+// A request joins the batch: its prompts drawn and encoded as `atto sample` does (generate_text
+// of n samples: one chunk, since n <= 16 < max_batch).
+void Engine::admit(Job& job) {
   const CharTokenizer& tok = lm_.tokenizer;
-  std::vector<Choice> out(static_cast<size_t>(c.n));
-  if (c.max_tokens == 0) return out;
+  const Completion& c = job.c;
   gen::GenerateOptions opt;
   opt.max_new_tokens = c.max_tokens;
   opt.stop_token = tok.has_boundary() ? tok.boundary_id() : -1;
   opt.sampler = c.sampler;
-  std::vector<std::vector<double>> last_lp(static_cast<size_t>(c.n));  // the step being drawn, per choice
-  std::vector<int64_t> chars(static_cast<size_t>(c.n), 0);             // characters of text so far
-  if (c.logprobs >= 0) opt.on_logits = [&](int64_t i, std::span<const float> l) { last_lp[i] = log_softmax(l); };
-  Rng rng(seed);
-  const auto samples = gen::generate_text(*lm_.model, tok, gen::make_prompt_set(tok, p.text, context()), c.n, opt,
-                                          c.stop, rng, [&](int64_t i, const std::string& piece, int32_t t, bool ends) {
-                                            const auto k = static_cast<size_t>(i);
-                                            std::optional<TokenLogprob> lp;
-                                            if (c.logprobs >= 0 && t >= 0 && !ends) {
-                                              lp = token_logprob(tok, last_lp[k], t, c.logprobs, chars[k]);
-                                              out[k].logprobs.push_back(*lp);
-                                            }
-                                            chars[k] += static_cast<int64_t>(utf8::count(piece));
-                                            return on_piece(i, piece, lp ? &*lp : nullptr);
-                                          });
-  for (size_t k = 0; k < out.size(); ++k) {
-    out[k].text = samples[k].text;
-    out[k].tokens = samples[k].tokens;
-    out[k].stopped = samples[k].stopped;
+  job.last_lp.resize(static_cast<size_t>(c.n));
+  job.chars.assign(static_cast<size_t>(c.n), 0);
+  if (c.logprobs >= 0)
+    opt.on_logits = [&job](int64_t i, std::span<const float> l) {
+      job.last_lp[static_cast<size_t>(i)] = log_softmax(l);
+    };
+  job.text = std::make_unique<gen::TextStream>(
+      tok, c.n, c.stop, [&job, &tok](int64_t i, const std::string& piece, int32_t t, bool ends) {
+        const auto k = static_cast<size_t>(i);
+        std::optional<TokenLogprob> lp;
+        if (job.c.logprobs >= 0 && t >= 0 && !ends) {
+          lp = token_logprob(tok, job.last_lp[k], t, job.c.logprobs, job.chars[k]);
+          job.out[k].logprobs.push_back(*lp);
+        }
+        job.chars[k] += static_cast<int64_t>(utf8::count(piece));
+        if (!piece.empty() || lp) job.push({i, piece, std::move(lp)});
+        return !job.cancelled;
+      });
+  opt.on_token = [this, &job](int64_t i, int32_t t) {
+    generated_++;
+    return job.text->on_token(i, t);
+  };
+  job.dec = std::make_unique<gen::Decoder>(*lm_.model, std::move(opt));
+  job.dec->start(job.ps.draw(c.n, job.rng));
+}
+
+// A request leaves the batch: its choices (the text held back released) or its error.
+void Engine::retire(Job& job, std::exception_ptr error) {
+  if (!error && job.dec) {
+    const std::vector<gen::Sample> samples = job.dec->take_samples();
+    for (size_t k = 0; k < samples.size(); ++k) job.text->finish(static_cast<int64_t>(k), samples[k]);
+    std::vector<gen::TextSample> texts = job.text->take();
+    for (size_t k = 0; k < texts.size(); ++k) {
+      job.out[k].text = std::move(texts[k].text);
+      job.out[k].tokens = texts[k].tokens;
+      job.out[k].stopped = texts[k].stopped;
+    }
   }
-  return out;
+  job.dec.reset();  // the KV cache goes now, not when the HTTP thread lets go of the job
+  std::lock_guard<std::mutex> lock(job.mu);
+  job.error = error;
+  job.finished = true;
+  job.cv.notify_one();
+}
+
+void Engine::schedule() {
+  kernels::ThreadScope threads(opt_.threads);
+  NoGradGuard no_grad;
+  lm_.model->eval();
+  std::vector<std::shared_ptr<Job>> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty() || !batch.empty(); });
+      if (stop_ && pending_.empty() && batch.empty()) return;
+      while (!pending_.empty() && static_cast<int64_t>(batch.size()) < opt_.slots) {
+        std::shared_ptr<Job> job = std::move(pending_.front());
+        pending_.pop_front();
+        lock.unlock();
+        try {
+          admit(*job);
+          batch.push_back(std::move(job));
+        } catch (...) {
+          retire(*job, std::current_exception());
+        }
+        lock.lock();
+      }
+      running_ = static_cast<int64_t>(batch.size());
+    }
+    std::vector<std::shared_ptr<Job>> go_on;
+    std::vector<gen::Decoder*> decoders;
+    for (std::shared_ptr<Job>& job : batch) {
+      std::exception_ptr error;
+      if (!job->cancelled) try {
+          job->dec->step(job->rng);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      if (job->cancelled) cancelled_++;
+      if (job->cancelled || error || job->dec->done()) {
+        retire(*job, error);
+        continue;
+      }
+      decoders.push_back(job->dec.get());
+      decode_rows_ += job->dec->live();
+      go_on.push_back(std::move(job));
+    }
+    batch = std::move(go_on);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = static_cast<int64_t>(batch.size());
+    }
+    if (batch.empty()) continue;
+    decode_steps_++;
+    try {
+      gen::feed(*lm_.model, decoders);
+    } catch (...) {  // a broken model (non-finite logits): every request in the batch fails
+      for (std::shared_ptr<Job>& job : batch) retire(*job, std::current_exception());
+      batch.clear();
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = 0;
+    }
+  }
 }
 
 Translator::Translator(LoadedSeq2Seq lm, std::string id, int threads)

@@ -1,12 +1,24 @@
-// atto/serve/engine.h: one model behind a lock, generating the choices of one request the way
-// `atto sample` does (same prompt framing, same seed, same samples), with per-token streaming,
-// stop strings and log-probabilities.
+// atto/serve/engine.h: a GPT serving many requests at once by continuous batching, each
+// request's choices generated the way `atto sample` does (same prompt framing, same seed, same
+// samples), with per-token streaming, stop strings and log-probabilities.
+//
+// One scheduler thread owns the model. Each step it admits waiting requests into free slots
+// (their prompts encoded, one forward each), draws one token for every live sequence of every
+// running request (each request from its own Rng), retires the requests that ended or whose
+// client went away, and feeds the rest through one batched forward (gen::feed). A request's
+// tokens are the bits it gets alone (gen/decoder.h), whatever else is running. The HTTP threads
+// only wait for their request's pieces and write them out, so a slow client never holds the batch.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "generate/seq2seq_decode.h"
@@ -35,24 +47,55 @@ struct PreparedPrompt {
   int64_t tokens = 0;
 };
 
+struct EngineOptions {
+  int threads = 0;         // kernel threads of the scheduler (0 = all cores)
+  int slots = 8;           // requests decoded together
+  int64_t queue_max = 64;  // requests waiting for a slot; beyond: 503
+};
+
 class Engine {
  public:
-  Engine(LoadedModel lm, std::string id, int threads);
+  Engine(LoadedModel lm, std::string id, EngineOptions opt);
+  ~Engine();  // finishes the running and waiting requests, then stops the scheduler
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
   const std::string& id() const { return id_; }
   int64_t context() const { return lm_.config.model.block_size; }
   // RequestError 400 naming `param` for characters the vocabulary lacks or a prompt longer than
   // the context.
   PreparedPrompt prepare(const std::string& prompt, const char* param) const;
-  // The n choices of one prompt. on_piece(choice, text, logprob or nullptr) streams new text;
-  // returning false ends the request (the client went away).
+  // The n choices of one prompt, computed in the shared batch; blocks the calling thread until
+  // they are done. on_piece(choice, text, logprob or nullptr) streams new text on the calling
+  // thread; returning false cancels the request (the client went away): its sequences leave
+  // the batch at the next step. RequestError 503 when queue_max requests already wait.
   using OnPiece = std::function<bool(int64_t choice, const std::string& piece, const TokenLogprob* lp)>;
   std::vector<Choice> generate(const PreparedPrompt& p, const Completion& c, uint64_t seed, const OnPiece& on_piece);
 
+  int64_t waiting() const;                          // requests queued for a slot
+  int64_t running() const;                          // requests in the batch
+  int64_t cancelled() const { return cancelled_; }  // requests ended early by their client
+  int64_t generated() const { return generated_; }  // tokens drawn, for every request
+  // Batched decode forwards, and the sequences they fed: rows / steps is the mean batch width.
+  int64_t decode_steps() const { return decode_steps_; }
+  int64_t decode_rows() const { return decode_rows_; }
+
+  struct Job;
+
  private:
+  void schedule();  // the scheduler thread's loop
+  void admit(Job& job);
+  void retire(Job& job, std::exception_ptr error);
+
   LoadedModel lm_;
-  int threads_;
   std::string id_;
-  std::mutex mu_;  // one generation at a time on the model
+  EngineOptions opt_;
+  mutable std::mutex mu_;  // guards pending_, running_, stop_
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> pending_;
+  int64_t running_ = 0;
+  bool stop_ = false;
+  std::atomic<int64_t> cancelled_{0}, generated_{0}, decode_steps_{0}, decode_rows_{0};
+  std::thread scheduler_;
 };
 
 // A seq2seq model behind a lock: `atto translate`'s decoding (greedy or beam, n-best).

@@ -2,6 +2,10 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -23,16 +27,23 @@ using Clock = std::chrono::steady_clock;
 struct Metrics {
   std::atomic<int64_t> requests{0}, errors{0}, tokens_in{0}, tokens_out{0}, waiting{0};
   std::atomic<int64_t> ttft_count{0}, ttft_us{0};
-  std::string text() const {
+  // Prometheus text; a GPT's queue, batch and token counts come from its engine.
+  std::string text(const Engine* e) const {
     return fmt::format(
         "# TYPE atto_requests_total counter\natto_requests_total {}\n"
         "# TYPE atto_request_errors_total counter\natto_request_errors_total {}\n"
+        "# TYPE atto_requests_cancelled_total counter\natto_requests_cancelled_total {}\n"
         "# TYPE atto_prompt_tokens_total counter\natto_prompt_tokens_total {}\n"
         "# TYPE atto_generated_tokens_total counter\natto_generated_tokens_total {}\n"
         "# TYPE atto_queue_length gauge\natto_queue_length {}\n"
+        "# TYPE atto_requests_running gauge\natto_requests_running {}\n"
+        "# TYPE atto_decode_steps_total counter\natto_decode_steps_total {}\n"
+        "# TYPE atto_decode_rows_total counter\natto_decode_rows_total {}\n"
         "# TYPE atto_time_to_first_token_seconds summary\natto_time_to_first_token_seconds_count {}\n"
         "atto_time_to_first_token_seconds_sum {:.6f}\n",
-        requests.load(), errors.load(), tokens_in.load(), tokens_out.load(), waiting.load(), ttft_count.load(),
+        requests.load(), errors.load(), e ? e->cancelled() : 0, tokens_in.load(),
+        e ? e->generated() : tokens_out.load(), e ? e->waiting() : waiting.load(), e ? e->running() : 0,
+        e ? e->decode_steps() : 0, e ? e->decode_rows() : 0, ttft_count.load(),
         static_cast<double>(ttft_us.load()) / 1e6);
   }
 };
@@ -143,57 +154,55 @@ struct QueueTicket {
 };
 
 void stream_completion(State& s, httplib::Response& res, Completion c, std::vector<PreparedPrompt> prompts) {
-  auto ticket = std::make_shared<QueueTicket>(s);
   const std::string id = new_id(c.chat ? "chatcmpl" : "cmpl");
   const auto created = static_cast<int64_t>(std::time(nullptr));
-  res.set_chunked_content_provider(
-      "text/event-stream", [&s, c, prompts, id, created, ticket](size_t, httplib::DataSink& sink) {
-        const std::string& model = s.engine->id();
-        const auto t0 = Clock::now();
-        bool first = true, alive = true;
-        int64_t completion_tokens = 0, prompt_tokens = 0;
-        for (size_t p = 0; p < prompts.size() && alive; ++p) {
-          const int64_t base = static_cast<int64_t>(p) * c.n;
-          if (c.chat)
-            for (int64_t i = 0; i < c.n; ++i) {
-              json role = chunk_json(c, id, created, model, base + i, "", nullptr, nullptr);
-              role["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-              alive = alive && sse(sink, role);
-            }
-          const auto choices = s.engine->generate(
-              prompts[p], c, seed_of(c), [&](int64_t i, const std::string& piece, const TokenLogprob* lp) {
-                if (first && !piece.empty()) {
-                  first = false;
-                  s.metrics.ttft_count++;
-                  s.metrics.ttft_us += std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
-                }
-                if (piece.empty() && !lp) return alive;
-                alive = alive && sse(sink, chunk_json(c, id, created, model, base + i, piece, lp, nullptr));
-                return alive;
-              });
-          prompt_tokens += prompts[p].tokens;
-          for (size_t i = 0; i < choices.size() && alive; ++i) {
-            completion_tokens += choices[i].tokens;
-            const char* finish = choices[i].stopped ? "stop" : "length";
-            alive = sse(sink, chunk_json(c, id, created, model, base + static_cast<int64_t>(i), "", nullptr, finish));
-          }
+  res.set_chunked_content_provider("text/event-stream", [&s, c, prompts, id, created](size_t, httplib::DataSink& sink) {
+    const std::string& model = s.engine->id();
+    const auto t0 = Clock::now();
+    bool first = true, alive = true;
+    int64_t completion_tokens = 0, prompt_tokens = 0;
+    for (size_t p = 0; p < prompts.size() && alive; ++p) {
+      const int64_t base = static_cast<int64_t>(p) * c.n;
+      if (c.chat)
+        for (int64_t i = 0; i < c.n; ++i) {
+          json role = chunk_json(c, id, created, model, base + i, "", nullptr, nullptr);
+          role["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+          alive = alive && sse(sink, role);
         }
-        s.metrics.tokens_in += prompt_tokens;
-        s.metrics.tokens_out += completion_tokens;
-        if (alive && c.include_usage)
-          alive = sse(sink, {{"id", id},
-                             {"object", c.chat ? "chat.completion.chunk" : "text_completion"},
-                             {"created", created},
-                             {"model", model},
-                             {"choices", json::array()},
-                             {"usage",
-                              {{"prompt_tokens", prompt_tokens},
-                               {"completion_tokens", completion_tokens},
-                               {"total_tokens", prompt_tokens + completion_tokens}}}});
-        if (alive) sink.write("data: [DONE]\n\n", 14);
-        sink.done();
-        return true;
-      });
+      const auto choices = s.engine->generate(
+          prompts[p], c, seed_of(c), [&](int64_t i, const std::string& piece, const TokenLogprob* lp) {
+            if (first && !piece.empty()) {
+              first = false;
+              s.metrics.ttft_count++;
+              s.metrics.ttft_us += std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+            }
+            if (piece.empty() && !lp) return alive;
+            alive = alive && sse(sink, chunk_json(c, id, created, model, base + i, piece, lp, nullptr));
+            return alive;
+          });
+      prompt_tokens += prompts[p].tokens;
+      for (size_t i = 0; i < choices.size() && alive; ++i) {
+        completion_tokens += choices[i].tokens;
+        const char* finish = choices[i].stopped ? "stop" : "length";
+        alive = sse(sink, chunk_json(c, id, created, model, base + static_cast<int64_t>(i), "", nullptr, finish));
+      }
+    }
+    s.metrics.tokens_in += prompt_tokens;
+    s.metrics.tokens_out += completion_tokens;
+    if (alive && c.include_usage)
+      alive = sse(sink, {{"id", id},
+                         {"object", c.chat ? "chat.completion.chunk" : "text_completion"},
+                         {"created", created},
+                         {"model", model},
+                         {"choices", json::array()},
+                         {"usage",
+                          {{"prompt_tokens", prompt_tokens},
+                           {"completion_tokens", completion_tokens},
+                           {"total_tokens", prompt_tokens + completion_tokens}}}});
+    if (alive) sink.write("data: [DONE]\n\n", 14);
+    sink.done();
+    return true;
+  });
 }
 
 void handle_completion(State& s, const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -209,7 +218,6 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
   std::vector<PreparedPrompt> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(s.engine->prepare(p, chat ? "messages" : "prompt"));
   if (c.stream) return stream_completion(s, res, c, std::move(prompts));
-  QueueTicket ticket(s);
   json choices = json::array();
   int64_t completion_tokens = 0, prompt_tokens = 0;
   for (size_t p = 0; p < prompts.size(); ++p) {
@@ -295,7 +303,7 @@ void add_routes(httplib::Server& srv, State& s) {
   srv.Post("/v1/translations",
            guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_translation(s, q, r); }));
   srv.Get("/metrics", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
-            res.set_content(s.metrics.text(), "text/plain; version=0.0.4");
+            res.set_content(s.metrics.text(s.engine.get()), "text/plain; version=0.0.4");
           }));
   // httplib's own errors (404 route, 413 body) as OpenAI JSON errors.
   srv.set_error_handler([&s](const httplib::Request&, httplib::Response& res) {
@@ -308,15 +316,56 @@ void add_routes(httplib::Server& srv, State& s) {
   });
 }
 
+// Debian's httplib listens with a backlog of 5 (compiled into the library): a burst of new
+// connections (64 clients opening or reopening theirs at once) overflows it, and each dropped
+// handshake waits ~1 s for the client's retry. Linux lets listen() be called again on a
+// listening socket to change its backlog; the socket is the one bound to `port` here.
+void raise_listen_backlog(int port, int backlog) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = -1;
+    try {
+      fd = std::stoi(e.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    int listening = 0;
+    socklen_t n = sizeof(listening);
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof(addr);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || !listening) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    const int bound = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                   : -1;
+    if (bound == port) ::listen(fd, backlog);
+  }
+}
+
+// --threads 0: every core but one. Each streamed token also costs an HTTP thread's JSON and
+// write; with all cores on the model's kernels, their spinning workers and the HTTP threads
+// fight over the cores (64 streams on 2 cores: 7,800 tokens/s with 2 kernel threads, 12,900 with 1).
+int model_threads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+}
+
 }  // namespace
 
 int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
                const std::function<void(const std::string& url)>& on_ready) {
   State s{opt, nullptr, nullptr, {}, {}, {}};
   httplib::Server srv;
-  const int slots = std::max(1, opt.slots);
-  srv.new_task_queue = [slots] { return new httplib::ThreadPool(static_cast<size_t>(slots)); };
+  // A thread per connection being served: a streamed request holds its thread while it waits for
+  // tokens, so the pool has room for every slot, every waiting request and a few more (/health,
+  // /metrics, and requests to turn away with 503).
+  const auto pool = static_cast<size_t>(std::max(1, opt.slots)) + static_cast<size_t>(opt.queue_max) + 4;
+  srv.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
   srv.set_payload_max_length(opt.body_limit);
+  srv.set_tcp_nodelay(true);  // each streamed token goes out at once (Nagle held small writes ~40 ms)
+  // httplib closes a keep-alive connection after 5 requests by default; 64 clients reconnecting
+  // at once then overflow its listen backlog (5, compiled into Debian's library) and wait ~1 s
+  // for a SYN retry. Keep connections for many requests instead.
+  srv.set_keep_alive_max_count(100000);
   srv.set_read_timeout(opt.timeout_s, 0);
   srv.set_write_timeout(opt.timeout_s, 0);
   add_routes(srv, s);
@@ -324,6 +373,7 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
       opt.port == 0 ? srv.bind_to_any_port(opt.host) : (srv.bind_to_port(opt.host, opt.port) ? opt.port : -1);
   ATTO_CHECK(port > 0, "atto serve: cannot listen on {}:{} (in use, or not an address of this machine)", opt.host,
              opt.port);
+  raise_listen_backlog(port, 1024);
   std::thread listener([&srv] { srv.listen_after_bind(); });
   try {
     // The model's id: its run directory's or file's name ("runs/names/" -> "names").
@@ -332,7 +382,10 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
     if (load_run_config(opt.model).task == Task::Seq2Seq)
       s.translator = std::make_unique<Translator>(load_seq2seq_run(opt.model), p.stem().string(), opt.threads);
     else
-      s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(), opt.threads);
+      s.engine = std::make_unique<Engine>(
+          load_run(opt.model), p.stem().string(),
+          EngineOptions{
+              .threads = model_threads(opt.threads), .slots = std::max(1, opt.slots), .queue_max = opt.queue_max});
   } catch (...) {
     srv.stop();
     listener.join();

@@ -8,9 +8,9 @@
 // Routes: GET /health (200 when the model is loaded, 503 before), GET /v1/models,
 // POST /v1/completions, POST /v1/chat/completions (both with server-sent-event streaming),
 // GET /metrics (Prometheus text). Every route but /health needs the API key when one is set.
-// Requests are served one generation at a time on one model (a request's tokens depend only on
-// its own prompt, parameters and seed: the same as `atto sample`); waiting requests beyond
-// queue_max get 503.
+// Up to `slots` requests are decoded together by continuous batching (serve/engine.h); a
+// request's tokens depend only on its own prompt, parameters and seed (the same as `atto
+// sample`), never on what else runs. Requests waiting for a slot beyond queue_max get 503.
 #pragma once
 
 #include <atomic>
@@ -25,10 +25,10 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                // 0: any free port (the URL passed to on_ready says which)
   std::string api_key;            // empty: no key
-  int slots = 8;                  // HTTP connections served at once
+  int slots = 8;                  // requests decoded together (continuous batching)
   int64_t max_tokens_cap = 4096;  // the most tokens one choice may ask for
   int timeout_s = 600;            // socket read/write timeout
-  int threads = 0;                // kernel threads (0 = all cores)
+  int threads = 0;                // the model's kernel threads (0 = all cores but one, for HTTP)
   int64_t queue_max = 64;         // requests waiting for the model; beyond: 503
   size_t body_limit = 1 << 20;    // bytes of a request body; beyond: 413
 };

@@ -6,12 +6,7 @@
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
-BUILD=$(cd "$(dirname "$ATTO")" && pwd)
-if ! out=$(bash "$SRC/tests/serve/install.sh" "$BUILD/node-openai" 2>&1); then
-  echo "FAIL: installing the openai client (tests/serve/install.sh): $out"
-  exit 1
-fi
-export NODE_PATH=$BUILD/node-openai/node_modules
+source "$SRC/tests/serve/client_env.sh"
 
 write_names 600 >"$W/names.txt"
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/run" --steps 150 --d-model 32 --n-heads 2 --n-layers 2 \
@@ -109,6 +104,52 @@ want=$("$ATTO" sample --model "$W/chat" --prompt "$prompt" -n 1 --greedy --max-t
 is "chat = atto sample on the template" "$reply" "assistant: $want"
 chat_stream=$(C chat --messages "$msgs" --stream --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["text"][0]')
 is "chat stream" "assistant: $chat_stream" "assistant: $want"
+
+# Continuous batching: requests sent at once (prompts of different lengths, n, seeds, samplers;
+# long enough that they re-encode past the block of 64) share the decode batch, and each gets
+# exactly what `atto sample` gives it alone.
+metric() { http_get "$URL/metrics" "$KEY" | awk -v m="$1" '$1 == m {print $2}'; }
+steps0=$(metric atto_decode_steps_total)
+rows0=$(metric atto_decode_rows_total)
+cat >"$W/many.json" <<'JSON'
+[{"prompt": "User: hello 1\n", "max_tokens": 90, "seed": 1, "temperature": 0.9},
+ {"prompt": "User:", "max_tokens": 70, "seed": 2, "n": 3, "temperature": 1.0},
+ {"prompt": "Assistant: hi there 4\nUser: hel", "max_tokens": 100, "seed": 3, "temperature": 0.7, "top_k": 5},
+ {"prompt": "U", "max_tokens": 40, "seed": 4, "n": 2},
+ {"prompt": "User: hello 2\nAssistant:", "max_tokens": 120, "seed": 5, "temperature": 1.1, "repeat_penalty": 1.2},
+ {"prompt": "hi", "max_tokens": 150, "seed": 6, "n": 4, "top_p": 0.9},
+ {"prompt": "User: hello 6\nAssistant: hi there 1\nUser: hello 0\nAssistant:", "max_tokens": 60, "seed": 7},
+ {"prompt": "A", "max_tokens": 110, "seed": 8, "n": 2, "temperature": 0.8, "min_p": 0.05}]
+JSON
+C many --requests "$(cat "$W/many.json")" >"$W/many.out"
+python3 - "$W/many.json" "$W/many.out" "$ATTO" "$W/chat" >"$W/many.cmp" <<'PY'
+import json, subprocess, sys
+reqs, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+flags = {"max_tokens": "--max-tokens", "seed": "--seed", "n": "-n", "temperature": "--temperature", "top_k": "--top-k",
+         "top_p": "--top-p", "min_p": "--min-p", "repeat_penalty": "--repetition-penalty"}
+for i, (q, g) in enumerate(zip(reqs, got)):
+    cmd = [sys.argv[3], "sample", "--model", sys.argv[4], "--prompt", q["prompt"], "--json"]
+    for k, v in q.items():
+        if k in flags: cmd += [flags[k], str(v)]
+    if "n" not in q: cmd += ["-n", "1"]
+    want = [s["text"][len(q["prompt"]):] for s in json.loads(subprocess.check_output(cmd))["samples"]]
+    print(f"request {i}: {'same' if want == g['text'] else 'DIFFERENT: got %r want %r' % (g['text'], want)}")
+PY
+is "concurrent requests = atto sample, each" "$(grep -c ': same$' "$W/many.cmp")" 8
+grep DIFFERENT "$W/many.cmp" | head -3
+width=$(python3 -c "print(($(metric atto_decode_rows_total) - $rows0) / max(1, $(metric atto_decode_steps_total) - $steps0))")
+python3 -c "import sys; sys.exit(0 if $width >= 3 else 1)" && ok || bad "the requests were not batched: mean decode width $width"
+
+# A client that goes away mid-stream: its request leaves the batch (cancelled), the server goes on.
+gen0=$(metric atto_generated_tokens_total)
+C stream --prompt "User:" --max-tokens 4000 --seed 9 --abort-after 3 >/dev/null
+for _ in $(seq 1 50); do [ "$(metric atto_requests_cancelled_total)" == 1 ] && break; sleep 0.1; done
+is "cancelled on disconnect" "$(metric atto_requests_cancelled_total)" 1
+sleep 0.3
+is "nothing left running" "$(metric atto_requests_running)" 0
+gen=$(($(metric atto_generated_tokens_total) - gen0))
+[ "$gen" -lt 4000 ] && ok || bad "the disconnected request generated all its $gen tokens"
+is "serving after a disconnect" "$(C chat --messages "$msgs" --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["choices"][0]["message"]["content"]')" "$want"
 kill -TERM $PID
 wait $PID
 

@@ -251,6 +251,46 @@ TEST(KernelLinear, FewRowsAreIndependentOfBatchAndThreads) {
   }
 }
 
+// Under a RowStableScope any number of rows takes the matrix-vector path (a server's decode
+// batch of 64 sequences): each row is the bits it gets alone, through the plain, GELU and
+// residual variants alike, for 1 and 2 threads; and the outputs are right.
+TEST(KernelLinear, RowStableScopeMakesEveryRowCountGiveTheRowsBits) {
+  ThreadGuard guard;
+  const int64_t C = 136, OC = 200, N = 67;  // a 16-lane tail in C, a partial weight block in OC
+  const std::vector<float> inp = randn(N * C, 41), w = randn(OC * C, 42), b = randn(OC, 43), res = randn(N * OC, 44);
+  std::vector<float> naive(N * OC);
+  linear_forward_naive(naive.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  std::vector<float> alone(N * OC), alone_gelu(N * OC), alone_res(N * OC);
+  for (int64_t n = 0; n < N; n++) {  // one row at a time: the few-rows path, with or without the scope
+    linear_forward(alone.data() + n * OC, inp.data() + n * C, w.data(), b.data(), 1, C, OC);
+    linear_gelu_forward(alone_gelu.data() + n * OC, nullptr, inp.data() + n * C, w.data(), b.data(), 1, C, OC);
+    linear_residual_forward(alone_res.data() + n * OC, res.data() + n * OC, inp.data() + n * C, w.data(), b.data(), 1,
+                            C, OC);
+  }
+  expect_close(alone, naive, 2e-6f * C + 1e-5f, "one row against naive");
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    RowStableScope scope;
+    for (int64_t rows : {N, int64_t{9}, int64_t{33}}) {
+      std::vector<float> all(rows * OC), gelu(rows * OC), resid(rows * OC);
+      linear_forward(all.data(), inp.data(), w.data(), b.data(), rows, C, OC);
+      linear_gelu_forward(gelu.data(), nullptr, inp.data(), w.data(), b.data(), rows, C, OC);
+      linear_residual_forward(resid.data(), res.data(), inp.data(), w.data(), b.data(), rows, C, OC);
+      const std::string what = std::to_string(rows) + " rows, threads " + std::to_string(threads);
+      const auto head = [&](const std::vector<float>& v) {
+        return std::vector<float>(v.begin(), v.begin() + rows * OC);
+      };
+      expect_bit_identical(all, head(alone), "linear " + what);
+      expect_bit_identical(gelu, head(alone_gelu), "linear+gelu " + what);
+      expect_bit_identical(resid, head(alone_res), "linear+residual " + what);
+    }
+  }
+  // Without the scope, so many rows take the GEMM: the same values, not necessarily the same bits.
+  std::vector<float> gemm_path(N * OC);
+  linear_forward(gemm_path.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  expect_close(gemm_path, alone, 2e-6f * C + 1e-5f, "GEMM path");
+}
+
 TEST(KernelLinear, BackwardAccumulatesAndSkipsNull) {
   const int64_t N = 9, C = 6, OC = 5;
   const std::vector<float> inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);

@@ -134,7 +134,7 @@ TEST(Modules, TracingABlockDoesNotChangeItsOutput) {
     const nn::AttentionMask causal{.causal = true, .key_mask = {}};
     std::vector<nn::BlockTrace> te, td;
     nn::BlockRecorder enc_recorder(te), dec_recorder(td);
-    const Tensor ye = enc.forward(x, causal, nullptr, &enc_recorder);
+    const Tensor ye = enc.forward(x, causal, {}, &enc_recorder);
     EXPECT_TRUE(same_bits(ye, enc.forward(x, causal))) << "encoder, pre_norm " << pre;
     EXPECT_TRUE(
         same_bits(dec.forward(x, memory, causal, {}, nullptr, &dec_recorder), dec.forward(x, memory, causal, {})))

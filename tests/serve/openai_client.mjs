@@ -64,6 +64,12 @@
 //                                        prompt) built in memory. If the connection fails (e.g.
 //                                        the server closes it while the body is still being sent):
 //                                        {"status": null, "network_error": "..."} (exit 0).
+//   stream ... --abort-after K           stops reading after K chunks with text and closes the
+//                                        connection (a client that goes away): what it got so far
+//   many --requests JSON                 a list of completion bodies (prompt, max_tokens, seed, n,
+//                                        ...), all sent at once as streamed requests; per request in
+//                                        order: {"text": [per choice], "finish_reason": [...],
+//                                        "first_text_ms", "total_ms"}
 //   load --clients C --requests R (--prompt P | --prompt-file F) [sampling flags]
 //        [--deadline S] [--server-pid PID [--rss-every K]]
 //                                        C concurrent async workers, each doing R streamed
@@ -349,9 +355,16 @@ async function runStream(opts, create, chat) {
   const dl = deadline(timeoutOpt(opts));
   const t0 = performance.now();
   const acc = new StreamAccumulator(chat, t0);
+  const abortAfter = numOpt(opts, "abort_after", { integer: true, min: 1 });
   try {
     const stream = await create(dl.options);
-    for await (const chunk of stream) acc.add(chunk);
+    for await (const chunk of stream) {
+      acc.add(chunk);
+      if (abortAfter !== undefined && acc.textChunks >= abortAfter) {
+        stream.controller.abort();   // the client goes away mid-stream: the connection closes
+        break;
+      }
+    }
   } catch (e) {
     dl.check();
     throw e;
@@ -368,6 +381,17 @@ async function cmdComplete(opts, client, stream) {
   const params = { model, prompt, ...bodyFields(opts, false) };
   if (!stream) return jsonResult(opts, (o) => client.completions.create({ ...params, stream: false }, o));
   return runStream(opts, (o) => client.completions.create({ ...params, ...streamFields(opts) }, o), false);
+}
+
+// Many streamed completions at once, each its own request body, all sent together.
+async function cmdMany(opts, client) {
+  const list = jsonOpt(opts, "requests");
+  if (!Array.isArray(list) || !list.length || list.some((r) => r === null || typeof r !== "object" || Array.isArray(r)))
+    throw new UsageError("--requests must be a JSON list of request objects");
+  const model = await modelName(opts, client);
+  return Promise.all(list.map((body) =>
+    runStream(opts, (o) => client.completions.create({ model, ...body, stream: true }, o), false)
+      .then((r) => ({ text: r.text, finish_reason: r.finish_reason, first_text_ms: r.first_text_ms, total_ms: r.total_ms }))));
 }
 
 async function cmdChat(opts, client) {
@@ -540,7 +564,7 @@ let apiMod = null;   // the loaded openai module (its error classes)
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const [cmd, ...rest] = opts._;
-  if (!cmd) throw new UsageError("usage: openai_client.mjs <version|models|complete|stream|chat|raw|load> --base-url URL --api-key KEY ...");
+  if (!cmd) throw new UsageError("usage: openai_client.mjs <version|models|complete|stream|chat|raw|load|many> --base-url URL --api-key KEY ...");
   if (rest.length) throw new UsageError(`unexpected arguments: ${rest.join(" ")}`);
   if (cmd === "raw") return cmdRaw(opts);
   const { mod, version } = await loadOpenAI(opts);
@@ -553,6 +577,7 @@ async function main() {
     case "stream": return cmdComplete(opts, client, true);
     case "chat": return cmdChat(opts, client);
     case "load": return cmdLoad(opts, client);
+    case "many": return cmdMany(opts, client);
     default: throw new UsageError(`unknown command '${cmd}'`);
   }
 }
