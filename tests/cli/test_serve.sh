@@ -106,20 +106,21 @@ chat_stream=$(C chat --messages "$msgs" --stream --seed 2 --max-tokens 20 --temp
 is "chat stream" "assistant: $chat_stream" "assistant: $want"
 
 # Continuous batching: requests sent at once (prompts of different lengths, n, seeds, samplers;
-# long enough that they re-encode past the block of 64) share the decode batch, and each gets
-# exactly what `atto sample` gives it alone.
+# long enough that they overlap and re-encode past the block of 64) share the decode batch, and
+# each gets exactly what `atto sample` gives it alone. One at a time, the mean decode width
+# (rows per step) would be 2 (their n weighted by their tokens); together it is near 16.
 metric() { http_get "$URL/metrics" "$KEY" | awk -v m="$1" '$1 == m {print $2}'; }
 steps0=$(metric atto_decode_steps_total)
 rows0=$(metric atto_decode_rows_total)
 cat >"$W/many.json" <<'JSON'
-[{"prompt": "User: hello 1\n", "max_tokens": 90, "seed": 1, "temperature": 0.9},
- {"prompt": "User:", "max_tokens": 70, "seed": 2, "n": 3, "temperature": 1.0},
- {"prompt": "Assistant: hi there 4\nUser: hel", "max_tokens": 100, "seed": 3, "temperature": 0.7, "top_k": 5},
- {"prompt": "U", "max_tokens": 40, "seed": 4, "n": 2},
- {"prompt": "User: hello 2\nAssistant:", "max_tokens": 120, "seed": 5, "temperature": 1.1, "repeat_penalty": 1.2},
- {"prompt": "hi", "max_tokens": 150, "seed": 6, "n": 4, "top_p": 0.9},
- {"prompt": "User: hello 6\nAssistant: hi there 1\nUser: hello 0\nAssistant:", "max_tokens": 60, "seed": 7},
- {"prompt": "A", "max_tokens": 110, "seed": 8, "n": 2, "temperature": 0.8, "min_p": 0.05}]
+[{"prompt": "User: hello 1\n", "max_tokens": 1390, "seed": 1, "temperature": 0.9},
+ {"prompt": "User:", "max_tokens": 1370, "seed": 2, "n": 3, "temperature": 1.0},
+ {"prompt": "Assistant: hi there 4\nUser: hel", "max_tokens": 1400, "seed": 3, "temperature": 0.7, "top_k": 5},
+ {"prompt": "U", "max_tokens": 1240, "seed": 4, "n": 2},
+ {"prompt": "User: hello 2\nAssistant:", "max_tokens": 1420, "seed": 5, "temperature": 1.1, "repeat_penalty": 1.2},
+ {"prompt": "hi", "max_tokens": 1450, "seed": 6, "n": 4, "top_p": 0.9},
+ {"prompt": "User: hello 6\nAssistant: hi there 1\nUser: hello 0\nAssistant:", "max_tokens": 1260, "seed": 7},
+ {"prompt": "A", "max_tokens": 1410, "seed": 8, "n": 2, "temperature": 0.8, "min_p": 0.05}]
 JSON
 C many --requests "$(cat "$W/many.json")" >"$W/many.out"
 python3 - "$W/many.json" "$W/many.out" "$ATTO" "$W/chat" >"$W/many.cmp" <<'PY'
@@ -138,7 +139,7 @@ PY
 is "concurrent requests = atto sample, each" "$(grep -c ': same$' "$W/many.cmp")" 8
 grep DIFFERENT "$W/many.cmp" | head -3
 width=$(python3 -c "print(($(metric atto_decode_rows_total) - $rows0) / max(1, $(metric atto_decode_steps_total) - $steps0))")
-python3 -c "import sys; sys.exit(0 if $width >= 3 else 1)" && ok || bad "the requests were not batched: mean decode width $width"
+echo "mean decode width $width"; python3 -c "import sys; sys.exit(0 if $width >= 5 else 1)" && ok || bad "the requests were not batched: mean decode width $width"
 
 # A client that goes away mid-stream: its request leaves the batch (cancelled), the server goes on.
 gen0=$(metric atto_generated_tokens_total)
