@@ -29,6 +29,8 @@ Command add_inspect(CLI::App& root);
 Command add_bench(CLI::App& root);
 Command add_export(CLI::App& root);
 Command add_serve(CLI::App& root);
+Command add_tokenize(CLI::App& root);
+Command add_tokenizer(CLI::App& root);
 
 // Beam search flags shared by translate and eval.
 void add_decode_flags(CLI::App* app, gen::DecodeOptions& d);

@@ -20,10 +20,10 @@ int main(int argc, char** argv) {
       "  atto translate --model runs/rev --beam 5 < test.src\n"
       "Run `atto <command> --help` for the flags of a command.");
   std::vector<atto::cli::Command> commands = {
-      atto::cli::add_train(root), atto::cli::add_sample(root),  atto::cli::add_score(root),
-      atto::cli::add_eval(root),  atto::cli::add_inspect(root), atto::cli::add_translate(root),
-      atto::cli::add_data(root),  atto::cli::add_bench(root),   atto::cli::add_export(root),
-      atto::cli::add_serve(root),
+      atto::cli::add_train(root), atto::cli::add_sample(root),   atto::cli::add_score(root),
+      atto::cli::add_eval(root),  atto::cli::add_inspect(root),  atto::cli::add_translate(root),
+      atto::cli::add_data(root),  atto::cli::add_bench(root),    atto::cli::add_export(root),
+      atto::cli::add_serve(root), atto::cli::add_tokenize(root), atto::cli::add_tokenizer(root),
   };
   try {
     root.parse(argc, argv);
