@@ -1,4 +1,4 @@
-// atto eval: loss, perplexity and bits per character of a trained GPT over a text file; BLEU,
+// atto eval: loss, perplexity, bits per character and per byte of a trained GPT over a text file; BLEU,
 // chrF and reference loss of a seq2seq model; BLEU and chrF of given translations (--hyp).
 #include <cmath>
 
@@ -153,35 +153,43 @@ int run_eval(const EvalFlags& f) {
   // The file is scored whole, in the model's data mode: every line (lines) or every token
   // (stream), with the model's vocabulary; unknown characters are an error naming them.
   TextFile whole = file;
-  auto data = make_dataset(whole, lm.tokenizer, mode, {.split_seed = lm.config.data.split_seed});
+  auto data = make_dataset(whole, *lm.tokenizer, mode, {.split_seed = lm.config.data.split_seed});
   const int64_t T = lm.config.model.block_size;
   data->check_block_size(T);
   double total = 0.0;
-  int64_t count = 0;
+  int64_t count = 0, bytes = 0;
+  const std::vector<int32_t> byte_len = token_byte_lengths(*lm.tokenizer);
   for (Split split : {Split::Train, Split::Val}) {
     if (data->size(split) == 0) continue;
     const double loss = evaluate_loss(*lm.model, *data, split, f.batch_size, T);
     int64_t n = 0;
-    for (int64_t i = 0; i < data->num_eval_batches(split, f.batch_size, T); ++i)
-      n += data->eval_batch(split, i, f.batch_size, T).num_targets();
+    for (int64_t i = 0; i < data->num_eval_batches(split, f.batch_size, T); ++i) {
+      const Batch b = data->eval_batch(split, i, f.batch_size, T);
+      n += b.num_targets();
+      for (int32_t y : b.y)
+        if (y != kIgnoreIndex) bytes += byte_len[static_cast<size_t>(y)];
+    }
     total += loss * n;
     count += n;
   }
   const double loss = total / count;
   // A non-finite loss means non-finite logits (cross-entropy of finite logits is finite).
   if (!std::isfinite(loss)) gen::fail_non_finite_logits("evaluating");
-  const double ppl = std::exp(loss), bpc = loss / std::log(2.0);
+  const double ppl = std::exp(loss), bits = loss / std::log(2.0);
+  const double bpb = total / (static_cast<double>(std::max<int64_t>(bytes, 1)) * std::log(2.0));
+  const bool chars = std::string_view(lm.tokenizer->kind()) == "char";  // a token is a character
   if (f.json) {
-    fmt::print("{}\n", nlohmann::json{{"file", f.data},
-                                      {"mode", to_string(mode)},
-                                      {"tokens", count},
-                                      {"loss", loss},
-                                      {"perplexity", ppl},
-                                      {"bits_per_char", bpc}}
-                           .dump());
+    nlohmann::json j = {{"file", f.data},    {"mode", to_string(mode)}, {"tokenizer", lm.tokenizer->kind()},
+                        {"tokens", count},   {"bytes", bytes},          {"loss", loss},
+                        {"perplexity", ppl}, {"bits_per_byte", bpb}};
+    if (chars) j["bits_per_char"] = bits;
+    fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("{}: {} targets ({} mode)\nloss        {:.4f} nats/token\nperplexity  {:.3f}\nbits/char   {:.4f}\n",
-               f.data, count, to_string(mode), loss, ppl, bpc);
+    fmt::print(
+        "{}: {} targets ({} mode, {} tokens)\nloss        {:.4f} nats/token\nperplexity  {:.3f}\n{}bits/byte   "
+        "{:.4f}\n",
+        f.data, count, to_string(mode), lm.tokenizer->kind(), loss, ppl,
+        chars ? fmt::format("bits/char   {:.4f}\n", bits) : "", bpb);
   }
   return 0;
 }

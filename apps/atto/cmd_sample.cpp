@@ -35,7 +35,7 @@ struct SampleFlags {
 class NoveltyCounter {
  public:
   NoveltyCounter(const LoadedModel& lm, const std::string& run_dir)
-      : data_(load(lm, run_dir), lm.tokenizer, {.split_seed = lm.config.data.split_seed}) {}
+      : data_(load(lm, run_dir), *lm.tokenizer, {.split_seed = lm.config.data.split_seed}) {}
 
   void add(const std::string& text) {
     switch (data_.novelty(text)) {
@@ -119,14 +119,14 @@ int run_sample(const SampleFlags& f) {
   f.sampler.validate();
   kernels::set_num_threads(f.threads);
   LoadedModel lm = load_run(f.model);
-  const bool lines = lm.tokenizer.has_boundary();
+  const bool lines = lm.tokenizer->has_boundary();
   if (f.report && !lines)
     throw UsageError("--report compares samples with the training lines: it needs a lines-mode model, and " + f.model +
                      " was trained in stream mode");
   const int64_t block = lm.config.model.block_size;
   gen::PromptSet ps;
   try {
-    ps = gen::make_prompt_set(lm.tokenizer, f.prompt, block);
+    ps = gen::make_prompt_set(*lm.tokenizer, f.prompt, block);
   } catch (const Error& e) {
     fail("--prompt: {}", e.what());
   }
@@ -135,7 +135,7 @@ int run_sample(const SampleFlags& f) {
                block, ps.cropped);
   gen::GenerateOptions opt;  // opt.max_batch: the chunk size, fixed (same seed, same samples anywhere)
   opt.max_new_tokens = f.max_tokens > 0 ? f.max_tokens : (lines ? block : kStreamDefaultTokens);
-  opt.stop_token = lines ? lm.tokenizer.boundary_id() : -1;
+  opt.stop_token = lines ? lm.tokenizer->boundary_id() : -1;
   opt.sampler = f.sampler;
   std::optional<NoveltyCounter> nov;
   if (f.report) nov.emplace(lm, f.model);
@@ -143,7 +143,7 @@ int run_sample(const SampleFlags& f) {
   Rng rng(f.seed);
   gen::generate_chunks(*lm.model, ps, f.n, opt, rng, [&](const gen::SampleChunk& c) {
     std::vector<std::string> texts;
-    for (const gen::Sample& s : c.samples) texts.push_back(ps.text + lm.tokenizer.decode(s.tokens));
+    for (const gen::Sample& s : c.samples) texts.push_back(ps.text + lm.tokenizer->decode(s.tokens));
     if (nov)
       for (const std::string& t : texts) nov->add(t);
     printer.chunk(c, texts);

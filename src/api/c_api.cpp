@@ -108,7 +108,7 @@ const Tokenizer& tokenizer_of(const atto_model& m, atto_vocab vocab) {
 int64_t vocab_size_of(const atto_model& m, atto_vocab vocab) {
   if (m.gpt) {
     if (vocab != ATTO_VOCAB_GPT) fail_with(ATTO_ERR_INVALID_ARGUMENT, "a GPT has one vocabulary: ATTO_VOCAB_GPT");
-    return m.gpt->tokenizer.vocab_size();
+    return m.gpt->tokenizer->vocab_size();
   }
   return tokenizer_of(m, vocab).vocab_size();
 }
@@ -133,11 +133,11 @@ constexpr int64_t kStreamDefaultTokens = 500;  // atto sample's default in strea
 
 gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_params& p) {
   gen::GenerateOptions opt;
-  const bool lines = lm.tokenizer.has_boundary();
+  const bool lines = lm.tokenizer->has_boundary();
   const int64_t block = lm.config.model.block_size;
   if (p.max_tokens < 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "max_tokens must be >= 0 (0 = default)");
   opt.max_new_tokens = p.max_tokens > 0 ? p.max_tokens : (lines ? block : kStreamDefaultTokens);
-  opt.stop_token = lines ? lm.tokenizer.boundary_id() : -1;
+  opt.stop_token = lines ? lm.tokenizer->boundary_id() : -1;
   opt.sampler.temperature = p.temperature;
   opt.sampler.top_k = p.top_k;
   opt.sampler.top_p = p.top_p;
@@ -157,12 +157,12 @@ void run_generate(atto_model* m, const char* prompt, int64_t n, const atto_sampl
   std::vector<std::string> stop_list;
   for (size_t i = 0; i < p.n_stop; ++i) stop_list.emplace_back(need_str(p.stop[i], "a stop string"));
   gen::GenerateOptions opt = generate_options(lm, p);
-  const gen::PromptSet ps = gen::make_prompt_set(lm.tokenizer, prompt ? prompt : "", lm.config.model.block_size);
+  const gen::PromptSet ps = gen::make_prompt_set(*lm.tokenizer, prompt ? prompt : "", lm.config.model.block_size);
   auto result = std::make_unique<atto_strings>();
   Rng rng(p.seed);
   kernels::ThreadScope threads(m->threads);
   const auto samples = gen::generate_text(
-      *lm.model, lm.tokenizer, ps, n, opt, stop_list, rng, [&](int64_t i, const std::string& piece, int32_t t, bool) {
+      *lm.model, *lm.tokenizer, ps, n, opt, stop_list, rng, [&](int64_t i, const std::string& piece, int32_t t, bool) {
         return cb == nullptr || piece.empty() || cb(i, piece.data(), piece.size(), t, user);
       });
   for (const gen::TextSample& sample : samples) {
@@ -284,8 +284,8 @@ atto_status atto_model_info_get(const atto_model* m, atto_model_info* out) {
       info.d_model = static_cast<int32_t>(c.d_model);
       info.n_heads = static_cast<int32_t>(c.n_heads);
       info.n_layers = static_cast<int32_t>(c.n_layers);
-      info.lines_mode = model.gpt->tokenizer.has_boundary();
-      info.eos_token = info.lines_mode ? model.gpt->tokenizer.boundary_id() : -1;
+      info.lines_mode = model.gpt->tokenizer->has_boundary();
+      info.eos_token = info.lines_mode ? model.gpt->tokenizer->boundary_id() : -1;
     } else {
       const Seq2SeqConfig& c = model.s2s->model->config();
       info.task = ATTO_TASK_SEQ2SEQ;
@@ -317,7 +317,7 @@ atto_status atto_tokenize(const atto_model* m, atto_vocab vocab, const char* tex
     const atto_model& model = need(m, "the model");
     const std::string_view s = text_of(text, text_len, "text");
     vocab_size_of(model, vocab);  // checks the vocabulary
-    const std::vector<int32_t> ids = model.gpt ? model.gpt->tokenizer.encode(s) : tokenizer_of(model, vocab).encode(s);
+    const std::vector<int32_t> ids = model.gpt ? model.gpt->tokenizer->encode(s) : tokenizer_of(model, vocab).encode(s);
     give(ids.data(), ids.size(), tokens, capacity, n_tokens, "the tokens");
   });
 }
@@ -332,7 +332,7 @@ atto_status atto_detokenize(const atto_model* m, atto_vocab vocab, const int32_t
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= V)
         fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("token {} at position {} is outside [0, {})", ids[i], i, V));
-    const std::string s = model.gpt ? model.gpt->tokenizer.decode(ids) : tokenizer_of(model, vocab).decode(ids);
+    const std::string s = model.gpt ? model.gpt->tokenizer->decode(ids) : tokenizer_of(model, vocab).decode(ids);
     if (len) *len = s.size();
     if (s.size() + 1 > capacity || !text)
       fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
@@ -349,7 +349,7 @@ atto_status atto_token_to_piece(const atto_model* m, atto_vocab vocab, int32_t t
     if (token < 0 || token >= V)
       fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("token {} is outside [0, {})", token, V));
     const std::string s =
-        model.gpt ? model.gpt->tokenizer.id_to_string(token) : tokenizer_of(model, vocab).id_to_string(token);
+        model.gpt ? model.gpt->tokenizer->id_to_string(token) : tokenizer_of(model, vocab).id_to_string(token);
     if (len) *len = s.size();
     if (s.size() + 1 > capacity || !text)
       fail_with(ATTO_ERR_BUFFER_TOO_SMALL,
@@ -360,7 +360,7 @@ atto_status atto_token_to_piece(const atto_model* m, atto_vocab vocab, int32_t t
 
 bool atto_token_is_special(const atto_model* m, atto_vocab vocab, int32_t token) {
   if (!m || token < 0) return false;
-  if (m->gpt) return m->gpt->tokenizer.is_boundary(token);
+  if (m->gpt) return m->gpt->tokenizer->boundary_id() == token;
   return token < kNumSpecialTokens;
 }
 
@@ -398,7 +398,7 @@ atto_status atto_score(atto_model* m, const char* text, size_t text_len, atto_sc
     atto_scores& s = need(out, "out");
     const std::string_view t = text_of(text, text_len, "text");
     kernels::ThreadScope threads(m->threads);
-    const gen::ScoreResult r = gen::score_text(*lm.model, lm.tokenizer, t);
+    const gen::ScoreResult r = gen::score_text(*lm.model, *lm.tokenizer, t);
     const size_t n = r.targets.size();
     auto tokens = std::make_unique<int32_t[]>(n + 1);
     auto logprobs = std::make_unique<double[]>(n + 1);

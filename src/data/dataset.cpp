@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include "tokenize/bpe.h"
+
 #include <algorithm>
 
 #include "base/error.h"
@@ -25,7 +27,24 @@ CharTokenizer build_tokenizer(const TextFile& file, DataMode mode) {
   return CharTokenizer::build(file.text, tokenizer_options(mode));
 }
 
-std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok, DataMode mode,
+std::unique_ptr<GptTokenizer> build_gpt_tokenizer(const TextFile& file, DataMode mode, TokenizerKind kind,
+                                                  int64_t vocab_size) {
+  if (kind == TokenizerKind::Char) return std::make_unique<CharTokenizer>(build_tokenizer(file, mode));
+  ATTO_CHECK(kind == TokenizerKind::Bpe, "a GPT's tokenizer is char or bpe, not {}", to_string(kind));
+  const std::string_view texts[] = {file.text};
+  return std::make_unique<BpeTokenizer>(BpeTokenizer::train(
+      texts,
+      {.vocab_size = vocab_size > 0 ? vocab_size : 2000, .min_frequency = 2, .end_of_text = mode == DataMode::Lines}));
+}
+
+std::vector<int32_t> token_byte_lengths(const GptTokenizer& tok) {
+  std::vector<int32_t> out(static_cast<size_t>(tok.vocab_size()));
+  for (int32_t id = 0; id < tok.vocab_size(); ++id)
+    out[id] = id == tok.boundary_id() ? 1 : static_cast<int32_t>(tok.decode({id}).size());
+  return out;
+}
+
+std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const GptTokenizer& tok, DataMode mode,
                                           const DataOptions& opts) {
   ATTO_CHECK(mode != DataMode::Auto, "make_dataset: resolve the data mode first (resolve_mode)");
   if (mode == DataMode::Lines) return std::make_unique<LinesDataset>(file, tok, opts);
@@ -56,7 +75,9 @@ std::string describe_missing(const Missing& m) {
 
 }  // namespace
 
-void check_known_chars(const CharTokenizer& tok, const TextFile& file, bool newline_separates) {
+void check_known_chars(const GptTokenizer& any, const TextFile& file, bool newline_separates) {
+  if (any.open_vocabulary()) return;
+  const auto& tok = dynamic_cast<const CharTokenizer&>(any);
   std::vector<Missing> missing;
   int64_t line = 1, column = 1;
   size_t pos = 0;

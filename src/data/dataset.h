@@ -30,6 +30,7 @@
 #include "data/text_file.h"
 #include "tensor/rng.h"
 #include "tokenize/char_tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace atto {
 
@@ -85,17 +86,26 @@ CharTokenizerOptions tokenizer_options(DataMode mode);
 // A character vocabulary built from the whole file (train and val splits alike, as makemore
 // and nanoGPT do), so that evaluation never meets an unknown character.
 CharTokenizer build_tokenizer(const TextFile& file, DataMode mode);
+// A GPT's tokenizer for the file: characters (build_tokenizer), or byte-level BPE learned on the
+// whole file with vocab_size tokens (0 = 2000); in lines mode its <|endoftext|> is the boundary
+// (stream mode has none, as a char tokenizer has no <eos> there).
+std::unique_ptr<GptTokenizer> build_gpt_tokenizer(const TextFile& file, DataMode mode, TokenizerKind kind,
+                                                  int64_t vocab_size);
+// Bytes of text each token stands for (the boundary: 1, the newline it replaces in lines mode):
+// bits per byte = nats per token * tokens / (bytes * ln 2), comparable across tokenizers.
+std::vector<int32_t> token_byte_lengths(const GptTokenizer& tok);
 
 // A LinesDataset or StreamDataset. `mode` must be resolved (not Auto). The tokenizer may be a
 // freshly built one or one loaded from a run directory; characters of the file missing from it
 // are reported with their line and column.
-std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const CharTokenizer& tok, DataMode mode,
+std::unique_ptr<TextDataset> make_dataset(const TextFile& file, const GptTokenizer& tok, DataMode mode,
                                           const DataOptions& opts = {});
 
 namespace data_detail {
 // Throws atto::Error when the file has characters the tokenizer lacks, listing each one with
 // its line:column (up to a limit). '\n' is exempt when newline_separates (lines mode).
-void check_known_chars(const CharTokenizer& tok, const TextFile& file, bool newline_separates);
+// (Nothing to check for a tokenizer with an open vocabulary: byte-level BPE encodes anything.)
+void check_known_chars(const GptTokenizer& tok, const TextFile& file, bool newline_separates);
 void check_batch_args(int64_t B, int64_t T);
 }  // namespace data_detail
 

@@ -9,11 +9,10 @@ namespace atto {
 
 int64_t LinesDataset::val_size_for(int64_t n_lines, int64_t min_lines) { return holdout_size(n_lines, min_lines); }
 
-LinesDataset::LinesDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts) : path_(file.path) {
+LinesDataset::LinesDataset(const TextFile& file, const GptTokenizer& tok, const DataOptions& opts) : path_(file.path) {
   ATTO_CHECK(tok.has_boundary(),
-             "lines mode needs a tokenizer with the {} boundary token; this "
-             "one has none (it was built for stream mode): train a new run with --mode lines",
-             CharTokenizer::kBoundaryName);
+             "lines mode needs a tokenizer with a boundary token (<eos>, <|endoftext|>); this one has none (it "
+             "was built for stream mode): train a new run with --mode lines");
   eos_ = tok.boundary_id();
   data_detail::check_known_chars(tok, file, /*newline_separates=*/true);
 

@@ -33,7 +33,7 @@ namespace atto {
 
 class LinesDataset : public TextDataset {
  public:
-  LinesDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts = {});
+  LinesDataset(const TextFile& file, const GptTokenizer& tok, const DataOptions& opts = {});
 
   DataMode mode() const override { return DataMode::Lines; }
   int64_t size(Split split) const override { return static_cast<int64_t>(part(split).text.size()); }

@@ -6,7 +6,7 @@
 
 namespace atto {
 
-StreamDataset::StreamDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts)
+StreamDataset::StreamDataset(const TextFile& file, const GptTokenizer& tok, const DataOptions& opts)
     : path_(file.path) {
   data_detail::check_known_chars(tok, file, /*newline_separates=*/false);
   tokens_ = tok.encode(file.text);
@@ -32,12 +32,12 @@ void StreamDataset::check_block_size(int64_t T) const {
                                           "for a list of short samples)";
   if (val_is_train())
     fail(
-        "stream mode: block size {} needs at least {} tokens, but data file '{}' has {} characters (too few to "
+        "stream mode: block size {} needs at least {} tokens, but data file '{}' has {} tokens (too few to "
         "hold any out for validation: all are trained on); {}",
         T, T + 1, path_, n, advice);
   fail(
       "stream mode: block size {} needs at least {} tokens in each split, but data file '{}' has "
-      "{} characters: {} for training (the first 90%) and {} for validation (the last 10%); {}",
+      "{} tokens: {} for training (the first 90%) and {} for validation (the last 10%); {}",
       T, T + 1, path_, n, size(Split::Train), size(Split::Val), advice);
 }
 

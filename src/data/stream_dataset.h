@@ -28,7 +28,7 @@ namespace atto {
 
 class StreamDataset : public TextDataset {
  public:
-  StreamDataset(const TextFile& file, const CharTokenizer& tok, const DataOptions& opts = {});
+  StreamDataset(const TextFile& file, const GptTokenizer& tok, const DataOptions& opts = {});
 
   DataMode mode() const override { return DataMode::Stream; }
   int64_t size(Split split) const override { return static_cast<int64_t>(tokens(split).size()); }

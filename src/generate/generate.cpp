@@ -79,7 +79,7 @@ std::vector<Sample> generate(GPT& model, const std::vector<int32_t>& prompt, int
   return generate_batch(model, std::vector<std::vector<int32_t>>(n, prompt), opt, rng);
 }
 
-PromptSet make_prompt_set(const CharTokenizer& tok, std::string_view text, int64_t block_size) {
+PromptSet make_prompt_set(const GptTokenizer& tok, std::string_view text, int64_t block_size) {
   ATTO_CHECK(block_size >= 1, "make_prompts: block size must be >= 1, got {}", block_size);
   ATTO_CHECK(tok.vocab_size() > 0, "make_prompts: the tokenizer is empty");
   PromptSet ps;
@@ -88,7 +88,7 @@ PromptSet make_prompt_set(const CharTokenizer& tok, std::string_view text, int64
   if (tok.has_boundary()) {
     ps.base.insert(ps.base.begin(), tok.boundary_id());
   } else if (ps.base.empty()) {
-    const int32_t newline = tok.id_of(U'\n');
+    const int32_t newline = tok.single_token("\n");
     if (newline < 0) {  // no newline to start from: a random token per sample
       ps.random_start_vocab = tok.vocab_size();
       return ps;
@@ -110,14 +110,14 @@ std::vector<std::vector<int32_t>> PromptSet::draw(int64_t count, Rng& rng) const
   return out;
 }
 
-PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng) {
+PromptSet make_prompts(const GptTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng) {
   ATTO_CHECK(n >= 1, "make_prompts: the number of samples must be >= 1, got {}", n);
   PromptSet ps = make_prompt_set(tok, text, block_size);
   ps.prompts = ps.draw(n, rng);
   return ps;
 }
 
-TextStream::TextStream(const CharTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece)
+TextStream::TextStream(const GptTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece)
     : tok_(tok),
       cut_(static_cast<size_t>(n), StopStrings(stops)),
       out_(static_cast<size_t>(n)),
@@ -145,7 +145,7 @@ void TextStream::finish(int64_t i, const Sample& s) {
   if (!rest.empty()) on_piece_(i, rest, -1, false);
 }
 
-std::vector<TextSample> generate_text(GPT& model, const CharTokenizer& tok, const PromptSet& ps, int64_t n,
+std::vector<TextSample> generate_text(GPT& model, const GptTokenizer& tok, const PromptSet& ps, int64_t n,
                                       GenerateOptions opt, const std::vector<std::string>& stops, Rng& rng,
                                       const OnPiece& on_piece) {
   ATTO_CHECK(n >= 1, "generate: the number of samples must be >= 1, got {}", n);

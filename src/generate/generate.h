@@ -100,9 +100,9 @@ struct PromptSet {
 // Unknown characters throw atto::Error naming them and their positions (the tokenizer's check).
 // A prompt longer than block_size keeps its last block_size tokens (`cropped` says how many
 // were dropped; the caller warns).
-PromptSet make_prompts(const CharTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng);
+PromptSet make_prompts(const GptTokenizer& tok, std::string_view text, int64_t n, int64_t block_size, Rng& rng);
 // The same without drawing any prompt (ps.prompts stays empty; ps.draw makes them).
-PromptSet make_prompt_set(const CharTokenizer& tok, std::string_view text, int64_t block_size);
+PromptSet make_prompt_set(const GptTokenizer& tok, std::string_view text, int64_t block_size);
 
 // ---- many samples, chunk by chunk ---------------------------------------------------------
 
@@ -136,13 +136,13 @@ using OnPiece = std::function<bool(int64_t sample, const std::string& piece, int
 // strings cut, pieces streamed to on_piece. generate_text's and atto serve's one text path.
 class TextStream {
  public:
-  TextStream(const CharTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece);
+  TextStream(const GptTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece);
   bool on_token(int64_t i, int32_t t);      // false: sample i ends here (a stop string, or on_piece said so)
   void finish(int64_t i, const Sample& s);  // sample i's decoding ended: release the held-back text
   std::vector<TextSample> take() { return std::move(out_); }
 
  private:
-  const CharTokenizer& tok_;
+  const GptTokenizer& tok_;
   std::vector<StopStrings> cut_;
   std::vector<TextSample> out_;
   std::vector<char> ended_;
@@ -150,7 +150,7 @@ class TextStream {
 };
 // generate_chunks of n samples of ps, as text: the one streaming path of the C API and atto serve.
 // opt.on_token is taken over; opt.on_logits is kept.
-std::vector<TextSample> generate_text(GPT& model, const CharTokenizer& tok, const PromptSet& ps, int64_t n,
+std::vector<TextSample> generate_text(GPT& model, const GptTokenizer& tok, const PromptSet& ps, int64_t n,
                                       GenerateOptions opt, const std::vector<std::string>& stops, Rng& rng,
                                       const OnPiece& on_piece);
 

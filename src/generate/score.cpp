@@ -98,7 +98,7 @@ ScoreResult score_stream(GPT& model, const std::vector<int32_t>& ids) {
   return r;
 }
 
-ScoreResult score_text(GPT& model, const CharTokenizer& tok, std::string_view text) {
+ScoreResult score_text(GPT& model, const GptTokenizer& tok, std::string_view text) {
   ATTO_CHECK(tok.vocab_size() == model.config().vocab_size,
              "score: the tokenizer has {} tokens but the model's vocabulary is {}", tok.vocab_size(),
              model.config().vocab_size);

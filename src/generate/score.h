@@ -38,6 +38,6 @@ ScoreResult score_lines(GPT& model, const std::vector<int32_t>& ids, int32_t bou
 ScoreResult score_stream(GPT& model, const std::vector<int32_t>& ids);
 // Encodes the text and scores it in the tokenizer's mode; errors name the text (unknown
 // characters with their positions; too long for the block size with the length).
-ScoreResult score_text(GPT& model, const CharTokenizer& tok, std::string_view text);
+ScoreResult score_text(GPT& model, const GptTokenizer& tok, std::string_view text);
 
 }  // namespace atto::gen

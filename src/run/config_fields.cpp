@@ -223,11 +223,11 @@ std::vector<ConfigField> data_rows() {
           .flag("--valid-src", "seq2seq: validation sources (default: a seeded split)"),
       Row("valid_tgt", S::Data, kS2S, value(data(&DataConfig::valid_tgt)))
           .flag("--valid-tgt", "seq2seq: validation targets"),
-      Row("tokenizer", S::Data, kS2S,
+      Row("tokenizer", S::Data, kBoth,
           choice(data(&DataConfig::tokenizer), parse_tokenizer_kind, [](TokenizerKind k) { return to_string(k); }))
-          .flag("--tokenizer", "seq2seq: char, word or spm (SentencePiece)"),
-      Row("vocab_size", S::Data, kS2S, value(data(&DataConfig::vocab_size)))
-          .flag("--vocab-size", "seq2seq: SentencePiece pieces (spm; 0 = 8000) or word cap (word; 0 = all)"),
+          .flag("--tokenizer", "GPT: char or bpe (byte-level BPE learned on the data); seq2seq: char, word or spm"),
+      Row("vocab_size", S::Data, kBoth, value(data(&DataConfig::vocab_size)))
+          .flag("--vocab-size", "bpe: tokens (0 = 2000); spm: pieces (0 = 8000); word: cap (0 = all)"),
       Row("shared_vocab", S::Data, kS2S, value(data(&DataConfig::shared_vocab)))
           .flag("--shared-vocab", "seq2seq: one vocabulary and embedding for both sides"),
   };

@@ -6,7 +6,11 @@
 #include <set>
 
 #include "base/error.h"
+#include "tokenize/bpe.h"
+#include "tokenize/char_tokenizer.h"
 #include "tokenize/utf8.h"
+
+#include <nlohmann/json.hpp>
 
 namespace atto {
 
@@ -18,24 +22,10 @@ using io::GgufValue;
 constexpr int32_t kTokenNormal = 1, kTokenControl = 3;  // llama.cpp's token types
 constexpr float kNormEps = 1e-5f;                       // nn::BlockConfig::norm_eps
 
-// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others for U+0100 + n.
-const std::array<char32_t, 256>& byte_to_unicode() {
-  static const std::array<char32_t, 256> table = [] {
-    std::array<char32_t, 256> t{};
-    char32_t next = 256;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      t[b] = printable ? static_cast<char32_t>(b) : next++;
-    }
-    return t;
-  }();
-  return table;
-}
-
 // The byte-level symbols of a character's UTF-8 bytes, one string per byte.
 std::vector<std::string> byte_symbols(char32_t c) {
   std::vector<std::string> out;
-  for (unsigned char b : utf8::encode(c)) out.push_back(utf8::encode(byte_to_unicode()[b]));
+  for (unsigned char b : utf8::encode(c)) out.push_back(utf8::encode(gpt2_byte_to_char(b)));
   return out;
 }
 
@@ -123,7 +113,21 @@ GgmlType stored_type(GgmlType want, const std::vector<int64_t>& shape) {
 
 uint32_t file_type(GgmlType t) { return t == GgmlType::F32 ? 0 : t == GgmlType::F16 ? 1 : 7; }
 
-void add_vocabulary(io::GgufWriter& w, const CharTokenizer& tok) {
+// A byte-level BPE vocabulary is already in llama.cpp's gpt2 form: tokens and merges in GPT-2's
+// printable byte form, <|endoftext|> a control token.
+void add_bpe_vocabulary(io::GgufWriter& w, const BpeTokenizer& tok) {
+  const nlohmann::json j = tok.to_json();
+  std::vector<std::string> tokens = j["vocab"].get<std::vector<std::string>>();
+  std::vector<int32_t> types(tokens.size(), kTokenNormal);
+  for (const auto& [content, id] : j["special_tokens"].items()) types[id.get<size_t>()] = kTokenControl;
+  w.add("tokenizer.ggml.model", GgufValue::string("gpt2"));
+  w.add("tokenizer.ggml.pre", GgufValue::string("gpt-2"));
+  w.add("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
+  w.add("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+  w.add("tokenizer.ggml.merges", GgufValue::string_array(j["merges"].get<std::vector<std::string>>()));
+}
+
+void add_char_vocabulary(io::GgufWriter& w, const CharTokenizer& tok) {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   if (tok.has_boundary()) {
@@ -141,8 +145,16 @@ void add_vocabulary(io::GgufWriter& w, const CharTokenizer& tok) {
   w.add("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
   w.add("tokenizer.ggml.token_type", GgufValue::i32_array(types));
   w.add("tokenizer.ggml.merges", GgufValue::string_array(char_merges(tok.chars())));
-  if (tok.has_boundary()) {
-    const auto eos = static_cast<uint32_t>(tok.boundary_id());
+}
+
+void add_vocabulary(io::GgufWriter& w, const GptTokenizer& any) {
+  if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&any)) {
+    add_bpe_vocabulary(w, *bpe);
+  } else {
+    add_char_vocabulary(w, dynamic_cast<const CharTokenizer&>(any));
+  }
+  if (any.has_boundary()) {
+    const auto eos = static_cast<uint32_t>(any.boundary_id());
     for (const char* k : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
       w.add(k, GgufValue::u32(eos));
   }
@@ -155,7 +167,26 @@ uint64_t meta_uint(const io::GgufFile& f, const std::string& key) {
   return f.get(key).as_uint(fmt::format("{}: {}", f.path, key));
 }
 
-CharTokenizer read_vocabulary(const io::GgufFile& f) {
+// A vocabulary with tokens of more than one character: byte-level BPE with its merges.
+std::unique_ptr<GptTokenizer> read_bpe_vocabulary(const io::GgufFile& f, const std::vector<std::string>& tokens,
+                                                  const std::vector<double>& types) {
+  ATTO_CHECK(f.has("tokenizer.ggml.merges"), "{}: a BPE vocabulary without tokenizer.ggml.merges", f.path);
+  nlohmann::json j = {{"type", "bpe"},
+                      {"version", 1},
+                      {"pattern", "gpt2"},
+                      {"vocab", tokens},
+                      {"merges", f.get("tokenizer.ggml.merges").as_strings(f.path + ": tokenizer.ggml.merges")},
+                      {"special_tokens", nlohmann::json::object()}};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    ATTO_CHECK(types[i] == kTokenNormal || types[i] == kTokenControl,
+               "{}: token {} ({}) has type {}; atto reads normal and control tokens", f.path, i, utf8::quote(tokens[i]),
+               types[i]);
+    if (types[i] == kTokenControl) j["special_tokens"][tokens[i]] = i;
+  }
+  return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j, f.path + ": the tokenizer"));
+}
+
+std::unique_ptr<GptTokenizer> read_vocabulary(const io::GgufFile& f) {
   const std::string& model = f.get("tokenizer.ggml.model").as_string(f.path + ": tokenizer.ggml.model");
   ATTO_CHECK(model == "gpt2", "{}: tokenizer.ggml.model is '{}'; atto reads byte-level (gpt2) vocabularies", f.path,
              model);
@@ -163,6 +194,15 @@ CharTokenizer read_vocabulary(const io::GgufFile& f) {
   const auto& types = f.get("tokenizer.ggml.token_type").as_numbers(f.path + ": tokenizer.ggml.token_type");
   ATTO_CHECK(!tokens.empty() && types.size() == tokens.size(), "{}: {} tokens but {} token types", f.path,
              tokens.size(), types.size());
+  // A character vocabulary (atto export of a char model): every normal token one character.
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (types[i] != kTokenNormal) continue;
+    try {
+      char_of_byte_level(tokens[i]);
+    } catch (const Error&) {
+      return read_bpe_vocabulary(f, tokens, types);
+    }
+  }
   const bool boundary = types[0] == kTokenControl;
   std::vector<char32_t> chars;
   for (size_t i = boundary ? 1 : 0; i < tokens.size(); ++i) {
@@ -177,7 +217,7 @@ CharTokenizer read_vocabulary(const io::GgufFile& f) {
     }
   }
   try {
-    return CharTokenizer::from_chars(std::move(chars), boundary);
+    return std::make_unique<CharTokenizer>(CharTokenizer::from_chars(std::move(chars), boundary));
   } catch (const Error& e) {
     fail("{}: the vocabulary: {}", f.path, e.what());
   }
@@ -290,22 +330,9 @@ std::string byte_level_string(char32_t c) {
 }
 
 char32_t char_of_byte_level(const std::string& token) {
-  static const std::array<int, 512> unicode_to_byte = [] {
-    std::array<int, 512> t;
-    t.fill(-1);
-    for (int b = 0; b < 256; ++b) t[byte_to_unicode()[b]] = b;
-    return t;
-  }();
-  std::string bytes;
-  for (char32_t cp : utf8::decode(token, "a token")) {
-    ATTO_CHECK(cp < 512 && unicode_to_byte[cp] >= 0, "{} is not a byte-level BPE string", utf8::quote(token));
-    bytes.push_back(static_cast<char>(unicode_to_byte[cp]));
-  }
+  const std::string bytes = gpt2_chars_to_bytes(token, "a token");
   const std::vector<char32_t> cps = utf8::decode(bytes, "a token's bytes");
-  ATTO_CHECK(cps.size() == 1,
-             "{} stands for {} characters; atto reads character vocabularies (as atto export "
-             "writes them)",
-             utf8::quote(token), cps.size());
+  ATTO_CHECK(cps.size() == 1, "{} stands for {} characters, not one", utf8::quote(token), cps.size());
   return cps[0];
 }
 
@@ -318,9 +345,9 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType
   w.add("general.file_type", GgufValue::u32(file_type(type)));
   w.add("general.alignment", GgufValue::u32(32));
   add_hparams(w, c, arch);
-  add_vocabulary(w, lm.tokenizer);
+  add_vocabulary(w, *lm.tokenizer);
   w.add("atto.ffn", GgufValue::string(to_string(c.activation)));
-  w.add("atto.lines_mode", GgufValue::boolean(lm.tokenizer.has_boundary()));
+  w.add("atto.lines_mode", GgufValue::boolean(lm.tokenizer->has_boundary()));
   const auto state = lm.model->state_dict();
   for (const TensorMap& m : tensor_names(c, arch)) {
     std::vector<int64_t> shape;
@@ -334,7 +361,7 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType
 namespace {
 
 // The run configuration a GGUF file describes (and its vocabulary and architecture).
-RunConfig config_of(const io::GgufFile& f, const CharTokenizer& tok, Arch& arch) {
+RunConfig config_of(const io::GgufFile& f, const GptTokenizer& tok, Arch& arch) {
   RunConfig cfg = default_run_config(Task::Gpt);
   cfg.model = read_gpt_config(f, tok.vocab_size(), arch);
   cfg.data.path = f.path;
@@ -346,7 +373,7 @@ RunConfig config_of(const io::GgufFile& f, const CharTokenizer& tok, Arch& arch)
 RunConfig gguf_run_config(const std::string& path) {
   const io::GgufFile f = io::read_gguf(path);
   Arch arch;
-  return config_of(f, read_vocabulary(f), arch);
+  return config_of(f, *read_vocabulary(f), arch);
 }
 
 LoadedModel load_gguf(const std::string& path) {
@@ -354,7 +381,7 @@ LoadedModel load_gguf(const std::string& path) {
   LoadedModel lm;
   lm.tokenizer = read_vocabulary(f);
   Arch arch;
-  lm.config = config_of(f, lm.tokenizer, arch);
+  lm.config = config_of(f, *lm.tokenizer, arch);
   Rng rng(0);  // overwritten by the file's weights
   lm.model = std::make_unique<GPT>(lm.config.model, rng);
   std::vector<std::pair<std::string, Tensor>> tensors;

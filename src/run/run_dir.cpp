@@ -57,10 +57,10 @@ RunConfig load_run_config(const std::string& dir) {
   return run_config_from_json(io::read_json(path), path);
 }
 
-CharTokenizer load_tokenizer(const std::string& dir) {
+std::unique_ptr<GptTokenizer> load_tokenizer(const std::string& dir) {
   const std::string path = run_path(dir, "tokenizer.json");
   ATTO_CHECK(fs::exists(path), "{} has no tokenizer.json: not a complete atto run directory", dir);
-  return CharTokenizer::from_json(io::read_json(path), path);
+  return load_gpt_tokenizer(io::read_json(path), path);
 }
 
 namespace {
@@ -184,8 +184,8 @@ LoadedModel load_run(const std::string& dir) {
              to_string(lm.config.task), dir);
   io::remove_stale_temp_files(dir);  // leftovers of killed saves; best effort (a read-only run still loads)
   lm.tokenizer = load_tokenizer(dir);
-  ATTO_CHECK(lm.tokenizer.vocab_size() == lm.config.model.vocab_size,
-             "{}: tokenizer.json has {} tokens but config.json says vocab_size {}", dir, lm.tokenizer.vocab_size(),
+  ATTO_CHECK(lm.tokenizer->vocab_size() == lm.config.model.vocab_size,
+             "{}: tokenizer.json has {} tokens but config.json says vocab_size {}", dir, lm.tokenizer->vocab_size(),
              lm.config.model.vocab_size);
   const io::SafetensorsFile weights = read_checked_weights(dir, check_gpt_config, lm.config.model);
   check_finite_weights(weights);

@@ -38,7 +38,7 @@ void check_finite_weights(const io::SafetensorsFile& f);
 // A trained GPT ready for sampling, scoring and evaluation.
 struct LoadedModel {
   RunConfig config;
-  CharTokenizer tokenizer;
+  std::shared_ptr<const GptTokenizer> tokenizer;  // characters or byte-level BPE
   std::unique_ptr<GPT> model;
 };
 // Reads config.json, tokenizer.json and model.safetensors of a run directory, validating that
@@ -60,7 +60,8 @@ struct LoadedSeq2Seq {
 // d_ff, n_enc_layers, n_dec_layers), except the finite-weights check: non-finite weights show as
 // non-finite logits when decoding (generate/seq2seq_decode.h).
 LoadedSeq2Seq load_seq2seq_run(const std::string& dir);
-CharTokenizer load_tokenizer(const std::string& dir);
+// DIR/tokenizer.json of a GPT run: characters or byte-level BPE.
+std::unique_ptr<GptTokenizer> load_tokenizer(const std::string& dir);
 
 // True if `dir` holds any of the run files (so a new run must not write there).
 bool looks_like_run(const std::string& dir);

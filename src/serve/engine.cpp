@@ -42,7 +42,7 @@ Engine::~Engine() {
 PreparedPrompt Engine::prepare(const std::string& prompt, const char* param) const {
   gen::PromptSet ps;
   try {
-    ps = gen::make_prompt_set(lm_.tokenizer, prompt, context());
+    ps = gen::make_prompt_set(*lm_.tokenizer, prompt, context());
   } catch (const Error& e) {
     throw RequestError(400, fmt::format("'{}': {}", param, e.what()), param, "invalid_prompt");
   }
@@ -51,13 +51,13 @@ PreparedPrompt Engine::prepare(const std::string& prompt, const char* param) con
                        fmt::format("'{}': the prompt takes {} tokens; this model's context is {}", param,
                                    static_cast<int64_t>(ps.base.size()) + ps.cropped, context()),
                        param, "context_length_exceeded");
-  return {prompt, static_cast<int64_t>(lm_.tokenizer.encode(prompt).size())};
+  return {prompt, static_cast<int64_t>(lm_.tokenizer->encode(prompt).size())};
 }
 
 namespace {
 
 // The top k alternatives and the chosen token's log-probability, from a step's log-softmax.
-TokenLogprob token_logprob(const CharTokenizer& tok, const std::vector<double>& lp, int32_t t, int64_t k,
+TokenLogprob token_logprob(const GptTokenizer& tok, const std::vector<double>& lp, int32_t t, int64_t k,
                            int64_t offset) {
   TokenLogprob out{tok.decode({t}), lp[static_cast<size_t>(t)], {}, offset};
   std::vector<int32_t> order(lp.size());
@@ -74,7 +74,7 @@ TokenLogprob token_logprob(const CharTokenizer& tok, const std::vector<double>& 
 // A request in the scheduler: its decoder and text state (the scheduler's alone), and the pieces
 // it has made for the waiting HTTP thread (under mu).
 struct Engine::Job {
-  Job(const CharTokenizer& tok, const PreparedPrompt& p, const Completion& c, uint64_t seed, int64_t context)
+  Job(const GptTokenizer& tok, const PreparedPrompt& p, const Completion& c, uint64_t seed, int64_t context)
       : c(c), ps(gen::make_prompt_set(tok, p.text, context)), rng(seed), out(static_cast<size_t>(c.n)) {}
   struct Event {
     int64_t choice;
@@ -116,7 +116,7 @@ int64_t Engine::running() const {
 std::vector<Choice> Engine::generate(const PreparedPrompt& p, const Completion& c, uint64_t seed,
                                      const OnPiece& on_piece) {
   if (c.max_tokens == 0) return std::vector<Choice>(static_cast<size_t>(c.n));
-  auto job = std::make_shared<Job>(lm_.tokenizer, p, c, seed, context());
+  auto job = std::make_shared<Job>(*lm_.tokenizer, p, c, seed, context());
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int64_t>(pending_.size()) >= opt_.queue_max)
@@ -142,7 +142,7 @@ std::vector<Choice> Engine::generate(const PreparedPrompt& p, const Completion& 
 // A request joins the batch: its prompts drawn and encoded as `atto sample` does (generate_text
 // of n samples: one chunk, since n <= 16 < max_batch).
 void Engine::admit(Job& job) {
-  const CharTokenizer& tok = lm_.tokenizer;
+  const GptTokenizer& tok = *lm_.tokenizer;
   const Completion& c = job.c;
   gen::GenerateOptions opt;
   opt.max_new_tokens = c.max_tokens;

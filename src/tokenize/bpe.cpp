@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "tokenize/char_tokenizer.h"
 #include "tokenize/pretokenize.h"
 #include "tokenize/utf8.h"
 
@@ -264,6 +265,19 @@ void BpeTokenizer::encode_append(std::string_view text, std::vector<int32_t>& ou
     }
     encode_chunk(chunk, out);
   });
+}
+
+int32_t BpeTokenizer::single_token(std::string_view piece) const {
+  const std::vector<int32_t> ids = encode(piece);
+  return ids.size() == 1 ? ids[0] : -1;
+}
+
+std::unique_ptr<GptTokenizer> load_gpt_tokenizer(const nlohmann::json& j, std::string_view where) {
+  if (j.is_object() && j.contains("type") && j["type"] == "bpe")
+    return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j, where));
+  ATTO_CHECK(!j.is_object() || !j.contains("type") || j["type"] == "char",
+             "{}: \"type\" {} is no GPT tokenizer (\"char\" or \"bpe\")", where, j.is_object() ? j["type"].dump() : "");
+  return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j, where));
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {

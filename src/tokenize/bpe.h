@@ -35,14 +35,17 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "tokenize/gpt_tokenizer.h"
+
 namespace atto {
 
 struct BpeTrainOptions {
-  int64_t vocab_size = 2000;  // 256 byte tokens + merges + the end-of-text token
+  int64_t vocab_size = 2000;  // 256 byte tokens + merges (+ the end-of-text token)
   int64_t min_frequency = 2;  // a pair seen fewer times is never merged
+  bool end_of_text = true;    // add <|endoftext|> (documents, lines mode); without it, stream text
 };
 
-class BpeTokenizer {
+class BpeTokenizer : public GptTokenizer {
  public:
   static constexpr const char* kEndOfText = "<|endoftext|>";
 
@@ -55,13 +58,20 @@ class BpeTokenizer {
   // merge, then <|endoftext|>. Deterministic: same texts, same tokenizer, any thread count.
   static BpeTokenizer train(std::span<const std::string_view> texts, const BpeTrainOptions& opt);
   static BpeTokenizer from_json(const nlohmann::json& j, std::string_view where);
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const override;
 
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text) const override;
   void encode_append(std::string_view text, std::vector<int32_t>& out) const;
   std::string decode(std::span<const int32_t> ids) const;  // atto::Error for an id out of range
+  std::string decode(const std::vector<int32_t>& ids) const override { return decode(std::span<const int32_t>(ids)); }
 
-  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  const char* kind() const override { return "bpe"; }
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  bool has_boundary() const override { return eot_ >= 0; }
+  int32_t boundary_id() const override { return eot_; }
+  std::string id_to_string(int32_t id) const override { return token_display(id); }
+  int32_t single_token(std::string_view piece) const override;
+  bool open_vocabulary() const override { return true; }
   int64_t merge_count() const { return static_cast<int64_t>(merges_.size()); }
   const std::string& token_bytes(int32_t id) const { return tokens_.at(static_cast<size_t>(id)); }
   std::string token_display(int32_t id) const;  // GPT-2's printable form

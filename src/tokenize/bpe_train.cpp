@@ -112,7 +112,8 @@ BpeTokenizer BpeTokenizer::train(std::span<const std::string_view> texts, const 
     for (const auto& [k, n] : all) heap.push({n, static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xffffffffu)});
   }
   std::vector<int32_t> last_visit(w.symbols.size(), -1);
-  while (static_cast<int64_t>(t.tokens_.size()) + 1 < opt.vocab_size && !heap.empty()) {
+  const int64_t reserved = opt.end_of_text ? 1 : 0;
+  while (static_cast<int64_t>(t.tokens_.size()) + reserved < opt.vocab_size && !heap.empty()) {
     const Candidate c = heap.top();
     heap.pop();
     const uint64_t k = pair_key(c.a, c.b);
@@ -136,8 +137,10 @@ BpeTokenizer BpeTokenizer::train(std::span<const std::string_view> texts, const 
       if (v == 0) pairs.erase(dk);
     }
   }
-  t.tokens_.emplace_back(kEndOfText);
-  t.special_.emplace_back(kEndOfText, static_cast<int32_t>(t.tokens_.size() - 1));
+  if (opt.end_of_text) {
+    t.tokens_.emplace_back(kEndOfText);
+    t.special_.emplace_back(kEndOfText, static_cast<int32_t>(t.tokens_.size() - 1));
+  }
   t.index("BPE training");
   return t;
 }

@@ -213,4 +213,10 @@ CharTokenizer CharTokenizer::from_json_text(std::string_view text, std::string_v
   return from_json(j, where);
 }
 
+int32_t CharTokenizer::single_token(std::string_view piece) const {
+  if (utf8::find_invalid(piece) || utf8::count(piece) != 1) return -1;
+  size_t pos = 0;
+  return id_of(utf8::next(piece, pos));
+}
+
 }  // namespace atto

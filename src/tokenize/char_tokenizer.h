@@ -33,6 +33,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "tokenize/gpt_tokenizer.h"
+
 namespace atto {
 
 struct CharTokenizerOptions {
@@ -40,7 +42,7 @@ struct CharTokenizerOptions {
   bool include_newline = false;  // keep '\n' as a character (stream data) or drop it (lines)
 };
 
-class CharTokenizer {
+class CharTokenizer : public GptTokenizer {
  public:
   static constexpr const char* kBoundaryName = "<eos>";
   static constexpr int kFormatVersion = 1;
@@ -53,9 +55,12 @@ class CharTokenizer {
   // A tokenizer with exactly these characters, ids in the order given (after the boundary).
   static CharTokenizer from_chars(std::vector<char32_t> chars, bool boundary);
 
-  int64_t vocab_size() const { return static_cast<int64_t>(chars_.size()) + (boundary_ ? 1 : 0); }
-  bool has_boundary() const { return boundary_; }
-  int32_t boundary_id() const { return boundary_ ? 0 : -1; }  // -1 when there is none
+  const char* kind() const override { return "char"; }
+  int64_t vocab_size() const override { return static_cast<int64_t>(chars_.size()) + (boundary_ ? 1 : 0); }
+  bool has_boundary() const override { return boundary_; }
+  int32_t boundary_id() const override { return boundary_ ? 0 : -1; }  // -1 when there is none
+  int32_t single_token(std::string_view piece) const override;
+  bool open_vocabulary() const override { return false; }
   const std::vector<char32_t>& chars() const { return chars_; }
 
   // Id of a code point, or -1 if it is not in the vocabulary.
@@ -67,13 +72,13 @@ class CharTokenizer {
   // Text -> ids. Throws atto::Error on invalid UTF-8 or characters not in the vocabulary; the
   // message lists each unknown character with all its positions (code-point indices), e.g.
   //   unknown character 'é' (U+00E9) at position 3 of "café"; the vocabulary was built ...
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text) const override;
   // Ids -> text. The boundary token is skipped; ids out of range throw atto::Error.
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string decode(const std::vector<int32_t>& ids) const override;
   // One token for display: "<eos>", "a", "é", "\n" (escaped control characters).
-  std::string id_to_string(int32_t id) const;
+  std::string id_to_string(int32_t id) const override;
 
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const override;
   // `where` names the source in error messages (a path, "config.json[tokenizer]", ...).
   static CharTokenizer from_json(const nlohmann::json& j, std::string_view where);
   // Parses JSON text first (syntax errors become atto::Error naming `where`).

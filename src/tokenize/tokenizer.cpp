@@ -133,6 +133,7 @@ std::unique_ptr<Tokenizer> train_tokenizer(const TokenizerOptions& opts, const s
                  kNumSpecialTokens, opts.vocab_size);
       return std::make_unique<SpmTokenizer>(
           SpmTokenizer::train(lines, {.vocab_size = opts.vocab_size, .model_type = opts.spm_model_type}, dir));
+    case TokenizerKind::Bpe: fail("--tokenizer bpe is for GPTs; a seq2seq model uses char, word or spm");
   }
   fail("unknown tokenizer kind {}", static_cast<int>(opts.type));
 }
@@ -142,6 +143,7 @@ const char* to_string(TokenizerKind k) {
     case TokenizerKind::Char: return "char";
     case TokenizerKind::Word: return "word";
     case TokenizerKind::Spm: return "spm";
+    case TokenizerKind::Bpe: return "bpe";
   }
   return "?";
 }
@@ -150,7 +152,8 @@ TokenizerKind parse_tokenizer_kind(const std::string& s) {
   if (s == "char") return TokenizerKind::Char;
   if (s == "word") return TokenizerKind::Word;
   if (s == "spm") return TokenizerKind::Spm;
-  fail("unknown tokenizer '{}': use char, word or spm", s);
+  if (s == "bpe") return TokenizerKind::Bpe;
+  fail("unknown tokenizer '{}': use char or bpe (GPT), char, word or spm (seq2seq)", s);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::string_view where,

@@ -93,9 +93,9 @@ class CharSeqTokenizer : public Tokenizer {
   CharTokenizer chars_;  // without boundary token: its id c is our id c + 4
 };
 
-// The kinds of sequence tokenizer, named "char", "word" and "spm" in tokenizer.json, config.json
-// and --tokenizer.
-enum class TokenizerKind { Char, Word, Spm };
+// The kinds of tokenizer, named "char", "word", "spm" and "bpe" in tokenizer.json, config.json
+// and --tokenizer. A seq2seq model uses char, word or spm; a GPT char or bpe (gpt_tokenizer.h).
+enum class TokenizerKind { Char, Word, Spm, Bpe };
 const char* to_string(TokenizerKind k);
 TokenizerKind parse_tokenizer_kind(const std::string& s);  // atto::Error listing the names
 

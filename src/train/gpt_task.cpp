@@ -13,14 +13,15 @@
 
 namespace atto {
 
-double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches) {
+double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches,
+                     const std::vector<int32_t>* byte_lengths, double* bits_per_byte) {
   NoGradGuard no_grad;
   const bool was_training = model.training();
   model.eval();
   int64_t n = data.num_eval_batches(split, B, T);
   if (max_batches > 0) n = std::min(n, max_batches);
   double total = 0.0;
-  int64_t count = 0;
+  int64_t count = 0, bytes = 0;
   for (int64_t i = 0; i < n; ++i) {
     const Batch b = data.eval_batch(split, i, B, T);
     const int64_t c = b.num_targets();
@@ -28,9 +29,13 @@ double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B
     Tensor logits = model.forward(b.x, b.B, b.T);
     total += static_cast<double>(cross_entropy(logits, b.y).item()) * c;
     count += c;
+    if (byte_lengths)
+      for (int32_t y : b.y)
+        if (y != kIgnoreIndex) bytes += (*byte_lengths)[static_cast<size_t>(y)];
   }
   model.train(was_training);
   ATTO_CHECK(count > 0, "evaluation: the {} split has no targets to score", to_string(split));
+  if (bits_per_byte) *bits_per_byte = bytes > 0 ? total / (static_cast<double>(bytes) * std::log(2.0)) : 0.0;
   return total / count;
 }
 
@@ -48,8 +53,12 @@ class GptTask final : public TrainTask {
                  cfg.data.path, fp, cfg.data.fingerprint);
     cfg.data.fingerprint = fp;
     cfg.data.mode = resolve_mode(file_, cfg.data.mode);
-    tok_ = resume ? load_tokenizer(dir) : build_tokenizer(file_, cfg.data.mode);
-    data_ = make_dataset(file_, tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
+    ATTO_CHECK(cfg.data.tokenizer == TokenizerKind::Char || cfg.data.tokenizer == TokenizerKind::Bpe,
+               "--tokenizer {}: a GPT uses char or bpe", to_string(cfg.data.tokenizer));
+    tok_ = resume ? load_tokenizer(dir)
+                  : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.vocab_size);
+    byte_lengths_ = token_byte_lengths(*tok_);
+    data_ = make_dataset(file_, *tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
     GPTConfig& m = cfg.model;
     const GptDataFacts facts{.mode = cfg.data.mode,
                              .train_tokens = data_->num_tokens(Split::Train),
@@ -57,7 +66,7 @@ class GptTask final : public TrainTask {
                              .max_block = data_->max_block_size()};
     auto_notes_ = resolve_gpt_auto(cfg, facts);  // what the user left out (a resumed run has none)
     data_->check_block_size(m.block_size);
-    m.vocab_size = tok_.vocab_size();
+    m.vocab_size = tok_->vocab_size();
     m.validate();
     model_ = std::make_unique<GPT>(m, init_rng);
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
@@ -78,7 +87,7 @@ class GptTask final : public TrainTask {
   Evaluation evaluate() override {
     Evaluation e;
     e.loss = evaluate_loss(*model_, *data_, Split::Val, cfg_.train.batch_size, cfg_.model.block_size,
-                           cfg_.train.eval_batches);
+                           cfg_.train.eval_batches, &byte_lengths_, &e.bits_per_byte);
     e.on_train_set = data_->val_is_train();
     return e;
   }
@@ -90,19 +99,20 @@ class GptTask final : public TrainTask {
             ? fmt::format("all {} {} trained on (too few to hold any out: validation scores the training set)",
                           data_->size(Split::Train), unit)
             : fmt::format("{} train / {} val {}", data_->size(Split::Train), data_->size(Split::Val), unit);
-    return fmt::format("GPT, {} parameters, {} data, vocabulary {}, block {}, {}, {} batch shard{}",
-                       model_->num_parameters(), to_string(cfg_.data.mode), cfg_.model.vocab_size,
+    return fmt::format("GPT, {} parameters, {} data, {} vocabulary {}, block {}, {}, {} batch shard{}",
+                       model_->num_parameters(), to_string(cfg_.data.mode), tok_->kind(), cfg_.model.vocab_size,
                        cfg_.model.block_size, split, dp_->shards(), dp_->shards() == 1 ? "" : "s");
   }
 
   void write_files(const std::string& dir) const override {
-    io::write_json_atomic(run_path(dir, "tokenizer.json"), tok_.to_json());
+    io::write_json_atomic(run_path(dir, "tokenizer.json"), tok_->to_json());
   }
 
  private:
   RunConfig& cfg_;
   TextFile file_;
-  CharTokenizer tok_;
+  std::unique_ptr<GptTokenizer> tok_;
+  std::vector<int32_t> byte_lengths_;  // per token id: the bytes of text it stands for
   std::unique_ptr<TextDataset> data_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;

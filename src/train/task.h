@@ -20,8 +20,9 @@ struct Evaluation {
   double loss = 0.0;    // mean cross-entropy per target token over the validation split
   double metric = 0.0;  // e.g. BLEU; valid when has_metric
   bool has_metric = false;
-  std::string metric_name;    // "bleu"
-  bool on_train_set = false;  // the corpus was too small to hold anything out (data/dataset.h)
+  std::string metric_name;     // "bleu"
+  bool on_train_set = false;   // the corpus was too small to hold anything out (data/dataset.h)
+  double bits_per_byte = 0.0;  // GPT: the loss in bits per byte of text (0: not computed)
 };
 
 class TrainTask {

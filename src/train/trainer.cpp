@@ -166,9 +166,13 @@ double evaluate_and_save(Session& s, Progress& p) {
   nlohmann::json line = {{"step", s.st.step}, {"val_loss", val}, {"best", best}};
   if (e.on_train_set) line["val_is_train"] = true;
   std::string metric;
+  if (e.bits_per_byte > 0) {
+    line["val_bpb"] = e.bits_per_byte;
+    metric = fmt::format(" ({:.4f} bits/byte)", e.bits_per_byte);
+  }
   if (e.has_metric) {
     line["val_" + e.metric_name] = e.metric;
-    metric = fmt::format("  val {} {:.2f}", e.metric_name, e.metric);
+    metric += fmt::format("  val {} {:.2f}", e.metric_name, e.metric);
   }
   append_metrics(s.dir, line);
   p.message(fmt::format("step {:>6}  {} {:.4f}{}{}", s.st.step, e.on_train_set ? "train-set loss" : "val loss", val,

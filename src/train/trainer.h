@@ -77,6 +77,9 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
 class GPT;
 class TextDataset;
 enum class Split;
-double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches = 0);
+// With byte_lengths (data/dataset.h: token_byte_lengths), *bits_per_byte receives the loss in
+// bits per byte of the scored text.
+double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches = 0,
+                     const std::vector<int32_t>* byte_lengths = nullptr, double* bits_per_byte = nullptr);
 
 }  // namespace atto

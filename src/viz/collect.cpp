@@ -23,12 +23,12 @@ void InspectOptions::validate() const {
                                  max_pe_positions, max_pe_dims, top_n));
 }
 
-std::string token_label(const CharTokenizer& tok, int32_t id) {
+std::string token_label(const GptTokenizer& tok, int32_t id) {
   std::string s = tok.id_to_string(id);
   return s == " " ? "\u2423" : s;
 }
 
-std::vector<int32_t> encode_input(const CharTokenizer& tok, const std::string& text, int64_t block_size,
+std::vector<int32_t> encode_input(const GptTokenizer& tok, const std::string& text, int64_t block_size,
                                   int64_t* dropped) {
   std::vector<int32_t> ids;
   if (tok.has_boundary()) ids.push_back(tok.boundary_id());
@@ -66,7 +66,7 @@ std::vector<double> detail::row_norms(const Tensor& t) {
   return out;
 }
 
-ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text) {
+ModelView collect(GPT& model, const GptTokenizer& tok, const std::string& text) {
   const GPTConfig& cfg = model.config();
   ATTO_CHECK(tok.vocab_size() == cfg.vocab_size, "inspect: the tokenizer has {} tokens but the model expects {}",
              tok.vocab_size(), cfg.vocab_size);

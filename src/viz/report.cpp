@@ -413,7 +413,7 @@ Report inspect_gpt_run(const std::string& run_dir, const InspectOptions& opt) {
     throw UsageError(
         fmt::format("--src and --tgt are for seq2seq runs; {} is a GPT run: give the input with --text", run_dir));
   LoadedModel lm = load_run(run_dir);
-  const ModelView v = collect(*lm.model, lm.tokenizer, opt.text);
+  const ModelView v = collect(*lm.model, *lm.tokenizer, opt.text);
   std::vector<std::string> notes;
   const TrainingCurves curves = read_metrics(run_path(run_dir, "metrics.jsonl"), notes);
   Report r = build_report(v, &curves, {.title = "atto inspect", .source = run_dir}, opt);

@@ -71,14 +71,14 @@ struct ModelView {
 };
 
 // One token for display: the tokenizer's id_to_string, with a space shown as "␣" (U+2423).
-std::string token_label(const CharTokenizer& tok, int32_t id);
+std::string token_label(const GptTokenizer& tok, int32_t id);
 
 // The model input for `text` (see Conventions); dropped = tokens cut from the front.
-std::vector<int32_t> encode_input(const CharTokenizer& tok, const std::string& text, int64_t block_size,
+std::vector<int32_t> encode_input(const GptTokenizer& tok, const std::string& text, int64_t block_size,
                                   int64_t* dropped);
 
 // Runs the model (eval mode, no gradients) on the input for `text` and gathers the view.
-ModelView collect(GPT& model, const CharTokenizer& tok, const std::string& text);
+ModelView collect(GPT& model, const GptTokenizer& tok, const std::string& text);
 
 // metrics.jsonl: lines with "step" and "train_loss" / "val_loss" / "lr". Lines that are not
 // JSON objects are skipped with a note naming the line.

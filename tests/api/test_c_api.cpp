@@ -145,7 +145,7 @@ TEST_F(CApi, ScoresMatchTheLibraryAndTheLogits) {
   atto::Model m(run_dir());
   const atto::Scores s = m.score("mariel");
   atto::LoadedModel lm = atto::load_run(run_dir());
-  const atto::gen::ScoreResult ref = atto::gen::score_text(*lm.model, lm.tokenizer, "mariel");
+  const atto::gen::ScoreResult ref = atto::gen::score_text(*lm.model, *lm.tokenizer, "mariel");
   ASSERT_EQ(s.tokens, ref.targets);
   ASSERT_EQ(s.logprobs, ref.logprobs);
   EXPECT_DOUBLE_EQ(s.total_nll, ref.total_nll());

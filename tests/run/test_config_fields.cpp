@@ -98,9 +98,9 @@ TEST(ConfigFields, ConfigJsonErrorsNameTheFileAndKey) {
               }),
               HasSubstr("unknown key 'max_len' in section 'model'"));
   EXPECT_THAT(error_of([&] {
-                apply_config_json(c, json{{"tokenizer", "bpe"}}, "my.json");
+                apply_config_json(c, json{{"tokenizer", "wordpiece"}}, "my.json");
               }),
-              HasSubstr("use char, word or spm"));
+              HasSubstr("use char or bpe (GPT), char, word or spm (seq2seq)"));
   EXPECT_THAT(error_of([&] {
                 apply_config_json(c, json{{"task", "lm"}}, "my.json");
               }),

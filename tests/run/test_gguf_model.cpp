@@ -1,5 +1,6 @@
 // run/gguf_model: a GPT exported as llama.cpp's gpt2 GGUF and read back.
 #include "run/gguf_model.h"
+#include "tokenize/bpe.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,10 +18,10 @@ using ::testing::HasSubstr;
 LoadedModel random_model(const std::string& text, bool boundary, nn::Activation act = nn::Activation::GELU,
                          bool tie = true, bool bias = true) {
   LoadedModel lm;
-  lm.tokenizer = CharTokenizer::build(text, {.boundary = boundary});
+  lm.tokenizer = std::make_shared<CharTokenizer>(CharTokenizer::build(text, {.boundary = boundary}));
   lm.config = default_run_config(Task::Gpt);
   GPTConfig& c = lm.config.model;
-  c.vocab_size = lm.tokenizer.vocab_size();
+  c.vocab_size = lm.tokenizer->vocab_size();
   c.block_size = 12;
   c.d_model = 32;
   c.n_heads = 4;
@@ -50,23 +51,46 @@ TEST(GgufModel, F32ExportReadsBackBitExact) {
     LoadedModel back = load_gguf(path);
     EXPECT_EQ(back.config.model.activation, nn::Activation::GELU);  // atto.ffn: the form it trained with
     EXPECT_EQ(back.config.model.tie_weights, tie);
-    EXPECT_EQ(back.tokenizer.to_json(), lm.tokenizer.to_json());
-    const std::vector<int32_t> ids = lm.tokenizer.encode("zoëem");
+    EXPECT_EQ(back.tokenizer->to_json(), lm.tokenizer->to_json());
+    const std::vector<int32_t> ids = lm.tokenizer->encode("zoëem");
     EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
     // load_run takes a GGUF file too (atto sample|score|eval --model m.gguf).
     EXPECT_EQ(load_run(path).model->num_parameters(), lm.model->num_parameters());
   }
 }
 
+// A byte-level BPE model: the vocabulary and merges go to llama.cpp's gpt2 tokenizer keys as they
+// are, and come back as the same tokenizer (stream and lines mode: <|endoftext|> a control token).
+TEST(GgufModel, BpeVocabularyReadsBackTheSameTokenizer) {
+  test::TempDir dir;
+  for (bool eot : {false, true}) {
+    LoadedModel lm = random_model("abc\n", false);
+    const std::string_view texts[] = {"the cat sat on the mat, the cat ate. 123 123 \xE2\x82\xAC\xE2\x82\xAC"};
+    auto bpe = std::make_shared<BpeTokenizer>(
+        BpeTokenizer::train(texts, {.vocab_size = 280, .min_frequency = 2, .end_of_text = eot}));
+    lm.tokenizer = bpe;
+    lm.config.model.vocab_size = bpe->vocab_size();
+    Rng rng(3);
+    lm.model = std::make_unique<GPT>(lm.config.model, rng);
+    export_gguf(lm, dir / "bpe.gguf", io::GgmlType::F32);
+    LoadedModel back = load_gguf(dir / "bpe.gguf");
+    EXPECT_STREQ(back.tokenizer->kind(), "bpe");
+    EXPECT_EQ(back.tokenizer->to_json(), bpe->to_json());
+    EXPECT_EQ(back.tokenizer->boundary_id(), bpe->boundary_id());
+    const std::vector<int32_t> ids = bpe->encode("the mat ate 123 \xE2\x82\xAC");
+    EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
+  }
+}
+
 TEST(GgufModel, HalfAndQ8StayClose) {
   test::TempDir dir;
   LoadedModel lm = random_model("abcdefgh\n", false, nn::Activation::GELUTanh, true, false);
-  const std::vector<int32_t> ids = lm.tokenizer.encode("abcabc");
+  const std::vector<int32_t> ids = lm.tokenizer->encode("abcabc");
   const std::vector<float> ref = logits_of(*lm.model, ids);
   for (auto [type, tol] : {std::pair{io::GgmlType::F16, 2e-3}, std::pair{io::GgmlType::Q8_0, 2e-2}}) {
     export_gguf(lm, dir / "m.gguf", type);
     LoadedModel back = load_gguf(dir / "m.gguf");
-    EXPECT_FALSE(back.tokenizer.has_boundary());
+    EXPECT_FALSE(back.tokenizer->has_boundary());
     const std::vector<float> got = logits_of(*back.model, ids);
     for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], tol) << io::to_string(type) << " " << i;
   }
@@ -104,7 +128,7 @@ TEST(GgufModel, LlamaLayoutExportsAsLlama) {
   EXPECT_EQ(f.find("position_embd.weight"), nullptr);
   LoadedModel back = load_gguf(dir / "l.gguf");
   EXPECT_EQ(back.config.model.pos, PosKind::Rope);
-  const std::vector<int32_t> ids = lm.tokenizer.encode("zoëem");
+  const std::vector<int32_t> ids = lm.tokenizer->encode("zoëem");
   EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
 }
 
@@ -145,8 +169,9 @@ TEST(GgufModel, ForeignOrDamagedFilesAreErrors) {
   EXPECT_THAT(rewrite("gpt2.block_count", io::GgufValue::u32(3)), HasSubstr("gpt2.block_count is 3"));
   EXPECT_THAT(rewrite("gpt2.context_length", io::GgufValue::u32(1u << 30)), HasSubstr("position_embd.weight"));
   auto tokens = f.get("tokenizer.ggml.tokens").strings;
-  tokens[1] = "ab";
-  EXPECT_THAT(rewrite("tokenizer.ggml.tokens", io::GgufValue::string_array(tokens)), HasSubstr("token 1"));
+  tokens[1] = "ab";  // no longer one character a token: read as byte-level BPE, whose checks refuse it
+  EXPECT_THAT(rewrite("tokenizer.ggml.tokens", io::GgufValue::string_array(tokens)),
+              HasSubstr("the tokenizer: no token for the byte"));
   EXPECT_THAT(rewrite("general.architecture", io::GgufValue::string("mamba")), HasSubstr("architecture is 'mamba'"));
 }
 

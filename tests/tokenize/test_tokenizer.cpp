@@ -68,7 +68,8 @@ TEST(LoadTokenizer, DispatchesOnTypeAndRejectsUnknown) {
               HasSubstr("unknown \"type\" \"bpe\""));
   EXPECT_THAT(error_of([] { load_tokenizer_json({{"chars", {"a"}}}, "x.json", "."); }), HasSubstr("\"type\""));
   EXPECT_THROW(load_tokenizer_json(nlohmann::json::array(), "x.json", "."), Error);
-  EXPECT_THROW(parse_tokenizer_kind("bpe"), Error);  // --tokenizer and config.json name the kinds
+  EXPECT_THROW(parse_tokenizer_kind("wordpiece"), Error);      // --tokenizer and config.json name the kinds
+  EXPECT_EQ(parse_tokenizer_kind("bpe"), TokenizerKind::Bpe);  // a GPT's (a seq2seq run refuses it)
 }
 
 TEST(LoadTokenizer, FromFileUsesItsFolder) {
