@@ -120,14 +120,34 @@ PromptSet make_prompts(const GptTokenizer& tok, std::string_view text, int64_t n
 TextStream::TextStream(const GptTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece)
     : tok_(tok),
       cut_(static_cast<size_t>(n), StopStrings(stops)),
+      tail_(static_cast<size_t>(n)),
       out_(static_cast<size_t>(n)),
       ended_(static_cast<size_t>(n), 0),
       on_piece_(std::move(on_piece)) {}
 
+namespace {
+
+// Bytes of s up to an unfinished UTF-8 sequence at its end (a lead byte and fewer continuation
+// bytes than it announces); all of s when it ends on a whole character or on invalid bytes.
+size_t complete_utf8(std::string_view s) {
+  for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 1;
+    return need > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
+}  // namespace
+
 bool TextStream::on_token(int64_t i, int32_t t) {
   const auto k = static_cast<size_t>(i);
   bool done = false;
-  const std::string piece = cut_[k].push(tok_.decode({t}), done);
+  std::string piece = tail_[k] + cut_[k].push(tok_.decode({t}), done);
+  const size_t whole = done ? piece.size() : complete_utf8(piece);
+  tail_[k] = piece.substr(whole);
+  piece.resize(whole);
   out_[k].text += piece;
   out_[k].tokens++;
   out_[k].stopped = done;
@@ -140,7 +160,7 @@ void TextStream::finish(int64_t i, const Sample& s) {
   if (s.stopped && !ended_[k]) out_[k].stopped = true;  // the stop token
   if (ended_[k]) return;
   ended_[k] = 1;
-  const std::string rest = cut_[k].finish();  // no stop string ended it: release what was held back
+  const std::string rest = tail_[k] + cut_[k].finish();  // no stop string ended it: release what was held back
   out_[k].text += rest;
   if (!rest.empty()) on_piece_(i, rest, -1, false);
 }

@@ -134,6 +134,8 @@ struct TextSample {
 using OnPiece = std::function<bool(int64_t sample, const std::string& piece, int32_t token, bool ends)>;
 // The text of n samples as their tokens arrive (GenerateOptions::on_token -> on_token): stop
 // strings cut, pieces streamed to on_piece. generate_text's and atto serve's one text path.
+// A byte-level BPE token may hold part of a character: a piece never ends inside a UTF-8
+// sequence that later bytes may complete (they are held back until they come, or the sample ends).
 class TextStream {
  public:
   TextStream(const GptTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece);
@@ -144,6 +146,7 @@ class TextStream {
  private:
   const GptTokenizer& tok_;
   std::vector<StopStrings> cut_;
+  std::vector<std::string> tail_;  // per sample: the start of a UTF-8 character whose other bytes are to come
   std::vector<TextSample> out_;
   std::vector<char> ended_;
   OnPiece on_piece_;

@@ -57,9 +57,13 @@ struct State {
   Limits limits;
 };
 
+// JSON text; bytes that are not UTF-8 (a byte-level BPE token may be part of a character, and a
+// model may sample bytes that never make one) become U+FFFD instead of an exception.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  res.set_content(dump(j), "application/json");
 }
 
 void send_error(State& s, httplib::Response& res, const RequestError& e) {
@@ -120,7 +124,7 @@ uint64_t seed_of(const Completion& c) {
 
 // One SSE event.
 bool sse(httplib::DataSink& sink, const json& j) {
-  const std::string s = "data: " + j.dump() + "\n\n";
+  const std::string s = "data: " + dump(j) + "\n\n";
   return sink.write(s.data(), s.size());
 }
 
