@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # atto's GGUF export against the real llama.cpp (npm's node-llama-cpp, installed into the build
 # tree by tests/gguf/install.sh): for lines-mode models with non-ASCII characters (gpt2 layout with
-# erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE) and stream-mode models of both layouts,
-# exported f32, f16 and q8_0:
+# erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE; byte-level BPE) and stream-mode models of
+# both layouts and of BPE, exported f32, f16 and q8_0:
 #   - llama.cpp tokenizes 200 training lines to atto's ids;
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
 #     type (printed: the measured maximum);
@@ -40,6 +40,10 @@ expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --
   --ffn gelu_tanh "${common[@]}"
 expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_llama" --steps 120 \
   "${llama[@]}" "${common[@]}"
+# Byte-level BPE (--tokenizer bpe): the vocabulary and merges go to llama.cpp's own gpt2 tokenizer.
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/bpe" --steps 120 --tokenizer bpe --vocab-size 320 "${common[@]}"
+expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_bpe" --steps 120 \
+  --tokenizer bpe --vocab-size 400 "${common[@]}"
 
 # Compares atto's and llama.cpp's JSON outputs; prints what it measured, exits 1 on a mismatch.
 compare() {
@@ -56,9 +60,10 @@ if kind == "tokens":  # atto score --json (lines: targets = ids + <eos>) vs llam
               f"{ids[bad[0]] if bad else ''} llama {llama[bad[0]] if bad else ''}")
         sys.exit(1)
     print(f"tokenization: {len(ids)} lines identical")
-elif kind == "seqs":  # atto score --json -> the token sequences to evaluate: [<eos>] + targets
+elif kind == "seqs":  # atto score --json -> the token sequences to evaluate: [boundary] + targets
     atto = json.load(open(sys.argv[2]))
-    seqs = [[0] + [x["id"] for x in t["tokens"]] for t in atto["texts"]]
+    start = int(sys.argv[4])
+    seqs = [[start] + [x["id"] for x in t["tokens"]] for t in atto["texts"]]
     json.dump(seqs, open(sys.argv[3], "w"))
 elif kind == "logprobs":  # atto score --json vs llama logprobs (targets), within a bound
     atto = [[x["logprob"] for x in t["tokens"]] for t in json.load(open(sys.argv[2]))["texts"]]
@@ -85,9 +90,11 @@ check() {  # check <description> <command...>: counts a comparison
   if out=$("$@" 2>&1); then ok; echo "  $out"; else bad "$what: $out"; fi
 }
 
-for model in erf tanh llama; do
+for model in erf tanh llama bpe; do
   "$ATTO" score --model "$W/$model" --file "$W/lines.txt" --json >"$W/$model.score.json"
-  compare seqs "$W/$model.score.json" "$W/$model.seqs.json"
+  boundary=0  # <eos>; a BPE vocabulary's <|endoftext|> is its last token
+  [ $model = bpe ] && boundary=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["special_tokens"]["<|endoftext|>"])' "$W/bpe/tokenizer.json")
+  compare seqs "$W/$model.score.json" "$W/$model.seqs.json" $boundary
   for type in f32 f16 q8_0; do
     g=$W/$model.$type.gguf
     expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"
@@ -110,9 +117,10 @@ for model in erf tanh llama; do
   done
 done
 
-# Greedy generation, stream models (block 128) of both architectures: a 20-token prompt, 100 new tokens.
+# Greedy generation, stream models (block 128) of both architectures and of BPE: a 20-character
+# prompt, 100 new tokens.
 prompt=$(head -c 20 "$W/stream.txt" | tr '\n' ' ')
-for model in stream stream_llama; do
+for model in stream stream_llama stream_bpe; do
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type f32 --out "$W/$model.gguf"
   "$ATTO" sample --model "$W/$model" --prompt "$prompt" -n 1 --greedy --max-tokens 100 --json >"$W/greedy.json"
   python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
