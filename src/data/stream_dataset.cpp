@@ -41,55 +41,69 @@ void StreamDataset::check_block_size(int64_t T) const {
       T, T + 1, path_, n, size(Split::Train), size(Split::Val), advice);
 }
 
-Batch StreamDataset::sample_batch(Rng& rng, int64_t B, int64_t T, Split split) const {
-  data_detail::check_batch_args(B, T);
-  check_block_size(T);
-  const std::span<const int32_t> s = tokens(split);
+namespace data_detail {
+
+Batch stream_sample(const ReadTokens& read, int64_t n, Rng& rng, int64_t B, int64_t T) {
   Batch batch{std::vector<int32_t>(static_cast<size_t>(B * T)), std::vector<int32_t>(static_cast<size_t>(B * T)), B, T};
-  const auto starts = static_cast<uint64_t>(size(split) - T);  // i in [0, n - T)
+  const auto starts = static_cast<uint64_t>(n - T);  // i in [0, n - T)
+  std::vector<int32_t> w(static_cast<size_t>(T + 1));
   for (int64_t b = 0; b < B; ++b) {
-    const auto i = static_cast<size_t>(rng.below(starts));
-    std::copy_n(s.begin() + i, T, batch.x.begin() + b * T);
-    std::copy_n(s.begin() + i + 1, T, batch.y.begin() + b * T);
+    const auto i = static_cast<int64_t>(rng.below(starts));
+    read(i, T + 1, w.data());
+    std::copy_n(w.begin(), T, batch.x.begin() + b * T);
+    std::copy_n(w.begin() + 1, T, batch.y.begin() + b * T);
   }
   return batch;
 }
 
-int64_t StreamDataset::num_windows(Split split, int64_t T) const {
-  const int64_t targets = size(split) - 1;
-  return (targets + T - 1) / T;
+int64_t stream_windows(int64_t n, int64_t T) { return (n - 1 + T - 1) / T; }
+
+Batch stream_eval(const ReadTokens& read, int64_t n, int64_t index, int64_t B, int64_t T, Split split) {
+  const int64_t windows = stream_windows(n, T);
+  ATTO_CHECK(index >= 0 && index * B < windows,
+             "evaluation batch {} is out of range: the {} split "
+             "has {} batches of {} windows",
+             index, to_string(split), (windows + B - 1) / B, B);
+  const int64_t full = (n - 1) / T;  // windows at 0, T, 2T, ... that end inside the split
+  const int64_t rows = std::min(B, windows - index * B);
+  Batch batch{std::vector<int32_t>(static_cast<size_t>(rows * T)), std::vector<int32_t>(static_cast<size_t>(rows * T)),
+              rows, T};
+  std::vector<int32_t> w(static_cast<size_t>(T + 1));
+  for (int64_t b = 0; b < rows; ++b) {
+    const int64_t k = index * B + b;
+    // The tail window ends at the split's end; it overlaps window full-1, whose targets it skips.
+    const int64_t start = k < full ? k * T : n - 1 - T;
+    const int64_t skip = k < full ? 0 : full * T - start;
+    read(start, T + 1, w.data());
+    std::copy_n(w.begin(), T, batch.x.begin() + b * T);
+    std::copy_n(w.begin() + 1, T, batch.y.begin() + b * T);
+    std::fill_n(batch.y.begin() + b * T, skip, kIgnoreIndex);
+  }
+  return batch;
+}
+
+}  // namespace data_detail
+
+Batch StreamDataset::sample_batch(Rng& rng, int64_t B, int64_t T, Split split) const {
+  data_detail::check_batch_args(B, T);
+  check_block_size(T);
+  const std::span<const int32_t> s = tokens(split);
+  return data_detail::stream_sample([&](int64_t i, int64_t n, int32_t* out) { std::copy_n(s.begin() + i, n, out); },
+                                    size(split), rng, B, T);
 }
 
 int64_t StreamDataset::num_eval_batches(Split split, int64_t B, int64_t T) const {
   data_detail::check_batch_args(B, T);
   check_block_size(T);
-  return (num_windows(split, T) + B - 1) / B;
+  return (data_detail::stream_windows(size(split), T) + B - 1) / B;
 }
 
 Batch StreamDataset::eval_batch(Split split, int64_t index, int64_t B, int64_t T) const {
   data_detail::check_batch_args(B, T);
   check_block_size(T);
-  const int64_t windows = num_windows(split, T);
-  ATTO_CHECK(index >= 0 && index * B < windows,
-             "evaluation batch {} is out of range: the {} split "
-             "has {} batches of {} windows",
-             index, to_string(split), (windows + B - 1) / B, B);
   const std::span<const int32_t> s = tokens(split);
-  const int64_t n = size(split);
-  const int64_t full = (n - 1) / T;  // windows at 0, T, 2T, ... that end inside the split
-  const int64_t rows = std::min(B, windows - index * B);
-  Batch batch{std::vector<int32_t>(static_cast<size_t>(rows * T)), std::vector<int32_t>(static_cast<size_t>(rows * T)),
-              rows, T};
-  for (int64_t b = 0; b < rows; ++b) {
-    const int64_t w = index * B + b;
-    // The tail window ends at the split's end; it overlaps window full-1, whose targets it skips.
-    const int64_t start = w < full ? w * T : n - 1 - T;
-    const int64_t skip = w < full ? 0 : full * T - start;
-    std::copy_n(s.begin() + start, T, batch.x.begin() + b * T);
-    std::copy_n(s.begin() + start + 1, T, batch.y.begin() + b * T);
-    std::fill_n(batch.y.begin() + b * T, skip, kIgnoreIndex);
-  }
-  return batch;
+  return data_detail::stream_eval([&](int64_t i, int64_t n, int32_t* out) { std::copy_n(s.begin() + i, n, out); },
+                                  size(split), index, B, T, split);
 }
 
 }  // namespace atto

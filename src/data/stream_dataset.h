@@ -18,6 +18,7 @@
 //   once and the tail still gets a full window of context. s[0] is only ever an input.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,11 +52,18 @@ class StreamDataset : public TextDataset {
   bool val_is_train() const override { return n_train_ == static_cast<int64_t>(tokens_.size()); }
 
  private:
-  int64_t num_windows(Split split, int64_t T) const;
-
   std::string path_;
   std::vector<int32_t> tokens_;  // [N] the whole file
   int64_t n_train_ = 0;
 };
+
+namespace data_detail {
+// The windows of stream data (the policies above) over any token storage: `read` copies the n
+// tokens from position i of a split of n_split tokens (in memory, or a mapped token file).
+using ReadTokens = std::function<void(int64_t i, int64_t n, int32_t* out)>;
+Batch stream_sample(const ReadTokens& read, int64_t n_split, Rng& rng, int64_t B, int64_t T);
+int64_t stream_windows(int64_t n_split, int64_t T);
+Batch stream_eval(const ReadTokens& read, int64_t n_split, int64_t index, int64_t B, int64_t T, Split split);
+}  // namespace data_detail
 
 }  // namespace atto

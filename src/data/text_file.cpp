@@ -44,7 +44,7 @@ const char* kind_of(std::filesystem::file_type t) {
 
 }  // namespace
 
-std::string read_user_file(const std::string& path, std::string_view role) {
+void check_user_file(const std::string& path, std::string_view role) {
   namespace fs = std::filesystem;
   ATTO_CHECK(!path.empty(), "no {} file given; pass the path of a UTF-8 text file", role);
   std::error_code ec;
@@ -59,6 +59,10 @@ std::string read_user_file(const std::string& path, std::string_view role) {
              "files (a device or a pipe can stream without end, and opening a FIFO waits for a writer); save the "
              "text to a file and pass that",
              role, path, kind_of(st.type()));
+}
+
+std::string read_user_file(const std::string& path, std::string_view role) {
+  check_user_file(path, role);
   std::ifstream in(path, std::ios::binary);
   ATTO_CHECK(in.good(), "cannot open {} file '{}': {}", role, path, std::strerror(errno));
   std::ostringstream ss;

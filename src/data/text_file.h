@@ -48,6 +48,8 @@ TextFile read_text_file(const std::string& path);
 // '<path>'" (role: "data", "source", "--input", ...). Every text input atto opens by path goes
 // through here, so none can be a device or a pipe.
 std::string read_user_file(const std::string& path, std::string_view role);
+// Those path checks alone (for a file read in pieces).
+void check_user_file(const std::string& path, std::string_view role);
 // The same checks on text already in memory; `path` is only used in messages.
 TextFile make_text_file(std::string path, std::string bytes);
 

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "data/dataset.h"
+#include "data/token_dataset.h"
 #include "io/file.h"
 #include "models/gpt.h"
 #include "train/auto_config.h"
@@ -44,21 +45,14 @@ namespace {
 class GptTask final : public TrainTask {
  public:
   GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) : cfg_(cfg) {
-    file_ = read_text_file(cfg.data.path);
-    const std::string fp = fingerprint_bytes(file_.text);
-    if (resume && !cfg.data.fingerprint.empty())
-      ATTO_CHECK(fp == cfg.data.fingerprint,
-                 "{} has changed since this run started (fingerprint {} vs {} in config.json): resuming on different "
-                 "data would not continue the same run; start a new run instead",
-                 cfg.data.path, fp, cfg.data.fingerprint);
-    cfg.data.fingerprint = fp;
-    cfg.data.mode = resolve_mode(file_, cfg.data.mode);
     ATTO_CHECK(cfg.data.tokenizer == TokenizerKind::Char || cfg.data.tokenizer == TokenizerKind::Bpe,
                "--tokenizer {}: a GPT uses char or bpe", to_string(cfg.data.tokenizer));
-    tok_ = resume ? load_tokenizer(dir)
-                  : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.vocab_size);
+    if (is_prepared_corpus(cfg.data.path)) {
+      open_prepared(cfg, dir, resume);
+    } else {
+      open_text(cfg, dir, resume);
+    }
     byte_lengths_ = token_byte_lengths(*tok_);
-    data_ = make_dataset(file_, *tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
     GPTConfig& m = cfg.model;
     const GptDataFacts facts{.mode = cfg.data.mode,
                              .train_tokens = data_->num_tokens(Split::Train),
@@ -72,6 +66,34 @@ class GptTask final : public TrainTask {
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg.train.shards, cfg.train.batch_size),
                                          [&] { return std::make_unique<GPT>(m, scratch); });
+  }
+
+  // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).
+  void open_text(RunConfig& cfg, const std::string& dir, bool resume) {
+    file_ = read_text_file(cfg.data.path);
+    check_fingerprint(cfg, fingerprint_bytes(file_.text), resume);
+    cfg.data.mode = resolve_mode(file_, cfg.data.mode);
+    tok_ = resume ? load_tokenizer(dir)
+                  : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.vocab_size);
+    data_ = make_dataset(file_, *tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
+  }
+  // Or a corpus of `atto data prepare` (token files, mapped): its own tokenizer, stream mode.
+  void open_prepared(RunConfig& cfg, const std::string& dir, bool resume) {
+    check_fingerprint(cfg, prepared_fingerprint(cfg.data.path), resume);
+    ATTO_CHECK(cfg.data.mode != DataMode::Lines, "--data {} is a prepared corpus: stream data (not --mode lines)",
+               cfg.data.path);
+    cfg.data.mode = DataMode::Stream;
+    tok_ = resume ? load_tokenizer(dir) : load_prepared_tokenizer(cfg.data.path);
+    cfg.data.tokenizer = std::string_view(tok_->kind()) == "bpe" ? TokenizerKind::Bpe : TokenizerKind::Char;
+    data_ = std::make_unique<TokenFileDataset>(cfg.data.path, *tok_);
+  }
+  static void check_fingerprint(RunConfig& cfg, const std::string& fp, bool resume) {
+    if (resume && !cfg.data.fingerprint.empty())
+      ATTO_CHECK(fp == cfg.data.fingerprint,
+                 "{} has changed since this run started (fingerprint {} vs {} in config.json): resuming on different "
+                 "data would not continue the same run; start a new run instead",
+                 cfg.data.path, fp, cfg.data.fingerprint);
+    cfg.data.fingerprint = fp;
   }
 
   nn::Module& model() override { return *model_; }
