@@ -37,12 +37,8 @@ Codec load_codec(const std::string& tokenizer, const std::string& model) {
   } catch (const json::exception& e) {
     throw Error(fmt::format("{} is not valid JSON: {}", path, e.what()));
   }
-  if (j.is_object() && j.value("type", "") == "bpe") {
-    auto t = std::make_shared<BpeTokenizer>(BpeTokenizer::from_json(j, path));
-    return {[t](std::string_view s) { return t->encode(s); },
-            [t](const std::vector<int32_t>& ids) { return t->decode(ids); }};
-  }
-  auto t = std::make_shared<CharTokenizer>(CharTokenizer::from_json(j, path));
+  std::shared_ptr<const GptTokenizer> t =
+      load_gpt_tokenizer(j, path, std::filesystem::path(path).parent_path().string());
   return {[t](std::string_view s) { return t->encode(s); },
           [t](const std::vector<int32_t>& ids) { return t->decode(ids); }};
 }

@@ -1,6 +1,7 @@
 #include "data/dataset.h"
 
 #include "tokenize/bpe.h"
+#include "tokenize/spm_tokenizer.h"
 
 #include <algorithm>
 
@@ -30,7 +31,10 @@ CharTokenizer build_tokenizer(const TextFile& file, DataMode mode) {
 std::unique_ptr<GptTokenizer> build_gpt_tokenizer(const TextFile& file, DataMode mode, TokenizerKind kind,
                                                   int64_t vocab_size) {
   if (kind == TokenizerKind::Char) return std::make_unique<CharTokenizer>(build_tokenizer(file, mode));
-  ATTO_CHECK(kind == TokenizerKind::Bpe, "a GPT's tokenizer is char or bpe, not {}", to_string(kind));
+  if (kind == TokenizerKind::Spm)
+    return std::make_unique<SpmGptTokenizer>(
+        SpmGptTokenizer::train(file.text, vocab_size > 0 ? vocab_size : 8000, mode == DataMode::Lines));
+  ATTO_CHECK(kind == TokenizerKind::Bpe, "a GPT's tokenizer is char, bpe or spm, not {}", to_string(kind));
   const std::string_view texts[] = {file.text};
   return std::make_unique<BpeTokenizer>(BpeTokenizer::train(
       texts,

@@ -86,7 +86,8 @@ CharTokenizerOptions tokenizer_options(DataMode mode);
 // A character vocabulary built from the whole file (train and val splits alike, as makemore
 // and nanoGPT do), so that evaluation never meets an unknown character.
 CharTokenizer build_tokenizer(const TextFile& file, DataMode mode);
-// A GPT's tokenizer for the file: characters (build_tokenizer), or byte-level BPE learned on the
+// A GPT's tokenizer for the file: characters (build_tokenizer), SentencePiece with byte fallback
+// (vocab_size pieces, 0 = 8000; lines mode: </s> the boundary), or byte-level BPE learned on the
 // whole file with vocab_size tokens (0 = 2000); in lines mode its <|endoftext|> is the boundary
 // (stream mode has none, as a char tokenizer has no <eos> there).
 std::unique_ptr<GptTokenizer> build_gpt_tokenizer(const TextFile& file, DataMode mode, TokenizerKind kind,

@@ -109,6 +109,7 @@ void write_meta(const GptTokenizer& tok, const PrepareOptions& opt, const Prepar
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 of what was prepared and with which tokenizer
   for (const char c : meta.dump() + tj.dump()) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   meta["fingerprint"] = fmt::format("{:016x}", h);
+  tok.write_files(opt.out);
   std::ofstream(path("tokenizer.json")) << tj.dump() << "\n";
   std::ofstream(path("meta.json")) << meta.dump(2) << "\n";
 }

@@ -36,7 +36,7 @@ bool is_prepared_corpus(const std::string& path) {
 
 std::unique_ptr<GptTokenizer> load_prepared_tokenizer(const std::string& dir) {
   const std::string p = in_dir(dir, "tokenizer.json");
-  return load_gpt_tokenizer(read_json_file(p), p);
+  return load_gpt_tokenizer(read_json_file(p), p, dir);
 }
 
 std::string prepared_fingerprint(const std::string& dir) {

@@ -225,7 +225,7 @@ std::vector<ConfigField> data_rows() {
           .flag("--valid-tgt", "seq2seq: validation targets"),
       Row("tokenizer", S::Data, kBoth,
           choice(data(&DataConfig::tokenizer), parse_tokenizer_kind, [](TokenizerKind k) { return to_string(k); }))
-          .flag("--tokenizer", "GPT: char or bpe (byte-level BPE learned on the data); seq2seq: char, word or spm"),
+          .flag("--tokenizer", "GPT: char, bpe (byte-level BPE) or spm, learned on the data; seq2seq: char, word or spm"),
       Row("vocab_size", S::Data, kBoth, value(data(&DataConfig::vocab_size)))
           .flag("--vocab-size", "bpe: tokens (0 = 2000); spm: pieces (0 = 8000); word: cap (0 = all)"),
       Row("shared_vocab", S::Data, kS2S, value(data(&DataConfig::shared_vocab)))

@@ -151,6 +151,9 @@ void add_vocabulary(io::GgufWriter& w, const GptTokenizer& any) {
   if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&any)) {
     add_bpe_vocabulary(w, *bpe);
   } else {
+    ATTO_CHECK(dynamic_cast<const CharTokenizer*>(&any) != nullptr,
+               "GGUF export of a {} tokenizer is not supported: export models with a char or bpe tokenizer",
+               any.kind());
     add_char_vocabulary(w, dynamic_cast<const CharTokenizer&>(any));
   }
   if (any.has_boundary()) {

@@ -60,7 +60,7 @@ RunConfig load_run_config(const std::string& dir) {
 std::unique_ptr<GptTokenizer> load_tokenizer(const std::string& dir) {
   const std::string path = run_path(dir, "tokenizer.json");
   ATTO_CHECK(fs::exists(path), "{} has no tokenizer.json: not a complete atto run directory", dir);
-  return load_gpt_tokenizer(io::read_json(path), path);
+  return load_gpt_tokenizer(io::read_json(path), path, dir);
 }
 
 namespace {

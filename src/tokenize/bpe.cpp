@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "tokenize/char_tokenizer.h"
 #include "tokenize/pretokenize.h"
+#include "tokenize/spm_tokenizer.h"
 #include "tokenize/utf8.h"
 
 namespace atto {
@@ -272,11 +273,14 @@ int32_t BpeTokenizer::single_token(std::string_view piece) const {
   return ids.size() == 1 ? ids[0] : -1;
 }
 
-std::unique_ptr<GptTokenizer> load_gpt_tokenizer(const nlohmann::json& j, std::string_view where) {
-  if (j.is_object() && j.contains("type") && j["type"] == "bpe")
-    return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j, where));
-  ATTO_CHECK(!j.is_object() || !j.contains("type") || j["type"] == "char",
-             "{}: \"type\" {} is no GPT tokenizer (\"char\" or \"bpe\")", where, j.is_object() ? j["type"].dump() : "");
+std::unique_ptr<GptTokenizer> load_gpt_tokenizer(const nlohmann::json& j, std::string_view where,
+                                                 const std::string& dir) {
+  const std::string type =
+      j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+  if (type == "bpe") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j, where));
+  if (type == "spm") return std::make_unique<SpmGptTokenizer>(SpmGptTokenizer::from_json(j, where, dir));
+  ATTO_CHECK(type.empty() || type == "char", "{}: \"type\" {} is no GPT tokenizer (\"char\", \"bpe\" or \"spm\")",
+             where, j.is_object() ? j["type"].dump() : "");
   return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j, where));
 }
 

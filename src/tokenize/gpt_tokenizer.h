@@ -1,5 +1,6 @@
 // atto/tokenize/gpt_tokenizer.h: the tokenizer of a GPT (decoder-only model), one interface
-// over its kinds: characters (CharTokenizer) and byte-level BPE (BpeTokenizer).
+// over its kinds: characters (CharTokenizer), byte-level BPE (BpeTokenizer) and SentencePiece
+// with byte fallback (SpmGptTokenizer).
 //
 //   std::unique_ptr<atto::GptTokenizer> tok = atto::load_gpt_tokenizer(j, "runs/x/tokenizer.json");
 //   std::vector<int32_t> ids = tok->encode("To be");        // char: throws on unknown characters
@@ -36,10 +37,14 @@ class GptTokenizer {
   virtual int32_t single_token(std::string_view piece) const = 0;
   // True when any text encodes (BPE); false when encode refuses characters outside the vocabulary.
   virtual bool open_vocabulary() const = 0;
+  // Writes the files tokenizer.json refers to into `dir` (SentencePiece: spm.model).
+  virtual void write_files(const std::string& dir) const { (void)dir; }
 };
 
-// A GPT's tokenizer.json: {"type": "char", ...} (or no "type"), or {"type": "bpe", ...}.
-// atto::Error naming `where` for anything else or anything invalid.
-std::unique_ptr<GptTokenizer> load_gpt_tokenizer(const nlohmann::json& j, std::string_view where);
+// A GPT's tokenizer.json: {"type": "char", ...} (or no "type"), {"type": "bpe", ...} or
+// {"type": "spm", ...} (its model file in `dir`). atto::Error naming `where` for anything else or
+// anything invalid.
+std::unique_ptr<GptTokenizer> load_gpt_tokenizer(const nlohmann::json& j, std::string_view where,
+                                                 const std::string& dir = ".");
 
 }  // namespace atto

@@ -195,4 +195,124 @@ nlohmann::json SpmTokenizer::to_json() const {
 
 void SpmTokenizer::write_files(const std::string& dir) const { write_atomically(fs::path(dir) / kModelFile, model_); }
 
+// ---- SentencePiece for a GPT ---------------------------------------------------------------
+
+SpmGptTokenizer::SpmGptTokenizer(std::string model_bytes, bool boundary, std::string_view where)
+    : model_(std::move(model_bytes)), boundary_(boundary) {
+  auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  const auto st = sp->LoadFromSerializedProto(model_);
+  ATTO_CHECK(st.ok(), "SentencePiece model {} cannot be loaded: {}", where, st.ToString());
+  ATTO_CHECK(sp->unk_id() == 0 && sp->bos_id() == 1 && sp->eos_id() == 2 && sp->pad_id() == -1,
+             "SentencePiece model {} has special ids unk={} bos={} eos={} pad={}; a GPT's needs 0, 1, 2 and no "
+             "padding (train it with atto train --tokenizer spm)",
+             where, sp->unk_id(), sp->bos_id(), sp->eos_id(), sp->pad_id());
+  sp_ = std::move(sp);
+}
+
+SpmGptTokenizer SpmGptTokenizer::train(std::string_view text, int64_t vocab_size, bool boundary, uint32_t seed) {
+  ATTO_CHECK(vocab_size > 259,
+             "a GPT's SentencePiece vocabulary needs more than 259 pieces (3 special tokens and "
+             "256 byte pieces), got {}",
+             vocab_size);
+  utf8::validate(text, "tokenizer training text");
+  std::vector<std::string> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = std::min(text.find('\n', pos), text.size());
+    lines.emplace_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  const std::unordered_map<std::string, std::string> args = {{"vocab_size", std::to_string(vocab_size)},
+                                                             {"model_type", "bpe"},
+                                                             {"character_coverage", "0.9995"},
+                                                             {"byte_fallback", "true"},
+                                                             {"normalization_rule_name", "identity"},
+                                                             {"remove_extra_whitespaces", "false"},
+                                                             {"add_dummy_prefix", "false"},
+                                                             {"split_digits", "true"},
+                                                             {"allow_whitespace_only_pieces", "true"},
+                                                             {"unk_id", "0"},
+                                                             {"bos_id", "1"},
+                                                             {"eos_id", "2"},
+                                                             {"pad_id", "-1"},
+                                                             {"num_threads", "1"},
+                                                             {"input_sentence_size", "0"},
+                                                             {"shuffle_input_sentence", "false"},
+                                                             {"max_sentence_length", "1000000"},
+                                                             {"hard_vocab_limit", "false"},
+                                                             {"minloglevel", "2"}};
+  sentencepiece::SetRandomGeneratorSeed(seed);
+  LinesIterator it(lines);
+  std::string model;
+  const auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
+  ATTO_CHECK(st.ok(), "SentencePiece training (GPT, vocabulary size {}) failed: {}", vocab_size, st.ToString());
+  return SpmGptTokenizer(std::move(model), boundary, "(just trained)");
+}
+
+SpmGptTokenizer SpmGptTokenizer::from_json(const nlohmann::json& j, std::string_view where, const std::string& dir) {
+  ATTO_CHECK(j.is_object() && j.value("type", "") == "spm" && j.contains("version") && j["version"] == 1,
+             "tokenizer {}: expected {{\"type\": \"spm\", \"version\": 1, ...}}", where);
+  ATTO_CHECK(j.contains("boundary") && j["boundary"].is_boolean(),
+             "tokenizer {}: a GPT's SentencePiece tokenizer.json needs \"boundary\": true or false", where);
+  const auto model = j.find("model");
+  ATTO_CHECK(model != j.end() && model->is_string() && !model->get<std::string>().empty(),
+             "tokenizer {}: \"model\" must name the SentencePiece model file (e.g. \"{}\")", where,
+             SpmTokenizer::kModelFile);
+  const std::string path = (fs::path(dir) / model->get<std::string>()).string();
+  SpmGptTokenizer t(tokenizer_detail::read_file_bytes(path, "SentencePiece model"), j["boundary"].get<bool>(),
+                    fmt::format("'{}'", path));
+  const auto size = j.find("vocab_size");
+  ATTO_CHECK(size != j.end() && size->is_number_integer() && *size == t.vocab_size(),
+             "tokenizer {}: \"vocab_size\" is {} but the model '{}' has {} pieces", where,
+             size == j.end() ? "missing" : size->dump(), path, t.vocab_size());
+  return t;
+}
+
+int64_t SpmGptTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+std::vector<int32_t> SpmGptTokenizer::encode(std::string_view text) const {
+  utf8::validate(text, "text to encode");
+  std::vector<int> ids;
+  const auto st = sp_->Encode(text, &ids);
+  ATTO_CHECK(st.ok(), "SentencePiece cannot encode {}: {}", utf8::quote(text), st.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string SpmGptTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::vector<int> keep;
+  for (int32_t id : ids) {
+    ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the SentencePiece vocabulary (size {})", id,
+               vocab_size());
+    if (id != boundary_id()) keep.push_back(id);
+  }
+  std::string out;
+  const auto st = sp_->Decode(keep, &out);
+  ATTO_CHECK(st.ok(), "SentencePiece cannot decode {} ids: {}", ids.size(), st.ToString());
+  return out;
+}
+
+std::string SpmGptTokenizer::id_to_string(int32_t id) const {
+  ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the SentencePiece vocabulary (size {})", id,
+             vocab_size());
+  return sp_->IdToPiece(id);
+}
+
+int32_t SpmGptTokenizer::single_token(std::string_view piece) const {
+  if (utf8::find_invalid(piece)) return -1;
+  const std::vector<int32_t> ids = encode(piece);
+  return ids.size() == 1 ? ids[0] : -1;
+}
+
+nlohmann::json SpmGptTokenizer::to_json() const {
+  return {{"type", "spm"},
+          {"version", 1},
+          {"model", SpmTokenizer::kModelFile},
+          {"vocab_size", vocab_size()},
+          {"special_tokens", {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}}},
+          {"boundary", boundary_}};
+}
+
+void SpmGptTokenizer::write_files(const std::string& dir) const {
+  write_atomically(fs::path(dir) / SpmTokenizer::kModelFile, model_);
+}
+
 }  // namespace atto

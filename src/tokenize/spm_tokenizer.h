@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenize/gpt_tokenizer.h"
 #include "tokenize/tokenizer.h"
 
 namespace sentencepiece {
@@ -69,6 +70,41 @@ class SpmTokenizer : public Tokenizer {
   SpmTokenizer(std::string model_bytes, std::string_view where);
 
   std::string model_;  // serialized sentencepiece ModelProto (the spm.model file)
+  std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;
+};
+
+// SentencePiece as a GPT's tokenizer (`atto train --tokenizer spm`), trained the way Llama's is:
+// byte fallback (any text encodes: a character without a piece becomes its UTF-8 byte pieces
+// <0xNN>), identity normalisation, whitespace kept as it is (no dummy prefix, no collapsing),
+// digits split, whitespace-only pieces allowed, no hard vocabulary limit (a small corpus stops
+// below the size asked for, as BPE does); ids <unk> 0, <s> 1, </s> 2, no padding. So
+// decode(encode(x)) == x for text without the piece marker U+2581. In lines mode </s> is the
+// boundary (each line is a sentence); in stream mode there is none (boundary_id() -1) and the
+// text is trained on as its lines, newlines then encoded as the byte piece <0x0A>.
+// tokenizer.json: {"type": "spm", "version": 1, "model": "spm.model", "vocab_size": N,
+// "special_tokens": {"<unk>": 0, "<s>": 1, "</s>": 2}, "boundary": true|false}, the model next
+// to it (write_files).
+class SpmGptTokenizer : public GptTokenizer {
+ public:
+  static SpmGptTokenizer train(std::string_view text, int64_t vocab_size, bool boundary, uint32_t seed = 1337);
+  static SpmGptTokenizer from_json(const nlohmann::json& j, std::string_view where, const std::string& dir);
+
+  const char* kind() const override { return "spm"; }
+  int64_t vocab_size() const override;
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  bool has_boundary() const override { return boundary_; }
+  int32_t boundary_id() const override { return boundary_ ? 2 : -1; }
+  std::string id_to_string(int32_t id) const override;
+  nlohmann::json to_json() const override;
+  int32_t single_token(std::string_view piece) const override;
+  bool open_vocabulary() const override { return true; }
+  void write_files(const std::string& dir) const override;  // dir/spm.model
+
+ private:
+  SpmGptTokenizer(std::string model_bytes, bool boundary, std::string_view where);
+  std::string model_;
+  bool boundary_ = false;
   std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;
 };
 

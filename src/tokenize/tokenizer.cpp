@@ -153,7 +153,7 @@ TokenizerKind parse_tokenizer_kind(const std::string& s) {
   if (s == "word") return TokenizerKind::Word;
   if (s == "spm") return TokenizerKind::Spm;
   if (s == "bpe") return TokenizerKind::Bpe;
-  fail("unknown tokenizer '{}': use char or bpe (GPT), char, word or spm (seq2seq)", s);
+  fail("unknown tokenizer '{}': use char, bpe or spm (GPT), char, word or spm (seq2seq)", s);
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::string_view where,

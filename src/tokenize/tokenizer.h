@@ -94,7 +94,7 @@ class CharSeqTokenizer : public Tokenizer {
 };
 
 // The kinds of tokenizer, named "char", "word", "spm" and "bpe" in tokenizer.json, config.json
-// and --tokenizer. A seq2seq model uses char, word or spm; a GPT char or bpe (gpt_tokenizer.h).
+// and --tokenizer. A seq2seq model uses char, word or spm; a GPT char, bpe or spm (gpt_tokenizer.h).
 enum class TokenizerKind { Char, Word, Spm, Bpe };
 const char* to_string(TokenizerKind k);
 TokenizerKind parse_tokenizer_kind(const std::string& s);  // atto::Error listing the names

@@ -45,8 +45,8 @@ namespace {
 class GptTask final : public TrainTask {
  public:
   GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) : cfg_(cfg) {
-    ATTO_CHECK(cfg.data.tokenizer == TokenizerKind::Char || cfg.data.tokenizer == TokenizerKind::Bpe,
-               "--tokenizer {}: a GPT uses char or bpe", to_string(cfg.data.tokenizer));
+    ATTO_CHECK(cfg.data.tokenizer != TokenizerKind::Word, "--tokenizer {}: a GPT uses char, bpe or spm",
+               to_string(cfg.data.tokenizer));
     if (is_prepared_corpus(cfg.data.path)) {
       open_prepared(cfg, dir, resume);
     } else {
@@ -84,7 +84,7 @@ class GptTask final : public TrainTask {
                cfg.data.path);
     cfg.data.mode = DataMode::Stream;
     tok_ = resume ? load_tokenizer(dir) : load_prepared_tokenizer(cfg.data.path);
-    cfg.data.tokenizer = std::string_view(tok_->kind()) == "bpe" ? TokenizerKind::Bpe : TokenizerKind::Char;
+    cfg.data.tokenizer = parse_tokenizer_kind(tok_->kind());
     data_ = std::make_unique<TokenFileDataset>(cfg.data.path, *tok_);
   }
   static void check_fingerprint(RunConfig& cfg, const std::string& fp, bool resume) {
@@ -127,6 +127,7 @@ class GptTask final : public TrainTask {
   }
 
   void write_files(const std::string& dir) const override {
+    tok_->write_files(dir);  // spm.model before the tokenizer.json that names it
     io::write_json_atomic(run_path(dir, "tokenizer.json"), tok_->to_json());
   }
 

@@ -55,7 +55,7 @@ lines=$("$ATTO" sample --model "$W/l" -n 5 --seed 1 | wc -l)
 [ "$lines" == 5 ] && ok || bad "lines-mode BPE samples: $lines lines, not 5"
 
 # Tokenizers a task cannot use.
-expect_fail "a GPT uses char or bpe" "$ATTO" train --data "$W/prose.txt" --tokenizer word $T --steps 1 --out "$W/x"
+expect_fail "a GPT uses char, bpe or spm" "$ATTO" train --data "$W/prose.txt" --tokenizer word $T --steps 1 --out "$W/x"
 write_toy "$W"
 expect_fail "--tokenizer bpe is for GPTs" "$ATTO" train --task seq2seq --src "$W/toy.src" --tgt "$W/toy.tgt" \
   --tokenizer bpe --steps 1 --threads 1 -q --out "$W/y"

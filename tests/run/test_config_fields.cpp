@@ -100,7 +100,7 @@ TEST(ConfigFields, ConfigJsonErrorsNameTheFileAndKey) {
   EXPECT_THAT(error_of([&] {
                 apply_config_json(c, json{{"tokenizer", "wordpiece"}}, "my.json");
               }),
-              HasSubstr("use char or bpe (GPT), char, word or spm (seq2seq)"));
+              HasSubstr("use char, bpe or spm (GPT), char, word or spm (seq2seq)"));
   EXPECT_THAT(error_of([&] {
                 apply_config_json(c, json{{"task", "lm"}}, "my.json");
               }),
