@@ -21,11 +21,7 @@ struct PrepareFlags {
 };
 
 int run_prepare(const PrepareFlags& f) {
-  if (f.tokenizer.empty() == f.model.empty()) throw UsageError("give one of --tokenizer FILE or --model RUN");
-  const std::string path =
-      f.tokenizer.empty() ? (std::filesystem::path(f.model) / "tokenizer.json").string() : f.tokenizer;
-  const std::unique_ptr<GptTokenizer> tok =
-      load_gpt_tokenizer(io::read_json(path), path, std::filesystem::path(path).parent_path().string());
+  const std::unique_ptr<GptTokenizer> tok = load_gpt_tokenizer_flag(f.tokenizer, f.model);
   const PrepareStats s = prepare_corpus(*tok, f.opt);
   fmt::print(
       "atto data prepare: {:.1f} MB, {} documents ({} val) -> {} train + {} val tokens ({} tokenizer, vocabulary {}) "

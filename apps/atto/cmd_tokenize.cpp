@@ -22,27 +22,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// A tokenizer.json of a GPT: byte-level BPE, or characters (a run's tokenizer.json).
-struct Codec {
-  std::function<std::vector<int32_t>(std::string_view)> encode;
-  std::function<std::string(const std::vector<int32_t>&)> decode;
-};
-
-Codec load_codec(const std::string& tokenizer, const std::string& model) {
-  if (tokenizer.empty() == model.empty()) throw UsageError("give one of --tokenizer FILE or --model RUN");
-  const std::string path = tokenizer.empty() ? (std::filesystem::path(model) / "tokenizer.json").string() : tokenizer;
-  json j;
-  try {
-    j = json::parse(io::read_file(path));
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{} is not valid JSON: {}", path, e.what()));
-  }
-  std::shared_ptr<const GptTokenizer> t =
-      load_gpt_tokenizer(j, path, std::filesystem::path(path).parent_path().string());
-  return {[t](std::string_view s) { return t->encode(s); },
-          [t](const std::vector<int32_t>& ids) { return t->decode(ids); }};
-}
-
 std::string read_stdin() {
   std::ostringstream ss;
   ss << std::cin.rdbuf();
@@ -73,7 +52,8 @@ struct TokenizeFlags {
 };
 
 int run_tokenize(const TokenizeFlags& f) {
-  const Codec c = load_codec(f.tokenizer, f.model);
+  const std::unique_ptr<GptTokenizer> tok = load_gpt_tokenizer_flag(f.tokenizer, f.model);
+  const GptTokenizer& c = *tok;
   const std::string in = read_stdin();
   if (f.bench) {
     if (f.repeat < 1) throw UsageError("--repeat must be at least 1");
@@ -153,6 +133,12 @@ int run_tokenizer_train(const TrainFlags& f) {
 }
 
 }  // namespace
+
+std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model) {
+  if (tokenizer.empty() == model.empty()) throw UsageError("give one of --tokenizer FILE or --model RUN");
+  const std::string path = tokenizer.empty() ? (std::filesystem::path(model) / "tokenizer.json").string() : tokenizer;
+  return load_gpt_tokenizer(io::read_json(path), path, std::filesystem::path(path).parent_path().string());
+}
 
 Command add_tokenize(CLI::App& root) {
   CLI::App* app = root.add_subcommand("tokenize", "Text to token ids (one line of ids per line, or --json), or back");

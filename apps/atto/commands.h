@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "generate/seq2seq_decode.h"
+#include "tokenize/gpt_tokenizer.h"
 
 #include <functional>
 #include <string>
@@ -31,6 +32,10 @@ Command add_export(CLI::App& root);
 Command add_serve(CLI::App& root);
 Command add_tokenize(CLI::App& root);
 Command add_tokenizer(CLI::App& root);
+
+// The GPT tokenizer named by --tokenizer FILE (a tokenizer.json) or --model RUN (its
+// tokenizer.json): exactly one of them (UsageError otherwise). For tokenize and data prepare.
+std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model);
 
 // Beam search flags shared by translate and eval.
 void add_decode_flags(CLI::App* app, gen::DecodeOptions& d);

@@ -65,6 +65,29 @@ void write_atomically(const fs::path& path, const std::string& bytes) {
   ATTO_CHECK(!ec, "cannot rename '{}' to '{}': {}", tmp.string(), path.string(), ec.message());
 }
 
+// Encoding and decoding with a loaded processor, for both SentencePiece tokenizers. decode
+// checks every id and leaves out `skip` (a GPT's boundary; -1: nothing).
+std::vector<int32_t> sp_encode(const sentencepiece::SentencePieceProcessor& sp, std::string_view text) {
+  utf8::validate(text, "text to encode");
+  std::vector<int> ids;
+  const auto st = sp.Encode(text, &ids);
+  ATTO_CHECK(st.ok(), "SentencePiece cannot encode {}: {}", utf8::quote(text), st.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string sp_decode(const sentencepiece::SentencePieceProcessor& sp, const std::vector<int32_t>& ids, int32_t skip) {
+  const int64_t n = sp.GetPieceSize();
+  std::vector<int> keep;
+  for (int32_t id : ids) {
+    ATTO_CHECK(id >= 0 && id < n, "token id {} is outside the SentencePiece vocabulary (size {})", id, n);
+    if (id != skip) keep.push_back(id);
+  }
+  std::string out;
+  const auto st = sp.Decode(keep, &out);
+  ATTO_CHECK(st.ok(), "SentencePiece cannot decode {} ids: {}", ids.size(), st.ToString());
+  return out;
+}
+
 }  // namespace
 
 SpmTokenizer::SpmTokenizer(std::string model_bytes, std::string_view where) : model_(std::move(model_bytes)) {
@@ -156,24 +179,9 @@ SpmTokenizer SpmTokenizer::from_json(const nlohmann::json& j, std::string_view w
 
 int64_t SpmTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const {
-  utf8::validate(text, "text to encode");
-  std::vector<int> ids;
-  const auto st = sp_->Encode(text, &ids);
-  ATTO_CHECK(st.ok(), "SentencePiece cannot encode {}: {}", utf8::quote(text), st.ToString());
-  return std::vector<int32_t>(ids.begin(), ids.end());
-}
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text) const { return sp_encode(*sp_, text); }
 
-std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
-  const int64_t n = vocab_size();
-  for (int32_t id : ids) {
-    ATTO_CHECK(id >= 0 && id < n, "token id {} is outside the SentencePiece vocabulary (size {})", id, n);
-  }
-  std::string out;
-  const auto st = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &out);
-  ATTO_CHECK(st.ok(), "SentencePiece cannot decode {} ids: {}", ids.size(), st.ToString());
-  return out;
-}
+std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const { return sp_decode(*sp_, ids, -1); }
 
 std::string SpmTokenizer::id_to_string(int32_t id) const {
   ATTO_CHECK(id >= 0 && id < vocab_size(),
@@ -269,25 +277,10 @@ SpmGptTokenizer SpmGptTokenizer::from_json(const nlohmann::json& j, std::string_
 
 int64_t SpmGptTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
-std::vector<int32_t> SpmGptTokenizer::encode(std::string_view text) const {
-  utf8::validate(text, "text to encode");
-  std::vector<int> ids;
-  const auto st = sp_->Encode(text, &ids);
-  ATTO_CHECK(st.ok(), "SentencePiece cannot encode {}: {}", utf8::quote(text), st.ToString());
-  return std::vector<int32_t>(ids.begin(), ids.end());
-}
+std::vector<int32_t> SpmGptTokenizer::encode(std::string_view text) const { return sp_encode(*sp_, text); }
 
 std::string SpmGptTokenizer::decode(const std::vector<int32_t>& ids) const {
-  std::vector<int> keep;
-  for (int32_t id : ids) {
-    ATTO_CHECK(id >= 0 && id < vocab_size(), "token id {} is outside the SentencePiece vocabulary (size {})", id,
-               vocab_size());
-    if (id != boundary_id()) keep.push_back(id);
-  }
-  std::string out;
-  const auto st = sp_->Decode(keep, &out);
-  ATTO_CHECK(st.ok(), "SentencePiece cannot decode {} ids: {}", ids.size(), st.ToString());
-  return out;
+  return sp_decode(*sp_, ids, boundary_id());
 }
 
 std::string SpmGptTokenizer::id_to_string(int32_t id) const {
