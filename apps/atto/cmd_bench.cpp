@@ -37,6 +37,7 @@ struct CommonFlags {
   int64_t warmup = 0, steps = 0;
   uint64_t seed = 1337;
   bool json = false;
+  std::string precision = "fp32";
 };
 
 void add_model_flags(CLI::App* app, ModelFlags& f) {
@@ -64,6 +65,16 @@ void add_common_flags(CLI::App* app, CommonFlags& f, const char* unit) {
   app->add_option("--steps", f.steps, fmt::format("Timed {}", unit))->capture_default_str();
   app->add_option("--seed", f.seed, "Seed of the weights and the random tokens")->capture_default_str();
   app->add_flag("--json", f.json, "Print one JSON object instead of the table");
+  app->add_option("--precision", f.precision,
+                  "fp32, or bf16 (GEMMs with bf16 inputs and fp32 sums, as atto train --precision bf16)")
+      ->capture_default_str();
+}
+
+// --precision, checked (bf16 also needs a CPU that has it).
+kernels::Precision precision_flag(const CommonFlags& f) {
+  const kernels::Precision p = parse_precision(f.precision);
+  if (p == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");
+  return p;
 }
 
 double mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
@@ -109,6 +120,7 @@ int run_train_bench(const TrainBenchFlags& f) {
   o.warmup = f.common.warmup;
   o.steps = f.common.steps;
   o.seed = f.common.seed;
+  o.precision = precision_flag(f.common);
   const bench::TrainBenchResult r = bench::bench_train(o);
   if (f.common.json) {
     nlohmann::json j = bench::to_json(r);
@@ -117,14 +129,15 @@ int run_train_bench(const TrainBenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}\n", describe(o.model), o.batch_size,
-             r.num_parameters, r.threads, r.shards);
+  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}; {}\n", describe(o.model),
+             o.batch_size, r.num_parameters, r.threads, r.shards, r.precision);
   fmt::print("{}\n", stats_line(r.step, "step"));
   fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
   fmt::print("{:<12} {:.2f} GFLOP/s ({:.4g} FLOP/token = 6 N + 12 L C T, N = {})\n", "model", r.model_gflops,
              r.flops_per_token, r.flop_parameters);
   if (r.peak_gflops > 0)
-    fmt::print("{:<12} {:.1f}% of the sgemm peak {:.2f} GFLOP/s\n", "MFU", 100.0 * r.mfu, r.peak_gflops);
+    fmt::print("{:<12} {:.1f}% of the {} GEMM peak {:.2f} GFLOP/s\n", "MFU", 100.0 * r.mfu,
+               o.precision == kernels::Precision::BF16 ? "bf16" : "sgemm", r.peak_gflops);
   fmt::print("{:<12} {:.1f} MiB peak resident (ru_maxrss)\n", "memory", mib(r.peak_rss_kib));
   fmt::print("{:<12} {:.4f} first, {:.4f} last\n", "loss", r.losses.front(), r.losses.back());
   if (!r.phases.empty()) print_profile(r);
@@ -144,6 +157,7 @@ int run_generate_bench(const GenerateBenchFlags& f) {
   o.warmup = f.common.warmup;
   o.steps = f.common.steps;
   o.seed = f.common.seed;
+  o.precision = precision_flag(f.common);
   const bench::GenerateBenchResult r = bench::bench_generate(o);
   const std::string what = o.model_path.empty() ? describe(o.model) : o.model_path;
   if (f.common.json) {
@@ -155,8 +169,8 @@ int run_generate_bench(const GenerateBenchFlags& f) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; threads {}\n",
-             what, o.batch_size, o.new_tokens, r.num_parameters, r.threads);
+  fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; threads {}; {}\n",
+             what, o.batch_size, o.new_tokens, r.num_parameters, r.threads, r.precision);
   if (o.prompt_tokens > 0) {
     fmt::print("{}\n", stats_line(r.prompt, fmt::format("per {}-token prompt", o.prompt_tokens).c_str()));
     fmt::print("{:<12} {:.0f} tokens/s\n", "prompt", r.prompt_tokens_per_s);
@@ -178,6 +192,7 @@ int run_gemm_bench(const GemmBenchFlags& f) {
   o.warmup = f.common.warmup;
   o.steps = f.common.steps;
   o.seed = f.common.seed;
+  o.precision = precision_flag(f.common);
   const bench::GemmBenchResult r = bench::bench_gemm(o);
   if (f.common.json) {
     fmt::print("{}\n", bench::to_json(r).dump());
@@ -195,6 +210,18 @@ int run_gemm_bench(const GemmBenchFlags& f) {
         "{:<12} {:.2f} GFLOP/s ({} per thread, all at once): the cores' FMA ceiling; sgemm best is {:.0f}% "
         "of it\n",
         "fma peak", r.fma_gflops, each, 100.0 * r.best_gflops / r.fma_gflops);
+  }
+  if (r.bf16) {
+    fmt::print("{}\n", stats_line(r.bf16_call, "bf16 call"));
+    fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best ({} kernel; {:.2f}x sgemm best)\n", "bf16 gemm",
+               r.bf16_median_gflops, r.bf16_best_gflops, r.bf16_kernel, r.bf16_best_gflops / r.best_gflops);
+    if (!r.bf16_peak_gflops_per_thread.empty()) {
+      std::string each;
+      for (const double g : r.bf16_peak_gflops_per_thread)
+        each += fmt::format("{}{:.1f}", each.empty() ? "" : " + ", g);
+      fmt::print("{:<12} {:.2f} GFLOP/s ({} per thread): the bf16 units' ceiling; bf16 gemm best is {:.0f}% of it\n",
+                 "bf16 peak", r.bf16_peak_gflops, each, 100.0 * r.bf16_best_gflops / r.bf16_peak_gflops);
+    }
   }
   return 0;
 }

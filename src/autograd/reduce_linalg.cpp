@@ -152,15 +152,8 @@ void linear_backward_from(const float* g, const LinearArgs& a) {
   bool fresh_x = false, fresh_w = false;
   float* gx = detail::grad_ptr_fresh(a.x, &fresh_x);
   float* gw = detail::grad_ptr_fresh(a.weight, &fresh_w);
-  if (fresh_x) {
-    kernels::gemm(false, false, N, C, OC, 1.0f, g, OC, a.weight.data(), C, 0.0f, gx, C);
-    gx = nullptr;
-  }
-  if (fresh_w) {
-    kernels::gemm(true, false, OC, C, N, 1.0f, g, OC, a.x.data(), C, 0.0f, gw, C);
-    gw = nullptr;
-  }
-  kernels::linear_backward(gx, gw, detail::grad_ptr(a.bias), g, a.x.data(), a.weight.data(), N, C, OC);
+  kernels::linear_backward(gx, gw, detail::grad_ptr(a.bias), g, a.x.data(), a.weight.data(), N, C, OC, fresh_x,
+                           fresh_w);
 }
 
 }  // namespace

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <numeric>
 
-#include "base/error.h"
 #include "autograd/tape.h"
+#include "base/error.h"
 #include "generate/generate.h"
-#include "run/run_dir.h"
 #include "kernels/kernels.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
+#include "run/run_dir.h"
 #include "train/data_parallel.h"
 
 namespace atto::bench {
@@ -51,10 +51,16 @@ TokenBatch random_batch(Rng& rng, int64_t B, int64_t T, int64_t V) {
   return b;
 }
 
+// "fp32", or "bf16 (amx)" naming the kernel.
+std::string precision_label(kernels::Precision p) {
+  if (p == kernels::Precision::F32) return "fp32";
+  return fmt::format("bf16 ({})", kernels::bf16_backend_name(kernels::bf16_backend()));
+}
+
 // zero_grad, forward, loss, backward, clip, AdamW: one trainer step. Returns the loss.
 // `phase_ms` (kNumPhases entries, or nullptr) accumulates the wall time of each phase.
-float train_step(DataParallel& dp, optim::AdamW& opt, const TokenBatch& b, int64_t B, int64_t T,
-                 double* phase_ms = nullptr) {
+float train_step(DataParallel& dp, optim::AdamW& opt, kernels::Bf16WeightCache& bf16, const TokenBatch& b, int64_t B,
+                 int64_t T, double* phase_ms = nullptr) {
   auto t = Clock::now();
   auto lap = [&](int i) {
     if (phase_ms == nullptr) return;
@@ -70,6 +76,7 @@ float train_step(DataParallel& dp, optim::AdamW& opt, const TokenBatch& b, int64
   const float norm = optim::clip_grad_norm(opt.param_groups(), kClip);
   lap(2);
   if (std::isfinite(norm)) opt.step(kLr);  // as the trainer: a non-finite step is skipped
+  bf16.clear();                            // as the trainer: the next step packs the new weights
   lap(3);
   return value;
 }
@@ -120,23 +127,40 @@ GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
   Rng rng(opt.seed);
   const Tensor a = Tensor::randn({n, n}, rng), b = Tensor::randn({n, n}, rng);
   Tensor c = Tensor::zeros({n, n});
-  std::vector<double> ms;
-  for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
-    const auto t0 = Clock::now();
-    // C[M, N] = A[M, K] @ B[N, K]^T: the layout of linear_forward.
-    kernels::gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    if (i >= opt.warmup) ms.push_back(ms_since(t0));
-  }
+  // C[M, N] = A[M, K] @ B[N, K]^T: the layout of linear_forward.
+  auto time_calls = [&](kernels::Precision p) {
+    const kernels::PrecisionScope scope(p);
+    std::vector<double> ms;
+    for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
+      const auto t0 = Clock::now();
+      kernels::gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      if (i >= opt.warmup) ms.push_back(ms_since(t0));
+    }
+    return step_stats(ms);
+  };
+  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   GemmBenchResult r;
   r.size = n;
   r.threads = kernels::num_threads();
-  r.call = step_stats(ms);
-  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  r.call = time_calls(kernels::Precision::F32);
   r.median_gflops = flop / (r.call.median_ms * 1e6);
   r.best_gflops = flop / (r.call.min_ms * 1e6);
   if (opt.fma_seconds > 0.0) {
     r.fma_gflops_per_thread = kernels::fma_peak_gflops(opt.fma_seconds);
     r.fma_gflops = std::accumulate(r.fma_gflops_per_thread.begin(), r.fma_gflops_per_thread.end(), 0.0);
+  }
+  if (opt.precision == kernels::Precision::BF16) {
+    kernels::require_bf16("--precision bf16");
+    r.bf16 = true;
+    r.bf16_kernel = kernels::bf16_backend_name(kernels::bf16_backend());
+    r.bf16_call = time_calls(kernels::Precision::BF16);
+    r.bf16_median_gflops = flop / (r.bf16_call.median_ms * 1e6);
+    r.bf16_best_gflops = flop / (r.bf16_call.min_ms * 1e6);
+    if (opt.fma_seconds > 0.0) {
+      r.bf16_peak_gflops_per_thread = kernels::bf16_peak_gflops(opt.fma_seconds);
+      r.bf16_peak_gflops =
+          std::accumulate(r.bf16_peak_gflops_per_thread.begin(), r.bf16_peak_gflops_per_thread.end(), 0.0);
+    }
   }
   return r;
 }
@@ -174,6 +198,8 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   const int64_t nb = opt.data_batches > 0 ? std::min(opt.data_batches, total) : total;
   for (int64_t i = 0; i < nb; ++i) batches.push_back(random_batch(data_rng, B, T, opt.model.vocab_size));
 
+  kernels::Bf16WeightCache bf16;
+  const kernels::PrecisionScope precision(opt.precision, &bf16);
   TrainBenchResult r;
   std::vector<double> ms;
   double phase_ms[kNumPhases] = {0, 0, 0, 0};
@@ -184,8 +210,8 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
       tape().set_profiling(true);
     }
     const auto t0 = Clock::now();
-    r.losses.push_back(
-        train_step(dp, adamw, batches[static_cast<size_t>(i % nb)], B, T, opt.profile && timed ? phase_ms : nullptr));
+    r.losses.push_back(train_step(dp, adamw, bf16, batches[static_cast<size_t>(i % nb)], B, T,
+                                  opt.profile && timed ? phase_ms : nullptr));
     if (timed) ms.push_back(ms_since(t0));
   }
   if (opt.profile) {
@@ -209,10 +235,14 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   r.flop_parameters = flop_parameters(model);
   r.flops_per_token = train_flops_per_token(opt.model, r.flop_parameters);
   r.model_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
-  if (opt.peak_gflops > 0.0)
+  r.precision = precision_label(opt.precision);
+  if (opt.peak_gflops > 0.0) {
     r.peak_gflops = opt.peak_gflops;
-  else if (opt.peak_gflops == 0.0)
-    r.peak_gflops = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0}).best_gflops;
+  } else if (opt.peak_gflops == 0.0) {
+    const kernels::PrecisionScope fp32(kernels::Precision::F32);  // bench_gemm times bf16 itself
+    const GemmBenchResult g = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0, .precision = opt.precision});
+    r.peak_gflops = opt.precision == kernels::Precision::BF16 ? g.bf16_best_gflops : g.best_gflops;
+  }
   r.mfu = r.peak_gflops > 0.0 ? r.model_gflops / r.peak_gflops : 0.0;
   return r;
 }
@@ -256,13 +286,17 @@ GenerateBenchResult bench_generate(const GenerateBenchOptions& opt) {
   GPT& model = *loaded.model;
   const int64_t V = model.config().vocab_size;
   std::vector<std::vector<int32_t>> prompts;  // one random token per sequence
-  for (int64_t b = 0; b < opt.batch_size; ++b) prompts.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)))});
+  for (int64_t b = 0; b < opt.batch_size; ++b)
+    prompts.push_back({static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)))});
   gen::GenerateOptions g;
   g.max_new_tokens = opt.new_tokens;
   g.max_batch = opt.batch_size;
   g.sampler.greedy = opt.greedy;
 
+  kernels::Bf16WeightCache bf16;  // the weights never change: packed once for every run
+  const kernels::PrecisionScope precision(opt.precision, &bf16);
   GenerateBenchResult r;
+  r.precision = precision_label(opt.precision);
   if (opt.prompt_tokens > 0) {
     r.prompt = time_prompt(model, opt.prompt_tokens, opt.warmup, opt.steps, rng);
     r.prompt_tokens_per_s = static_cast<double>(opt.prompt_tokens) / (r.prompt.median_ms / 1e3);
@@ -298,11 +332,19 @@ nlohmann::json to_json(const GemmBenchResult& r) {
           {"median_gflops", r.median_gflops},
           {"best_gflops", r.best_gflops},
           {"fma_gflops", r.fma_gflops},
-          {"fma_gflops_per_thread", r.fma_gflops_per_thread}};
+          {"fma_gflops_per_thread", r.fma_gflops_per_thread},
+          {"bf16", r.bf16 ? nlohmann::json{{"kernel", r.bf16_kernel},
+                                           {"call", to_json(r.bf16_call)},
+                                           {"median_gflops", r.bf16_median_gflops},
+                                           {"best_gflops", r.bf16_best_gflops},
+                                           {"peak_gflops", r.bf16_peak_gflops},
+                                           {"peak_gflops_per_thread", r.bf16_peak_gflops_per_thread}}
+                          : nlohmann::json()}};
 }
 
 nlohmann::json to_json(const TrainBenchResult& r) {
   nlohmann::json j = {{"threads", r.threads},
+                      {"precision", r.precision},
                       {"shards", r.shards},
                       {"tokens_per_step", r.tokens_per_step},
                       {"step", to_json(r.step)},
@@ -326,10 +368,15 @@ nlohmann::json to_json(const TrainBenchResult& r) {
 }
 
 nlohmann::json to_json(const GenerateBenchResult& r) {
-  return {{"threads", r.threads},           {"token", to_json(r.token)},
-          {"tokens_per_s", r.tokens_per_s}, {"num_parameters", r.num_parameters},
-          {"peak_rss_kib", r.peak_rss_kib}, {"generated", r.generated},
-          {"prompt", to_json(r.prompt)},    {"prompt_tokens_per_s", r.prompt_tokens_per_s}};
+  return {{"threads", r.threads},
+          {"precision", r.precision},
+          {"token", to_json(r.token)},
+          {"tokens_per_s", r.tokens_per_s},
+          {"num_parameters", r.num_parameters},
+          {"peak_rss_kib", r.peak_rss_kib},
+          {"generated", r.generated},
+          {"prompt", to_json(r.prompt)},
+          {"prompt_tokens_per_s", r.prompt_tokens_per_s}};
 }
 
 }  // namespace atto::bench

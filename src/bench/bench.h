@@ -48,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/tape.h"
+#include "kernels/kernels.h"
 #include "models/gpt.h"
 
 namespace atto::bench {
@@ -72,7 +73,8 @@ struct GemmBenchOptions {
   int64_t steps = 10;   // timed calls
   int threads = 0;      // 0 = all cores
   uint64_t seed = 1337;
-  double fma_seconds = 0.25;  // how long the FMA ceiling is measured; 0 = not measured
+  double fma_seconds = 0.25;                               // how long the FMA ceiling is measured; 0 = not measured
+  kernels::Precision precision = kernels::Precision::F32;  // bf16: also the bf16 GEMM and its ceiling
 };
 struct GemmBenchResult {
   int64_t size = 0;
@@ -84,6 +86,15 @@ struct GemmBenchResult {
   // sum, which no GEMM passes.
   std::vector<double> fma_gflops_per_thread;
   double fma_gflops = 0.0;
+  // With precision bf16: the same product under a bf16 PrecisionScope (both inputs rounded,
+  // B packed on each call), the kernel that ran it, and the bf16 units' ceiling
+  // (kernels::bf16_peak_gflops) beside the FMA one.
+  bool bf16 = false;
+  std::string bf16_kernel;
+  StepStats bf16_call;
+  double bf16_median_gflops = 0.0, bf16_best_gflops = 0.0;
+  std::vector<double> bf16_peak_gflops_per_thread;
+  double bf16_peak_gflops = 0.0;
 };
 GemmBenchResult bench_gemm(const GemmBenchOptions& opt);
 
@@ -99,6 +110,7 @@ struct TrainBenchOptions {
   int64_t data_batches = 0;  // distinct random batches, cycled; 0 = a fresh batch every step
   double peak_gflops = 0.0;  // sgemm peak for MFU; 0 = measure it (bench_gemm defaults); < 0 = skip
   bool profile = false;      // also time the step's phases and every op kind (slightly slower steps)
+  kernels::Precision precision = kernels::Precision::F32;  // bf16: as atto train --precision bf16
 };
 // With TrainBenchOptions::profile: mean milliseconds per timed step.
 struct PhaseTime {
@@ -115,7 +127,8 @@ struct TrainBenchResult {
   int64_t flop_parameters = 0;    // N of the FLOP estimate (see the header comment)
   double flops_per_token = 0.0;   // 6 N + 12 L C T
   double model_gflops = 0.0;      // flops_per_token * tokens_per_s / 1e9
-  double peak_gflops = 0.0;       // sgemm peak (0 when skipped)
+  std::string precision;          // fp32 or bf16 (with the bf16 kernel: "bf16 (amx)")
+  double peak_gflops = 0.0;       // the GEMM peak of the step's precision (0 when skipped)
   double mfu = 0.0;               // model_gflops / peak_gflops (0 when no peak)
   int64_t peak_rss_kib = 0;       // after the timed steps, before any GEMM measurement
   std::vector<float> losses;      // every step's loss, warm-up steps first
@@ -130,21 +143,23 @@ double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params);
 
 // ---- generation -------------------------------------------------------------------------
 struct GenerateBenchOptions {
-  GPTConfig model;           // vocab_size must be set (random weights), unless model_path is given
-  std::string model_path;    // a run directory or a GGUF file: its weights (f16/q8_0 dequantised)
-  int64_t prompt_tokens = 0; // > 0: also time the forward of a prompt of this many random tokens
-  bool greedy = false;       // argmax instead of sampling at temperature 1
-  int64_t batch_size = 1;    // sequences decoded together
-  int64_t new_tokens = 500;  // per sequence
-  int64_t warmup = 1;        // untimed runs
-  int64_t steps = 5;         // timed runs
+  GPTConfig model;            // vocab_size must be set (random weights), unless model_path is given
+  std::string model_path;     // a run directory or a GGUF file: its weights (f16/q8_0 dequantised)
+  int64_t prompt_tokens = 0;  // > 0: also time the forward of a prompt of this many random tokens
+  bool greedy = false;        // argmax instead of sampling at temperature 1
+  int64_t batch_size = 1;     // sequences decoded together
+  int64_t new_tokens = 500;   // per sequence
+  int64_t warmup = 1;         // untimed runs
+  int64_t steps = 5;          // timed runs
   uint64_t seed = 1337;
   int threads = 0;
+  kernels::Precision precision = kernels::Precision::F32;  // bf16: weights kept in bf16 while generating
 };
 struct GenerateBenchResult {
   int threads = 0;
-  StepStats token;            // ms per generated token (a run's time / new_tokens), over runs
-  StepStats prompt;           // ms per prompt forward (prompt_tokens > 0)
+  std::string precision;  // as TrainBenchResult's
+  StepStats token;        // ms per generated token (a run's time / new_tokens), over runs
+  StepStats prompt;       // ms per prompt forward (prompt_tokens > 0)
   double prompt_tokens_per_s = 0.0;
   double tokens_per_s = 0.0;  // batch_size * new_tokens / median run time
   int64_t num_parameters = 0;

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/bf16_impl.h"
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
@@ -370,6 +371,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
+  if (detail::bf16_active()) return gemm_bf16(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (K <= 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
     return;
@@ -393,28 +395,12 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha
   });
 }
 
-void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; i++) {
-    for (int64_t j = 0; j < N; j++) {
-      float sum = 0.0f;
-      for (int64_t k = 0; k < K; k++) {
-        const float a = transA ? A[k * lda + i] : A[i * lda + k];
-        const float b = transB ? B[j * ldb + k] : B[k * ldb + j];
-        sum += a * b;
-      }
-      float& c = C[i * ldc + j];
-      c = beta == 0.0f ? alpha * sum : alpha * sum + beta * c;
-    }
-  }
-}
-
 void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, int64_t strideA, const float* B, int64_t ldb, int64_t strideB, float beta, float* C,
                   int64_t ldc, int64_t strideC) {
   if (batch <= 0 || M <= 0 || N <= 0) return;
   const Tiles t = plan_tiles(M, N, K);
-  if (batch == 1 || t.tm * t.tn > 1 || K <= 0) {
+  if (batch == 1 || t.tm * t.tn > 1 || K <= 0 || detail::bf16_active()) {
     // Big matrices: gemm threads each one.
     for (int64_t i = 0; i < batch; i++)
       gemm(transA, transB, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC, ldc);
@@ -518,6 +504,7 @@ RowStableScope::~RowStableScope() { t_row_stable = previous_; }
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC) {
+  if (detail::bf16_active()) return detail::linear_forward_bf16(out, nullptr, inp, weight, bias, N, C, OC);
   if (use_dot_path(N)) {
     linear_forward_few_rows(out, inp, weight, bias, N, C, OC);
     return;
@@ -538,7 +525,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 
 void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight, const float* bias, int64_t N,
                          int64_t C, int64_t OC) {
-  if (!use_dot_path(N) && use_blocked(N, OC, C)) {
+  if (!use_dot_path(N) && use_blocked(N, OC, C) && !detail::bf16_active()) {
     gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias},
                  BlockActivation{true, slope});
     return;
@@ -549,6 +536,7 @@ void linear_gelu_forward(float* out, float* slope, const float* inp, const float
 
 void linear_residual_forward(float* out, const float* residual, const float* inp, const float* weight,
                              const float* bias, int64_t N, int64_t C, int64_t OC) {
+  if (detail::bf16_active()) return detail::linear_forward_bf16(out, residual, inp, weight, bias, N, C, OC);
   if (!use_dot_path(N) && use_blocked(N, OC, C)) {
     gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias, residual});
     return;
@@ -559,36 +547,21 @@ void linear_residual_forward(float* out, const float* residual, const float* inp
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC) {
-  // dinp[N, C] += dout[N, OC] @ weight[OC, C]
-  if (dinp != nullptr) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-  // dweight[OC, C] += dout[N, OC]^T @ inp[N, C]
-  if (dweight != nullptr) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  linear_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, false, false);
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
+                     bool overwrite_dweight) {
+  const float beta_inp = overwrite_dinp ? 0.0f : 1.0f, beta_weight = overwrite_dweight ? 0.0f : 1.0f;
+  if (detail::bf16_active()) {
+    detail::linear_backward_bf16(dinp, beta_inp, dweight, beta_weight, dout, inp, weight, N, C, OC);
+  } else {
+    // dinp[N, C] (+)= dout[N, OC] @ weight[OC, C];  dweight[OC, C] (+)= dout[N, OC]^T @ inp[N, C]
+    if (dinp != nullptr) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, beta_inp, dinp, C);
+    if (dweight != nullptr) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
+  }
   if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);  // dbias += sum_n dout
-}
-
-void linear_forward_naive(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
-                          int64_t OC) {
-  for (int64_t n = 0; n < N; n++) {
-    for (int64_t o = 0; o < OC; o++) {
-      float sum = bias != nullptr ? bias[o] : 0.0f;
-      for (int64_t c = 0; c < C; c++) sum += inp[n * C + c] * weight[o * C + c];
-      out[n * OC + o] = sum;
-    }
-  }
-}
-
-void linear_backward_naive(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                           const float* weight, int64_t N, int64_t C, int64_t OC) {
-  for (int64_t n = 0; n < N; n++) {
-    for (int64_t o = 0; o < OC; o++) {
-      const float d = dout[n * OC + o];
-      if (dbias != nullptr) dbias[o] += d;
-      for (int64_t c = 0; c < C; c++) {
-        if (dinp != nullptr) dinp[n * C + c] += d * weight[o * C + c];
-        if (dweight != nullptr) dweight[o * C + c] += d * inp[n * C + c];
-      }
-    }
-  }
 }
 
 }  // namespace atto::kernels

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace atto::kernels {
@@ -75,6 +76,98 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
                   int64_t ldc, int64_t strideC);
 
 // ============================================================================================
+// bf16 mixed precision (as torch.autocast(dtype=bfloat16)): GEMMs take bf16 inputs, sum in fp32
+// ============================================================================================
+// Under a PrecisionScope(Precision::BF16) every GEMM of the calling thread (gemm, gemm_batched,
+// the linear layers forward and backward) rounds its two inputs to bf16 (round to nearest even;
+// fp32 denormals become signed zeros, as the hardware reads them) and multiplies them on the
+// bf16 units, summing in fp32; its output stays fp32. Everything else (softmax, norms,
+// cross-entropy, the optimizer) is fp32 as before. run_shards passes the caller's scope on to
+// its shards' threads.
+//
+// Kernels, chosen once at run time (one binary for every x86-64 CPU):
+//   Amx         AMX tiles (tdpbf16ps, 16 x 16 x 32 per instruction), after Linux grants the
+//               process the tile state (arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)): Xeon 4th gen+
+//   Avx512Bf16  vdpbf16ps on 16-lane registers: AMD Zen 4, Xeon 3rd gen (Cooper Lake)
+//   None        neither: bf16 is refused with an error naming the CPU's missing features
+// $ATTO_BF16_KERNEL=amx|avx512bf16 picks one (an error when this CPU cannot run it).
+// Within a backend every output is one fixed chain over K, so results are bit-identical for any
+// thread count and any row count (a row's outputs never depend on the rows beside it).
+enum class Precision { F32, BF16 };
+enum class Bf16Backend { None, Avx512Bf16, Amx };
+Bf16Backend bf16_backend();                    // the backend bf16 GEMMs use on this machine
+const char* bf16_backend_name(Bf16Backend b);  // "amx", "avx512bf16", "none"
+bool bf16_supported(Bf16Backend b);            // whether this CPU (and kernel) can run b
+// Uses b from now on (tests and benchmarks compare backends); throws std::runtime_error when
+// !bf16_supported(b). Returns the previous backend.
+Bf16Backend set_bf16_backend(Bf16Backend b);
+// Throws std::runtime_error saying what the CPU lacks when bf16 cannot run here; `what` names
+// the caller's option (e.g. "--precision bf16").
+void require_bf16(const char* what);
+Precision precision_from_name(const char* name);  // "fp32" | "bf16"; throws std::invalid_argument
+const char* precision_name(Precision p);
+
+// The packed form of B[K, N] for the bf16 kernels: K pairs interleaved (VNNI), 16 columns per
+// block, K padded to 32 and N to 32 with zeros. data holds round_up(N, 32) * round_up(K, 32).
+struct PackedBf16 {
+  int64_t K = 0, N = 0, Kp = 0, Np = 0;
+  std::vector<uint16_t> data;
+};
+// Weight copies in bf16, packed for the kernels, kept while a cache is in scope: a training step
+// (the weights change only between steps) or a whole generation (they never change). Without a
+// cache every GEMM converts its weights on each call. Thread-safe; shared by a step's shards.
+class Bf16WeightCache {
+ public:
+  Bf16WeightCache();
+  ~Bf16WeightCache();
+  Bf16WeightCache(const Bf16WeightCache&) = delete;
+  Bf16WeightCache& operator=(const Bf16WeightCache&) = delete;
+  Bf16WeightCache(Bf16WeightCache&&) noexcept;
+  Bf16WeightCache& operator=(Bf16WeightCache&&) noexcept;
+  // The packed op(W) of the weight at w (pack_bf16's arguments), packed on its first request.
+  const PackedBf16& get(bool trans, int64_t K, int64_t N, const float* w, int64_t ld);
+  void clear();          // forget every copy (the weights changed)
+  size_t bytes() const;  // bf16 bytes held
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// Precision p (and, if not nullptr, the weight cache) for the calling thread, for a scope; nests.
+// BF16 calls require_bf16 first.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision p, Bf16WeightCache* cache = nullptr);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision previous_;
+  Bf16WeightCache* previous_cache_;
+};
+Precision current_precision();
+Bf16WeightCache* current_weight_cache();  // the calling thread's, or nullptr
+
+// Packs op(B) (B is [K, N], or [N, K] when transB), rounding each element to bf16.
+void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* B, int64_t ldb);
+// C[M, N] = alpha * op(A) @ B + beta * C, op(A)[M, K] rounded to bf16; beta == 0 overwrites.
+void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
+                      float* C, int64_t ldc);
+// gemm with both inputs rounded to bf16 (what gemm does under a BF16 PrecisionScope).
+void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The reference: both inputs rounded by to_bf16, products and sums in double, one rounding.
+void gemm_bf16_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+uint16_t to_bf16(float x);    // round to nearest even; NaN stays NaN; denormals -> signed zero
+float from_bf16(uint16_t b);  // exact
+// The cores' bf16 multiply-add ceiling on the current backend (as fma_peak_gflops for fp32):
+// each of num_threads() threads runs independent bf16 dot products on registers (AMX tiles or
+// vdpbf16ps) for `seconds`; returns each thread's GFLOP/s.
+std::vector<double> bf16_peak_gflops(double seconds);
+
+// ============================================================================================
 // Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]   (bias may be nullptr)
 // ============================================================================================
 // N <= 8 (decoding: one token per sequence) runs as matrix-vector products that stream the
@@ -97,6 +190,11 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 // dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC);
+// The same with dinp (dweight) overwritten instead of accumulated into when overwrite_dinp
+// (overwrite_dweight): a gradient buffer that is new.
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
+                     bool overwrite_dweight);
 // out = GELU_erf(inp @ weight^T + bias) and, when slope is not nullptr, slope = GELU's slope at
 // the pre-activation (gelu_erf_forward_slope): a feed-forward's first layer in one pass. On the
 // register-blocked GEMM path GELU runs in the epilogue, on each 48 x 64 block while it is in

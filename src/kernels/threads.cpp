@@ -45,9 +45,14 @@ void run_shards(int shards, const std::function<void(int)>& fn) {
     // per task: omp_set_num_threads inside the region leaves the caller's setting alone.
     const int inner = std::max(1, total / shards);
     if (inner > 1 && omp_get_max_active_levels() < 2) omp_set_max_active_levels(2);
+    // The caller's precision and bf16 weight cache go with its shards (as autocast's state with
+    // PyTorch's data-parallel threads).
+    const Precision precision = current_precision();
+    Bf16WeightCache* cache = current_weight_cache();
 #pragma omp parallel num_threads(outer)
     {
       omp_set_num_threads(inner);
+      const PrecisionScope scope(precision, cache);
       for (int s = omp_get_thread_num(); s < shards; s += outer) run_one(s);
     }
   }

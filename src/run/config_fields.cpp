@@ -225,7 +225,8 @@ std::vector<ConfigField> data_rows() {
           .flag("--valid-tgt", "seq2seq: validation targets"),
       Row("tokenizer", S::Data, kBoth,
           choice(data(&DataConfig::tokenizer), parse_tokenizer_kind, [](TokenizerKind k) { return to_string(k); }))
-          .flag("--tokenizer", "GPT: char, bpe (byte-level BPE) or spm, learned on the data; seq2seq: char, word or spm"),
+          .flag("--tokenizer",
+                "GPT: char, bpe (byte-level BPE) or spm, learned on the data; seq2seq: char, word or spm"),
       Row("vocab_size", S::Data, kBoth, value(data(&DataConfig::vocab_size)))
           .flag("--vocab-size", "bpe: tokens (0 = 2000); spm: pieces (0 = 8000); word: cap (0 = all)"),
       Row("shared_vocab", S::Data, kS2S, value(data(&DataConfig::shared_vocab)))
@@ -308,6 +309,13 @@ std::vector<ConfigField> run_control_rows() {
           .flag("--shards",
                 "Split each batch into N data-parallel shards of its rows, run side by side (one "
                 "thread each); the result does not depend on --threads. 0 = auto (2)"),
+      Row("precision", S::Train, kBoth,
+          choice(train(&TrainConfig::precision), parse_precision,
+                 [](kernels::Precision x) { return kernels::precision_name(x); }))
+          .flag("--precision",
+                "fp32, or bf16: matrix products with bf16 inputs and fp32 sums on AMX or AVX512_BF16 "
+                "(weights, gradients and AdamW stay fp32)")
+          .on_resume(),
       Row("eval_every", S::Train, kBoth, value(train(&TrainConfig::eval_every)))
           .flag("--eval-every", "Evaluate the validation split every N steps")
           .on_resume(),

@@ -116,6 +116,12 @@ BestBy parse_best_by(const std::string& s) {
   fail("--best-by must be loss or bleu, got '{}'", s);
 }
 
+kernels::Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return kernels::Precision::F32;
+  if (s == "bf16") return kernels::Precision::BF16;
+  fail("--precision must be fp32 or bf16, got '{}'", s);
+}
+
 const char* to_string(Task t) { return t == Task::Seq2Seq ? "seq2seq" : "gpt"; }
 
 Task parse_task(const std::string& s) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/text_file.h"
+#include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
@@ -48,7 +49,8 @@ Task parse_task(const std::string& s);  // atto::Error listing the names
 // or (seq2seq) the validation BLEU. Named "loss" and "bleu" in config.json and --best-by.
 enum class BestBy { Loss, Bleu };
 const char* to_string(BestBy b);
-BestBy parse_best_by(const std::string& s);  // atto::Error listing the names
+kernels::Precision parse_precision(const std::string& s);  // atto::Error naming --precision
+BestBy parse_best_by(const std::string& s);                // atto::Error listing the names
 
 struct DataConfig {
   std::string path;  // gpt: the training text file
@@ -81,6 +83,8 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int threads = 0;  // 0 = all cores
   int shards = 0;   // data-parallel shards of a batch's rows (train/data_parallel.h); 0 = auto
+  // bf16: the GEMMs take bf16 inputs (kernels.h); weights, gradients and AdamW stay fp32.
+  kernels::Precision precision = kernels::Precision::F32;
   int64_t eval_every = 250;
   int64_t eval_batches = 0;  // 0 = the whole validation split
   int64_t early_stop = 0;    // stop after N evaluations without improvement; 0 = off

@@ -31,7 +31,8 @@ struct Session {
   std::unique_ptr<optim::Optimizer> opt;
   TrainState st;
   Rng data_rng, dropout_rng;
-  bool val_is_train = false;  // the last evaluation scored the training set (a tiny corpus)
+  kernels::Bf16WeightCache bf16_weights;  // the step's bf16 weight copies (--precision bf16)
+  bool val_is_train = false;              // the last evaluation scored the training set (a tiny corpus)
 };
 
 void build_task(Session& s, bool resume) {
@@ -138,6 +139,7 @@ double train_step(Session& s, float lr, int64_t& tokens) {
   }
   if (t.grad_clip > 0.0f) optim::clip_grad_norm(groups, t.grad_clip);
   s.opt->step(lr);
+  s.bf16_weights.clear();  // the weights changed: the next step packs them anew
   return loss;
 }
 
@@ -202,6 +204,7 @@ Probe probe(const RunConfig& cfg, const std::string& dir) {
   p.data_rng.reseed(1);
   p.dropout_rng.reseed(2);
   build_task(p, /*resume=*/false);
+  const kernels::PrecisionScope precision(p.cfg.train.precision, &p.bf16_weights);
   const optim::LrSchedule sched = p.cfg.train.lr_schedule();
   int64_t tokens = 0;
   train_step(p, sched.at(0), tokens);
@@ -352,6 +355,8 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   TrainResult r;
   Session s = open_session(std::move(cfg), o, t_start, p, r);
   const TrainConfig& t = s.cfg.train;
+  if (t.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");
+  const kernels::PrecisionScope precision(t.precision, &s.bf16_weights);
   const optim::LrSchedule sched = t.lr_schedule();
   StepLog log(s.st.elapsed_seconds);
   int64_t bad_streak = 0;

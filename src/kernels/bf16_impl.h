@@ -1,0 +1,39 @@
+// atto/kernels/bf16_impl.h: what the kernel files share of bf16 (internal to src/kernels):
+// fp32 -> bf16 rounding, inline and branch-free so that loops of it vectorise (kernels::to_bf16
+// is this), and the linear layers' bf16 paths that gemm.cpp's linear functions take under a
+// BF16 PrecisionScope.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace atto::kernels::detail {
+
+// Round to nearest, ties to even; NaN stays a (quiet) NaN; zero and denormals become a zero of
+// their sign (the bf16 units read denormals as zero); overflow rounds to infinity.
+inline uint16_t round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u, zero = (u >> 16) & 0x8000u;
+  uint32_t out = (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+  out = (u & 0x7f800000u) == 0 ? zero : out;
+  return static_cast<uint16_t>(out);
+}
+
+// dst[i] = round_bf16(src[i]) for i < n.
+inline void round_bf16_row(uint16_t* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+}
+
+// Whether the calling thread's GEMMs run in bf16 (a BF16 PrecisionScope).
+bool bf16_active();
+// out = op + (residual or 0) + (bias or 0), op = inp[N, C] @ weight[OC, C]^T in bf16, the
+// weight packed from the scope's weight cache when there is one.
+void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC);
+// linear_backward's GEMMs in bf16 (dbias is the caller's); beta 0 overwrites, 1 accumulates.
+void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+
+}  // namespace atto::kernels::detail

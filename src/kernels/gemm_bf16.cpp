@@ -1,0 +1,359 @@
+// atto/kernels/gemm_bf16.cpp: bf16 GEMM on AMX tiles or AVX512_BF16 registers, fp32 sums.
+//
+// C[M, N] = alpha * op(A) @ B + beta * C. B comes packed (pack_bf16: pairs of K interleaved,
+// blocks of 16 columns); op(A) is rounded to bf16 into a row-major [Mp, Kp] scratch (rows
+// padded to 32, K to 32 with zeros). C is cut into panels of 32 columns (two B blocks) and
+// blocks of rows; a thread takes a run of (panel, rows) tasks, panel-major, so its B panel stays
+// in L1/L2 while A streams.
+//   AMX: 2 x 2 accumulator tiles (32 x 32 of C), A tiles 4-5, B tiles 6-7; one tdpbf16ps
+//        multiplies 16 x 32 by 32 x 16 (16 K pairs).
+//   AVX512_BF16: up to 8 rows x 2 vectors of accumulators; per K pair, one 32-bit broadcast of
+//        the row's pair and one vdpbf16ps per vector.
+// Every C element is one chain over K in a fixed order, so neither the thread count nor the
+// rows beside it change its bits.
+//
+// The functions with the target attribute run only after bf16_backend() has found the
+// instructions: the rest of the binary is built for whatever -march the build chose.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/bf16_impl.h"
+#include "kernels/kernels.h"
+#include "kernels/parallel.h"
+
+#define ATTO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define ATTO_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+
+namespace atto::kernels {
+
+namespace {
+
+constexpr int64_t kPanel = 32;    // columns of C per task (two B blocks)
+constexpr int64_t kAmxRows = 32;  // rows of C per AMX task (two tiles)
+constexpr int64_t kAvxRows = 8;   // rows of C per AVX512_BF16 register block
+
+int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+// op(A) rows [0, M) rounded to bf16 into dst [Mp, Kp]; padding rows and columns zero.
+void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_t Kp, const float* A, int64_t lda) {
+  const bool par = M * K >= (1 << 16);
+  if (!transA) {
+    parallel_for(Mp, par, [&](int64_t m) {
+      uint16_t* row = dst + m * Kp;
+      if (m >= M) {
+        std::memset(row, 0, sizeof(uint16_t) * Kp);
+        return;
+      }
+      const float* src = A + m * lda;
+      detail::round_bf16_row(row, src, K);
+      for (int64_t k = K; k < Kp; k++) row[k] = 0;
+    });
+    return;
+  }
+  // A is [K, M]: 16 rows of dst at a time, each k reading 16 contiguous floats.
+  parallel_for(Mp / 16, par, [&](int64_t mb) {
+    const int64_t m0 = mb * 16, mm = std::clamp<int64_t>(M - m0, 0, 16);
+    for (int64_t j = mm; j < 16; j++) std::memset(dst + (m0 + j) * Kp, 0, sizeof(uint16_t) * Kp);
+    if (mm == 0) return;
+    for (int64_t k = 0; k < K; k++) {
+      const float* src = A + k * lda + m0;
+      for (int64_t j = 0; j < mm; j++) dst[(m0 + j) * Kp + k] = detail::round_bf16(src[j]);
+    }
+    for (int64_t j = 0; j < mm; j++)
+      for (int64_t k = K; k < Kp; k++) dst[(m0 + j) * Kp + k] = 0;
+  });
+}
+
+// C[rows, cols] (row stride ldc) = alpha * acc (row stride 32) + beta * C.
+void store_block(float* C, int64_t ldc, const float* acc, int64_t rows, int64_t cols, float alpha, float beta) {
+  for (int64_t i = 0; i < rows; i++) {
+    float* c = C + i * ldc;
+    const float* a = acc + i * kPanel;
+    if (beta == 0.0f) {
+      for (int64_t j = 0; j < cols; j++) c[j] = alpha * a[j];
+    } else {
+      for (int64_t j = 0; j < cols; j++) c[j] = alpha * a[j] + beta * c[j];
+    }
+  }
+}
+
+// ---- AMX ----------------------------------------------------------------------------------
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+ATTO_AMX_TARGET void amx_configure() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; t++) {
+    cfg.colsb[t] = 64;  // 16 fp32, or 32 bf16 (16 pairs)
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// acc[TM * 16, 32] = A[TM * 16 rows of Kp] @ (B0 | B1); TM = 1 or 2.
+template <int TM>
+ATTO_AMX_TARGET void amx_block(float* acc, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+  const int64_t stride = Kp * 2;
+  _tile_zero(0);
+  _tile_zero(1);
+  if (TM == 2) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t kb = 0; kb < Kp / 32; kb++) {
+    _tile_loadd(4, A + kb * 32, stride);
+    _tile_loadd(6, B0 + kb * 512, 64);
+    _tile_loadd(7, B1 + kb * 512, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    if (TM == 2) {
+      _tile_loadd(5, A + 16 * Kp + kb * 32, stride);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, acc, kPanel * 4);
+  _tile_stored(1, acc + 16, kPanel * 4);
+  if (TM == 2) {
+    _tile_stored(2, acc + 16 * kPanel, kPanel * 4);
+    _tile_stored(3, acc + 16 * kPanel + 16, kPanel * 4);
+  }
+}
+
+ATTO_AMX_TARGET void amx_release() { _tile_release(); }
+
+// ---- AVX512_BF16 --------------------------------------------------------------------------
+template <int MR>
+ATTO_BF16_TARGET void avx_block(float* acc, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+  __m512 c0[MR], c1[MR];
+  for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+  const int64_t pairs = Kp / 2;
+  for (int64_t r = 0; r < pairs; r++) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + r * 32);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(B1 + r * 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      int32_t pair;
+      std::memcpy(&pair, A + i * Kp + 2 * r, sizeof(pair));
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(pair);
+      c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
+    }
+  }
+  for (int i = 0; i < MR; i++) {
+    _mm512_storeu_ps(acc + i * kPanel, c0[i]);
+    _mm512_storeu_ps(acc + i * kPanel + 16, c1[i]);
+  }
+}
+
+void avx_rows(float* acc, int64_t rows, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+  switch (rows) {
+    case 1: avx_block<1>(acc, A, Kp, B0, B1); break;
+    case 2: avx_block<2>(acc, A, Kp, B0, B1); break;
+    case 3: avx_block<3>(acc, A, Kp, B0, B1); break;
+    case 4: avx_block<4>(acc, A, Kp, B0, B1); break;
+    case 5: avx_block<5>(acc, A, Kp, B0, B1); break;
+    case 6: avx_block<6>(acc, A, Kp, B0, B1); break;
+    case 7: avx_block<7>(acc, A, Kp, B0, B1); break;
+    default: avx_block<8>(acc, A, Kp, B0, B1); break;
+  }
+}
+
+// The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`.
+void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, const PackedBf16& B, float alpha, float beta,
+               float* C, int64_t ldc) {
+  const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
+  const bool amx = backend == Bf16Backend::Amx;
+  const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
+  const int64_t tasks = panels * blocks;
+  const bool par = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(Kp) >= (1 << 18);
+  parallel_region(par && tasks > 1, [&](int64_t t, int64_t nt) {
+    const auto [begin, end] = static_range(tasks, t, nt);
+    if (begin == end) return;
+    alignas(64) float acc[kAmxRows * kPanel];
+    if (amx) amx_configure();
+    for (int64_t task = begin; task < end; task++) {
+      const int64_t p = task % panels, m0 = (task / panels) * rows;
+      const int64_t mi = std::min(rows, M - m0), n0 = p * kPanel, nj = std::min(kPanel, N - n0);
+      const uint16_t* b0 = B.data.data() + (2 * p) * Kp * 16;
+      const uint16_t* b1 = b0 + Kp * 16;
+      const uint16_t* a = A + m0 * Kp;
+      if (!amx) {
+        avx_rows(acc, mi, a, Kp, b0, b1);
+      } else if (mi > 16) {
+        amx_block<2>(acc, a, Kp, b0, b1);
+      } else {
+        amx_block<1>(acc, a, Kp, b0, b1);
+      }
+      store_block(C + m0 * ldc + n0, ldc, acc, mi, nj, alpha, beta);
+    }
+    if (amx) amx_release();
+  });
+}
+
+void scale_rows(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+}  // namespace
+
+void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
+                      float* C, int64_t ldc) {
+  const int64_t N = B.N, K = B.K;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_rows(M, N, beta, C, ldc);
+    return;
+  }
+  const Bf16Backend backend = bf16_backend();
+  if (backend == Bf16Backend::None) require_bf16("bf16 GEMM");
+  const int64_t Mp = round_up(M, kAmxRows), Kp = B.Kp;
+  thread_local std::vector<uint16_t> scratch;
+  if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
+  pack_a(scratch.data(), transA, M, K, Mp, Kp, A, lda);
+  run_tasks(backend, M, scratch.data(), B, alpha, beta, C, ldc);
+}
+
+void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    scale_rows(M, N, beta, C, ldc);
+    return;
+  }
+  thread_local PackedBf16 packed;
+  pack_bf16(packed, transB, K, N, B, ldb);
+  gemm_bf16_packed(transA, M, alpha, A, lda, packed, beta, C, ldc);
+}
+
+// ---- Linear layers ------------------------------------------------------------------------
+namespace detail {
+
+bool bf16_active() { return current_precision() == Precision::BF16; }
+
+namespace {
+
+// op(W) for weight [OC, C]: W^T (K = C, N = OC) for the forward, W (K = OC, N = C) for dinp.
+const PackedBf16& packed_weight(bool transposed, const float* weight, int64_t C, int64_t OC, PackedBf16& local) {
+  const int64_t K = transposed ? C : OC, N = transposed ? OC : C;
+  if (Bf16WeightCache* cache = current_weight_cache()) return cache->get(transposed, K, N, weight, C);
+  pack_bf16(local, transposed, K, N, weight, C);
+  return local;
+}
+
+}  // namespace
+
+void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC) {
+  thread_local PackedBf16 local;
+  const PackedBf16& w = packed_weight(true, weight, C, OC, local);
+  float beta = 0.0f;
+  if (residual != nullptr || bias != nullptr) {  // out starts as residual + bias; the GEMM adds on
+    parallel_for(N, N * OC >= (1 << 16), [&](int64_t n) {
+      float* o = out + n * OC;
+      const float* r = residual != nullptr ? residual + n * OC : nullptr;
+      for (int64_t j = 0; j < OC; j++) o[j] = (r != nullptr ? r[j] : 0.0f) + (bias != nullptr ? bias[j] : 0.0f);
+    });
+    beta = 1.0f;
+  }
+  gemm_bf16_packed(false, N, 1.0f, inp, C, w, beta, out, OC);
+}
+
+void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+  if (dinp != nullptr) {  // dinp[N, C] = dout[N, OC] @ weight[OC, C]
+    thread_local PackedBf16 local;
+    gemm_bf16_packed(false, N, 1.0f, dout, OC, packed_weight(false, weight, C, OC, local), beta_inp, dinp, C);
+  }
+  // dweight[OC, C] = dout[N, OC]^T @ inp[N, C]
+  if (dweight != nullptr) gemm_bf16(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
+}
+
+}  // namespace detail
+
+// ---- Peak ---------------------------------------------------------------------------------
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// 4 independent tdpbf16ps per round (tiles 0-3 from tiles 4-7 held in registers).
+ATTO_AMX_TARGET int64_t amx_peak_rounds(double seconds, double* elapsed) {
+  alignas(64) static const uint16_t zeros[16 * 32] = {};
+  alignas(64) float out[16 * 16];
+  amx_configure();
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(5, zeros, 64);
+  _tile_loadd(6, zeros, 64);
+  _tile_loadd(7, zeros, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const auto t0 = Clock::now();
+  int64_t rounds = 0;
+  do {
+    for (int r = 0; r < 1024; r++) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    rounds += 1024;
+    *elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (*elapsed < seconds);
+  _tile_stored(0, out, 64);
+  amx_release();
+  return rounds * 4 * 16 * 16 * 32 * 2;  // FLOP
+}
+
+// 24 independent vdpbf16ps chains per round.
+ATTO_BF16_TARGET int64_t avx_peak_rounds(double seconds, double* elapsed) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+  const auto t0 = Clock::now();
+  int64_t rounds = 0;
+  do {
+    for (int r = 0; r < 1024; r++) {
+#pragma GCC unroll 24
+      for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
+    for (int i = 0; i < 24; i++) asm volatile("" : "+v"(acc[i]));
+    rounds += 1024;
+    *elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (*elapsed < seconds);
+  return rounds * 24 * 64;
+}
+
+}  // namespace
+
+std::vector<double> bf16_peak_gflops(double seconds) {
+  if (!(seconds > 0.0)) throw std::invalid_argument("bf16_peak_gflops: seconds must be > 0");
+  const Bf16Backend backend = bf16_backend();
+  if (backend == Bf16Backend::None) require_bf16("bf16 peak");
+  const int nt = num_threads();
+  std::vector<double> gflops(static_cast<size_t>(nt), 0.0);
+#pragma omp parallel num_threads(nt)
+  {
+    double elapsed = 0.0;
+#pragma omp barrier
+    const int64_t flop =
+        backend == Bf16Backend::Amx ? amx_peak_rounds(seconds, &elapsed) : avx_peak_rounds(seconds, &elapsed);
+    gflops[static_cast<size_t>(omp_get_thread_num())] = static_cast<double>(flop) / elapsed / 1e9;
+  }
+  return gflops;
+}
+
+}  // namespace atto::kernels

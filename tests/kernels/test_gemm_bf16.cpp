@@ -1,0 +1,263 @@
+// Tests of the bf16 kernels (gemm_bf16.cpp, bf16.cpp): rounding to bf16 against hand-made
+// values, each backend this CPU runs against the naive reference (fp32 inputs rounded to bf16,
+// exact products summed in double) over swept shapes, transposes, leading dimensions and
+// alpha/beta; bit-identical results for 1 and 2 threads and for a row alone or among many rows;
+// the precision scope routing gemm and the linear layers; the weight cache.
+//
+// Tolerance: |fast - naive| <= 2^-22 * (K + 2) * sum_k |a_k b_k| (fp32 sums of K exact products
+// of bf16 numbers, against one rounding). An unrounded input is off by ~2^-9 of a term, a wrong
+// element by O(1): both far outside it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_support.h"
+#include "kernels/kernels.h"
+
+namespace atto::kernels {
+namespace {
+
+using test::expect_bit_identical;
+using test::randn;
+using test::ThreadGuard;
+
+// Sets a backend for a test and puts the previous one back.
+struct BackendGuard {
+  Bf16Backend saved = bf16_backend();
+  explicit BackendGuard(Bf16Backend b) { set_bf16_backend(b); }
+  ~BackendGuard() { set_bf16_backend(saved); }
+};
+
+std::vector<Bf16Backend> backends() {
+  std::vector<Bf16Backend> b;
+  for (Bf16Backend x : {Bf16Backend::Amx, Bf16Backend::Avx512Bf16})
+    if (bf16_supported(x)) b.push_back(x);
+  return b;
+}
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+}
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+}
+
+TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(to_bf16(from_bits(0x3f808000)), 0x3f80);  // a tie: to the even 0x3f80
+  EXPECT_EQ(to_bf16(from_bits(0x3f818000)), 0x3f82);  // a tie: to the even 0x3f82
+  EXPECT_EQ(to_bf16(from_bits(0x3f808001)), 0x3f81);  // above the tie: up
+  EXPECT_EQ(to_bf16(from_bits(0x3f807fff)), 0x3f80);  // below the tie: down
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(to_bf16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // overflows to infinity
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(from_bits(0x7f800001)))));  // a NaN whose top half is inf's
+  EXPECT_EQ(to_bf16(from_bits(0x00000001)), 0x0000);                   // denormals: zero of their sign
+  EXPECT_EQ(to_bf16(from_bits(0x807fffff)), 0x8000);
+  for (uint32_t u : {0x3f800000u, 0x40490fdbu, 0xc2f6e979u}) {
+    const float x = from_bits(u), r = from_bf16(to_bf16(x));
+    EXPECT_LE(std::fabs(r - x), std::ldexp(std::fabs(x), -8)) << x;  // half an ulp of 8 bits
+    EXPECT_EQ(bits(r) & 0xffffu, 0u);
+  }
+}
+
+struct Case {
+  bool ta, tb;
+  int64_t M, N, K, pad;
+  float alpha, beta;
+};
+
+std::string name(const Case& c) {
+  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
+         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " pad=" + std::to_string(c.pad) +
+         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta);
+}
+
+struct Operands {
+  int64_t lda, ldb, ldc;
+  std::vector<float> A, B, C;
+};
+
+Operands operands(const Case& c, uint32_t seed) {
+  Operands o;
+  o.lda = (c.ta ? c.M : c.K) + c.pad;
+  o.ldb = (c.tb ? c.K : c.N) + c.pad;
+  o.ldc = c.N + c.pad;
+  o.A = randn((c.ta ? c.K : c.M) * o.lda, seed);
+  o.B = randn((c.tb ? c.N : c.K) * o.ldb, seed + 1);
+  o.C = randn(c.M * o.ldc, seed + 2);
+  return o;
+}
+
+// The M x N block of C after f; padding columns must keep their values.
+template <class F>
+std::vector<float> run(const Case& c, Operands o, F f) {
+  const std::vector<float> before = o.C;
+  f(c.ta, c.tb, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
+  std::vector<float> block;
+  for (int64_t i = 0; i < c.M; i++) {
+    for (int64_t j = 0; j < c.N; j++) block.push_back(o.C[i * o.ldc + j]);
+    for (int64_t j = c.N; j < o.ldc; j++) EXPECT_EQ(bits(o.C[i * o.ldc + j]), bits(before[i * o.ldc + j])) << name(c);
+  }
+  return block;
+}
+
+std::vector<float> abs_of(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+
+TEST(GemmBf16, EveryBackendMatchesTheNaiveReference) {
+  const std::vector<Case> cases = {
+      {false, false, 1, 1, 1, 0, 1.0f, 0.0f},      {false, true, 1, 100, 384, 0, 1.0f, 0.0f},
+      {false, true, 7, 33, 31, 3, 1.0f, 0.0f},     {false, false, 17, 16, 32, 0, 0.5f, 1.0f},
+      {true, false, 33, 47, 65, 1, 1.0f, 1.0f},    {true, true, 64, 64, 64, 0, 2.0f, -0.5f},
+      {false, true, 100, 65, 128, 5, 1.0f, 0.0f},  {true, false, 48, 96, 200, 0, 1.0f, 0.0f},
+      {false, false, 31, 17, 1000, 2, 1.0f, 1.0f}, {false, true, 130, 70, 33, 0, 1.0f, 0.0f},
+  };
+  for (Bf16Backend b : backends()) {
+    BackendGuard guard(b);
+    for (const Case& c : cases) {
+      const Operands o = operands(c, 11);
+      const std::vector<float> fast = run(c, o, gemm_bf16), ref = run(c, o, gemm_bf16_naive);
+      Operands a = o;
+      a.A = abs_of(a.A);
+      a.B = abs_of(a.B);
+      const Case abs_case{c.ta, c.tb, c.M, c.N, c.K, c.pad, std::fabs(c.alpha), 0.0f};
+      const std::vector<float> mag = run(abs_case, a, gemm_bf16_naive);
+      const double tol = std::ldexp(1.0, -22) * static_cast<double>(c.K + 2);
+      for (size_t i = 0; i < fast.size(); i++)
+        ASSERT_NEAR(fast[i], ref[i], tol * mag[i] + 1e-30) << bf16_backend_name(b) << " " << name(c) << " at " << i;
+    }
+  }
+}
+
+TEST(GemmBf16, RoundsItsInputs) {
+  // Against fp32 inputs (gemm_naive) a bf16 product is off by far more than the tolerance above.
+  for (Bf16Backend b : backends()) {
+    BackendGuard guard(b);
+    const Case c{false, true, 8, 8, 256, 0, 1.0f, 0.0f};
+    const Operands o = operands(c, 5);
+    const std::vector<float> fast = run(c, o, gemm_bf16), fp32 = run(c, o, gemm_naive);
+    double worst = 0.0;
+    for (size_t i = 0; i < fast.size(); i++) worst = std::max(worst, std::fabs(double{fast[i]} - fp32[i]));
+    EXPECT_GT(worst, 1e-3) << bf16_backend_name(b);
+  }
+}
+
+TEST(GemmBf16, SameBitsForAnyThreadCountAndAnyRowsBeside) {
+  for (Bf16Backend b : backends()) {
+    BackendGuard guard(b);
+    const int64_t M = 67, N = 200, K = 300;
+    const std::vector<float> A = randn(M * K, 1), B = randn(N * K, 2);
+    test::expect_thread_invariant(
+        [&] {
+          std::vector<float> C(M * N);
+          gemm_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N);
+          return C;
+        },
+        std::string("gemm_bf16 ") + bf16_backend_name(b));
+    std::vector<float> all(M * N), one(N);
+    gemm_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, all.data(), N);
+    for (int64_t m : {0, 16, 33, 66}) {
+      gemm_bf16(false, true, 1, N, K, 1.0f, A.data() + m * K, K, B.data(), K, 0.0f, one.data(), N);
+      expect_bit_identical(one, std::vector<float>(all.begin() + m * N, all.begin() + (m + 1) * N),
+                           std::string("row alone vs among 67, ") + bf16_backend_name(b));
+    }
+  }
+}
+
+TEST(GemmBf16, PrecisionScopeRoutesGemmAndLinearLayers) {
+  if (backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  const int64_t N = 40, C = 48, OC = 72;
+  const std::vector<float> x = randn(N * C, 1), w = randn(OC * C, 2), bias = randn(OC, 3), g = randn(N * OC, 4);
+  std::vector<float> want(N * OC), got(N * OC), fp32(N * OC);
+  gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f, want.data(), OC);
+  linear_forward(fp32.data(), x.data(), w.data(), nullptr, N, C, OC);
+  Bf16WeightCache cache;
+  {
+    const PrecisionScope scope(Precision::BF16, &cache);
+    EXPECT_EQ(current_precision(), Precision::BF16);
+    linear_forward(got.data(), x.data(), w.data(), nullptr, N, C, OC);
+    expect_bit_identical(got, want, "linear_forward under bf16");
+    EXPECT_GT(cache.bytes(), 0u);  // the weight was packed into the cache
+    gemm(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f, got.data(), OC);
+    expect_bit_identical(got, want, "gemm under bf16");
+    // linear_backward's GEMMs: dinp = g @ w, dweight = g^T @ x.
+    std::vector<float> dx(N * C, 0.0f), dw(OC * C, 0.0f), db(OC, 0.0f), dx_ref(N * C), dw_ref(OC * C);
+    linear_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, C, OC);
+    gemm_bf16(false, false, N, C, OC, 1.0f, g.data(), OC, w.data(), C, 0.0f, dx_ref.data(), C);
+    gemm_bf16(true, false, OC, C, N, 1.0f, g.data(), OC, x.data(), C, 0.0f, dw_ref.data(), C);
+    expect_bit_identical(dx, dx_ref, "dinp under bf16");
+    expect_bit_identical(dw, dw_ref, "dweight under bf16");
+  }
+  EXPECT_EQ(current_precision(), Precision::F32);
+  std::vector<float> after(N * OC);
+  linear_forward(after.data(), x.data(), w.data(), nullptr, N, C, OC);
+  expect_bit_identical(after, fp32, "fp32 again after the scope");
+}
+
+TEST(GemmBf16, RunShardsCarriesThePrecisionToItsThreads) {
+  if (backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  ThreadGuard threads;
+  set_num_threads(2);
+  const PrecisionScope scope(Precision::BF16);
+  std::vector<int> seen(2, -1);
+  run_shards(2, [&](int s) { seen[static_cast<size_t>(s)] = current_precision() == Precision::BF16; });
+  EXPECT_EQ(seen, (std::vector<int>{1, 1}));
+}
+
+TEST(GemmBf16, WeightCachePacksEachWeightOnceUntilCleared) {
+  if (backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  std::vector<float> w = randn(64 * 32, 9);
+  Bf16WeightCache cache;
+  const PackedBf16& a = cache.get(true, 32, 64, w.data(), 32);
+  const PackedBf16& b = cache.get(true, 32, 64, w.data(), 32);
+  EXPECT_EQ(&a, &b);
+  EXPECT_EQ(cache.bytes(), size_t{32 * 64 * 2});
+  cache.get(false, 64, 32, w.data(), 32);  // the other layout is another copy
+  EXPECT_EQ(cache.bytes(), size_t{2 * 32 * 64 * 2});
+  cache.clear();
+  EXPECT_EQ(cache.bytes(), 0u);
+}
+
+TEST(GemmBf16, NoBackendIsAClearError) {
+  // As on a CPU without AVX512_BF16 or AMX: bf16 is refused with what to do instead.
+  const Bf16Backend saved = set_bf16_backend(Bf16Backend::None);
+  try {
+    require_bf16("--precision bf16");
+    ADD_FAILURE() << "require_bf16 did not throw";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--precision bf16"), std::string::npos) << what;
+    EXPECT_NE(what.find("use --precision fp32"), std::string::npos) << what;
+  }
+  EXPECT_THROW(PrecisionScope(Precision::BF16), std::runtime_error);
+  set_bf16_backend(saved);
+  if (!bf16_supported(Bf16Backend::Amx)) {
+    EXPECT_THROW(set_bf16_backend(Bf16Backend::Amx), std::runtime_error);
+  }
+}
+
+TEST(GemmBf16, PeakIsPositiveOnEveryBackend) {
+  ThreadGuard threads;
+  set_num_threads(1);
+  for (Bf16Backend b : backends()) {
+    BackendGuard guard(b);
+    const std::vector<double> g = bf16_peak_gflops(0.02);
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_GT(g[0], 1.0) << bf16_backend_name(b);
+  }
+}
+
+}  // namespace
+}  // namespace atto::kernels
