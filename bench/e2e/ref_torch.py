@@ -70,6 +70,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--blas-threads", type=int, default=None, help="OPENBLAS_NUM_THREADS (default: unset)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: the forward (and so the backward) under torch.autocast('cpu', dtype=torch.bfloat16)")
     a = p.parse_args(argv)
     train = a.what == "train"
     a.batch_size = a.batch_size if a.batch_size is not None else (8 if train else 1)
@@ -290,6 +292,11 @@ def stats(ms):
             "max_ms": float(ms.max())}
 
 
+def autocast(a):
+    """PyTorch's mixed precision on the CPU (bf16 matmuls, fp32 weights), or nothing for fp32."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+
+
 def bench_train(model, a):
     B, T, V = a.batch_size, a.block_size, a.vocab_size
     gen = torch.Generator().manual_seed(a.seed)
@@ -301,7 +308,8 @@ def bench_train(model, a):
     for i, (x, y) in enumerate(batches):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        with autocast(a):
+            _, loss = model(x, y)
         losses.append(loss.item())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -349,7 +357,7 @@ def bench_generate(model, a):
     run = generate_kvcache if a.mode == "kvcache" else generate_nanogpt
     model.eval()
     ms, generated = [], 0
-    with torch.no_grad():
+    with torch.no_grad(), autocast(a):
         for i in range(a.warmup + a.steps):
             t0 = time.perf_counter()
             out = run(model, prompt, a.new_tokens, gen)
@@ -374,6 +382,7 @@ def main(a):
         "threads": torch.get_num_threads(),
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         "torch": torch.__version__,
+        "precision": a.precision,
     })
     if a.json:
         print(json.dumps(r))

@@ -62,6 +62,9 @@ def parse_args(argv):
                         "(default 1:1,1:2,2:1,2:2; smoke 1:1)")
     p.add_argument("--gemm-size", type=int, default=None, help="sgemm peak matrix size (default 1024; smoke 256)")
     p.add_argument("--json-out", default=None, help="also write every raw measurement to this file")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: atto --precision bf16 against torch.autocast('cpu', dtype=torch.bfloat16); atto fp32 "
+                        "is measured too (the bf16/fp32 column)")
     a = p.parse_args(argv)
     full = not a.smoke
     a.rounds = a.rounds or (2 if full else 1)
@@ -119,22 +122,26 @@ class Bench:
     def gemm(self):
         a = self.a
         r = run_json([a.atto, "bench", "gemm", "--size", str(a.gemm_size), "--threads", str(a.atto_threads),
-                      "--json"] + (["--warmup", "1", "--steps", "3", "--fma-seconds", "0.05"] if a.smoke else []))
+                      "--precision", a.precision, "--json"] +
+                     (["--warmup", "1", "--steps", "3", "--fma-seconds", "0.05"] if a.smoke else []))
         self.record("gemm", "-", "atto", str(a.atto_threads), r)
         self.log(f"  sgemm {a.gemm_size}^3: {r['best_gflops']:.1f} GFLOP/s best, {r['median_gflops']:.1f} median; "
                  f"FMA ceiling {r.get('fma_gflops', 0.0):.1f} GFLOP/s")
+        if r.get("bf16"):
+            self.log(f"  bf16 gemm ({r['bf16']['kernel']}): {r['bf16']['best_gflops']:.1f} GFLOP/s best; "
+                     f"bf16 ceiling {r['bf16']['peak_gflops']:.1f} GFLOP/s")
 
     def train(self, name):
         a, cfg = self.a, CONFIGS[name]
         steps = ["--warmup", str(a.warmup), "--steps", str(a.steps), "--batch-size", str(cfg["batch_size"])]
-        for side, binary in self.attos():
+        for side, binary, precision in self.attos():
             r = run_json([binary, "bench", "train", *model_flags(cfg, False), *steps, "--threads", str(a.atto_threads),
-                          "--peak-gflops", "-1", "--json"])
+                          "--peak-gflops", "-1", "--precision", precision, "--json"])
             self.record("train", name, side, str(a.atto_threads), r)
             self.log(f"  ({name}) train {side}  {a.atto_threads} threads: {r['tokens_per_s']:9.0f} tokens/s")
         for t, blas in a.torch_threads:
             r = run_json([*self.ref, "train", *model_flags(cfg, True), *steps, "--threads", str(t),
-                          "--blas-threads", str(blas), "--json"])
+                          "--blas-threads", str(blas), "--precision", a.precision, "--json"])
             self.record("train", name, "torch", f"{t}:{blas}", r)
             self.log(f"  ({name}) train torch {t}:{blas}:       {r['tokens_per_s']:9.0f} tokens/s")
 
@@ -142,22 +149,24 @@ class Bench:
         a, cfg = self.a, CONFIGS[name]
         common = ["--batch-size", "1", "--new-tokens", str(a.new_tokens)]
         kv_runs = ["--warmup", str(a.gen_warmup), "--steps", str(a.gen_runs)]
-        for side, binary in self.attos():
+        for side, binary, precision in self.attos():
             r = run_json([binary, "bench", "generate", *model_flags(cfg, False), *common, *kv_runs,
-                          "--threads", str(a.atto_threads), "--json"])
+                          "--threads", str(a.atto_threads), "--precision", precision, "--json"])
             self.record("generate", name, side, str(a.atto_threads), r)
             self.log(f"  ({name}) generate {side}:          {r['tokens_per_s']:9.1f} tokens/s")
         for mode in ("kvcache", "nanogpt"):
             runs = kv_runs if mode == "kvcache" else ["--warmup", "0", "--steps", "1"]
             for t, blas in a.torch_threads:
                 r = run_json([*self.ref, "generate", "--mode", mode, *model_flags(cfg, True), *common, *runs,
-                              "--threads", str(t), "--blas-threads", str(blas), "--json"])
+                              "--threads", str(t), "--blas-threads", str(blas), "--precision", a.precision, "--json"])
                 self.record("generate", name, f"torch-{mode}", f"{t}:{blas}", r)
                 self.log(f"  ({name}) generate torch {mode} {t}:{blas}: {r['tokens_per_s']:9.1f} tokens/s")
 
     def attos(self):
-        """The atto binaries to measure, in order: this one, then the baseline (when given)."""
-        return [("atto", self.a.atto)] + ([("baseline", self.a.baseline)] if self.a.baseline else [])
+        """The atto measurements, in order: this binary, atto in fp32 (with --precision bf16), the baseline."""
+        a = self.a
+        return ([("atto", a.atto, a.precision)] + ([("atto-fp32", a.atto, "fp32")] if a.precision == "bf16" else []) +
+                ([("baseline", a.baseline, a.precision)] if a.baseline else []))
 
     def run(self):
         for rnd in range(self.a.rounds):
@@ -207,8 +216,12 @@ def describe(cfg):
 
 def print_header(b, load_start, load_end):
     a = b.a
-    peaks = [m["result"]["best_gflops"] for m in b.raw if m["kind"] == "gemm"]
-    print(f"atto vs PyTorch (eager, fp32), {'SMOKE (timings meaningless)' if a.smoke else 'full run'}")
+    bf16 = a.precision == "bf16"
+    peaks = [m["result"]["bf16"]["best_gflops"] if bf16 else m["result"]["best_gflops"]
+             for m in b.raw if m["kind"] == "gemm"]
+    what = "atto --precision bf16 vs PyTorch eager under torch.autocast('cpu', dtype=torch.bfloat16)" if bf16 else \
+        "atto vs PyTorch (eager, fp32)"
+    print(f"{what}, {'SMOKE (timings meaningless)' if a.smoke else 'full run'}")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores; load average (1/5/15 min) at start {load_start}, "
           f"at end {load_end}")
     torch_v = next((m["result"].get("torch") for m in b.raw if m["side"].startswith("torch")), "?")
@@ -219,7 +232,12 @@ def print_header(b, load_start, load_end):
     print(f"each figure: the best of {a.rounds} round(s) of the median of one process's timed steps "
           f"({a.steps} training steps after {a.warmup} untimed)")
     fma = [m["result"].get("fma_gflops", 0.0) for m in b.raw if m["kind"] == "gemm"]
-    if peaks:
+    if peaks and bf16:
+        g = [m["result"]["bf16"] for m in b.raw if m["kind"] == "gemm"]
+        print(f"bf16 GEMM peak (atto bench gemm --precision bf16 {a.gemm_size}^3, {g[0]['kernel']} kernel, best of "
+              f"{len(peaks)}): {max(peaks):.1f} GFLOP/s (MFU is against it); the bf16 units' ceiling: "
+              f"{max(x['peak_gflops'] for x in g):.1f} GFLOP/s; the fp32 FMA ceiling: {max(fma):.1f} GFLOP/s")
+    elif peaks:
         print(f"sgemm peak (atto bench gemm {a.gemm_size}^3, best of {len(peaks)}): {max(peaks):.1f} GFLOP/s; "
               f"the cores' FMA ceiling (fma peak, best of {len(fma)}): {max(fma):.1f} GFLOP/s")
     return max(peaks) if peaks else 0.0
@@ -273,6 +291,25 @@ def print_generate_table(b):
         print(f"({name}) atto {spread(r[0])}   torch KV {spread(r[1])}   torch nanoGPT {spread(r[2])}")
 
 
+def print_fp32_table(b):
+    if b.a.precision != "bf16":
+        return
+    print()
+    print("== atto --precision bf16 against atto fp32 (the same binary, run alternately): tokens/s")
+    print(f"{'':<9} {'cfg':<4} {'model':<18} {'bf16':>10} {'fp32':>10} {'bf16/fp32':>10} {'bf16 RSS':>9} "
+          f"{'fp32 RSS':>9}")
+    for kind, names in (("train", b.a.configs), ("generate", b.a.gen_configs)):
+        for name in names:
+            new, old = b.best(kind, name, "atto")["result"], b.best(kind, name, "atto-fp32")["result"]
+            print(f"{kind:<9} ({name}) {describe(CONFIGS[name]):<18} {new['tokens_per_s']:>10.1f} "
+                  f"{old['tokens_per_s']:>10.1f} {new['tokens_per_s'] / old['tokens_per_s']:>10.2f} "
+                  f"{mib(new['peak_rss_kib']):>9} {mib(old['peak_rss_kib']):>9}")
+    for name in b.a.configs:
+        new, old = b.best("train", name, "atto")["result"], b.best("train", name, "atto-fp32")["result"]
+        print(f"({name}) losses of the same steps, bf16 - fp32: first {new['losses'][0] - old['losses'][0]:+.4f}, "
+              f"last {new['losses'][-1] - old['losses'][-1]:+.4f}")
+
+
 def print_baseline_table(b):
     if not b.a.baseline:
         return
@@ -303,6 +340,7 @@ def main(argv):
     peak = print_header(b, load_start, load_end)
     print_train_table(b, peak)
     print_generate_table(b)
+    print_fp32_table(b)
     print_baseline_table(b)
     if a.json_out:
         with open(a.json_out, "w") as f:

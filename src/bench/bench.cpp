@@ -180,6 +180,19 @@ double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params) {
   return 6.0 * static_cast<double>(flop_params) + 12.0 * L * C * T;
 }
 
+namespace {
+
+// The GEMM peak MFU is measured against: opt.peak_gflops, or bench_gemm's best in the step's
+// precision when it is 0; 0 (no MFU) when it is negative.
+double gemm_peak(const TrainBenchOptions& opt) {
+  if (opt.peak_gflops != 0.0) return std::max(opt.peak_gflops, 0.0);
+  const kernels::PrecisionScope fp32(kernels::Precision::F32);  // bench_gemm times bf16 itself
+  const GemmBenchResult g = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0, .precision = opt.precision});
+  return opt.precision == kernels::Precision::BF16 ? g.bf16_best_gflops : g.best_gflops;
+}
+
+}  // namespace
+
 TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   check_counts(opt.warmup, opt.steps, opt.batch_size, opt.threads, "train");
   ATTO_CHECK(opt.data_batches >= 0, "bench train: data_batches must be >= 0, got {}", opt.data_batches);
@@ -236,13 +249,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   r.flops_per_token = train_flops_per_token(opt.model, r.flop_parameters);
   r.model_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
   r.precision = precision_label(opt.precision);
-  if (opt.peak_gflops > 0.0) {
-    r.peak_gflops = opt.peak_gflops;
-  } else if (opt.peak_gflops == 0.0) {
-    const kernels::PrecisionScope fp32(kernels::Precision::F32);  // bench_gemm times bf16 itself
-    const GemmBenchResult g = bench_gemm({.threads = opt.threads, .fma_seconds = 0.0, .precision = opt.precision});
-    r.peak_gflops = opt.precision == kernels::Precision::BF16 ? g.bf16_best_gflops : g.best_gflops;
-  }
+  r.peak_gflops = gemm_peak(opt);
   r.mfu = r.peak_gflops > 0.0 ? r.model_gflops / r.peak_gflops : 0.0;
   return r;
 }

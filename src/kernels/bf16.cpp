@@ -157,7 +157,7 @@ Precision precision_from_name(const char* name) {
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
 
 PrecisionScope::PrecisionScope(Precision p, Bf16WeightCache* cache) : previous_(t_precision), previous_cache_(t_cache) {
-  if (p == Precision::BF16) require_bf16("bf16 precision");
+  if (p == Precision::BF16) require_bf16("--precision bf16");
   t_precision = p;
   t_cache = cache;
 }
@@ -175,34 +175,6 @@ float from_bf16(uint16_t b) {
   float x;
   std::memcpy(&x, &u, sizeof(x));
   return x;
-}
-
-// Block nb (16 columns) holds Kp / 2 rows of 16 pairs: element (k, n) at
-// ((nb * Kp / 2 + k / 2) * 16 + n % 16) * 2 + k % 2. A tile of 32 k is 16 such rows (1 KiB).
-void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
-  out.K = K;
-  out.N = N;
-  out.Kp = (K + 31) / 32 * 32;
-  out.Np = (N + 31) / 32 * 32;
-  out.data.assign(static_cast<size_t>(out.Kp * out.Np), 0);
-  const int64_t Kp = out.Kp, blocks = (N + 15) / 16;
-  uint16_t* dst = out.data.data();
-  parallel_for(blocks, K * N >= (1 << 16), [&](int64_t nb) {
-    uint16_t* blk = dst + nb * Kp * 16;
-    const int64_t n0 = nb * 16, nn = std::min<int64_t>(16, N - n0);
-    if (transB) {  // B[n][k]: each column's k run is contiguous
-      for (int64_t j = 0; j < nn; j++) {
-        const float* src = B + (n0 + j) * ldb;
-        for (int64_t k = 0; k < K; k++) blk[(k / 2 * 16 + j) * 2 + (k & 1)] = detail::round_bf16(src[k]);
-      }
-    } else {  // B[k][n]: two rows interleaved per pair
-      for (int64_t k = 0; k < K; k++) {
-        const float* src = B + k * ldb + n0;
-        uint16_t* row = blk + (k / 2) * 32 + (k & 1);
-        for (int64_t j = 0; j < nn; j++) row[2 * j] = detail::round_bf16(src[j]);
-      }
-    }
-  });
 }
 
 struct Bf16WeightCache::Impl {

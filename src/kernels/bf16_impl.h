@@ -28,6 +28,8 @@ inline void round_bf16_row(uint16_t* dst, const float* src, int64_t n) {
 
 // Whether the calling thread's GEMMs run in bf16 (a BF16 PrecisionScope).
 bool bf16_active();
+// Whether the calling thread is in a RowStableScope (gemm.cpp).
+bool row_stable_active();
 // out = op + (residual or 0) + (bias or 0), op = inp[N, C] @ weight[OC, C]^T in bf16, the
 // weight packed from the scope's weight cache when there is one.
 void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,

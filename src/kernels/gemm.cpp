@@ -499,6 +499,7 @@ bool use_dot_path(int64_t N) { return N <= kFewRows || t_row_stable; }
 
 }  // namespace
 
+bool detail::row_stable_active() { return t_row_stable; }
 RowStableScope::RowStableScope() : previous_(t_row_stable) { t_row_stable = true; }
 RowStableScope::~RowStableScope() { t_row_stable = previous_; }
 

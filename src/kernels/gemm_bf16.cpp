@@ -40,9 +40,58 @@ constexpr int64_t kAvxRows = 8;   // rows of C per AVX512_BF16 register block
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
+// ---- Packing (rounding to bf16 on the way) -------------------------------------------------
+// The vector forms use vcvtne2ps2bf16, which rounds as detail::round_bf16 does (nearest even,
+// denormals to signed zero, NaN quieted); they run only where bf16_backend() found AVX512_BF16.
+bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
+
+// dst[i] = round(src[i]), i < n.
+ATTO_BF16_TARGET void round_row_avx(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+    _mm512_storeu_si512(dst + i, (__m512i)v);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1u);
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, (__m256i)v);
+  }
+}
+
+// One block of 16 columns (nn valid, the rest zero) of B[K, N] (row stride ldb) in pairs: rows
+// of 16 pairs (r0[j], r1[j]) at blk, one per two rows of B.
+ATTO_BF16_TARGET void pair_block_avx(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t nn) {
+  const __mmask16 m = static_cast<__mmask16>(nn >= 16 ? 0xffff : (1u << nn) - 1u);
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t k = 0; k < K; k += 2) {
+    const __m512 a = _mm512_maskz_loadu_ps(m, B + k * ldb);
+    const __m512 b = k + 1 < K ? _mm512_maskz_loadu_ps(m, B + (k + 1) * ldb) : _mm512_setzero_ps();
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
+    _mm512_storeu_si512(blk + (k / 2) * 32, _mm512_permutexvar_epi16(interleave, both));
+  }
+}
+
+void pair_block(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t nn, bool vec) {
+  if (vec) {
+    pair_block_avx(blk, B, ldb, K, nn);
+    return;
+  }
+  for (int64_t k = 0; k < K; k += 2) {
+    const float* r0 = B + k * ldb;
+    const float* r1 = k + 1 < K ? r0 + ldb : nullptr;
+    uint16_t* row = blk + (k / 2) * 32;
+    for (int64_t j = 0; j < nn; j++) {
+      row[2 * j] = detail::round_bf16(r0[j]);
+      row[2 * j + 1] = r1 != nullptr ? detail::round_bf16(r1[j]) : 0;
+    }
+  }
+}
+
 // op(A) rows [0, M) rounded to bf16 into dst [Mp, Kp]; padding rows and columns zero.
 void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_t Kp, const float* A, int64_t lda) {
-  const bool par = M * K >= (1 << 16);
+  const bool par = M * K >= (1 << 16), vec = vector_packing();
   if (!transA) {
     parallel_for(Mp, par, [&](int64_t m) {
       uint16_t* row = dst + m * Kp;
@@ -50,25 +99,64 @@ void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_
         std::memset(row, 0, sizeof(uint16_t) * Kp);
         return;
       }
-      const float* src = A + m * lda;
-      detail::round_bf16_row(row, src, K);
+      if (vec) {
+        round_row_avx(row, A + m * lda, K);
+      } else {
+        detail::round_bf16_row(row, A + m * lda, K);
+      }
       for (int64_t k = K; k < Kp; k++) row[k] = 0;
     });
     return;
   }
-  // A is [K, M]: 16 rows of dst at a time, each k reading 16 contiguous floats.
+  // A is [K, M]: 16 rows of dst (columns of A) at a time, paired as B is (pair_block), then each
+  // 16 x 16 tile of pairs transposed into the rows.
   parallel_for(Mp / 16, par, [&](int64_t mb) {
     const int64_t m0 = mb * 16, mm = std::clamp<int64_t>(M - m0, 0, 16);
     for (int64_t j = mm; j < 16; j++) std::memset(dst + (m0 + j) * Kp, 0, sizeof(uint16_t) * Kp);
     if (mm == 0) return;
-    for (int64_t k = 0; k < K; k++) {
-      const float* src = A + k * lda + m0;
-      for (int64_t j = 0; j < mm; j++) dst[(m0 + j) * Kp + k] = detail::round_bf16(src[j]);
+    const int64_t tail = (K + 31) / 32 * 32;  // whole tiles are written below; zero the rest
+    for (int64_t j = 0; j < mm; j++) std::memset(dst + (m0 + j) * Kp + tail, 0, sizeof(uint16_t) * (Kp - tail));
+    alignas(64) uint32_t tile[16 * 16];
+    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+      const int64_t kk = std::min<int64_t>(32, K - k0);
+      std::memset(tile, 0, sizeof(tile));
+      pair_block(reinterpret_cast<uint16_t*>(tile), A + k0 * lda + m0, lda, kk, mm, vec);
+      for (int64_t j = 0; j < mm; j++) {
+        uint32_t* out = reinterpret_cast<uint32_t*>(dst + (m0 + j) * Kp + k0);
+        for (int64_t r = 0; r < 16; r++) out[r] = tile[r * 16 + j];
+      }
     }
-    for (int64_t j = 0; j < mm; j++)
-      for (int64_t k = K; k < Kp; k++) dst[(m0 + j) * Kp + k] = 0;
   });
 }
+
+}  // namespace
+
+// Block nb (16 columns) holds Kp / 2 rows of 16 pairs: element (k, n) at
+// ((nb * Kp / 2 + k / 2) * 16 + n % 16) * 2 + k % 2. A tile of 32 k is 16 such rows (1 KiB).
+void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  out.K = K;
+  out.N = N;
+  out.Kp = (K + 31) / 32 * 32;
+  out.Np = (N + 31) / 32 * 32;
+  out.data.assign(static_cast<size_t>(out.Kp * out.Np), 0);
+  const int64_t Kp = out.Kp, blocks = (N + 15) / 16;
+  const bool vec = vector_packing();
+  uint16_t* dst = out.data.data();
+  parallel_for(blocks, K * N >= (1 << 16), [&](int64_t nb) {
+    uint16_t* blk = dst + nb * Kp * 16;
+    const int64_t n0 = nb * 16, nn = std::min<int64_t>(16, N - n0);
+    if (!transB) {  // B[k][n]: two rows paired
+      pair_block(blk, B + n0, ldb, K, nn, vec);
+      return;
+    }
+    for (int64_t j = 0; j < nn; j++) {  // B[n][k]: each column's k run is contiguous
+      const float* src = B + (n0 + j) * ldb;
+      for (int64_t k = 0; k < K; k++) blk[(k / 2 * 16 + j) * 2 + (k & 1)] = detail::round_bf16(src[k]);
+    }
+  });
+}
+
+namespace {
 
 // C[rows, cols] (row stride ldc) = alpha * acc (row stride 32) + beta * C.
 void store_block(float* C, int64_t ldc, const float* acc, int64_t rows, int64_t cols, float alpha, float beta) {
@@ -170,11 +258,20 @@ void avx_rows(float* acc, int64_t rows, const uint16_t* A, int64_t Kp, const uin
   }
 }
 
+// AMX for products of many rows. A few rows (decoding a token per sequence) stream the weights
+// through vdpbf16ps instead: a 16-row tile would do 16 times the work for one row. Under a
+// RowStableScope (a server's decode batch) every row count takes vdpbf16ps, so that a row's
+// bits never depend on the rows decoded beside it.
+constexpr int64_t kAmxMinRows = 16;
+bool uses_amx(Bf16Backend backend, int64_t M) {
+  return backend == Bf16Backend::Amx && M > kAmxMinRows && !detail::row_stable_active();
+}
+
 // The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`.
 void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, const PackedBf16& B, float alpha, float beta,
                float* C, int64_t ldc) {
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
-  const bool amx = backend == Bf16Backend::Amx;
+  const bool amx = uses_amx(backend, M);
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
   const int64_t tasks = panels * blocks;
   const bool par = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(Kp) >= (1 << 18);
@@ -219,7 +316,8 @@ void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64
   }
   const Bf16Backend backend = bf16_backend();
   if (backend == Bf16Backend::None) require_bf16("bf16 GEMM");
-  const int64_t Mp = round_up(M, kAmxRows), Kp = B.Kp;
+  // AMX reads whole tiles of 16 rows (zeros past M); AVX512_BF16 only the rows there are.
+  const int64_t Mp = uses_amx(backend, M) ? round_up(M, kAmxRows) : round_up(M, 16), Kp = B.Kp;
   thread_local std::vector<uint16_t> scratch;
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
   pack_a(scratch.data(), transA, M, K, Mp, Kp, A, lda);

@@ -355,8 +355,7 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   TrainResult r;
   Session s = open_session(std::move(cfg), o, t_start, p, r);
   const TrainConfig& t = s.cfg.train;
-  if (t.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");
-  const kernels::PrecisionScope precision(t.precision, &s.bf16_weights);
+  const kernels::PrecisionScope precision(t.precision, &s.bf16_weights);  // checks that the CPU has bf16
   const optim::LrSchedule sched = t.lr_schedule();
   StepLog log(s.st.elapsed_seconds);
   int64_t bad_streak = 0;
@@ -391,12 +390,10 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
                      .best_val_loss = s.st.best_val_loss,
                      .elapsed_s = log.seconds(),
                      .tokens_per_s = log.tokens_per_s()});
-    if (evaluating) {
-      if (t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {
-        r.early_stopped = true;
-        p.message(fmt::format("early stop: {} evaluations without improvement", t.early_stop));
-        break;
-      }
+    if (evaluating && t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {
+      r.early_stopped = true;
+      p.message(fmt::format("early stop: {} evaluations without improvement", t.early_stop));
+      break;
     }
     if (stopping) {
       r.interrupted = true;
