@@ -26,6 +26,7 @@ struct SampleFlags {
   gen::SamplerOptions sampler;
   uint64_t seed = 1337;
   int threads = 0;
+  std::string precision = "fp32";
   bool report = false, json = false;
 };
 
@@ -118,6 +119,8 @@ int run_sample(const SampleFlags& f) {
   if (f.max_tokens < 0) throw UsageError(fmt::format("--max-tokens must be >= 0 (0 = default), got {}", f.max_tokens));
   f.sampler.validate();
   kernels::set_num_threads(f.threads);
+  kernels::Bf16WeightCache bf16;  // the weights do not change while sampling: packed once
+  const kernels::PrecisionScope precision(parse_precision(f.precision), &bf16);
   LoadedModel lm = load_run(f.model);
   const bool lines = lm.tokenizer->has_boundary();
   if (f.report && !lines)
@@ -180,6 +183,9 @@ Command add_sample(CLI::App& root) {
   app->add_flag("--greedy", s.greedy, "Always take the most likely token (deterministic)");
   app->add_option("--seed", f->seed, "Seed of the sampling RNG (same seed, same samples)")->capture_default_str();
   app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  app->add_option("--precision", f->precision,
+                  "fp32, or bf16: matrix products with bf16 weights and inputs, fp32 sums (AMX or AVX512_BF16)")
+      ->capture_default_str();
   app->add_flag("--report", f->report,
                 "Lines mode: report how many samples are training lines, validation lines, "
                 "or new (re-reads the training file)");

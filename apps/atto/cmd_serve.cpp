@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "commands.h"
+#include "run/run_config.h"
 #include "serve/server.h"
 
 namespace atto::cli {
@@ -20,6 +21,7 @@ extern "C" void on_stop_signal(int) { g_stop = true; }
 struct ServeFlags {
   serve::ServeOptions opt;
   std::string api_key_file;
+  std::string precision = "fp32";
 };
 
 int run_serve(ServeFlags f) {
@@ -35,6 +37,8 @@ int run_serve(ServeFlags f) {
   if (f.opt.slots < 1) throw UsageError(fmt::format("--slots must be at least 1, got {}", f.opt.slots));
   if (f.opt.max_tokens_cap < 1) throw UsageError("--max-tokens-cap must be at least 1");
   if (f.opt.timeout_s < 1) throw UsageError("--timeout must be at least 1 second");
+  f.opt.precision = parse_precision(f.precision);
+  if (f.opt.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");
   g_stop = false;
   auto prev_term = std::signal(SIGTERM, on_stop_signal);
   auto prev_int = std::signal(SIGINT, on_stop_signal);
@@ -66,6 +70,9 @@ Command add_serve(CLI::App& root) {
   app->add_option("--timeout", o.timeout_s, "Socket read/write timeout, seconds")->capture_default_str();
   app->add_option("--threads", o.threads,
                   "The model's kernel threads; 0 = all cores but one (left for the HTTP threads)")
+      ->capture_default_str();
+  app->add_option("--precision", f->precision,
+                  "fp32, or bf16: the GPT's matrix products on bf16 weights (AMX or AVX512_BF16), fp32 sums")
       ->capture_default_str();
   app->add_option("--queue", o.queue_max, "Requests that may wait for the model; more get 503")->capture_default_str();
   app->add_option("--body-limit", o.body_limit, "Largest request body in bytes; larger get 413")->capture_default_str();

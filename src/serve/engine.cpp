@@ -195,6 +195,7 @@ void Engine::retire(Job& job, std::exception_ptr error) {
 
 void Engine::schedule() {
   kernels::ThreadScope threads(opt_.threads);
+  const kernels::PrecisionScope precision(opt_.precision, &bf16_);
   NoGradGuard no_grad;
   lm_.model->eval();
   std::vector<std::shared_ptr<Job>> batch;

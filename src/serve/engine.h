@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "generate/seq2seq_decode.h"
+#include "kernels/kernels.h"
 #include "run/run_dir.h"
 #include "serve/openai.h"
 
@@ -48,9 +49,10 @@ struct PreparedPrompt {
 };
 
 struct EngineOptions {
-  int threads = 0;         // kernel threads of the scheduler (0 = all cores)
-  int slots = 8;           // requests decoded together
-  int64_t queue_max = 64;  // requests waiting for a slot; beyond: 503
+  int threads = 0;                                         // kernel threads of the scheduler (0 = all cores)
+  kernels::Precision precision = kernels::Precision::F32;  // bf16: weights packed once, kept
+  int slots = 8;                                           // requests decoded together
+  int64_t queue_max = 64;                                  // requests waiting for a slot; beyond: 503
 };
 
 class Engine {
@@ -82,6 +84,7 @@ class Engine {
   struct Job;
 
  private:
+  kernels::Bf16WeightCache bf16_;  // --precision bf16: the weights, packed once (they never change)
   void schedule();  // the scheduler thread's loop
   void admit(Job& job);
   void retire(Job& job, std::exception_ptr error);

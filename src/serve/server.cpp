@@ -386,10 +386,11 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
     if (load_run_config(opt.model).task == Task::Seq2Seq)
       s.translator = std::make_unique<Translator>(load_seq2seq_run(opt.model), p.stem().string(), opt.threads);
     else
-      s.engine = std::make_unique<Engine>(
-          load_run(opt.model), p.stem().string(),
-          EngineOptions{
-              .threads = model_threads(opt.threads), .slots = std::max(1, opt.slots), .queue_max = opt.queue_max});
+      s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(),
+                                          EngineOptions{.threads = model_threads(opt.threads),
+                                                        .precision = opt.precision,
+                                                        .slots = std::max(1, opt.slots),
+                                                        .queue_max = opt.queue_max});
   } catch (...) {
     srv.stop();
     listener.join();

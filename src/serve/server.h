@@ -18,6 +18,8 @@
 #include <functional>
 #include <string>
 
+#include "kernels/kernels.h"
+
 namespace atto::serve {
 
 struct ServeOptions {
@@ -29,8 +31,9 @@ struct ServeOptions {
   int64_t max_tokens_cap = 4096;  // the most tokens one choice may ask for
   int timeout_s = 600;            // socket read/write timeout
   int threads = 0;                // the model's kernel threads (0 = all cores but one, for HTTP)
-  int64_t queue_max = 64;         // requests waiting for the model; beyond: 503
-  size_t body_limit = 1 << 20;    // bytes of a request body; beyond: 413
+  kernels::Precision precision = kernels::Precision::F32;  // bf16: the GPT's products on bf16 weights
+  int64_t queue_max = 64;                                  // requests waiting for the model; beyond: 503
+  size_t body_limit = 1 << 20;                             // bytes of a request body; beyond: 413
 };
 
 // Loads the model and serves until `stop` becomes true; then stops accepting, lets in-flight

@@ -228,10 +228,14 @@ def param_groups(model):
     return decay, no_decay
 
 
+AUTOCAST = False  # --autocast bf16: float32 weights, the forward under torch.autocast bf16
+
+
 def loss_of(model, idx, targets):
-    logits = model(idx)
-    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-    return logits, loss
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST):
+        logits = model(idx)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1), ignore_index=-1)
+    return logits.float(), loss
 
 
 def train(model, idx, targets, cfg, out):
@@ -272,7 +276,13 @@ def main():
     ap.add_argument("--pos", required=True, choices=["learned", "sinusoidal", "rope"])
     for name in ("norm-eps", "lr", "beta1", "beta2", "adam-eps", "weight-decay", "max-norm"):
         ap.add_argument(f"--{name}", type=float, required=True)
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: float32 model, forward under torch.autocast('cpu', dtype=torch.bfloat16) "
+                         "(atto's --precision bf16), instead of float64")
     cfg = ap.parse_args()
+    global DTYPE, AUTOCAST
+    if cfg.autocast == "bf16":
+        DTYPE, AUTOCAST = torch.float32, True
 
     torch.manual_seed(0)  # the weights come from the file; this only fixes the unused init
     model = GPT(cfg).to(DTYPE)

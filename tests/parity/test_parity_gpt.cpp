@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -296,6 +297,92 @@ TEST(GptParity, PostNormSinusoidalReluMatchesPyTorch) {
   c.pos = PosKind::Sinusoidal;
   c.activation = nn::Activation::ReLU;
   run_case("post_norm", c);
+}
+
+// --precision bf16 against PyTorch's mixed precision: the same model under
+// torch.autocast('cpu', dtype=torch.bfloat16) (float32 weights and AdamW), atto under a BF16
+// PrecisionScope. Both round the inputs of every matrix product to bf16; autocast also rounds
+// the products' outputs (atto keeps them in fp32), so the two differ by bf16 rounding, not by
+// float32 rounding. Tolerances, about 4x what was measured on a Xeon with AMX (in brackets):
+//   logits max |diff| <= 1e-2 (2.1e-3); loss <= 1e-3 (4.6e-5); each gradient max |diff| <=
+//   3e-2 * its largest element (9.5e-3); the 10 training losses <= 5e-3 (9.1e-4); every
+//   parameter after them <= 1e-2 (2.7e-3), but for the key bias: its gradient is exactly 0 in
+//   atto and bf16 noise under autocast, which Adam turns into steps of ~lr (check_key_bias).
+// atto in fp32 must be further from autocast's logits than atto in bf16 (2.9e-3 against 2.1e-3):
+// the bf16 path is what is compared.
+TEST(GptParity, Bf16MatchesTorchAutocast) {
+  ATTO_REQUIRE_TORCH();
+  if (kernels::bf16_backend() == kernels::Bf16Backend::None) GTEST_SKIP() << "no bf16 on this CPU";
+  GPTConfig c = base_config();
+  c.d_model = 64;
+  c.n_heads = 4;
+  const TrainOptions opts;
+  TempDir dir("gpt_parity_bf16");
+  Rng rng(1234);
+  GPT model(c, rng);
+  const std::string weights = dir / "model.safetensors", batch_path = dir / "batch.safetensors";
+  save_model_weights(weights, model);
+  const Batch batch = make_batch(c.vocab_size);
+  io::save_safetensors(batch_path, {{"idx", as_float_tensor(batch.idx)}, {"targets", as_float_tensor(batch.targets)}});
+  std::vector<std::string> args = reference_args(c, c.block_config(), opts, weights, batch_path);
+  args.insert(args.end(), {"--autocast", "bf16"});
+  const io::SafetensorsFile ref = test::run_reference("ref_gpt.py", "bf16", args);
+
+  Tensor fp32_logits;
+  {
+    NoGradGuard ng;
+    fp32_logits = model.forward(batch.idx, kB, kT);
+  }
+  kernels::Bf16WeightCache cache;
+  const kernels::PrecisionScope bf16(kernels::Precision::BF16, &cache);
+  model.zero_grad();
+  Tensor logits = model.forward(batch.idx, kB, kT);
+  Tensor loss = cross_entropy(logits, batch.targets);
+  backward(loss);
+  const float dl = compare(logits, ref.get("logits"), 1e-2f, "bf16 logits");
+  EXPECT_GT(max_abs_diff(fp32_logits, ref.get("logits")), dl) << "fp32 atto is as close to autocast as bf16 atto";
+  const float dloss = std::fabs(loss.item() - ref.get("loss").item());
+  EXPECT_LE(dloss, 1e-3f);
+  float worst_grad = 0.0f;
+  for (const NamedParameter& p : model.named_parameters()) {
+    const Tensor& want = ref.get("grad." + p.name);
+    const float scale = max_abs_diff(want, Tensor::zeros(want.shape()));
+    const float e = max_abs_diff(p.tensor.grad(), want) / std::max(scale, 1e-12f);
+    EXPECT_LE(e, 3e-2f) << "grad." << p.name << " (relative to its largest element " << scale << ")";
+    worst_grad = std::max(worst_grad, e);
+  }
+  optim::AdamW opt(optim::default_param_groups(model.named_parameters(), opts.weight_decay), opts.adam);
+  std::vector<float> losses;
+  for (int s = 0; s <= kSteps; ++s) {
+    opt.zero_grad();
+    Tensor l = cross_entropy(model.forward(batch.idx, kB, kT), batch.targets);
+    losses.push_back(l.item());
+    if (s == kSteps) break;
+    backward(l);
+    optim::clip_grad_norm(opt.param_groups(), opts.max_norm);
+    opt.step(opts.lr);
+    cache.clear();  // the weights changed
+  }
+  const float dtrain = compare(Tensor::from_vector({kSteps + 1}, losses), ref.get("train.loss"), 5e-3f, "bf16 losses");
+  float dparam = 0.0f;
+  NoGradGuard ng;
+  for (const NamedParameter& p : model.named_parameters()) {
+    const Tensor& want = ref.get("final." + p.name);
+    if (p.name.ends_with("attn.c_attn.bias")) {  // q and v; the key bias moves by noise
+      const int64_t C = c.d_model;
+      dparam =
+          std::max({dparam, compare(slice(p.tensor, 0, 0, C), slice(want, 0, 0, C), 1e-2f, p.name + " (q)"),
+                    compare(slice(p.tensor, 0, 2 * C, 3 * C), slice(want, 0, 2 * C, 3 * C), 1e-2f, p.name + " (v)")});
+    } else {
+      dparam = std::max(dparam, compare(p.tensor, want, 1e-2f, "bf16 final " + p.name));
+    }
+  }
+  std::printf(
+      "[ parity   ] gpt bf16 vs autocast: logits %.2e (fp32 atto %.2e)  loss %.2e  grads %.2e of max  "
+      "%d steps: losses %.2e  final params %.2e\n",
+      static_cast<double>(dl), static_cast<double>(max_abs_diff(fp32_logits, ref.get("logits"))),
+      static_cast<double>(dloss), static_cast<double>(worst_grad), kSteps, static_cast<double>(dtrain),
+      static_cast<double>(dparam));
 }
 
 }  // namespace
