@@ -189,15 +189,26 @@ ATTO_AMX_TARGET void amx_configure() {
   _tile_loadconfig(&cfg);
 }
 
-// acc[TM * 16, 32] = A[TM * 16 rows of Kp] @ (B0 | B1); TM = 1 or 2.
+// out[TM * 16, 32] (row stride ldo floats) = (out if `add`, else 0) + A[TM * 16 rows of Kp] @
+// (B0 | B1); TM = 1 or 2. With `add` the sums start from out's values (C += A B in the tiles).
 template <int TM>
-ATTO_AMX_TARGET void amx_block(float* acc, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
-  const int64_t stride = Kp * 2;
-  _tile_zero(0);
-  _tile_zero(1);
-  if (TM == 2) {
-    _tile_zero(2);
-    _tile_zero(3);
+ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, bool add, const uint16_t* A, int64_t Kp, const uint16_t* B0,
+                               const uint16_t* B1) {
+  const int64_t stride = Kp * 2, cstride = ldo * 4;
+  if (add) {
+    _tile_loadd(0, out, cstride);
+    _tile_loadd(1, out + 16, cstride);
+    if (TM == 2) {
+      _tile_loadd(2, out + 16 * ldo, cstride);
+      _tile_loadd(3, out + 16 * ldo + 16, cstride);
+    }
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    if (TM == 2) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
   }
   for (int64_t kb = 0; kb < Kp / 32; kb++) {
     _tile_loadd(4, A + kb * 32, stride);
@@ -211,11 +222,11 @@ ATTO_AMX_TARGET void amx_block(float* acc, const uint16_t* A, int64_t Kp, const 
       _tile_dpbf16ps(3, 5, 7);
     }
   }
-  _tile_stored(0, acc, kPanel * 4);
-  _tile_stored(1, acc + 16, kPanel * 4);
+  _tile_stored(0, out, cstride);
+  _tile_stored(1, out + 16, cstride);
   if (TM == 2) {
-    _tile_stored(2, acc + 16 * kPanel, kPanel * 4);
-    _tile_stored(3, acc + 16 * kPanel + 16, kPanel * 4);
+    _tile_stored(2, out + 16 * ldo, cstride);
+    _tile_stored(3, out + 16 * ldo + 16, cstride);
   }
 }
 
@@ -286,14 +297,20 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, const PackedBf
       const uint16_t* b0 = B.data.data() + (2 * p) * Kp * 16;
       const uint16_t* b1 = b0 + Kp * 16;
       const uint16_t* a = A + m0 * Kp;
+      float* c = C + m0 * ldc + n0;
+      // A whole 32 x 32 block of C = A B or C += A B: the tiles read and write C itself.
+      if (amx && mi == kAmxRows && nj == kPanel && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+        amx_block<2>(c, ldc, beta == 1.0f, a, Kp, b0, b1);
+        continue;
+      }
       if (!amx) {
         avx_rows(acc, mi, a, Kp, b0, b1);
       } else if (mi > 16) {
-        amx_block<2>(acc, a, Kp, b0, b1);
+        amx_block<2>(acc, kPanel, false, a, Kp, b0, b1);
       } else {
-        amx_block<1>(acc, a, Kp, b0, b1);
+        amx_block<1>(acc, kPanel, false, a, Kp, b0, b1);
       }
-      store_block(C + m0 * ldc + n0, ldc, acc, mi, nj, alpha, beta);
+      store_block(c, ldc, acc, mi, nj, alpha, beta);
     }
     if (amx) amx_release();
   });
