@@ -76,7 +76,7 @@ float train_step(DataParallel& dp, optim::AdamW& opt, kernels::Bf16WeightCache& 
   const float norm = optim::clip_grad_norm(opt.param_groups(), kClip);
   lap(2);
   if (std::isfinite(norm)) opt.step(kLr);  // as the trainer: a non-finite step is skipped
-  bf16.clear();                            // as the trainer: the next step packs the new weights
+  bf16.refresh();                          // as the trainer: the new weights packed for the next step
   lap(3);
   return value;
 }

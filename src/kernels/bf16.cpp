@@ -197,6 +197,14 @@ const PackedBf16& Bf16WeightCache::get(bool trans, int64_t K, int64_t N, const f
   return *slot;
 }
 
+void Bf16WeightCache::refresh() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (auto& [key, p] : impl_->entries) {
+    const auto& [w, trans, K, N, ld] = key;
+    pack_bf16(*p, trans, K, N, w, ld);
+  }
+}
+
 void Bf16WeightCache::clear() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->entries.clear();

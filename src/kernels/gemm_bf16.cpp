@@ -73,6 +73,22 @@ ATTO_BF16_TARGET void pair_block_avx(uint16_t* blk, const float* B, int64_t ldb,
   }
 }
 
+// dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs.
+ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint32_t* src) {
+  const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
+  for (int64_t i = 0; i < 16; i++)
+    _mm512_storeu_si512(dst + i * stride, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, idx, src + i, 4));
+}
+
+void transpose16(uint32_t* dst, int64_t stride, const uint32_t* src, bool vec) {
+  if (vec) {
+    transpose16_avx(dst, stride, src);
+    return;
+  }
+  for (int64_t i = 0; i < 16; i++)
+    for (int64_t c = 0; c < 16; c++) dst[i * stride + c] = src[c * 16 + i];
+}
+
 void pair_block(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t nn, bool vec) {
   if (vec) {
     pair_block_avx(blk, B, ldb, K, nn);
@@ -82,9 +98,9 @@ void pair_block(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t n
     const float* r0 = B + k * ldb;
     const float* r1 = k + 1 < K ? r0 + ldb : nullptr;
     uint16_t* row = blk + (k / 2) * 32;
-    for (int64_t j = 0; j < nn; j++) {
-      row[2 * j] = detail::round_bf16(r0[j]);
-      row[2 * j + 1] = r1 != nullptr ? detail::round_bf16(r1[j]) : 0;
+    for (int64_t j = 0; j < 16; j++) {  // zeros past nn, as the vector path's masked loads
+      row[2 * j] = j < nn ? detail::round_bf16(r0[j]) : 0;
+      row[2 * j + 1] = j < nn && r1 != nullptr ? detail::round_bf16(r1[j]) : 0;
     }
   }
 }
@@ -110,21 +126,18 @@ void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_
   }
   // A is [K, M]: 16 rows of dst (columns of A) at a time, paired as B is (pair_block), then each
   // 16 x 16 tile of pairs transposed into the rows.
+  // (Columns past M come out of the pairing as zeros, so the padding rows are written too.)
   parallel_for(Mp / 16, par, [&](int64_t mb) {
     const int64_t m0 = mb * 16, mm = std::clamp<int64_t>(M - m0, 0, 16);
-    for (int64_t j = mm; j < 16; j++) std::memset(dst + (m0 + j) * Kp, 0, sizeof(uint16_t) * Kp);
+    const int64_t tail = mm == 0 ? 0 : (K + 31) / 32 * 32;  // whole tiles are written below; zero the rest
+    for (int64_t j = 0; j < 16; j++) std::memset(dst + (m0 + j) * Kp + tail, 0, sizeof(uint16_t) * (Kp - tail));
     if (mm == 0) return;
-    const int64_t tail = (K + 31) / 32 * 32;  // whole tiles are written below; zero the rest
-    for (int64_t j = 0; j < mm; j++) std::memset(dst + (m0 + j) * Kp + tail, 0, sizeof(uint16_t) * (Kp - tail));
     alignas(64) uint32_t tile[16 * 16];
     for (int64_t k0 = 0; k0 < K; k0 += 32) {
       const int64_t kk = std::min<int64_t>(32, K - k0);
-      std::memset(tile, 0, sizeof(tile));
+      if (kk < 32) std::memset(tile, 0, sizeof(tile));
       pair_block(reinterpret_cast<uint16_t*>(tile), A + k0 * lda + m0, lda, kk, mm, vec);
-      for (int64_t j = 0; j < mm; j++) {
-        uint32_t* out = reinterpret_cast<uint32_t*>(dst + (m0 + j) * Kp + k0);
-        for (int64_t r = 0; r < 16; r++) out[r] = tile[r * 16 + j];
-      }
+      transpose16(reinterpret_cast<uint32_t*>(dst + m0 * Kp + k0), Kp / 2, tile, vec);
     }
   });
 }
@@ -138,20 +151,34 @@ void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* 
   out.N = N;
   out.Kp = (K + 31) / 32 * 32;
   out.Np = (N + 31) / 32 * 32;
-  out.data.assign(static_cast<size_t>(out.Kp * out.Np), 0);
-  const int64_t Kp = out.Kp, blocks = (N + 15) / 16;
+  const int64_t Kp = out.Kp, blocks = (N + 15) / 16, pair_rows = (K + 1) / 2;
+  // Every element is written below (the pairing writes whole rows of 16 pairs, zeros past N); a
+  // buffer used again (a thread's scratch) is not cleared first.
+  out.data.resize(static_cast<size_t>(Kp * out.Np));
   const bool vec = vector_packing();
   uint16_t* dst = out.data.data();
+  std::memset(dst + blocks * Kp * 16, 0, sizeof(uint16_t) * (out.Np - blocks * 16) * Kp);  // blocks past N
   parallel_for(blocks, K * N >= (1 << 16), [&](int64_t nb) {
     uint16_t* blk = dst + nb * Kp * 16;
     const int64_t n0 = nb * 16, nn = std::min<int64_t>(16, N - n0);
-    if (!transB) {  // B[k][n]: two rows paired
+    std::memset(blk + pair_rows * 32, 0, sizeof(uint16_t) * (Kp / 2 - pair_rows) * 32);  // K's padding
+    if (!transB) {                                                                       // B[k][n]: two rows paired
       pair_block(blk, B + n0, ldb, K, nn, vec);
       return;
     }
-    for (int64_t j = 0; j < nn; j++) {  // B[n][k]: each column's k run is contiguous
-      const float* src = B + (n0 + j) * ldb;
-      for (int64_t k = 0; k < K; k++) blk[(k / 2 * 16 + j) * 2 + (k & 1)] = detail::round_bf16(src[k]);
+    // B[n][k]: 16 columns' runs of 32 k rounded into rows of 16 pairs, then transposed.
+    alignas(64) uint16_t rows[16 * 32];
+    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+      const int64_t kk = std::min<int64_t>(32, K - k0);
+      std::memset(rows, 0, sizeof(rows));
+      for (int64_t j = 0; j < nn; j++) {
+        if (vec) {
+          round_row_avx(rows + j * 32, B + (n0 + j) * ldb + k0, kk);
+        } else {
+          detail::round_bf16_row(rows + j * 32, B + (n0 + j) * ldb + k0, kk);
+        }
+      }
+      transpose16(reinterpret_cast<uint32_t*>(blk + k0 * 16), 16, reinterpret_cast<const uint32_t*>(rows), vec);
     }
   });
 }
@@ -379,7 +406,13 @@ void linear_forward_bf16(float* out, const float* residual, const float* inp, co
     parallel_for(N, N * OC >= (1 << 16), [&](int64_t n) {
       float* o = out + n * OC;
       const float* r = residual != nullptr ? residual + n * OC : nullptr;
-      for (int64_t j = 0; j < OC; j++) o[j] = (r != nullptr ? r[j] : 0.0f) + (bias != nullptr ? bias[j] : 0.0f);
+      if (r == nullptr) {
+        std::memcpy(o, bias, sizeof(float) * OC);
+      } else if (bias == nullptr) {
+        std::memcpy(o, r, sizeof(float) * OC);
+      } else {
+        for (int64_t j = 0; j < OC; j++) o[j] = r[j] + bias[j];
+      }
     });
     beta = 1.0f;
   }

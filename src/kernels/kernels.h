@@ -126,7 +126,10 @@ class Bf16WeightCache {
   Bf16WeightCache& operator=(Bf16WeightCache&&) noexcept;
   // The packed op(W) of the weight at w (pack_bf16's arguments), packed on its first request.
   const PackedBf16& get(bool trans, int64_t K, int64_t N, const float* w, int64_t ld);
-  void clear();          // forget every copy (the weights changed)
+  void clear();  // forget every copy (the weights changed)
+  // Packs every copy again from its weight (which must still be where it was): a training step's
+  // weights after the optimizer changed them, all threads on it before the next step's shards.
+  void refresh();
   size_t bytes() const;  // bf16 bytes held
 
  private:

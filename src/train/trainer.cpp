@@ -139,7 +139,7 @@ double train_step(Session& s, float lr, int64_t& tokens) {
   }
   if (t.grad_clip > 0.0f) optim::clip_grad_norm(groups, t.grad_clip);
   s.opt->step(lr);
-  s.bf16_weights.clear();  // the weights changed: the next step packs them anew
+  s.bf16_weights.refresh();  // the weights changed: packed anew, by all threads, before the next step
   return loss;
 }
 

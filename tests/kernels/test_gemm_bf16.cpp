@@ -78,17 +78,23 @@ TEST(Bf16, PackingRoundsAsToBf16AndPlacesEachElement) {
   const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x807fffffu, 0x7fc00000u,
                                0x7f800001u, 0x7f800000u, 0xff7fffffu, 0x3f807fffu};
   for (size_t i = 0; i < B.size(); i += 7) B[i] = from_bits(specials[(i / 7) % 9]);
-  for (bool trans : {false, true}) {
-    PackedBf16 p;
-    pack_bf16(p, trans, K, N, B.data(), trans ? K : N);
-    ASSERT_EQ(p.Kp, 64);
-    ASSERT_EQ(p.Np, 32);
-    for (int64_t k = 0; k < p.Kp; k++)
-      for (int64_t n = 0; n < p.Np; n++) {
-        const uint16_t got = p.data[static_cast<size_t>(((n / 16 * p.Kp / 2 + k / 2) * 16 + n % 16) * 2 + k % 2)];
-        const uint16_t want = k < K && n < N ? to_bf16(trans ? B[n * K + k] : B[k * N + n]) : 0;
-        ASSERT_EQ(got, want) << "trans " << trans << " k " << k << " n " << n;
-      }
+  // The vector path where there is bf16, then the scalar one (as on a CPU without it), each into
+  // a buffer left dirty by another packing (nothing may rely on a cleared buffer).
+  for (Bf16Backend backend : {bf16_backend(), Bf16Backend::None}) {
+    BackendGuard guard(backend);
+    for (bool trans : {false, true}) {
+      PackedBf16 p;
+      p.data.assign(64 * 32, 0xdead);
+      pack_bf16(p, trans, K, N, B.data(), trans ? K : N);
+      ASSERT_EQ(p.Kp, 64);
+      ASSERT_EQ(p.Np, 32);
+      for (int64_t k = 0; k < p.Kp; k++)
+        for (int64_t n = 0; n < p.Np; n++) {
+          const uint16_t got = p.data[static_cast<size_t>(((n / 16 * p.Kp / 2 + k / 2) * 16 + n % 16) * 2 + k % 2)];
+          const uint16_t want = k < K && n < N ? to_bf16(trans ? B[n * K + k] : B[k * N + n]) : 0;
+          ASSERT_EQ(got, want) << bf16_backend_name(backend) << " trans " << trans << " k " << k << " n " << n;
+        }
+    }
   }
 }
 
