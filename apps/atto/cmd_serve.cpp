@@ -43,8 +43,10 @@ int run_serve(ServeFlags f) {
   auto prev_term = std::signal(SIGTERM, on_stop_signal);
   auto prev_int = std::signal(SIGINT, on_stop_signal);
   const int rc = serve::run_server(f.opt, g_stop, [&](const std::string& url) {
-    fmt::print("atto serve: {} on {} (OpenAI API at {}/v1){}\n", f.opt.model, url, url,
-               f.opt.api_key.empty() ? "" : "; API key required");
+    const bool bf16 = f.opt.precision == kernels::Precision::BF16;
+    fmt::print("atto serve: {} on {} (OpenAI API at {}/v1){}{}\n", f.opt.model, url, url,
+               f.opt.api_key.empty() ? "" : "; API key required",
+               bf16 ? fmt::format("; bf16 ({})", kernels::bf16_backend_name(kernels::bf16_backend())) : "");
     std::fflush(stdout);
   });
   std::signal(SIGTERM, prev_term);

@@ -59,6 +59,11 @@ s1=$("$ATTO" sample --model "$W/b16" -n 20 --precision bf16 --threads 1 2>&1) &&
 s2=$("$ATTO" sample --model "$W/b16" -n 20 --precision bf16 --threads 2 2>&1) && ok || bad "sample bf16: $s2"
 [ "$s1" = "$s2" ] && ok || bad "bf16 samples differ between 1 and 2 threads"
 [ "$(grep -c . <<<"$s1")" -ge 20 ] && ok || bad "bf16 sample printed too few lines: $s1"
+# The flag reaches the kernels: an unknown kernel named in the environment fails a bf16 sample
+# (the backend is only looked up when bf16 runs) and leaves an fp32 one alone.
+expect_fail "ATTO_BF16_KERNEL='tpu' is not a bf16 kernel" env ATTO_BF16_KERNEL=tpu "$ATTO" sample --model "$W/b16" -n 2 \
+  --precision bf16
+expect_ok env ATTO_BF16_KERNEL=tpu "$ATTO" sample --model "$W/b16" -n 2 --precision fp32
 
 # ---- bench train and generate in bf16 -----------------------------------------------------------
 out=$("$ATTO" bench train --d-model 64 --steps 3 --warmup 1 --precision bf16 --peak-gflops -1 2>&1)

@@ -29,8 +29,8 @@ except Exception:
     sys.exit(1)
 ' "$@"
 }
-start_server() {  # start_server RUN LOGFILE: sets PID and URL
-  "$ATTO" serve --model "$1" --port 0 --api-key "$KEY" --threads 1 --body-limit 1000000 >"$2" 2>&1 &
+start_server() {  # start_server RUN LOGFILE [FLAGS...]: sets PID and URL
+  "$ATTO" serve --model "$1" --port 0 --api-key "$KEY" --threads 1 --body-limit 1000000 "${@:3}" >"$2" 2>&1 &
   PID=$!
   for _ in $(seq 1 100); do
     URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$2" | head -1)
@@ -122,20 +122,25 @@ cat >"$W/many.json" <<'JSON'
  {"prompt": "User: hello 6\nAssistant: hi there 1\nUser: hello 0\nAssistant:", "max_tokens": 1260, "seed": 7},
  {"prompt": "A", "max_tokens": 1410, "seed": 8, "n": 2, "temperature": 0.8, "min_p": 0.05}]
 JSON
-C many --requests "$(cat "$W/many.json")" >"$W/many.out"
-python3 - "$W/many.json" "$W/many.out" "$ATTO" "$W/chat" >"$W/many.cmp" <<'PY'
+# Each of the requests sent at once (many.json) = atto sample with its settings: compare_many OUT
+# [PRECISION] prints one line per request, "same" or what differs.
+compare_many() {
+  python3 - "$W/many.json" "$1" "$ATTO" "$W/chat" "${2:-fp32}" <<'PY'
 import json, subprocess, sys
 reqs, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 flags = {"max_tokens": "--max-tokens", "seed": "--seed", "n": "-n", "temperature": "--temperature", "top_k": "--top-k",
          "top_p": "--top-p", "min_p": "--min-p", "repeat_penalty": "--repetition-penalty"}
 for i, (q, g) in enumerate(zip(reqs, got)):
-    cmd = [sys.argv[3], "sample", "--model", sys.argv[4], "--prompt", q["prompt"], "--json"]
+    cmd = [sys.argv[3], "sample", "--model", sys.argv[4], "--prompt", q["prompt"], "--json", "--precision", sys.argv[5]]
     for k, v in q.items():
         if k in flags: cmd += [flags[k], str(v)]
     if "n" not in q: cmd += ["-n", "1"]
     want = [s["text"][len(q["prompt"]):] for s in json.loads(subprocess.check_output(cmd))["samples"]]
     print(f"request {i}: {'same' if want == g['text'] else 'DIFFERENT: got %r want %r' % (g['text'], want)}")
 PY
+}
+C many --requests "$(cat "$W/many.json")" >"$W/many.out"
+compare_many "$W/many.out" >"$W/many.cmp"
 is "concurrent requests = atto sample, each" "$(grep -c ': same$' "$W/many.cmp")" 8
 grep DIFFERENT "$W/many.cmp" | head -3
 width=$(python3 -c "print(($(metric atto_decode_rows_total) - $rows0) / max(1, $(metric atto_decode_steps_total) - $steps0))")
@@ -153,6 +158,19 @@ gen=$(($(metric atto_generated_tokens_total) - gen0))
 is "serving after a disconnect" "$(C chat --messages "$msgs" --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["choices"][0]["message"]["content"]')" "$want"
 kill -TERM $PID
 wait $PID
+
+# --precision bf16 (where the CPU has it): the same requests at once, each = atto sample --precision
+# bf16 (decode batches run vdpbf16ps, whose row sums do not depend on the rows beside them).
+if "$ATTO" bench gemm --size 32 --steps 1 --fma-seconds 0 --precision bf16 >/dev/null 2>&1; then
+  start_server "$W/chat" "$W/serve_bf16.log" --precision bf16 || { finish serve; exit 1; }
+  grep -q "; bf16 (" "$W/serve_bf16.log" && ok || bad "the bf16 server does not say so: $(cat "$W/serve_bf16.log")"
+  C many --requests "$(cat "$W/many.json")" >"$W/many16.out"
+  compare_many "$W/many16.out" bf16 >"$W/many16.cmp"
+  is "bf16: concurrent requests = atto sample --precision bf16, each" "$(grep -c ': same$' "$W/many16.cmp")" 8
+  grep DIFFERENT "$W/many16.cmp" | head -3
+  kill -TERM $PID
+  wait $PID
+fi
 
 # A seq2seq model: POST /v1/translations (atto's own route; plain HTTP) = atto translate's n-best.
 write_toy "$W"
