@@ -37,8 +37,7 @@ int run_serve(ServeFlags f) {
   if (f.opt.slots < 1) throw UsageError(fmt::format("--slots must be at least 1, got {}", f.opt.slots));
   if (f.opt.max_tokens_cap < 1) throw UsageError("--max-tokens-cap must be at least 1");
   if (f.opt.timeout_s < 1) throw UsageError("--timeout must be at least 1 second");
-  f.opt.precision = parse_precision(f.precision);
-  if (f.opt.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");
+  f.opt.precision = parse_precision(f.precision);  // the engine checks that the CPU runs it
   g_stop = false;
   auto prev_term = std::signal(SIGTERM, on_stop_signal);
   auto prev_int = std::signal(SIGINT, on_stop_signal);
@@ -46,7 +45,7 @@ int run_serve(ServeFlags f) {
     const bool bf16 = f.opt.precision == kernels::Precision::BF16;
     fmt::print("atto serve: {} on {} (OpenAI API at {}/v1){}{}\n", f.opt.model, url, url,
                f.opt.api_key.empty() ? "" : "; API key required",
-               bf16 ? fmt::format("; bf16 ({})", kernels::bf16_backend_name(kernels::bf16_backend())) : "");
+               bf16 ? "; " + kernels::precision_label(kernels::Precision::BF16) : "");
     std::fflush(stdout);
   });
   std::signal(SIGTERM, prev_term);

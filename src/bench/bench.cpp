@@ -51,12 +51,6 @@ TokenBatch random_batch(Rng& rng, int64_t B, int64_t T, int64_t V) {
   return b;
 }
 
-// "fp32", or "bf16 (amx)" naming the kernel.
-std::string precision_label(kernels::Precision p) {
-  if (p == kernels::Precision::F32) return "fp32";
-  return fmt::format("bf16 ({})", kernels::bf16_backend_name(kernels::bf16_backend()));
-}
-
 // zero_grad, forward, loss, backward, clip, AdamW: one trainer step. Returns the loss.
 // `phase_ms` (kNumPhases entries, or nullptr) accumulates the wall time of each phase.
 float train_step(DataParallel& dp, optim::AdamW& opt, kernels::Bf16WeightCache& bf16, const TokenBatch& b, int64_t B,
@@ -122,6 +116,7 @@ GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
   ATTO_CHECK(opt.size >= 1 && opt.size <= 16384, "bench gemm: --size must be in [1, 16384], got {}", opt.size);
   ATTO_CHECK(opt.fma_seconds >= 0.0 && opt.fma_seconds <= 60.0,
              "bench gemm: --fma-seconds must be in [0, 60] (0 = skip the FMA ceiling), got {}", opt.fma_seconds);
+  if (opt.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");  // before any timing
   kernels::set_num_threads(opt.threads);
   const int64_t n = opt.size;
   Rng rng(opt.seed);
@@ -150,7 +145,6 @@ GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
     r.fma_gflops = std::accumulate(r.fma_gflops_per_thread.begin(), r.fma_gflops_per_thread.end(), 0.0);
   }
   if (opt.precision == kernels::Precision::BF16) {
-    kernels::require_bf16("--precision bf16");
     r.bf16 = true;
     r.bf16_kernel = kernels::bf16_backend_name(kernels::bf16_backend());
     r.bf16_call = time_calls(kernels::Precision::BF16);
@@ -248,7 +242,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   r.flop_parameters = flop_parameters(model);
   r.flops_per_token = train_flops_per_token(opt.model, r.flop_parameters);
   r.model_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
-  r.precision = precision_label(opt.precision);
+  r.precision = kernels::precision_label(opt.precision);
   r.peak_gflops = gemm_peak(opt);
   r.mfu = r.peak_gflops > 0.0 ? r.model_gflops / r.peak_gflops : 0.0;
   return r;
@@ -303,7 +297,7 @@ GenerateBenchResult bench_generate(const GenerateBenchOptions& opt) {
   kernels::Bf16WeightCache bf16;  // the weights never change: packed once for every run
   const kernels::PrecisionScope precision(opt.precision, &bf16);
   GenerateBenchResult r;
-  r.precision = precision_label(opt.precision);
+  r.precision = kernels::precision_label(opt.precision);
   if (opt.prompt_tokens > 0) {
     r.prompt = time_prompt(model, opt.prompt_tokens, opt.warmup, opt.steps, rng);
     r.prompt_tokens_per_s = static_cast<double>(opt.prompt_tokens) / (r.prompt.median_ms / 1e3);

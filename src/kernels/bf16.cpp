@@ -147,14 +147,12 @@ void require_bf16(const char* what) {
                            "use --precision fp32");
 }
 
-Precision precision_from_name(const char* name) {
-  const std::string n = name;
-  if (n == "fp32") return Precision::F32;
-  if (n == "bf16") return Precision::BF16;
-  throw std::invalid_argument("precision '" + n + "' is not known: use fp32 or bf16");
-}
-
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
+std::string precision_label(Precision p) {
+  if (p == Precision::F32) return "fp32";
+  return std::string("bf16 (") + bf16_backend_name(bf16_backend()) + ")";
+}
 
 PrecisionScope::PrecisionScope(Precision p, Bf16WeightCache* cache) : previous_(t_precision), previous_cache_(t_cache) {
   if (p == Precision::BF16) require_bf16("--precision bf16");

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace atto::kernels {
@@ -104,8 +105,9 @@ Bf16Backend set_bf16_backend(Bf16Backend b);
 // Throws std::runtime_error saying what the CPU lacks when bf16 cannot run here; `what` names
 // the caller's option (e.g. "--precision bf16").
 void require_bf16(const char* what);
-Precision precision_from_name(const char* name);  // "fp32" | "bf16"; throws std::invalid_argument
 const char* precision_name(Precision p);
+// What runs the products, for a header line: "fp32", or "bf16 (amx)" naming the backend.
+std::string precision_label(Precision p);
 
 // The packed form of B[K, N] for the bf16 kernels: K pairs interleaved (VNNI), 16 columns per
 // block, K padded to 32 and N to 32 with zeros. data holds round_up(N, 32) * round_up(K, 32).

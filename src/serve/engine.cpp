@@ -27,8 +27,19 @@ std::vector<double> log_softmax(std::span<const float> logits) {
 
 }  // namespace
 
+namespace {
+
+// The options, once the CPU is known to run their precision: the scheduler thread must not be
+// the one to find out.
+EngineOptions checked(EngineOptions o) {
+  if (o.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");
+  return o;
+}
+
+}  // namespace
+
 Engine::Engine(LoadedModel lm, std::string id, EngineOptions opt)
-    : lm_(std::move(lm)), id_(std::move(id)), opt_(opt), scheduler_([this] { schedule(); }) {}
+    : lm_(std::move(lm)), id_(std::move(id)), opt_(checked(opt)), scheduler_([this] { schedule(); }) {}
 
 Engine::~Engine() {
   {

@@ -324,8 +324,7 @@ Session open_session(RunConfig cfg, const TrainerOptions& o, Clock::time_point t
     start_new(s, o);
   r.num_parameters = s.task->model().num_parameters();
   const bool bf16 = s.cfg.train.precision == kernels::Precision::BF16;
-  p.message("atto: " + s.task->summary() +
-            (bf16 ? fmt::format(", bf16 ({})", kernels::bf16_backend_name(kernels::bf16_backend())) : ""));
+  p.message("atto: " + s.task->summary() + (bf16 ? ", " + kernels::precision_label(kernels::Precision::BF16) : ""));
   for (const std::string& why : s.task->auto_notes()) p.message("  from the data: " + why);
   if (o.resume) p.message(fmt::format("resuming {} at step {} of {}", s.dir, s.st.step, s.cfg.train.steps));
   return s;
