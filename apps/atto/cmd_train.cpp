@@ -5,7 +5,9 @@
 #include <csignal>
 #include <map>
 #include <optional>
+#include <thread>
 
+#include <omp.h>
 #include "base/error.h"
 #include "commands.h"
 #include "io/file.h"
@@ -14,6 +16,9 @@
 #include "run/run_dir.h"
 #include "train/progress.h"
 #include "train/trainer.h"
+#ifdef ATTO_HAVE_MPI
+#include "dist/mpi_collective.h"
+#endif
 
 namespace atto::cli {
 
@@ -33,7 +38,8 @@ struct SigintScope {
 // The flags that are not configuration keys; the keys' flags come from run/config_fields.h.
 struct TrainFlags {
   std::string out, config_file, resume, task = "gpt";
-  bool force = false, quiet = false;
+  bool force = false, quiet = false, no_overlap = false;
+  double dist_timeout = 300.0;
   std::map<std::string, std::string> values;  // a key's flag -> its text (std::map: stable addresses)
   std::map<std::string, bool> switches;       // a key's switch -> on/off
 };
@@ -46,6 +52,11 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--config", f.config_file, "JSON file with the same keys as the flags (flags override it)");
   app->add_flag("--force", f.force, "Allow --out to be a directory that already holds a run (it is overwritten)");
   app->add_flag("--quiet,-q", f.quiet, "No progress output");
+  app->add_flag("--no-overlap", f.no_overlap,
+                "mpirun: send the gradients after the backward pass instead of during it (to measure the overlap)");
+  app->add_option("--dist-timeout", f.dist_timeout,
+                  "mpirun: seconds a rank waits for the others before it ends the run with an error")
+      ->default_str("300");
   for (const ConfigField& field : config_fields()) {
     if (!field.flag) continue;
     const std::string name = flag_name(field.flag);
@@ -66,6 +77,28 @@ std::optional<std::string> flag_text(const CLI::App* app, const TrainFlags& f, c
   if (!given(app, name)) return std::nullopt;
   if (auto s = f.switches.find(name); s != f.switches.end()) return s->second ? "true" : "false";
   return f.values.at(name);
+}
+
+// The ranks of an mpirun (nullptr: not started by one). Each rank's thread count, when left to
+// auto: the cores it is bound to, or this host's cores shared among its ranks.
+std::unique_ptr<Collective> open_world(const TrainFlags& f, int threads) {
+#ifdef ATTO_HAVE_MPI
+  if (!dist::launched_by_mpirun()) return nullptr;
+  std::unique_ptr<Collective> w = dist::MpiCollective::init();
+  w->timeout_s = f.dist_timeout;
+  if (threads == 0) {
+    const int procs = omp_get_num_procs(), cores = static_cast<int>(std::thread::hardware_concurrency());
+    kernels::set_num_threads(procs < cores ? procs : std::max(1, cores / dist::local_ranks()));
+  }
+  return w;
+#else
+  const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (n != nullptr && std::atoi(n) > 1)
+    throw UsageError(
+        "this atto was built without MPI, so mpirun's ranks would each train alone: install libopenmpi-dev and "
+        "rebuild (cmake -DATTO_MPI=ON), or run one process");
+  return nullptr;
+#endif
 }
 
 int run_train(CLI::App* app, const TrainFlags& f) {
@@ -104,8 +137,18 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   opts.progress = f.quiet ? nullptr : stderr;
   opts.stop = &g_stop;
   kernels::set_num_threads(cfg.train.threads);
+  if (f.dist_timeout <= 0) throw UsageError(fmt::format("--dist-timeout must be > 0 seconds, got {}", f.dist_timeout));
+  const std::unique_ptr<Collective> world = open_world(f, cfg.train.threads);
+  if (world != nullptr && world->size() > 1) opts.dist = {.collective = world.get(), .overlap = !f.no_overlap};
   SigintScope sigint;
-  const TrainResult r = train_gpt(cfg, opts);
+  TrainResult r;
+  try {
+    r = train_gpt(cfg, opts);
+  } catch (const std::exception& e) {
+    if (opts.dist.collective == nullptr) throw;
+    opts.dist.collective->abort(e.what());  // every rank must end: MPI_Abort, not a lone exit
+  }
+  if (world != nullptr && world->rank() > 0) return 0;  // rank 0 reports
   const bool by_bleu = cfg.task == Task::Seq2Seq && cfg.train.best_by == BestBy::Bleu && cfg.train.eval_bleu != 0;
   fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best {} {} {:.4f} at step {}; run saved in {}\n", r.steps,
              r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.val_is_train ? "training-set" : "val",

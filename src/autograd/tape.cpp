@@ -78,7 +78,9 @@ void Tape::backward(Tensor loss, const Tensor& grad_output) {
   const bool prev = grad_enabled();
   set_grad_enabled(false);
   try {
-    if (profiling_) {
+    if (watching()) {
+      run_nodes_watched();
+    } else if (profiling_) {
       for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
         const auto t0 = Clock::now();
         run_node(*it);
@@ -99,6 +101,41 @@ void Tape::backward(Tensor loss, const Tensor& grad_output) {
 void Tape::clear() {
   // Destroy newest first so saved tensors are released in reverse order of creation.
   while (!nodes_.empty()) nodes_.pop_back();
+  watched_.clear();
+  first_use_.clear();
+  on_final_ = nullptr;
+}
+
+void Tape::watch(const std::vector<Tensor>& leaves, std::function<void(size_t)> on_final) {
+  ATTO_CHECK(nodes_.empty(), "Tape::watch: the tape already holds {} nodes; watch before the forward", nodes_.size());
+  watched_.clear();
+  for (size_t i = 0; i < leaves.size(); ++i) watched_[leaves[i].id()] = i;
+  first_use_.assign(leaves.size(), -1);
+  on_final_ = std::move(on_final);
+}
+
+void Tape::note_inputs(std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined()) continue;
+    const auto it = watched_.find(t->id());
+    if (it != watched_.end() && first_use_[it->second] < 0)
+      first_use_[it->second] = static_cast<int64_t>(nodes_.size());  // the node this op records next
+  }
+}
+
+// backward()'s node loop with the ready callbacks: leaves by first use, newest first; once node i
+// has run, no node left may touch a leaf first used at i or later.
+void Tape::run_nodes_watched() {
+  std::vector<size_t> order(first_use_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first_use_[a] > first_use_[b]; });
+  size_t next = 0;
+  const auto fn = on_final_;
+  for (auto i = static_cast<int64_t>(nodes_.size()) - 1; i >= 0; --i) {
+    run_node(nodes_[static_cast<size_t>(i)]);
+    for (; next < order.size() && first_use_[order[next]] >= i; ++next) fn(order[next]);
+  }
+  for (; next < order.size(); ++next) fn(order[next]);
 }
 
 std::vector<std::string> Tape::op_names() const {
@@ -112,6 +149,7 @@ void backward(const Tensor& loss, const Tensor& grad_output) { tape().backward(l
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
   if (!grad_enabled()) return false;
+  if (Tape& t = tape(); t.watching()) t.note_inputs(inputs);
   return std::any_of(inputs.begin(), inputs.end(),
                      [](const Tensor* t) { return t && t->defined() && t->requires_grad(); });
 }

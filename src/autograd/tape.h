@@ -81,6 +81,16 @@ class Tape {
   std::vector<OpTime> profile() const;  // sorted by total time, largest first
   void reset_profile();
 
+  // Gradient-ready callbacks, for sending gradients while the backward still runs
+  // (train/grad_exchange.h). While watching, every op notes the first node that may touch each
+  // watched leaf (any_requires_grad sees its inputs before it records its node); backward()
+  // then calls on_final(i) for leaf i on this thread as soon as every node that may add to its
+  // gradient has run, and for a leaf no op used after the last node. backward() and clear()
+  // end the watch.
+  void watch(const std::vector<Tensor>& leaves, std::function<void(size_t)> on_final);
+  bool watching() const { return on_final_ != nullptr; }
+  void note_inputs(std::initializer_list<const Tensor*> inputs);
+
  private:
   using Clock = std::chrono::steady_clock;
   bool profiling_ = false;
@@ -94,6 +104,11 @@ class Tape {
   };
   std::vector<Node> nodes_;
   void run_node(Node& node);
+
+  std::unordered_map<const void*, size_t> watched_;  // leaf id -> its index in first_use_
+  std::vector<int64_t> first_use_;                   // per watched leaf: first node that may touch it (-1: none)
+  std::function<void(size_t)> on_final_;
+  void run_nodes_watched();
 };
 
 // The calling thread's tape.

@@ -106,6 +106,7 @@ class Tensor {
   Tensor detach() const;  // same data, no autograd state
   bool shares_storage(const Tensor& other) const;
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
+  const void* id() const { return impl_.get(); }  // the identity same() compares (nullptr: undefined)
 
   // ---- autograd state ----
   bool requires_grad() const;

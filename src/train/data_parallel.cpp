@@ -1,6 +1,8 @@
 #include "train/data_parallel.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 #include "autograd/tape.h"
 #include "base/error.h"
@@ -10,8 +12,16 @@
 
 namespace atto {
 
-DataParallel::DataParallel(nn::Module& model, int shards, const MakeReplica& make_replica) {
+DataParallel::DataParallel(nn::Module& model, int shards, const MakeReplica& make_replica, Collective* collective,
+                           bool overlap)
+    : collective_(collective) {
   ATTO_CHECK(shards >= 1, "data parallel: shards must be >= 1, got {}", shards);
+  if (collective_ != nullptr && collective_->size() > 1) {
+    ranks_ = collective_->size();
+    first_shard_ = collective_->rank() * shards;
+  } else {
+    collective_ = nullptr;
+  }
   models_.push_back(&model);
   for (int s = 1; s < shards; ++s) {
     replicas_.push_back(make_replica());
@@ -27,15 +37,20 @@ DataParallel::DataParallel(nn::Module& model, int shards, const MakeReplica& mak
                "data parallel: a replica has {} parameters, the model {}", params_.back().size(),
                params_.front().size());
   }
+  if (collective_ != nullptr) exchange_ = std::make_unique<GradExchange>(*collective_, params_, overlap);
 }
 
+DataParallel::~DataParallel() = default;
+
 std::pair<int64_t, int64_t> DataParallel::rows(int shard, int64_t B) const {
-  const int64_t S = shards();
-  return {B * shard / S, B * (shard + 1) / S};
+  const int64_t S = global_shards(), g = first_shard_ + shard;
+  return {B * g / S, B * (g + 1) / S};
 }
 
 void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int64_t, int64_t)>& fn) {
   nn::Module& main = *models_[0];
+  if (exchange_) exchange_->begin();
+  if (main.rng() != nullptr) main.set_rng(main.rng(), rows(0, B).first);  // rank r > 0: not row 0
   for (int s = 1; s < shards(); ++s) {
     nn::Module& r = *models_[static_cast<size_t>(s)];
     Rng* rng = nullptr;
@@ -46,16 +61,36 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
     r.set_rng(rng, rows(s, B).first);
     r.train(main.training());
   }
-  kernels::run_shards(shards(), [&](int s) {
-    const auto [r0, r1] = rows(s, B);
-    if (r1 <= r0) return;
-    try {
-      fn(s, model(s), r0, r1);
-    } catch (...) {
-      tape().clear();  // this thread's partial forward must not reach a later backward
-      throw;
+  const bool watch = exchange_ && exchange_->overlap();
+  try {
+    kernels::run_shards(shards(), [&](int s) {
+      const auto [r0, r1] = rows(s, B);
+      if (r1 <= r0) return;
+      if (watch) tape().watch(params_[static_cast<size_t>(s)], [this, s](size_t i) { exchange_->ready(s, i); });
+      try {
+        fn(s, model(s), r0, r1);
+      } catch (...) {
+        tape().clear();  // this thread's partial forward must not reach a later backward
+        throw;
+      }
+      if (tape().watching()) tape().clear();  // a shard that ran no backward
+    });
+  } catch (...) {
+    if (exchange_) exchange_->cancel();
+    throw;
+  }
+  if (exchange_)
+    exchange_->finish();
+  else
+    sum_local_gradients();
+  for (size_t s = 1; s < params_.size(); ++s)
+    for (const Tensor& p : params_[s]) {
+      Tensor t = p;
+      t.clear_grad();
     }
-  });
+}
+
+void DataParallel::sum_local_gradients() {
   // Sum the gradients into the model's: per parameter in shard order, all parameters in one
   // parallel pass (elementwise chunks, so the same bits for any thread count). A shard's buffer
   // is handed over where the model has none yet.
@@ -85,21 +120,49 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
       if (g.defined() && g.data() != d - b) kernels::add_forward(d, d, g.data() + b, e - b);
     }
   });
-  for (size_t s = 1; s < params_.size(); ++s)
-    for (const Tensor& p : params_[s]) {
-      Tensor t = p;
-      t.clear_grad();
-    }
 }
 
-int resolve_shards(int shards, int64_t B) {
+int resolve_shards(int shards, int64_t B, int ranks) {
   ATTO_CHECK(shards >= 0, "--shards must be >= 0 (0 = auto), got {}", shards);
   ATTO_CHECK(B >= 1, "data parallel: the batch must have at least 1 row, got {}", B);
-  const int64_t want = shards == 0 ? 2 : shards;
-  return static_cast<int>(std::min<int64_t>(want, B));
+  if (ranks <= 1) return static_cast<int>(std::min<int64_t>(shards == 0 ? 2 : shards, B));
+  const int64_t want = shards == 0 ? 1 : shards;
+  ATTO_CHECK(want * ranks <= B,
+             "{} ranks x {} shards need batches of at least {} rows, but a batch has {}: raise --batch-size or run "
+             "fewer ranks",
+             ranks, want, want * ranks, B);
+  return static_cast<int>(want);
 }
 
 namespace {
+
+// After a step's shards on every rank: the batch loss as one process sums its shards' shares
+// (in global shard order), and rank 0's dropout Rng state on every rank (rank 0 ran shard 0 on
+// the model, whose draws advance it; a rank whose shard had no counted target drew nothing).
+double sync_ranks(DataParallel& dp, const std::vector<double>& loss) {
+  Rng* rng = dp.model(0).rng();
+  std::string mine(sizeof(double) * loss.size(), '\0');
+  std::memcpy(mine.data(), loss.data(), mine.size());
+  std::array<uint64_t, 4> state{};
+  if (rng != nullptr) state = rng->state();
+  mine.append(reinterpret_cast<const char*>(state.data()), sizeof(state));
+  const std::vector<std::string> all = dp.collective()->all_gather(mine);
+  double total = 0.0;
+  for (const std::string& r : all) {
+    ATTO_CHECK(r.size() == mine.size(), "data parallel: a rank runs {} shards, this one {}",
+               (r.size() - sizeof(state)) / sizeof(double), loss.size());
+    for (size_t i = 0; i < loss.size(); ++i) {
+      double v;
+      std::memcpy(&v, r.data() + i * sizeof(double), sizeof(double));
+      total += v;
+    }
+  }
+  if (rng != nullptr) {
+    std::memcpy(state.data(), all[0].data() + mine.size() - sizeof(state), sizeof(state));
+    rng->set_state(state);
+  }
+  return total;
+}
 
 // Every shard's forward and backward. targets: the whole batch's, row_len per row (what the
 // loss counts: entries other than ce.ignore_index); loss_of(model, r0, r1) is the mean loss of
@@ -115,14 +178,15 @@ double forward_backward_shards(DataParallel& dp, int64_t B, const std::vector<in
   std::vector<double> loss(static_cast<size_t>(dp.shards()), 0.0);
   dp.run(B, [&](int s, nn::Module& m, int64_t r0, int64_t r1) {
     const int64_t ns = count(r0, r1);
-    if (ns == 0 && dp.shards() > 1) return;  // nothing counts in these rows
+    if (ns == 0 && dp.global_shards() > 1) return;  // nothing counts in these rows
     Tensor l = loss_of(m, r0, r1);
     // This shard's share of the batch mean: ns / n of it (exactly 1 with one shard).
-    const float share = dp.shards() == 1 ? 1.0f : static_cast<float>(ns) / static_cast<float>(n);
+    const float share = dp.global_shards() == 1 ? 1.0f : static_cast<float>(ns) / static_cast<float>(n);
     loss[static_cast<size_t>(s)] = static_cast<double>(l.item()) * share;
     const float seed = share * loss_scale;
     backward(l, seed == 1.0f ? Tensor() : Tensor::scalar(seed));
   });
+  if (dp.collective() != nullptr) return sync_ranks(dp, loss);
   double total = 0.0;
   for (double v : loss) total += v;
   return total;

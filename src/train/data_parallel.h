@@ -35,18 +35,27 @@
 #include "data/seq2seq_batches.h"
 #include "nn/module.h"
 #include "tensor/rng.h"
+#include "train/collective.h"
+#include "train/grad_exchange.h"
 
 namespace atto {
 
 class DataParallel {
  public:
   using MakeReplica = std::function<std::unique_ptr<nn::Module>()>;
-  // shards >= 1; make_replica is called shards - 1 times.
-  DataParallel(nn::Module& model, int shards, const MakeReplica& make_replica);
+  // shards >= 1; make_replica is called shards - 1 times. With a collective of N ranks this
+  // process runs `shards` of the N * shards shards of every batch (rank r: shards r * shards
+  // onwards) and the gradients are summed across the ranks in shard order (GradExchange,
+  // overlapped with the backward when `overlap`): the same bits as one process with N * shards.
+  DataParallel(nn::Module& model, int shards, const MakeReplica& make_replica, Collective* collective = nullptr,
+               bool overlap = true);
+  ~DataParallel();
 
-  int shards() const { return static_cast<int>(models_.size()); }
+  int shards() const { return static_cast<int>(models_.size()); }  // this process's
+  int global_shards() const { return shards() * ranks_; }
+  Collective* collective() const { return collective_; }
   nn::Module& model(int shard) { return *models_.at(static_cast<size_t>(shard)); }
-  // Rows [first, second) of a B-row batch that shard s takes.
+  // Rows [first, second) of a B-row batch that this process's shard s takes.
   std::pair<int64_t, int64_t> rows(int shard, int64_t B) const;
 
   // Runs fn(s, model(s), first_row, end_row) for every shard with rows (a shard of an empty
@@ -63,11 +72,18 @@ class DataParallel {
   std::vector<size_t> sum_index_;           // run()'s gradient sum: parameters with shards to add
   std::vector<int64_t> sum_n_;              // and their sizes (kept to reuse the storage)
   std::vector<std::unique_ptr<Rng>> rngs_;  // replica s's dropout Rng (a copy of the model's)
+  Collective* collective_ = nullptr;
+  int ranks_ = 1, first_shard_ = 0;  // the ranks, and this rank's first global shard
+  std::unique_ptr<GradExchange> exchange_;
+  void sum_local_gradients();
 };
 
 // The number of shards `shards` asks for (0 = auto) for batches of B rows: auto is 2 when the
-// batch has 2 rows or more, else 1; never more shards than rows.
-int resolve_shards(int shards, int64_t B);
+// batch has 2 rows or more, else 1; never more shards than rows. Across `ranks` processes the
+// count is per process, auto is 1 (the ranks are the data parallelism: 2 ranks x 1 shard give
+// the bits of one process's auto 2 shards), and the ranks' shards together must not outnumber
+// the rows.
+int resolve_shards(int shards, int64_t B, int ranks = 1);
 
 // Forward, cross-entropy and backward of a [B, T] batch of token ids for a GPT split over dp's
 // shards (every dp.model(s) must be a GPT). x and y are row-major [B, T]; targets equal to

@@ -44,7 +44,7 @@ namespace {
 
 class GptTask final : public TrainTask {
  public:
-  GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) : cfg_(cfg) {
+  GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng, const DistOptions& dist) : cfg_(cfg) {
     ATTO_CHECK(cfg.data.tokenizer != TokenizerKind::Word, "--tokenizer {}: a GPT uses char, bpe or spm",
                to_string(cfg.data.tokenizer));
     if (is_prepared_corpus(cfg.data.path)) {
@@ -64,8 +64,9 @@ class GptTask final : public TrainTask {
     m.validate();
     model_ = std::make_unique<GPT>(m, init_rng);
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
-    dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg.train.shards, cfg.train.batch_size),
-                                         [&] { return std::make_unique<GPT>(m, scratch); });
+    dp_ = std::make_unique<DataParallel>(
+        *model_, resolve_shards(cfg.train.shards, cfg.train.batch_size, dist.ranks()),
+        [&] { return std::make_unique<GPT>(m, scratch); }, dist.collective, dist.overlap);
   }
 
   // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).
@@ -145,13 +146,15 @@ class GptTask final : public TrainTask {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) {
-  return std::make_unique<GptTask>(cfg, dir, resume, init_rng);
+std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
+                                         const DistOptions& dist) {
+  return std::make_unique<GptTask>(cfg, dir, resume, init_rng, dist);
 }
 
-std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) {
-  if (cfg.task == Task::Seq2Seq) return make_seq2seq_task(cfg, dir, resume, init_rng);
-  return make_gpt_task(cfg, dir, resume, init_rng);
+std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
+                                     const DistOptions& dist) {
+  if (cfg.task == Task::Seq2Seq) return make_seq2seq_task(cfg, dir, resume, init_rng, dist);
+  return make_gpt_task(cfg, dir, resume, init_rng, dist);
 }
 
 }  // namespace atto

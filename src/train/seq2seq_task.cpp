@@ -43,7 +43,7 @@ TokenizerOptions tokenizer_options(const DataConfig& d) {
 
 class Seq2SeqTask final : public TrainTask {
  public:
-  Seq2SeqTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) : cfg_(cfg) {
+  Seq2SeqTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng, const DistOptions& dist) : cfg_(cfg) {
     ParallelCorpus corpus = read_corpus(cfg.data);
     const std::string fp = corpus_fingerprint(corpus);
     if (resume && !cfg.data.fingerprint.empty())
@@ -94,8 +94,9 @@ class Seq2SeqTask final : public TrainTask {
     int64_t most_rows = 1;  // shards are capped by the largest batch's rows
     for (const auto& idx : batches_) most_rows = std::max<int64_t>(most_rows, static_cast<int64_t>(idx.size()));
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
-    dp_ = std::make_unique<DataParallel>(*model_, resolve_shards(cfg.train.shards, most_rows),
-                                         [&] { return std::make_unique<Seq2Seq>(m, scratch); });
+    dp_ = std::make_unique<DataParallel>(
+        *model_, resolve_shards(cfg.train.shards, most_rows, dist.ranks()),
+        [&] { return std::make_unique<Seq2Seq>(m, scratch); }, dist.collective, dist.overlap);
   }
 
   nn::Module& model() override { return *model_; }
@@ -221,8 +222,9 @@ class Seq2SeqTask final : public TrainTask {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_seq2seq_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng) {
-  return std::make_unique<Seq2SeqTask>(cfg, dir, resume, init_rng);
+std::unique_ptr<TrainTask> make_seq2seq_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
+                                             const DistOptions& dist) {
+  return std::make_unique<Seq2SeqTask>(cfg, dir, resume, init_rng, dist);
 }
 
 }  // namespace atto

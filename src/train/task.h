@@ -13,6 +13,7 @@
 #include "nn/module.h"
 #include "run/run_config.h"
 #include "tensor/rng.h"
+#include "train/collective.h"
 
 namespace atto {
 
@@ -47,9 +48,14 @@ class TrainTask {
 // Builds the task of cfg.task. Resolves what the data decides (data mode, block size,
 // vocabulary) into cfg. A new run builds its tokenizer(s) from the data; a resumed one loads
 // them from `dir`.
-std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
+// With dist.collective (several ranks), the task's DataParallel runs this rank's shards of every
+// batch and sums the gradients across the ranks (train/data_parallel.h).
+std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
+                                     const DistOptions& dist = {});
 
-std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
-std::unique_ptr<TrainTask> make_seq2seq_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng);
+std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
+                                         const DistOptions& dist);
+std::unique_ptr<TrainTask> make_seq2seq_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
+                                             const DistOptions& dist);
 
 }  // namespace atto

@@ -14,6 +14,7 @@
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
+#include "train/rank_checks.h"
 #include "train/task.h"
 
 namespace atto {
@@ -33,11 +34,14 @@ struct Session {
   Rng data_rng, dropout_rng;
   kernels::Bf16WeightCache bf16_weights;  // the step's bf16 weight copies (--precision bf16)
   bool val_is_train = false;              // the last evaluation scored the training set (a tiny corpus)
+  DistOptions dist;                       // the ranks of an mpirun (none: one process)
+  // Rank 0 alone writes the run directory (every rank computes the same step).
+  bool writer() const { return dist.collective == nullptr || dist.collective->rank() == 0; }
 };
 
 void build_task(Session& s, bool resume) {
   Rng init(s.cfg.train.seed);
-  s.task = make_task(s.cfg, s.dir, resume, init);
+  s.task = make_task(s.cfg, s.dir, resume, init, s.dist);
   nn::Module& m = s.task->model();
   m.set_rng(&s.dropout_rng);
   m.train();
@@ -64,11 +68,12 @@ void check_out_dir(const std::string& dir, bool force) {
 
 void start_new(Session& s, const TrainerOptions& o) {
   s.cfg.train.validate();
-  check_out_dir(s.dir, o.force);
+  if (s.writer()) check_out_dir(s.dir, o.force);
   s.data_rng.reseed(s.cfg.train.seed ^ 0xDA7A5EEDull);
   s.dropout_rng.reseed(s.cfg.train.seed ^ 0xD50F0D7Eull);
   build_task(s, /*resume=*/false);  // reads and checks the data before anything is written
   s.cfg.train.validate();           // the values the data decided
+  if (!s.writer()) return;
   fs::create_directories(s.dir);
   io::remove_stale_temp_files(s.dir);  // leftovers of killed saves (--force over an old run)
   io::write_json_atomic(run_path(s.dir, "config.json"), to_json(s.cfg));
@@ -94,7 +99,7 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 void start_resume(Session& s) {
   s.cfg.train.validate();
-  io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; files of a live writer stay
+  if (s.writer()) io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; a live writer's stay
   build_task(s, /*resume=*/true);
   s.st = load_train_state(run_path(s.dir, "train_state.safetensors"), s.task->model(), *s.opt);
   s.data_rng.set_state(s.st.data_rng);
@@ -102,6 +107,7 @@ void start_resume(Session& s) {
   ATTO_CHECK(s.cfg.train.steps > s.st.step,
              "--steps {} is not beyond the {} steps this run has already done: pass a larger --steps to continue",
              s.cfg.train.steps, s.st.step);
+  if (!s.writer()) return;
   io::write_json_atomic(run_path(s.dir, "config.json"), to_json(s.cfg));
   truncate_metrics(run_path(s.dir, "metrics.jsonl"), s.st.step);
 }
@@ -160,11 +166,11 @@ double evaluate_and_save(Session& s, Progress& p) {
     s.st.best_val_loss = score;
     s.st.best_step = s.st.step;
     s.st.evals_without_improvement = 0;
-    save_model_weights(run_path(s.dir, "model.safetensors"), s.task->model());
+    if (s.writer()) save_model_weights(run_path(s.dir, "model.safetensors"), s.task->model());
   } else {
     s.st.evals_without_improvement++;
   }
-  save_state(s);
+  if (s.writer()) save_state(s);
   nlohmann::json line = {{"step", s.st.step}, {"val_loss", val}, {"best", best}};
   if (e.on_train_set) line["val_is_train"] = true;
   std::string metric;
@@ -176,7 +182,7 @@ double evaluate_and_save(Session& s, Progress& p) {
     line["val_" + e.metric_name] = e.metric;
     metric += fmt::format("  val {} {:.2f}", e.metric_name, e.metric);
   }
-  append_metrics(s.dir, line);
+  if (s.writer()) append_metrics(s.dir, line);
   p.message(fmt::format("step {:>6}  {} {:.4f}{}{}", s.st.step, e.on_train_set ? "train-set loss" : "val loss", val,
                         metric, best ? "  (best, saved)" : ""));
   s.val_is_train = e.on_train_set;
@@ -289,9 +295,12 @@ class StepLog {
     const double tok_s = tokens_per_s_ = dt > 0 ? static_cast<double>(tokens_) / dt : 0.0;
     const TrainConfig& t = s.cfg.train;
     const double eta = seconds() / static_cast<double>(steps_) * static_cast<double>(t.steps - s.st.step);
-    append_metrics(
-        s.dir,
-        {{"step", s.st.step}, {"train_loss", loss}, {"lr", lr}, {"tokens_per_s", tok_s}, {"elapsed_s", run_elapsed()}});
+    if (s.writer())
+      append_metrics(s.dir, {{"step", s.st.step},
+                             {"train_loss", loss},
+                             {"lr", lr},
+                             {"tokens_per_s", tok_s},
+                             {"elapsed_s", run_elapsed()}});
     const std::string shown = std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val);
     p.step(fmt::format("step {:>6}/{}  train loss {:.4f}  {} {}  lr {:.2e}  {:.0f} tok/s  ETA {}", s.st.step, t.steps,
                        loss, s.val_is_train ? "train-set loss" : "val loss", shown, lr, tok_s, format_duration(eta)));
@@ -311,18 +320,21 @@ Session open_session(RunConfig cfg, const TrainerOptions& o, Clock::time_point t
   Session s;
   s.cfg = std::move(cfg);
   s.dir = o.out_dir;
+  s.dist = o.dist;
   ATTO_CHECK(!s.dir.empty(), "no output directory: pass --out DIR");
   if (!o.resume && s.cfg.train.time_budget > 0.0 && s.cfg.train.steps == kAutoInt) {
     s.cfg.train.validate();
-    check_out_dir(s.dir, o.force);
+    if (s.writer()) check_out_dir(s.dir, o.force);
     r.time_budget = s.cfg.train.time_budget;
-    r.planned_seconds = plan_time_budget(s.cfg, s.dir, t_start, p);
+    r.planned_seconds = plan_time_budget(s.cfg, s.dir, t_start, p);  // each rank alone
+    if (s.dist.collective != nullptr) adopt_rank0_plan(*s.dist.collective, s.cfg, r.planned_seconds);
   }
   if (o.resume)
     start_resume(s);
   else
     start_new(s, o);
   r.num_parameters = s.task->model().num_parameters();
+  if (s.dist.collective != nullptr) check_ranks_agree(*s.dist.collective, s.cfg, s.task->model(), s.st.step);
   const bool bf16 = s.cfg.train.precision == kernels::Precision::BF16;
   p.message("atto: " + s.task->summary() + (bf16 ? ", " + kernels::precision_label(kernels::Precision::BF16) : ""));
   for (const std::string& why : s.task->auto_notes()) p.message("  from the data: " + why);
@@ -352,7 +364,8 @@ void record_end(const Session& s, TrainResult& r) {
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   const auto t_start = Clock::now();
-  Progress p(o.progress);
+  const bool rank0 = o.dist.collective == nullptr || o.dist.collective->rank() == 0;
+  Progress p(rank0 ? o.progress : nullptr);
   TrainResult r;
   Session s = open_session(std::move(cfg), o, t_start, p, r);
   const TrainConfig& t = s.cfg.train;
@@ -375,7 +388,8 @@ TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
     r.last_train_loss = loss;
     r.tokens += step_tokens;
     const bool last = s.st.step == t.steps;
-    const bool stopping = o.stop != nullptr && o.stop->load();  // read once: both checks below agree
+    // Read once: both checks below agree (and every rank agrees: one stops, all stop).
+    const bool stopping = any_rank(s.dist.collective, o.stop != nullptr && o.stop->load());
     const bool logged = s.st.step % t.log_every == 0 || last;
     if (logged) log.write(s, p, loss, lr, val);
     const bool evaluating = s.st.step % t.eval_every == 0 || last || stopping;

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "run/run_config.h"
+#include "train/collective.h"
 
 namespace atto {
 
@@ -50,6 +51,10 @@ struct TrainerOptions {
   // Called after every logged step and every evaluation (the library API's progress callback;
   // it stops a run through `stop`).
   std::function<void(const TrainProgress&)> on_progress = nullptr;
+  // Several processes (mpirun): every rank calls train_gpt with the same configuration; each
+  // runs its shards of every batch, the gradients are summed across the ranks, and rank 0 alone
+  // writes the run directory and reports progress (train/collective.h, docs/distributed.md).
+  DistOptions dist{};
 };
 
 struct TrainResult {
