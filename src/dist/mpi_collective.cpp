@@ -107,7 +107,7 @@ std::vector<std::string> MpiCollective::all_gather(const std::string& mine) {
   int my_len = count_of(static_cast<int64_t>(mine.size()));
   MpiRequest a(*this);
   check(*this, MPI_Iallgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &a.req_), "MPI_Iallgather");
-  wait(a, "exchanging run checks");
+  wait(a, "agreeing with the other ranks");
   std::vector<int> offs(static_cast<size_t>(size_), 0);
   int64_t total = 0;
   for (size_t i = 0; i < lens.size(); ++i) {
@@ -120,7 +120,7 @@ std::vector<std::string> MpiCollective::all_gather(const std::string& mine) {
         MPI_Iallgatherv(mine.data(), my_len, MPI_CHAR, buf.data(), lens.data(), offs.data(), MPI_CHAR, MPI_COMM_WORLD,
                         &b.req_),
         "MPI_Iallgatherv");
-  wait(b, "exchanging run checks");
+  wait(b, "agreeing with the other ranks");
   std::vector<std::string> out;
   for (size_t i = 0; i < lens.size(); ++i)
     out.push_back(buf.substr(static_cast<size_t>(offs[i]), static_cast<size_t>(lens[i])));

@@ -308,7 +308,10 @@ std::vector<ConfigField> run_control_rows() {
       Row("shards", S::Train, kBoth, value(train(&TrainConfig::shards)))
           .flag("--shards",
                 "Split each batch into N data-parallel shards of its rows, run side by side (one "
-                "thread each); the result does not depend on --threads. 0 = auto (2)"),
+                "thread each); the result does not depend on --threads. Under mpirun: shards per "
+                "rank, and N ranks x S shards give the bits of one process with N*S. 0 = auto (2; "
+                "1 per rank under mpirun). May change on --resume (only the summation order changes)")
+          .on_resume(),
       Row("precision", S::Train, kBoth,
           choice(train(&TrainConfig::precision), parse_precision,
                  [](kernels::Precision x) { return kernels::precision_name(x); }))

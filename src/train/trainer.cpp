@@ -364,8 +364,7 @@ void record_end(const Session& s, TrainResult& r) {
 
 TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
   const auto t_start = Clock::now();
-  const bool rank0 = o.dist.collective == nullptr || o.dist.collective->rank() == 0;
-  Progress p(rank0 ? o.progress : nullptr);
+  Progress p(o.dist.collective == nullptr || o.dist.collective->rank() == 0 ? o.progress : nullptr);  // rank 0's
   TrainResult r;
   Session s = open_session(std::move(cfg), o, t_start, p, r);
   const TrainConfig& t = s.cfg.train;
