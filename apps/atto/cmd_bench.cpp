@@ -6,6 +6,9 @@
 #include "base/error.h"
 #include "bench/bench.h"
 #include "commands.h"
+#ifdef ATTO_HAVE_MPI
+#include "dist/comm_bench.h"
+#endif
 #include "run/run_config.h"
 
 namespace atto::cli {
@@ -219,6 +222,32 @@ int run_gemm_bench(const GemmBenchFlags& f) {
   return 0;
 }
 
+#ifdef ATTO_HAVE_MPI
+// mpirun -np N atto bench comm: the gradient sum across ranks, exact exchange vs MPI_Allreduce.
+int run_comm_bench(int runs, const std::vector<int64_t>& extra) {
+  if (!dist::launched_by_mpirun())
+    throw UsageError("atto bench comm measures ranks: run it as mpirun -np N atto bench comm");
+  const std::unique_ptr<dist::MpiCollective> c = dist::MpiCollective::init();
+  if (c->size() < 2) throw UsageError("atto bench comm needs at least 2 ranks (mpirun -np 2 ...)");
+  // Gradient sizes (parameters, tied embeddings, vocabulary 65) of bench/e2e's models (c) and
+  // (d), and of GPT-2 small (124M).
+  std::vector<dist::CommBenchSize> sizes = {
+      {"(c) d128 L4", 809856}, {"(d) d384 L6", 10770816}, {"gpt2 124M", 124439808}};
+  for (int64_t n : extra) sizes.push_back({fmt::format("{} floats", n), n});
+  const auto results = dist::bench_comm(*c, sizes, runs);
+  if (c->rank() != 0) return 0;
+  fmt::print("{} ranks on {}; median of {} runs; bandwidth = gradient bytes / time\n", c->size(), c->host(), runs);
+  fmt::print("{:<14} {:>12} {:>14} {:>10} {:>16} {:>10} {:>8}\n", "gradient", "MB", "exact ms", "GB/s",
+             "MPI_Allreduce ms", "GB/s", "ratio");
+  for (const auto& r : results) {
+    const double mb = 4e-6 * static_cast<double>(r.floats);
+    fmt::print("{:<14} {:>12.1f} {:>14.3f} {:>10.2f} {:>16.3f} {:>10.2f} {:>8.2f}\n", r.name, mb, r.exchange_ms,
+               mb / r.exchange_ms, r.allreduce_ms, mb / r.allreduce_ms, r.exchange_ms / r.allreduce_ms);
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 Command add_bench(CLI::App& root) {
@@ -262,9 +291,25 @@ Command add_bench(CLI::App& root) {
       ->capture_default_str();
   add_common_flags(gemm, mf->common, "calls");
 
-  return {app, [train, gen, tf, gf, mf] {
+  CLI::App* comm = nullptr;
+  auto comm_runs = std::make_shared<int>(10);
+  auto comm_floats = std::make_shared<std::vector<int64_t>>();
+#ifdef ATTO_HAVE_MPI
+  comm = app->add_subcommand("comm",
+                             "Under mpirun: time the gradient sum across ranks (training's exact exchange and "
+                             "MPI_Allreduce) for models (c), (d) and GPT-2 124M");
+  comm->add_option("--runs", *comm_runs, "Timed runs per size (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  comm->add_option("--floats", *comm_floats, "Also time gradients of these many floats");
+#endif
+  return {app, [train, gen, comm, tf, gf, mf, comm_runs, comm_floats] {
             if (train->parsed()) return run_train_bench(*tf);
             if (gen->parsed()) return run_generate_bench(*gf);
+#ifdef ATTO_HAVE_MPI
+            if (comm->parsed()) return run_comm_bench(*comm_runs, *comm_floats);
+#endif
+            (void)comm, (void)comm_runs, (void)comm_floats;
             return run_gemm_bench(*mf);
           }};
 }

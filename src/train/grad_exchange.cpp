@@ -158,11 +158,24 @@ void GradExchange::progress() {
 void GradExchange::wait_ready(size_t k) {
   std::unique_lock<std::mutex> l(mu_);
   while (!bucket_ready_[k] && !cancelled_) {
+    if (!in_flight()) {  // nothing to move along: sleep until a shard reports
+      cv_.wait(l, [&] { return bucket_ready_[k] || cancelled_; });
+      break;
+    }
     cv_.wait_for(l, std::chrono::microseconds(200));
     l.unlock();
     progress();
     l.lock();
   }
+}
+
+// Whether a send or broadcast of this step is still moving (a posted receive needs no help
+// until its sender is ready, and the sender's own polls move it).
+bool GradExchange::in_flight() {
+  for (auto& b : buckets_)
+    for (auto* r : {b->send.get(), b->bcast.get()})
+      if (r != nullptr && !r->test()) return true;
+  return false;
 }
 
 // The bucket's partial sum: the previous rank's (ranks > 0) or nothing, plus this rank's

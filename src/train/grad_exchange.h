@@ -77,6 +77,7 @@ class GradExchange {
   void add_local(Bucket& b, bool from_partial);
   void write_totals(Bucket& b);
   void progress();
+  bool in_flight();
 
   Collective& c_;
   std::vector<std::vector<Tensor>> params_;
