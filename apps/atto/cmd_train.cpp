@@ -1,6 +1,7 @@
 // atto train: train a GPT on a text file (or continue a run with --resume).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <map>
@@ -38,7 +39,8 @@ struct SigintScope {
 // The flags that are not configuration keys; the keys' flags come from run/config_fields.h.
 struct TrainFlags {
   std::string out, config_file, resume, task = "gpt";
-  bool force = false, quiet = false, no_overlap = false;
+  bool force = false, quiet = false;
+  std::string overlap = "auto";
   double dist_timeout = 300.0;
   std::map<std::string, std::string> values;  // a key's flag -> its text (std::map: stable addresses)
   std::map<std::string, bool> switches;       // a key's switch -> on/off
@@ -52,8 +54,11 @@ void add_flags(CLI::App* app, TrainFlags& f) {
   app->add_option("--config", f.config_file, "JSON file with the same keys as the flags (flags override it)");
   app->add_flag("--force", f.force, "Allow --out to be a directory that already holds a run (it is overwritten)");
   app->add_flag("--quiet,-q", f.quiet, "No progress output");
-  app->add_flag("--no-overlap", f.no_overlap,
-                "mpirun: send the gradients after the backward pass instead of during it (to measure the overlap)");
+  app->add_option("--overlap", f.overlap,
+                  "mpirun: send gradient buckets during the backward pass (on) or after it (off); auto = on when "
+                  "the ranks span several hosts (on one host the copies compete with the backward for the cores)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->default_str("auto");
   app->add_option("--dist-timeout", f.dist_timeout,
                   "mpirun: seconds a rank waits for the others before it ends the run with an error")
       ->default_str("300");
@@ -101,6 +106,13 @@ std::unique_ptr<Collective> open_world(const TrainFlags& f, int threads) {
 #endif
 }
 
+// --overlap: auto is on when the ranks run on more than one host (every rank calls this).
+bool overlap_on(Collective& world, const TrainFlags& f) {
+  const std::vector<std::string> hosts = world.all_gather(world.host());
+  if (f.overlap != "auto") return f.overlap == "on";
+  return std::any_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h != hosts[0]; });
+}
+
 int run_train(CLI::App* app, const TrainFlags& f) {
   const bool resume = !f.resume.empty();
   RunConfig cfg;
@@ -139,7 +151,7 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   kernels::set_num_threads(cfg.train.threads);
   if (f.dist_timeout <= 0) throw UsageError(fmt::format("--dist-timeout must be > 0 seconds, got {}", f.dist_timeout));
   const std::unique_ptr<Collective> world = open_world(f, cfg.train.threads);
-  if (world != nullptr && world->size() > 1) opts.dist = {.collective = world.get(), .overlap = !f.no_overlap};
+  if (world != nullptr && world->size() > 1) opts.dist = {.collective = world.get(), .overlap = overlap_on(*world, f)};
   SigintScope sigint;
   TrainResult r;
   try {

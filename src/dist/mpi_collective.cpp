@@ -101,6 +101,18 @@ std::unique_ptr<Collective::Request> MpiCollective::broadcast(float* data, int64
   return r;
 }
 
+std::unique_ptr<Collective::Request> MpiCollective::all_gather_floats(float* data, const std::vector<int>& counts,
+                                                                      const std::vector<int>& offsets) {
+  ATTO_CHECK(counts.size() == static_cast<size_t>(size_) && offsets.size() == counts.size(),
+             "all_gather_floats: {} counts and {} offsets for {} ranks", counts.size(), offsets.size(), size_);
+  auto r = std::make_unique<MpiRequest>(*this);
+  check(*this,
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), offsets.data(), MPI_FLOAT,
+                        MPI_COMM_WORLD, &r->req_),
+        "MPI_Iallgatherv");
+  return r;
+}
+
 std::vector<std::string> MpiCollective::all_gather(const std::string& mine) {
   // Lengths first, then the bytes; both as nonblocking collectives waited with the deadline.
   std::vector<int> lens(static_cast<size_t>(size_));
@@ -124,6 +136,18 @@ std::vector<std::string> MpiCollective::all_gather(const std::string& mine) {
   std::vector<std::string> out;
   for (size_t i = 0; i < lens.size(); ++i)
     out.push_back(buf.substr(static_cast<size_t>(offs[i]), static_cast<size_t>(lens[i])));
+  return out;
+}
+
+std::vector<std::string> MpiCollective::all_gather_same_size(const std::string& mine) {
+  const int n = count_of(static_cast<int64_t>(mine.size()));
+  std::string buf(mine.size() * static_cast<size_t>(size_), '\0');
+  MpiRequest r(*this);
+  check(*this, MPI_Iallgather(mine.data(), n, MPI_CHAR, buf.data(), n, MPI_CHAR, MPI_COMM_WORLD, &r.req_),
+        "MPI_Iallgather");
+  wait(r, "agreeing with the other ranks");
+  std::vector<std::string> out;
+  for (int i = 0; i < size_; ++i) out.push_back(buf.substr(mine.size() * static_cast<size_t>(i), mine.size()));
   return out;
 }
 

@@ -146,7 +146,7 @@ double sync_ranks(DataParallel& dp, const std::vector<double>& loss) {
   std::array<uint64_t, 4> state{};
   if (rng != nullptr) state = rng->state();
   mine.append(reinterpret_cast<const char*>(state.data()), sizeof(state));
-  const std::vector<std::string> all = dp.collective()->all_gather(mine);
+  const std::vector<std::string> all = dp.collective()->all_gather_same_size(mine);  // shards agree
   double total = 0.0;
   for (const std::string& r : all) {
     ATTO_CHECK(r.size() == mine.size(), "data parallel: a rank runs {} shards, this one {}",

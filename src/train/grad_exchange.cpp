@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -14,26 +15,34 @@ namespace atto {
 bool Collective::wait(Request& r, const char* what, const std::atomic<bool>* cancel) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  // Yield a while (a message between ranks on one machine takes microseconds), then sleep
-  // between polls: the exchange thread must not take a core from the backward pass.
+  // Yield for the first 2 ms (a message between ranks takes microseconds, and a rank that
+  // waits here has nothing else to run), then sleep between polls: a long wait must not take a
+  // core from the backward pass.
   for (int polls = 0; !r.test(); ++polls) {
     if (cancel != nullptr && cancel->load()) return false;
-    if (polls < 200) {
+    const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (waited < 2e-3) {
       sched_yield();
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if ((polls & 1023) == 0 && std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (waited > timeout_s)
       abort(
-          fmt::format("rank {} on {}: no answer from the other ranks for {:.0f} s while {} (a rank died, hangs, "
-                      "or the network is down); the last checkpoint in the run directory is intact",
-                      rank(), host(), timeout_s, what));
+          fmt::format("no answer from the other ranks for {:.0f} s while {} (a rank died, hangs, or the "
+                      "network is down; --dist-timeout sets the wait); the last checkpoint in the run directory "
+                      "is intact",
+                      timeout_s, what));
   }
   return true;
 }
 
 GradExchange::GradExchange(Collective& c, const std::vector<std::vector<Tensor>>& params, bool overlap)
-    : c_(c), params_(params), overlap_(overlap) {
+    : c_(c),
+      params_(params),
+      overlap_(overlap),
+      rank_(c.rank()),
+      ranks_(c.size()),
+      shards_(static_cast<int>(params.size())) {
   ATTO_CHECK(!params_.empty(), "GradExchange: no shards");
   final_ = std::vector<std::atomic<bool>>(params_.size() * params_[0].size());
   build_buckets();
@@ -63,10 +72,28 @@ void GradExchange::build_buckets() {
     b.floats += p[j].numel();
     bucket_of_[j] = buckets_.size() - 1;
   }
-  for (auto& b : buckets_) {
-    const auto n = static_cast<size_t>(b->floats) + b->params.size();
-    b->partial.assign(n, 0.0f);
-    b->total.assign(n, 0.0f);
+  // Message tags name (bucket, shard): MPI promises tags up to 32767.
+  ATTO_CHECK(static_cast<int64_t>(buckets_.size()) * shards_ <= 32767,
+             "GradExchange: {} gradient buckets x {} shards exceed MPI's tag range; use fewer shards per rank",
+             buckets_.size(), shards_);
+  const auto N = static_cast<size_t>(ranks_), S = static_cast<size_t>(shards_);
+  for (auto& bp : buckets_) {
+    Bucket& b = *bp;
+    for (size_t j = 0; j <= N; ++j) {
+      const int64_t at = b.floats * static_cast<int64_t>(j) / ranks_;
+      if (j < N) b.seg_offset.push_back(static_cast<int>(at));
+      if (j > 0) b.seg_count.push_back(static_cast<int>(at) - b.seg_offset[j - 1]);
+    }
+    b.out.resize(S * N);
+    for (size_t s = 0; s < S; ++s)
+      for (size_t j = 0; j < N; ++j)
+        if (static_cast<int>(j) != rank_)
+          b.out[s * N + j].assign(static_cast<size_t>(part_floats(b, static_cast<int>(j))), 0.0f);
+    b.in.resize(S * N);
+    for (size_t g = 0; g < S * N; ++g)
+      if (static_cast<int>(g / S) != rank_) b.in[g].assign(static_cast<size_t>(part_floats(b, rank_)), 0.0f);
+    b.total.assign(static_cast<size_t>(b.floats), 0.0f);
+    b.defined.assign(b.params.size(), 0.0f);
   }
   bucket_ready_.assign(buckets_.size(), false);
 }
@@ -107,15 +134,13 @@ void GradExchange::finish() {
   l.unlock();
   // Totals whose parameter had no gradient on this rank: a buffer of its own (the exchange
   // thread allocates nothing).
-  const bool last = c_.rank() == c_.size() - 1;
   for (auto& bp : buckets_) {
     const Bucket& b = *bp;
-    const std::vector<float>& src = last ? b.partial : b.total;
     for (size_t j = 0; j < b.params.size(); ++j) {
       Tensor t = params_[0][b.params[j]];
-      if (src[static_cast<size_t>(b.floats) + j] == 0.0f || t.grad().defined()) continue;
+      if (b.defined[j] == 0.0f || t.grad().defined()) continue;
       Tensor g = Tensor::empty(t.shape());
-      std::memcpy(g.data(), src.data() + b.offsets[j], sizeof(float) * static_cast<size_t>(t.numel()));
+      std::memcpy(g.data(), b.total.data() + b.offsets[j], sizeof(float) * static_cast<size_t>(t.numel()));
       t.set_grad(g);
     }
   }
@@ -150,12 +175,14 @@ void GradExchange::loop() {
 
 // Keeps the messages in flight moving (MPI progresses them inside its calls).
 void GradExchange::progress() {
-  for (auto& b : buckets_)
-    for (auto* r : {b->recv.get(), b->send.get(), b->bcast.get()})
-      if (r != nullptr) r->test();
+  for (auto& b : buckets_) {
+    for (auto& r : b->sends) r->test();
+    for (auto& r : b->recvs) r->test();
+    if (b->gather) b->gather->test();
+  }
 }
 
-void GradExchange::wait_ready(size_t k) {
+bool GradExchange::wait_ready(size_t k) {
   std::unique_lock<std::mutex> l(mu_);
   while (!bucket_ready_[k] && !cancelled_) {
     if (!in_flight()) {  // nothing to move along: sleep until a shard reports
@@ -167,77 +194,125 @@ void GradExchange::wait_ready(size_t k) {
     progress();
     l.lock();
   }
+  return !cancelled_;
 }
 
-// Whether a send or broadcast of this step is still moving (a posted receive needs no help
+// Whether a send or gather of this step is still moving (a posted receive needs no help
 // until its sender is ready, and the sender's own polls move it).
 bool GradExchange::in_flight() {
-  for (auto& b : buckets_)
-    for (auto* r : {b->send.get(), b->bcast.get()})
-      if (r != nullptr && !r->test()) return true;
+  for (auto& b : buckets_) {
+    for (auto& r : b->sends)
+      if (!r->test()) return true;
+    if (b->gather && !b->gather->test()) return true;
+  }
   return false;
 }
 
-// The bucket's partial sum: the previous rank's (ranks > 0) or nothing, plus this rank's
-// shards in order. A gradient is added as one process adds it: copied where the sum has none.
-void GradExchange::add_local(Bucket& b, bool from_partial) {
-  float* buf = b.partial.data();
-  for (size_t j = 0; j < b.params.size(); ++j) {
-    float& defined = buf[static_cast<size_t>(b.floats) + j];
-    if (!from_partial) defined = 0.0f;
-    float* d = buf + b.offsets[j];
-    for (const std::vector<Tensor>& shard : params_) {
-      const Tensor& p = shard[b.params[j]];
-      const Tensor g = p.grad();
-      if (!g.defined()) continue;
-      const auto n = p.numel();
-      if (defined == 0.0f)
-        std::memcpy(d, g.data(), sizeof(float) * static_cast<size_t>(n));
-      else
-        kernels::add_forward(d, d, g.data(), n);
-      defined = 1.0f;
+// Local shard s's parts of bucket k, one per other rank, sent as soon as the bucket is final.
+void GradExchange::send_parts(size_t k) {
+  Bucket& b = *buckets_[k];
+  const auto np = b.params.size();
+  for (int s = 0; s < shards_; ++s)
+    for (int j = 0; j < ranks_; ++j) {
+      if (j == rank_) continue;
+      std::vector<float>& part = b.out[static_cast<size_t>(s * ranks_ + j)];
+      const int64_t lo = b.seg_offset[static_cast<size_t>(j)], hi = lo + b.seg_count[static_cast<size_t>(j)];
+      for (size_t i = 0; i < np; ++i) {
+        const Tensor g = params_[static_cast<size_t>(s)][b.params[i]].grad();
+        part[i] = g.defined() ? 1.0f : 0.0f;
+        const int64_t a = std::max(lo, b.offsets[i]), e = std::min(hi, b.offsets[i] + params_[0][b.params[i]].numel());
+        if (g.defined() && a < e)
+          std::memcpy(part.data() + np + (a - lo), g.data() + (a - b.offsets[i]),
+                      sizeof(float) * static_cast<size_t>(e - a));
+      }
+      b.sends.push_back(c_.send(part.data(), static_cast<int64_t>(part.size()), j, static_cast<int>(k) * shards_ + s));
+    }
+}
+
+// This rank's segment of bucket k once every part has arrived: the parts added in global shard
+// order, a part's parameter copied where the sum has none yet (one process's order and rule).
+// Then the segment goes to every rank. False when the step was cancelled.
+bool GradExchange::reduce_segment(size_t k) {
+  Bucket& b = *buckets_[k];
+  for (auto& r : b.recvs)
+    if (!c_.wait(*r, "receiving gradients", &cancelled_)) return false;
+  const auto np = b.params.size();
+  const int64_t lo = b.seg_offset[static_cast<size_t>(rank_)], hi = lo + b.seg_count[static_cast<size_t>(rank_)];
+  const int G = shards_ * ranks_;
+  std::fill(b.defined.begin(), b.defined.end(), 0.0f);
+  for (size_t i = 0; i < np; ++i) {
+    const int64_t off = b.offsets[i], a = std::max(lo, off), e = std::min(hi, off + params_[0][b.params[i]].numel());
+    float* d = b.total.data() + a;
+    for (int g = 0; g < G; ++g) {
+      const float* src = nullptr;
+      if (g / shards_ == rank_) {
+        const Tensor t = params_[static_cast<size_t>(g % shards_)][b.params[i]].grad();
+        if (t.defined()) src = t.data() + (a - off);
+      } else {
+        const std::vector<float>& part = b.in[static_cast<size_t>(g)];
+        if (part[i] != 0.0f) src = part.data() + np + (a - lo);
+      }
+      if (src == nullptr) continue;
+      if (a < e) {
+        if (b.defined[i] == 0.0f)
+          std::memcpy(d, src, sizeof(float) * static_cast<size_t>(e - a));
+        else
+          kernels::add_forward(d, d, src, e - a);
+      }
+      b.defined[i] = 1.0f;
     }
   }
+  b.gather = c_.all_gather_floats(b.total.data(), b.seg_count, b.seg_offset);
+  return true;
 }
 
 // The global sum into the model's gradient buffers where they exist (finish() does the rest).
 void GradExchange::write_totals(Bucket& b) {
-  const float* src = (c_.rank() == c_.size() - 1 ? b.partial : b.total).data();
   for (size_t j = 0; j < b.params.size(); ++j) {
-    if (src[static_cast<size_t>(b.floats) + j] == 0.0f) continue;
+    if (b.defined[j] == 0.0f) continue;
     const Tensor& p = params_[0][b.params[j]];
     Tensor g = p.grad();
-    if (g.defined()) std::memcpy(g.data(), src + b.offsets[j], sizeof(float) * static_cast<size_t>(p.numel()));
+    if (g.defined())
+      std::memcpy(g.data(), b.total.data() + b.offsets[j], sizeof(float) * static_cast<size_t>(p.numel()));
   }
 }
 
 void GradExchange::run_step() {
-  const int r = c_.rank(), N = c_.size();
   const auto K = buckets_.size();
-  for (size_t k = 0; k < K; ++k) {
+  const int G = shards_ * ranks_;
+  for (size_t k = 0; k < K; ++k) {  // every part of this rank's segments, posted up front
     Bucket& b = *buckets_[k];
-    if (r > 0) b.recv = c_.recv(b.partial.data(), static_cast<int64_t>(b.partial.size()), r - 1, static_cast<int>(k));
+    for (int g = 0; g < G; ++g)
+      if (g / shards_ != rank_)
+        b.recvs.push_back(c_.recv(b.in[static_cast<size_t>(g)].data(), part_floats(b, rank_), g / shards_,
+                                  static_cast<int>(k) * shards_ + g % shards_));
   }
+  // Buckets as they become final; a segment is summed as soon as its parts are in (in bucket
+  // order: every rank starts the gathers in the same order).
+  size_t reduced = 0;
+  auto arrived = [&](size_t k) {
+    for (auto& r : buckets_[k]->recvs)
+      if (!r->test()) return false;
+    return true;
+  };
   for (size_t k = 0; k < K; ++k) {
-    wait_ready(k);
-    if (cancelled_) return;
-    Bucket& b = *buckets_[k];
-    const auto n = static_cast<int64_t>(b.partial.size());
-    if (r > 0 && !c_.wait(*b.recv, "receiving a gradient bucket", &cancelled_)) return;
-    add_local(b, r > 0);
-    if (r < N - 1) b.send = c_.send(b.partial.data(), n, r + 1, static_cast<int>(k));
-    b.bcast = c_.broadcast(r == N - 1 ? b.partial.data() : b.total.data(), n, N - 1);
+    if (!wait_ready(k)) return;
+    send_parts(k);
+    for (; reduced <= k && arrived(reduced); ++reduced)
+      if (!reduce_segment(reduced)) return;
   }
-  for (size_t k = 0; k < K; ++k) {
-    Bucket& b = *buckets_[k];
-    if (!c_.wait(*b.bcast, "broadcasting the summed gradients", &cancelled_)) return;
-    write_totals(b);
+  for (; reduced < K; ++reduced)
+    if (!reduce_segment(reduced)) return;
+  for (auto& b : buckets_) {
+    if (!c_.wait(*b->gather, "gathering the summed gradients", &cancelled_)) return;
+    write_totals(*b);
   }
   for (auto& b : buckets_) {
-    if (b->send && !c_.wait(*b->send, "sending a gradient bucket", &cancelled_)) return;
-    b->recv.reset();
-    b->send.reset();
-    b->bcast.reset();
+    for (auto& r : b->sends)
+      if (!c_.wait(*r, "sending gradients", &cancelled_)) return;
+    b->sends.clear();
+    b->recvs.clear();
+    b->gather.reset();
   }
 }
 

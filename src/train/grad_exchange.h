@@ -9,22 +9,24 @@
 //
 // Why not MPI_Allreduce: its summation order depends on the rank count, the message size and
 // the library's algorithm, so the bits would change with N. One process adds its shards'
-// gradients in shard order: ((g0 + g1) + g2) + ... Here the same sum runs as a chain along the
-// ranks: rank 0 adds its shards 0..S-1, sends the partial sum to rank 1, which adds its shards
-// S..2S-1 onto it one by one, and so on; the last rank holds the exact one-process sum and
-// broadcasts it (the broadcast copies, so it cannot change a bit). The chain sends the gradient
-// once along each link, as a ring allreduce does, but its latency grows with N; cut into
-// buckets that are in flight at once, the ranks work on different buckets at the same time.
+// gradients in shard order: ((g0 + g1) + g2) + ... Here every bucket of gradients is cut into
+// N segments and rank j owns segment j: every rank sends rank j its shards' part of segment j,
+// each shard's separately (an ordered reduce-scatter), and rank j adds the parts in global shard
+// order, exactly as one process adds the whole; then every rank's segment goes to every rank
+// (MPI_Iallgatherv, which copies and so cannot change a bit). With one shard per rank each rank
+// sends and receives 2 (N - 1) / N of the gradient, as a ring allreduce does; with S shards a
+// rank sends its S parts of every segment (S times the first half). The cost against a plain
+// MPI_Allreduce is the packing into messages and the copy out, measured by `atto bench comm`.
 //
 // Overlap: the parameters are cut into buckets of about kBucketFloats in backward order (the
-// last layers first). A bucket goes as soon as every local shard has finished its parameters,
-// while the backward pass goes on with the earlier layers. One thread per process runs the
-// exchange and sleeps between polls, so it takes little of a core that the backward needs.
-// With overlap off the same exchange starts after the backward (what `atto train
-// --no-overlap` measures).
+// last layers first). A bucket's parts go as soon as every local shard has finished its
+// parameters, while the backward pass goes on with the earlier layers. One thread per process
+// runs the exchange and sleeps while nothing is in flight, so it takes little of a core that the
+// backward needs. With overlap off the same exchange starts after the backward (what `atto
+// train --no-overlap` measures).
 //
 // An undefined gradient (a parameter no op of a shard used) adds nothing, as in one process:
-// each bucket carries a defined flag per parameter.
+// every part carries a defined flag per parameter of its bucket.
 #pragma once
 
 #include <atomic>
@@ -57,37 +59,47 @@ class GradExchange {
   // After the shards: marks what is not final yet (shards without rows, unused parameters),
   // waits for the exchange and leaves the global sum in the model's gradients on every rank.
   void finish();
-  // After a failed shard: stops the exchange thread's wait for this step (the process then
+  // After a failed shard: stops the exchange thread's waits for this step (the process then
   // exits with the error, and the other ranks with it).
   void cancel();
 
  private:
   struct Bucket {
     std::vector<size_t> params;    // parameter indices, backward order
-    std::vector<int64_t> offsets;  // each one's first float in the buffers
-    int64_t floats = 0;            // gradient floats; then one defined flag per parameter
-    std::vector<float> partial, total;
-    std::atomic<int> pending{0};  // (shard, parameter) pairs not final yet this step
-    std::unique_ptr<Collective::Request> recv, send, bcast;
+    std::vector<int64_t> offsets;  // each one's first float in the bucket
+    int64_t floats = 0;
+    std::vector<int> seg_count, seg_offset;  // rank j's segment of the floats
+    // A part: [one defined flag per parameter][the floats of one segment of one shard].
+    std::vector<std::vector<float>> out;  // [s * N + j]: local shard s's part for rank j
+    std::vector<std::vector<float>> in;   // [g]: global shard g's part of this rank's segment
+    std::vector<float> total;             // the sum (this rank's segment, then all of it)
+    std::vector<float> defined;           // per parameter: a gradient on some shard
+    std::atomic<int> pending{0};          // (shard, parameter) pairs not final yet this step
+    std::vector<std::unique_ptr<Collective::Request>> sends, recvs;
+    std::unique_ptr<Collective::Request> gather;
   };
   void build_buckets();
   void loop();
   void run_step();
-  void wait_ready(size_t k);
-  void add_local(Bucket& b, bool from_partial);
+  bool wait_ready(size_t k);
+  void send_parts(size_t k);
+  bool reduce_segment(size_t k);
   void write_totals(Bucket& b);
   void progress();
   bool in_flight();
+  int64_t part_floats(const Bucket& b, int j) const {
+    return static_cast<int64_t>(b.params.size()) + b.seg_count[static_cast<size_t>(j)];
+  }
 
   Collective& c_;
   std::vector<std::vector<Tensor>> params_;
   bool overlap_;
+  int rank_, ranks_, shards_;  // shards per rank
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<size_t> bucket_of_;         // parameter -> bucket
   std::vector<std::atomic<bool>> final_;  // [shard * P + param]
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t ready_count_ = 0;  // buckets ready this step (under mu_)
   std::vector<bool> bucket_ready_;
   bool step_open_ = false, step_done_ = true, quit_ = false;
   std::atomic<bool> cancelled_{false};

@@ -74,7 +74,7 @@ void adopt_rank0_plan(Collective& c, RunConfig& cfg, double& planned_seconds) {
 
 bool any_rank(Collective* c, bool mine) {
   if (c == nullptr) return mine;
-  for (const std::string& v : c->all_gather(mine ? "1" : "0"))
+  for (const std::string& v : c->all_gather_same_size(mine ? "1" : "0"))
     if (v == "1") return true;
   return false;
 }

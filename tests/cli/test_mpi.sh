@@ -14,7 +14,7 @@ if ! command -v mpirun >/dev/null; then
   echo "mpirun is missing: scripts/setup installs openmpi-bin"
   exit 1
 fi
-if ! "$ATTO" train --help | grep -q -- --no-overlap; then
+if ! "$ATTO" train --help | grep -q -- --overlap; then
   echo "$ATTO has no MPI support (configure with libopenmpi-dev installed and -DATTO_MPI=ON)"
   exit 1
 fi
@@ -56,14 +56,20 @@ out=$("${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 30 --out "$W/two" --shards 
 [ $? -eq 0 ] && ok || bad "2-rank training failed: $out"
 same_run "$W/one" "$W/two" "gpt, 2 ranks vs 1 process"
 [ "$(grep -c '^trained 30 steps' <<<"$out")" = 1 ] && ok || bad "expected one report (rank 0's): $out"
-expect_ok "${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 30 --out "$W/two_no" --shards 1 --no-overlap
-same_run "$W/one" "$W/two_no" "gpt, 2 ranks without overlap"
+expect_ok "${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 30 --out "$W/two_on" --shards 1 --overlap on
+same_run "$W/one" "$W/two_on" "gpt, 2 ranks with overlap (on one host auto is off)"
 # 2 ranks x 2 shards = 1 process x 4 shards (a bigger model: several gradient buckets in flight)
 B=(--data "$W/names.txt" --d-model 256 --n-layers 2 --n-heads 4 --steps 6 --eval-every 3 --dropout 0.1
   --batch-size 8 --seed 3 -q)
 expect_ok "$ATTO" train "${B[@]}" --out "$W/b1" --shards 4 --threads 2
-expect_ok "${MPIRUN[@]}" "$ATTO" train "${B[@]}" --out "$W/b2" --shards 2
+expect_ok "${MPIRUN[@]}" "$ATTO" train "${B[@]}" --out "$W/b2" --shards 2 --overlap on
 same_run "$W/b1" "$W/b2" "gpt d256, 2 ranks x 2 shards vs 1 x 4"
+# 3 ranks x 2 shards = 1 process x 6 shards (segments of uneven size; more ranks than cores)
+T=(--data "$W/names.txt" --d-model 32 --n-layers 1 --n-heads 2 --steps 8 --eval-every 4 --dropout 0.1
+  --batch-size 12 --seed 9 -q)
+expect_ok "$ATTO" train "${T[@]}" --out "$W/t1" --shards 6 --threads 2
+expect_ok mpirun --allow-run-as-root --oversubscribe -np 3 "$ATTO" train "${T[@]}" --out "$W/t3" --shards 2 --overlap on
+same_run "$W/t1" "$W/t3" "gpt, 3 ranks x 2 shards vs 1 x 6"
 
 # ---- resume: a 2-rank checkpoint continued in one process = one uninterrupted run ----
 expect_ok "${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 10 --out "$W/half" --shards 1
