@@ -246,6 +246,17 @@ int run_comm_bench(int runs, const std::vector<int64_t>& extra) {
   }
   return 0;
 }
+
+CLI::App* add_comm_bench(CLI::App* app, int& runs, std::vector<int64_t>& floats) {
+  CLI::App* comm = app->add_subcommand("comm",
+                                       "Under mpirun: time the gradient sum across ranks (training's exact exchange "
+                                       "and MPI_Allreduce) for models (c), (d) and GPT-2 124M");
+  comm->add_option("--runs", runs, "Timed runs per size (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  comm->add_option("--floats", floats, "Also time gradients of these many floats");
+  return comm;
+}
 #endif
 
 }  // namespace
@@ -295,13 +306,7 @@ Command add_bench(CLI::App& root) {
   auto comm_runs = std::make_shared<int>(10);
   auto comm_floats = std::make_shared<std::vector<int64_t>>();
 #ifdef ATTO_HAVE_MPI
-  comm = app->add_subcommand("comm",
-                             "Under mpirun: time the gradient sum across ranks (training's exact exchange and "
-                             "MPI_Allreduce) for models (c), (d) and GPT-2 124M");
-  comm->add_option("--runs", *comm_runs, "Timed runs per size (the median is reported)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  comm->add_option("--floats", *comm_floats, "Also time gradients of these many floats");
+  comm = add_comm_bench(app, *comm_runs, *comm_floats);
 #endif
   return {app, [train, gen, comm, tf, gf, mf, comm_runs, comm_floats] {
             if (train->parsed()) return run_train_bench(*tf);

@@ -46,7 +46,7 @@ GradExchange::GradExchange(Collective& c, const std::vector<std::vector<Tensor>>
   ATTO_CHECK(!params_.empty(), "GradExchange: no shards");
   final_ = std::vector<std::atomic<bool>>(params_.size() * params_[0].size());
   build_buckets();
-  thread_ = std::thread([this] { loop(); });
+  if (overlap_) thread_ = std::thread([this] { loop(); });  // else finish() runs the exchange itself
 }
 
 GradExchange::~GradExchange() {
@@ -56,7 +56,7 @@ GradExchange::~GradExchange() {
     cancelled_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 // Buckets in backward order (the model's parameters are listed from the input up, and the
@@ -107,9 +107,10 @@ void GradExchange::begin() {
   bucket_ready_.assign(buckets_.size(), false);
   if (c_.rank() > 0)  // this rank's model is a shard of the global batch: its gradient starts anew
     for (const Tensor& t : params_[0]) Tensor(t).clear_grad();
+  cancelled_ = false;
+  if (!overlap_) return;
   step_done_ = false;
   step_open_ = true;
-  cancelled_ = false;
   l.unlock();
   cv_.notify_all();
 }
@@ -129,9 +130,12 @@ void GradExchange::finish() {
   const size_t P = params_[0].size();
   for (size_t s = 0; s < params_.size(); ++s)
     for (size_t i = 0; i < P; ++i) ready(static_cast<int>(s), i);
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [&] { return step_done_; });
-  l.unlock();
+  if (overlap_) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return step_done_; });
+  } else {
+    run_step();  // on this thread: no hand-over to wait for
+  }
   // Totals whose parameter had no gradient on this rank: a buffer of its own (the exchange
   // thread allocates nothing).
   for (auto& bp : buckets_) {
