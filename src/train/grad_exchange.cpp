@@ -60,42 +60,59 @@ GradExchange::~GradExchange() {
 }
 
 // Buckets in backward order (the model's parameters are listed from the input up, and the
-// backward reaches the last ones first), each at least kBucketFloats unless it is the last.
+// backward reaches the last ones first), each at least kBucketFloats unless it is the last; with
+// many ranks a bucket grows so that each rank's segment stays >= 16K floats (fewer, larger
+// messages).
 void GradExchange::build_buckets() {
   const std::vector<Tensor>& p = params_[0];
+  const int64_t want = std::max<int64_t>(kBucketFloats, int64_t{1 << 14} * ranks_);
   bucket_of_.assign(p.size(), 0);
   for (size_t j = p.size(); j-- > 0;) {
-    if (buckets_.empty() || buckets_.back()->floats >= kBucketFloats) buckets_.push_back(std::make_unique<Bucket>());
+    if (buckets_.empty() || buckets_.back()->floats >= want) buckets_.push_back(std::make_unique<Bucket>());
     Bucket& b = *buckets_.back();
     b.params.push_back(j);
     b.offsets.push_back(b.floats);
     b.floats += p[j].numel();
     bucket_of_[j] = buckets_.size() - 1;
   }
-  // Message tags name (bucket, shard): MPI promises tags up to 32767.
-  ATTO_CHECK(static_cast<int64_t>(buckets_.size()) * shards_ <= 32767,
-             "GradExchange: {} gradient buckets x {} shards exceed MPI's tag range; use fewer shards per rank",
-             buckets_.size(), shards_);
-  const auto N = static_cast<size_t>(ranks_), S = static_cast<size_t>(shards_);
+  const auto G = static_cast<size_t>(shards_ * ranks_);
   for (auto& bp : buckets_) {
     Bucket& b = *bp;
-    for (size_t j = 0; j <= N; ++j) {
-      const int64_t at = b.floats * static_cast<int64_t>(j) / ranks_;
-      if (j < N) b.seg_offset.push_back(static_cast<int>(at));
-      if (j > 0) b.seg_count.push_back(static_cast<int>(at) - b.seg_offset[j - 1]);
-    }
-    b.out.resize(S * N);
-    for (size_t s = 0; s < S; ++s)
-      for (size_t j = 0; j < N; ++j)
-        if (static_cast<int>(j) != rank_)
-          b.out[s * N + j].assign(static_cast<size_t>(part_floats(b, static_cast<int>(j))), 0.0f);
-    b.in.resize(S * N);
-    for (size_t g = 0; g < S * N; ++g)
-      if (static_cast<int>(g / S) != rank_) b.in[g].assign(static_cast<size_t>(part_floats(b, rank_)), 0.0f);
+    cut_pieces(b);
+    b.flags_out.assign(static_cast<size_t>(shards_), std::vector<float>(b.params.size(), 0.0f));
+    b.flags_in.resize(G);
+    b.in.resize(G);
+    int64_t mine = 0;
+    for (const Piece& pc : b.pieces)
+      if (pc.owner == rank_) mine += pc.n;
+    for (size_t g = 0; g < G; ++g)
+      if (static_cast<int>(g) / shards_ != rank_) {
+        b.flags_in[g].assign(b.params.size(), 0.0f);
+        b.in[g].assign(static_cast<size_t>(mine), 0.0f);
+      }
     b.total.assign(static_cast<size_t>(b.floats), 0.0f);
     b.defined.assign(b.params.size(), 0.0f);
   }
   bucket_ready_.assign(buckets_.size(), false);
+}
+
+// Segment r of a bucket is floats [floats * r / N, floats * (r + 1) / N); a piece is where a
+// segment meets a parameter.
+void GradExchange::cut_pieces(Bucket& b) {
+  int64_t staged = 0;
+  for (int r = 0; r < ranks_; ++r) {
+    const int64_t lo = b.floats * r / ranks_, hi = b.floats * (r + 1) / ranks_;
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      const int64_t off = b.offsets[j], a = std::max(lo, off), e = std::min(hi, off + params_[0][b.params[j]].numel());
+      if (a >= e) continue;
+      Piece pc{j, a - off, e - a, r, -1};
+      if (r == rank_) {
+        pc.staged = staged;
+        staged += pc.n;
+      }
+      b.pieces.push_back(pc);
+    }
+  }
 }
 
 void GradExchange::begin() {
@@ -182,7 +199,7 @@ void GradExchange::progress() {
   for (auto& b : buckets_) {
     for (auto& r : b->sends) r->test();
     for (auto& r : b->recvs) r->test();
-    if (b->gather) b->gather->test();
+    for (auto& r : b->bcasts) r->test();
   }
 }
 
@@ -207,92 +224,141 @@ bool GradExchange::in_flight() {
   for (auto& b : buckets_) {
     for (auto& r : b->sends)
       if (!r->test()) return true;
-    if (b->gather && !b->gather->test()) return true;
+    for (auto& r : b->bcasts)
+      if (!r->test()) return true;
   }
   return false;
 }
 
-// Local shard s's parts of bucket k, one per other rank, sent as soon as the bucket is final.
-void GradExchange::send_parts(size_t k) {
+// Receives for bucket k, in the order the senders send: from each other rank, for each of its
+// shards, the flags, then the parts of the pieces this rank owns.
+void GradExchange::post_receives(size_t k) {
   Bucket& b = *buckets_[k];
-  const auto np = b.params.size();
-  for (int s = 0; s < shards_; ++s)
-    for (int j = 0; j < ranks_; ++j) {
-      if (j == rank_) continue;
-      std::vector<float>& part = b.out[static_cast<size_t>(s * ranks_ + j)];
-      const int64_t lo = b.seg_offset[static_cast<size_t>(j)], hi = lo + b.seg_count[static_cast<size_t>(j)];
-      for (size_t i = 0; i < np; ++i) {
-        const Tensor g = params_[static_cast<size_t>(s)][b.params[i]].grad();
-        part[i] = g.defined() ? 1.0f : 0.0f;
-        const int64_t a = std::max(lo, b.offsets[i]), e = std::min(hi, b.offsets[i] + params_[0][b.params[i]].numel());
-        if (g.defined() && a < e)
-          std::memcpy(part.data() + np + (a - lo), g.data() + (a - b.offsets[i]),
-                      sizeof(float) * static_cast<size_t>(e - a));
-      }
-      b.sends.push_back(c_.send(part.data(), static_cast<int64_t>(part.size()), j, static_cast<int>(k) * shards_ + s));
+  for (int r = 0; r < ranks_; ++r) {
+    if (r == rank_) continue;
+    for (int s = 0; s < shards_; ++s) {
+      const auto g = static_cast<size_t>(r * shards_ + s);
+      b.recvs.push_back(c_.recv(b.flags_in[g].data(), static_cast<int64_t>(b.params.size()), r, 0));
+      for (const Piece& pc : b.pieces)
+        if (pc.owner == rank_) b.recvs.push_back(c_.recv(b.in[g].data() + pc.staged, pc.n, r, 0));
     }
+  }
 }
 
-// This rank's segment of bucket k once every part has arrived: the parts added in global shard
-// order, a part's parameter copied where the sum has none yet (one process's order and rule).
-// Then the segment goes to every rank. False when the step was cancelled.
-bool GradExchange::reduce_segment(size_t k) {
+// Local shard s's flags to every other rank and its parts to their owners, straight from the
+// gradient buffers, as soon as the bucket is final.
+void GradExchange::send_parts(size_t k) {
+  Bucket& b = *buckets_[k];
+  b.sent0.assign(b.pieces.size(), nullptr);
+  for (int s = 0; s < shards_; ++s) {
+    std::vector<float>& flags = b.flags_out[static_cast<size_t>(s)];
+    std::vector<const float*> data(b.params.size(), nullptr);
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      const Tensor g = params_[static_cast<size_t>(s)][b.params[j]].grad();
+      flags[j] = g.defined() ? 1.0f : 0.0f;
+      if (g.defined()) data[j] = g.data();
+    }
+    for (int r = 0; r < ranks_; ++r) {
+      if (r == rank_) continue;
+      b.sends.push_back(c_.send(flags.data(), static_cast<int64_t>(flags.size()), r, 0));
+      for (size_t i = 0; i < b.pieces.size(); ++i) {
+        const Piece& pc = b.pieces[i];
+        if (pc.owner != r) continue;
+        // No gradient: an empty message (the flag says so; a receive may be longer than its message).
+        const float* src = data[pc.j];
+        b.sends.push_back(src != nullptr ? c_.send(src + pc.at, pc.n, r, 0) : c_.send(src, 0, r, 0));
+        if (s == 0) b.sent0[i] = b.sends.back().get();
+      }
+    }
+  }
+}
+
+// Where piece p's sum goes on this rank: the model's gradient buffer, or `total` where the
+// model has none (finish() hands it over).
+float* GradExchange::dest_of(Bucket& b, const Piece& p) {
+  Tensor g = params_[0][b.params[p.j]].grad();
+  return g.defined() ? g.data() + p.at : b.total.data() + b.offsets[p.j] + p.at;
+}
+
+// Piece p (owned here) summed in global shard order into dest: the other ranks' parts that come
+// first are added up in their receive buffer; then this rank's shards (the model's own part is
+// already in dest when dest is its gradient), then the rest. A part is copied where the sum has
+// none yet, as one process does.
+void GradExchange::sum_piece(Bucket& b, const Piece& p, float* dest) {
+  const size_t n = static_cast<size_t>(p.n);
+  const float* acc = nullptr;  // the sum so far: a receive buffer, then dest
+  auto add = [&](const float* src) {
+    if (acc == nullptr) {
+      std::memcpy(dest, src, sizeof(float) * n);
+    } else {
+      kernels::add_forward(dest, acc, src, p.n);  // acc + src: the same bits as src + acc
+    }
+    acc = dest;
+  };
+  float* prefix = nullptr;  // ranks before this one: summed in the first one's buffer
+  for (int g = 0; g < rank_ * shards_; ++g) {
+    if (b.flags_in[static_cast<size_t>(g)][p.j] == 0.0f) continue;
+    float* src = b.in[static_cast<size_t>(g)].data() + p.staged;
+    if (prefix == nullptr)
+      prefix = src;
+    else
+      kernels::add_forward(prefix, prefix, src, p.n);
+  }
+  acc = prefix;
+  for (int s = 0; s < shards_; ++s) {
+    const Tensor g = params_[static_cast<size_t>(s)][b.params[p.j]].grad();
+    if (!g.defined()) continue;
+    const float* src = g.data() + p.at;
+    if (src == dest) {  // the model's own part, already in place
+      if (acc != nullptr) kernels::add_forward(dest, acc, dest, p.n);
+      acc = dest;
+    } else {
+      if (acc != nullptr && acc != dest) {  // the prefix into dest first
+        std::memcpy(dest, acc, sizeof(float) * n);
+        acc = dest;
+      }
+      add(src);
+    }
+  }
+  if (acc != nullptr && acc != dest) {
+    std::memcpy(dest, acc, sizeof(float) * n);
+    acc = dest;
+  }
+  for (int g = (rank_ + 1) * shards_; g < ranks_ * shards_; ++g)
+    if (b.flags_in[static_cast<size_t>(g)][p.j] != 0.0f) add(b.in[static_cast<size_t>(g)].data() + p.staged);
+}
+
+// Bucket k once every part has arrived: this rank's pieces summed, then every piece broadcast by
+// its owner (every rank posts the broadcasts in piece order). False when the step was cancelled.
+bool GradExchange::reduce_bucket(size_t k) {
   Bucket& b = *buckets_[k];
   for (auto& r : b.recvs)
     if (!c_.wait(*r, "receiving gradients", &cancelled_)) return false;
-  const auto np = b.params.size();
-  const int64_t lo = b.seg_offset[static_cast<size_t>(rank_)], hi = lo + b.seg_count[static_cast<size_t>(rank_)];
-  const int G = shards_ * ranks_;
-  std::fill(b.defined.begin(), b.defined.end(), 0.0f);
-  for (size_t i = 0; i < np; ++i) {
-    const int64_t off = b.offsets[i], a = std::max(lo, off), e = std::min(hi, off + params_[0][b.params[i]].numel());
-    float* d = b.total.data() + a;
-    for (int g = 0; g < G; ++g) {
-      const float* src = nullptr;
-      if (g / shards_ == rank_) {
-        const Tensor t = params_[static_cast<size_t>(g % shards_)][b.params[i]].grad();
-        if (t.defined()) src = t.data() + (a - off);
-      } else {
-        const std::vector<float>& part = b.in[static_cast<size_t>(g)];
-        if (part[i] != 0.0f) src = part.data() + np + (a - lo);
-      }
-      if (src == nullptr) continue;
-      if (a < e) {
-        if (b.defined[i] == 0.0f)
-          std::memcpy(d, src, sizeof(float) * static_cast<size_t>(e - a));
-        else
-          kernels::add_forward(d, d, src, e - a);
-      }
-      b.defined[i] = 1.0f;
-    }
-  }
-  b.gather = c_.all_gather_floats(b.total.data(), b.seg_count, b.seg_offset);
-  return true;
-}
-
-// The global sum into the model's gradient buffers where they exist (finish() does the rest).
-void GradExchange::write_totals(Bucket& b) {
   for (size_t j = 0; j < b.params.size(); ++j) {
-    if (b.defined[j] == 0.0f) continue;
-    const Tensor& p = params_[0][b.params[j]];
-    Tensor g = p.grad();
-    if (g.defined())
-      std::memcpy(g.data(), b.total.data() + b.offsets[j], sizeof(float) * static_cast<size_t>(p.numel()));
+    float any = 0.0f;
+    for (int g = 0; g < ranks_ * shards_; ++g)
+      any = std::max(any, g / shards_ == rank_ ? b.flags_out[static_cast<size_t>(g % shards_)][j]
+                                               : b.flags_in[static_cast<size_t>(g)][j]);
+    b.defined[j] = any;
   }
+  for (size_t i = 0; i < b.pieces.size(); ++i) {
+    const Piece& pc = b.pieces[i];
+    if (b.defined[pc.j] == 0.0f) continue;  // no shard has it: nothing to send (on every rank)
+    float* dest = dest_of(b, pc);
+    if (pc.owner == rank_)
+      sum_piece(b, pc, dest);
+    else if (b.sent0[i] != nullptr && !c_.wait(*b.sent0[i], "sending gradients", &cancelled_))
+      return false;  // dest is the buffer that send reads: the broadcast may overwrite it only after
+    b.bcasts.push_back(c_.broadcast(dest, pc.n, pc.owner));
+  }
+  return true;
 }
 
 void GradExchange::run_step() {
   const auto K = buckets_.size();
-  const int G = shards_ * ranks_;
-  for (size_t k = 0; k < K; ++k) {  // every part of this rank's segments, posted up front
-    Bucket& b = *buckets_[k];
-    for (int g = 0; g < G; ++g)
-      if (g / shards_ != rank_)
-        b.recvs.push_back(c_.recv(b.in[static_cast<size_t>(g)].data(), part_floats(b, rank_), g / shards_,
-                                  static_cast<int>(k) * shards_ + g % shards_));
-  }
-  // Buckets as they become final; a segment is summed as soon as its parts are in (in bucket
-  // order: every rank starts the gathers in the same order).
+  for (size_t k = 0; k < K; ++k) post_receives(k);
+  // Buckets as they become final; a bucket is summed as soon as its parts are in (in bucket
+  // order: every rank starts the broadcasts in the same order).
   size_t reduced = 0;
   auto arrived = [&](size_t k) {
     for (auto& r : buckets_[k]->recvs)
@@ -303,20 +369,18 @@ void GradExchange::run_step() {
     if (!wait_ready(k)) return;
     send_parts(k);
     for (; reduced <= k && arrived(reduced); ++reduced)
-      if (!reduce_segment(reduced)) return;
+      if (!reduce_bucket(reduced)) return;
   }
   for (; reduced < K; ++reduced)
-    if (!reduce_segment(reduced)) return;
+    if (!reduce_bucket(reduced)) return;
   for (auto& b : buckets_) {
-    if (!c_.wait(*b->gather, "gathering the summed gradients", &cancelled_)) return;
-    write_totals(*b);
-  }
-  for (auto& b : buckets_) {
+    for (auto& r : b->bcasts)
+      if (!c_.wait(*r, "broadcasting the summed gradients", &cancelled_)) return;
     for (auto& r : b->sends)
       if (!c_.wait(*r, "sending gradients", &cancelled_)) return;
     b->sends.clear();
     b->recvs.clear();
-    b->gather.reset();
+    b->bcasts.clear();
   }
 }
 

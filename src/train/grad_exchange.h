@@ -10,13 +10,18 @@
 // Why not MPI_Allreduce: its summation order depends on the rank count, the message size and
 // the library's algorithm, so the bits would change with N. One process adds its shards'
 // gradients in shard order: ((g0 + g1) + g2) + ... Here every bucket of gradients is cut into
-// N segments and rank j owns segment j: every rank sends rank j its shards' part of segment j,
-// each shard's separately (an ordered reduce-scatter), and rank j adds the parts in global shard
-// order, exactly as one process adds the whole; then every rank's segment goes to every rank
-// (MPI_Iallgatherv, which copies and so cannot change a bit). With one shard per rank each rank
-// sends and receives 2 (N - 1) / N of the gradient, as a ring allreduce does; with S shards a
-// rank sends its S parts of every segment (S times the first half). The cost against a plain
-// MPI_Allreduce is the packing into messages and the copy out, measured by `atto bench comm`.
+// N segments (and at parameter boundaries, into pieces) and rank j owns segment j: every rank
+// sends rank j its shards' parts of segment j, each shard's separately (an ordered
+// reduce-scatter), and rank j adds them in global shard order, exactly as one process adds the
+// whole, into its own gradient buffers; then each piece goes from its owner to every rank
+// (MPI_Ibcast straight into their gradient buffers: a copy, which cannot change a bit). With
+// one shard per rank each rank sends and receives 2 (N - 1) / N of the gradient, as a ring
+// allreduce does; with S shards a rank sends its S parts of every segment. Parts go straight
+// from the gradient buffers and the sums land in them: no packing. What it costs against a
+// plain MPI_Allreduce is measured by `atto bench comm`.
+//
+// Messages between two ranks all carry one tag: both sides post them in the same order (bucket,
+// shard, piece) and MPI delivers messages between a pair with the same tag in order.
 //
 // Overlap: the parameters are cut into buckets of about kBucketFloats in backward order (the
 // last layers first). A bucket's parts go as soon as every local shard has finished its
@@ -26,7 +31,7 @@
 // train --no-overlap` measures).
 //
 // An undefined gradient (a parameter no op of a shard used) adds nothing, as in one process:
-// every part carries a defined flag per parameter of its bucket.
+// with each shard's parts of a bucket goes a defined flag per parameter.
 #pragma once
 
 #include <atomic>
@@ -64,32 +69,39 @@ class GradExchange {
   void cancel();
 
  private:
+  // Part of one parameter's gradient, floats [at, at + n) of it, summed by rank `owner`.
+  struct Piece {
+    size_t j = 0;  // the parameter's index in the bucket
+    int64_t at = 0, n = 0;
+    int owner = 0;
+    int64_t staged = -1;  // owned here: its first float in each `in` buffer
+  };
   struct Bucket {
     std::vector<size_t> params;    // parameter indices, backward order
     std::vector<int64_t> offsets;  // each one's first float in the bucket
     int64_t floats = 0;
-    std::vector<int> seg_count, seg_offset;  // rank j's segment of the floats
-    // A part: [one defined flag per parameter][the floats of one segment of one shard].
-    std::vector<std::vector<float>> out;  // [s * N + j]: local shard s's part for rank j
-    std::vector<std::vector<float>> in;   // [g]: global shard g's part of this rank's segment
-    std::vector<float> total;             // the sum (this rank's segment, then all of it)
-    std::vector<float> defined;           // per parameter: a gradient on some shard
-    std::atomic<int> pending{0};          // (shard, parameter) pairs not final yet this step
-    std::vector<std::unique_ptr<Collective::Request>> sends, recvs;
-    std::unique_ptr<Collective::Request> gather;
+    std::vector<Piece> pieces;                  // the bucket cut into ranks_ segments, at parameter boundaries too
+    std::vector<std::vector<float>> flags_out;  // [s]: local shard s's defined flag per parameter
+    std::vector<std::vector<float>> flags_in;   // [g]: global shard g's (other ranks' shards)
+    std::vector<std::vector<float>> in;         // [g]: other ranks' shards' parts of this rank's pieces
+    std::vector<float> total;                   // the sum, where the model has no gradient buffer
+    std::vector<float> defined;                 // per parameter: a gradient on some shard
+    std::atomic<int> pending{0};                // (shard, parameter) pairs not final yet this step
+    std::vector<std::unique_ptr<Collective::Request>> sends, recvs, bcasts;
+    std::vector<Collective::Request*> sent0;  // per piece: the send of this rank's model's part
   };
   void build_buckets();
+  void cut_pieces(Bucket& b);
   void loop();
   void run_step();
   bool wait_ready(size_t k);
+  void post_receives(size_t k);
   void send_parts(size_t k);
-  bool reduce_segment(size_t k);
-  void write_totals(Bucket& b);
+  bool reduce_bucket(size_t k);
+  void sum_piece(Bucket& b, const Piece& p, float* dest);
+  float* dest_of(Bucket& b, const Piece& p);
   void progress();
   bool in_flight();
-  int64_t part_floats(const Bucket& b, int j) const {
-    return static_cast<int64_t>(b.params.size()) + b.seg_count[static_cast<size_t>(j)];
-  }
 
   Collective& c_;
   std::vector<std::vector<Tensor>> params_;
