@@ -29,11 +29,20 @@ namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_sigint(int) { g_stop = true; }
 
+// Under mpirun also SIGTERM: Ctrl-C on mpirun reaches the ranks as SIGTERM (SIGKILL follows if
+// they take too long), so they stop at the end of the step and rank 0 saves.
 struct SigintScope {
   using Handler = void (*)(int);
-  Handler prev;
-  SigintScope() : prev(std::signal(SIGINT, on_sigint)) { g_stop = false; }
-  ~SigintScope() { std::signal(SIGINT, prev); }
+  Handler prev, prev_term = SIG_DFL;
+  bool term;
+  explicit SigintScope(bool sigterm_too) : prev(std::signal(SIGINT, on_sigint)), term(sigterm_too) {
+    if (term) prev_term = std::signal(SIGTERM, on_sigint);
+    g_stop = false;
+  }
+  ~SigintScope() {
+    std::signal(SIGINT, prev);
+    if (term) std::signal(SIGTERM, prev_term);
+  }
 };
 
 // The flags that are not configuration keys; the keys' flags come from run/config_fields.h.
@@ -152,7 +161,7 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   if (f.dist_timeout <= 0) throw UsageError(fmt::format("--dist-timeout must be > 0 seconds, got {}", f.dist_timeout));
   const std::unique_ptr<Collective> world = open_world(f, cfg.train.threads);
   if (world != nullptr && world->size() > 1) opts.dist = {.collective = world.get(), .overlap = overlap_on(*world, f)};
-  SigintScope sigint;
+  SigintScope sigint(opts.dist.collective != nullptr);
   TrainResult r;
   try {
     r = train_gpt(cfg, opts);

@@ -59,6 +59,16 @@ void check_ranks_agree(Collective& c, const RunConfig& cfg, nn::Module& model, i
   }
 }
 
+void check_weights_agree(Collective& c, nn::Module& model, int64_t step) {
+  const std::string mine = fmt::format("{:016x}", weights_hash(model));
+  const std::vector<std::string> all = c.all_gather_same_size(mine);
+  for (size_t r = 1; r < all.size(); ++r)
+    ATTO_CHECK(all[r] == all[0],
+               "rank {}'s weights differ from rank 0's at step {}: the hosts compute differently (run the same atto "
+               "build on every host; with different CPUs, build it for the oldest one: cmake -DATTO_NATIVE=OFF)",
+               r, step);
+}
+
 void adopt_rank0_plan(Collective& c, RunConfig& cfg, double& planned_seconds) {
   const std::string plan =
       c.from_rank0(fmt::format("{}\n{}\n{:.17g}", cfg.train.size, cfg.train.steps, planned_seconds));

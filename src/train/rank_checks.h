@@ -17,6 +17,11 @@ namespace atto {
 // every host, a run directory that differs, ...).
 void check_ranks_agree(Collective& c, const RunConfig& cfg, nn::Module& model, int64_t step);
 
+// At each evaluation: every rank's weights must still be rank 0's (the same gradients and the
+// same optimizer give the same bits, unless the hosts run builds that compute differently);
+// throws naming the first rank that drifted.
+void check_weights_agree(Collective& c, nn::Module& model, int64_t step);
+
 // --time: every rank planned alone (timings differ a little); all take rank 0's size and steps.
 void adopt_rank0_plan(Collective& c, RunConfig& cfg, double& planned_seconds);
 

@@ -151,6 +151,7 @@ double train_step(Session& s, float lr, int64_t& tokens) {
 
 // Evaluates, keeps the best checkpoint, saves the training state. Returns the val loss.
 double evaluate_and_save(Session& s, Progress& p) {
+  if (s.dist.collective != nullptr) check_weights_agree(*s.dist.collective, s.task->model(), s.st.step);
   const Evaluation e = s.task->evaluate();
   const double val = e.loss;
   if (!std::isfinite(val)) {  // diverged weights never reach a checkpoint

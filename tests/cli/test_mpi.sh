@@ -136,6 +136,18 @@ kill_rank() {
   step=$(grep -o '"step": *[0-9]*' "$dir/metrics.jsonl" | tail -1 | grep -o '[0-9]*$')
   expect_ok "$ATTO" train --resume "$dir" --steps $((step + 25)) -q
 }
+# ---- Ctrl-C on mpirun: it sends the ranks SIGTERM; they stop at the end of the step and save ----
+"${MPIRUN[@]}" "$ATTO" train --data "$W/names.txt" --out "$W/int" --d-model 32 --n-layers 1 --n-heads 2 \
+  --steps 1000000 --eval-every 20 --log-every 20 >"$W/int.log" 2>&1 &
+MPID=$!
+for ((i = 0; i < 600; i++)); do
+  [ -f "$W/int/train_state.safetensors" ] && break
+  sleep 0.1
+done
+kill -INT "$MPID"
+wait "$MPID"
+grep -q "^interrupted at step" "$W/int.log" && ok || bad "Ctrl-C on mpirun: no 'interrupted at step': $(tail -5 "$W/int.log")"
+expect_ok "$ATTO" score --model "$W/int" maria
 kill_rank KILL "$W/killed" "exited on signal 9"
 kill_rank STOP "$W/stopped" "no answer from the other ranks" --dist-timeout 3
 
