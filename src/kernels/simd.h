@@ -146,7 +146,9 @@ VINLINE vf16 vexp(vf16 x) {
 // time at head size 8) and by GEMM's packing of B^T panels.
 // (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
 #pragma GCC diagnostic push
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // r[i] = row i of a 16 x 16 block  ->  r[e] = column e, in registers.
 VINLINE void transpose16_regs(vf16 (&v)[16]) {

@@ -91,7 +91,8 @@ void Module::alias_parameters(const Module& src) {
     ATTO_CHECK(name == src_name && dst->shape() == src_t->shape(),
                "alias_parameters: parameter {} is '{}' {} here but '{}' {} in the source", i, name,
                shape_str(dst->shape()), src_name, shape_str(src_t->shape()));
-    auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first.same(*src_t); });
+    const Tensor& source = *src_t;  // a structured binding is not captured by clang 14's lambdas
+    auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first.same(source); });
     if (it == made.end()) {
       Tensor alias = src_t->detach();
       alias.set_requires_grad(true);

@@ -186,10 +186,6 @@ Tensor Tensor::rand(const Shape& shape, Rng& rng, float lo, float hi) {
   return t;
 }
 
-namespace {
-const Shape kEmptyShape{};
-}
-
 const Shape& Tensor::shape() const {
   ATTO_CHECK(impl_, "use of an undefined tensor");
   return impl_->shape;

@@ -1,0 +1,22 @@
+// The request bodies `atto serve` accepts (serve/openai.h): /v1/completions,
+// /v1/chat/completions (messages rendered by the chat template) and /v1/translations. A rejected
+// request is an ApiError (the server's 400 with OpenAI's error body).
+#include "common.h"
+#include "serve/openai.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const nlohmann::json body = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return 0;
+  const atto::serve::Limits limits{.model_id = "atto"};
+  auto api = [](auto&& f) {
+    try {
+      atto::fuzz::expect_errors(f);
+    } catch (const atto::serve::RequestError& e) {
+      (void)atto::serve::error_body(e.status, e.what(), e.param, e.code).dump();
+    }
+  };
+  api([&] { (void)atto::serve::parse_completion(body, limits, /*chat=*/false); });
+  api([&] { (void)atto::serve::parse_completion(body, limits, /*chat=*/true); });
+  api([&] { (void)atto::serve::parse_translation(body, limits); });
+  return 0;
+}
