@@ -4,9 +4,9 @@
 #include "tokenize/bpe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const auto [encoder, merges] = atto::fuzz::split_at_nul(atto::fuzz::bytes(data, size));
-  const std::string e = atto::fuzz::temp_file(encoder, "encoder.json");
-  const std::string m = atto::fuzz::temp_file(merges, "vocab.bpe");
+  const auto parts = atto::fuzz::split_at_nul(atto::fuzz::bytes(data, size));
+  const std::string e = atto::fuzz::temp_file(parts.first, "encoder.json");
+  const std::string m = atto::fuzz::temp_file(parts.second, "vocab.bpe");
   atto::fuzz::expect_errors([&] {
     const atto::BpeTokenizer t = atto::BpeTokenizer::import_gpt2(e, m);
     (void)t.decode(t.encode("Hello world, it's 2026!\n"));
