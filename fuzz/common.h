@@ -10,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 
 #include "base/error.h"
 

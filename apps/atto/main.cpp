@@ -1,5 +1,6 @@
 // atto: train, sample, score and evaluate small transformers.
 #include <cstdio>
+#include <new>
 
 #include "atto/atto.hpp"
 #include "base/error.h"
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const atto::Error& e) {
     std::fprintf(stderr, "atto: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "atto: error: out of memory: use a smaller model, batch or block size (or more memory)\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "atto: error: %s\n", e.what());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 
 #include "base/error.h"
 
@@ -59,26 +60,40 @@ struct Allocator {
       *cap = n;
       stats.system_allocs++;
       p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
-      if (!p) fail("out of memory allocating a tensor of {} floats", n);
+      if (!p && !free_lists.empty()) {  // the cache's buffers back to the system, and once more
+        release_locked();
+        p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+      }
+      if (!p)
+        fail("out of memory allocating a tensor of {} floats ({:.1f} GB): use a smaller model, batch or block size", n,
+             static_cast<double>(n) * sizeof(float) / 1e9);
     }
     stats.bytes_in_use += *cap * sizeof(float);
     stats.peak_bytes_in_use = std::max(stats.peak_bytes_in_use, stats.bytes_in_use);
     return p;
   }
 
-  void put(float* p, size_t cap) {
+  // Never throws (it runs in destructors, also while an out-of-memory error unwinds): a buffer
+  // the cache cannot record goes back to the system.
+  void put(float* p, size_t cap) noexcept {
     std::lock_guard<std::mutex> lock(mu);
     stats.bytes_in_use -= cap * sizeof(float);
     if (kCache) {
-      free_lists[cap].push_back(p);
-      stats.bytes_cached += cap * sizeof(float);
-    } else {
-      std::free(p);
+      try {
+        free_lists[cap].push_back(p);
+        stats.bytes_cached += cap * sizeof(float);
+        return;
+      } catch (const std::bad_alloc&) {
+      }
     }
+    std::free(p);
   }
 
   void release() {
     std::lock_guard<std::mutex> lock(mu);
+    release_locked();
+  }
+  void release_locked() {
     for (auto& [n, list] : free_lists)
       for (float* p : list) std::free(p);
     free_lists.clear();

@@ -1,5 +1,8 @@
 // GptTask: a decoder-only GPT learning a text file (lines or stream data).
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "base/error.h"
 #include "data/dataset.h"
@@ -62,6 +65,7 @@ class GptTask final : public TrainTask {
     data_->check_block_size(m.block_size);
     m.vocab_size = tok_->vocab_size();
     m.validate();
+    check_memory(cfg);
     model_ = std::make_unique<GPT>(m, init_rng);
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
@@ -95,6 +99,26 @@ class GptTask final : public TrainTask {
                  "data would not continue the same run; start a new run instead",
                  cfg.data.path, fp, cfg.data.fingerprint);
     cfg.data.fingerprint = fp;
+  }
+
+  // Before anything is allocated: the run's rough memory need (weights, gradients, AdamW's two
+  // moments, a gradient per extra shard, and a batch's activations, ~20 floats per token, layer
+  // and width plus the logits and their gradient) against the machine's memory.
+  static void check_memory(const RunConfig& cfg) {
+    const GPTConfig& m = cfg.model;
+    const double C = static_cast<double>(m.d_model), L = static_cast<double>(m.n_layers);
+    const double ff = m.d_ff > 0 ? static_cast<double>(m.d_ff) : 4 * C;
+    const double params = static_cast<double>(m.vocab_size + m.block_size) * C + L * (4 * C * C + 2 * C * ff + 10 * C);
+    const double B = static_cast<double>(cfg.train.batch_size), T = static_cast<double>(m.block_size);
+    const double weights_gb = params * 4 * (4 + std::max(1, cfg.train.shards) - 1) / 1e9;
+    const double acts_gb = B * T * (20 * C * L + 2 * ff * L + 2 * static_cast<double>(m.vocab_size)) * 4 / 1e9;
+    const double have_gb =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / 1e9;
+    ATTO_CHECK(weights_gb + acts_gb <= have_gb,
+               "this run needs about {:.1f} GB ({:.3g} parameters: weights, gradients and AdamW moments {:.1f} GB; "
+               "activations of a batch of {} x {}: {:.1f} GB) but this machine has {:.1f} GB: lower --d-model, "
+               "--n-layers, --batch-size or --block-size",
+               weights_gb + acts_gb, params, weights_gb, cfg.train.batch_size, m.block_size, acts_gb, have_gb);
   }
 
   nn::Module& model() override { return *model_; }
