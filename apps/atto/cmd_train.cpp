@@ -157,6 +157,7 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   opts.force = f.force;
   opts.progress = f.quiet ? nullptr : stderr;
   opts.stop = &g_stop;
+  cfg.train.validate();  // before the threads are made (--threads 100000 would start that many)
   kernels::set_num_threads(cfg.train.threads);
   if (f.dist_timeout <= 0) throw UsageError(fmt::format("--dist-timeout must be > 0 seconds, got {}", f.dist_timeout));
   const std::unique_ptr<Collective> world = open_world(f, cfg.train.threads);

@@ -76,7 +76,7 @@ void TrainConfig::validate() const {
              "--beta1 and --beta2 must be in [0, 1), got {} and {}", beta1, beta2);
   ATTO_CHECK(eps > 0.0f, "--eps must be positive, got {}", eps);
   ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "--grad-clip must be >= 0 (0 = off), got {}", grad_clip);
-  ATTO_CHECK(threads >= 0, "--threads must be >= 0 (0 = all cores), got {}", threads);
+  ATTO_CHECK(threads >= 0 && threads <= 4096, "--threads must be in [0, 4096] (0 = all cores), got {}", threads);
   ATTO_CHECK(shards >= 0, "--shards must be >= 0 (0 = auto), got {}", shards);
   ATTO_CHECK(eval_every >= 1, "--eval-every must be at least 1, got {}", eval_every);
   ATTO_CHECK(eval_batches >= 0, "--eval-batches must be >= 0 (0 = whole split), got {}", eval_batches);

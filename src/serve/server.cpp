@@ -378,7 +378,21 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
   ATTO_CHECK(port > 0, "atto serve: cannot listen on {}:{} (in use, or not an address of this machine)", opt.host,
              opt.port);
   raise_listen_backlog(port, 1024);
-  std::thread listener([&srv] { srv.listen_after_bind(); });
+  std::atomic<bool> listening_done{false};
+  std::thread listener([&] {
+    srv.listen_after_bind();
+    listening_done = true;
+  });
+  // httplib's stop() does nothing until listen has started its loop: one called in that window
+  // was lost, and the join below waited forever (a model that failed to load right after the
+  // bind hung `atto serve`, deaf to SIGTERM). Stop until the listener has returned.
+  auto stop_listener = [&] {
+    while (!listening_done) {
+      srv.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    listener.join();
+  };
   try {
     // The model's id: its run directory's or file's name ("runs/names/" -> "names").
     std::filesystem::path p(opt.model);
@@ -392,8 +406,7 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
                                                         .slots = std::max(1, opt.slots),
                                                         .queue_max = opt.queue_max});
   } catch (...) {
-    srv.stop();
-    listener.join();
+    stop_listener();
     throw;
   }
   s.limits = {.max_tokens_cap = opt.max_tokens_cap,
@@ -403,8 +416,7 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
   s.ready = true;
   on_ready(fmt::format("http://{}:{}", opt.host, port));
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  srv.stop();  // stops accepting; the pool's threads finish their requests before listen returns
-  listener.join();
+  stop_listener();  // stops accepting; the pool's threads finish their requests before listen returns
   return 0;
 }
 

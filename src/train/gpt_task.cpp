@@ -177,6 +177,8 @@ std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir,
 
 std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
                                      const DistOptions& dist) {
+  ATTO_CHECK(cfg.data.vocab_size >= 0, "--vocab-size must be >= 0 (0 = the tokenizer's default), got {}",
+             cfg.data.vocab_size);
   if (cfg.task == Task::Seq2Seq) return make_seq2seq_task(cfg, dir, resume, init_rng, dist);
   return make_gpt_task(cfg, dir, resume, init_rng, dist);
 }

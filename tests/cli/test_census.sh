@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# A census of bad inputs, one table: every case runs one atto command on something broken and
+# asserts that it exits with an error status (not a signal, not a timeout: 60 s, at most 4 GB of
+# address space outside AddressSanitizer builds), prints an error line naming the input (the
+# expected text), and changes no existing file (checksums of every fixture before and after).
+# The table is printed at the end (docs/robustness.md keeps a copy).
+# Usage: test_census.sh PATH/TO/atto
+set -u
+ATTO=$(readlink -f "${1:?usage: test_census.sh path/to/atto}")
+. "$(dirname "$0")/lib.sh"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+F=$W/fixtures
+mkdir -p "$F"
+
+# ---- fixtures ----------------------------------------------------------------------------------
+write_names >"$F/names.txt"
+write_toy "$F"
+SMALL=(--n-layers 1 --d-model 16 --n-heads 2 --batch-size 8 --steps 4 --eval-every 2 -q)
+expect_ok "$ATTO" train --data "$F/names.txt" --out "$F/run" "${SMALL[@]}"
+expect_ok "$ATTO" train --task seq2seq --src "$F/toy.src" --tgt "$F/toy.tgt" --tokenizer word --d-model 12 \
+  --n-heads 3 --n-enc-layers 1 --n-dec-layers 1 --d-ff 12 --steps 4 --eval-bleu 0 --out "$F/s2s" -q
+expect_ok "$ATTO" export --model "$F/run" --out "$F/run.gguf"
+variant() { rm -rf "$F/$1" && cp -r "$F/run" "$F/$1"; }  # variant NAME: a copy of the run to break
+edit_config() {                                           # edit_config RUN PYTHON-STATEMENT (on c)
+  python3 - "$1/config.json" "$2" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF
+}
+variant future && edit_config "$F/future" 'c["format_version"] = 99'
+variant disagree && edit_config "$F/disagree" 'c["model"]["d_model"] = 32'
+variant nan && python3 - "$F/nan/model.safetensors" <<'EOF'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+    name = sorted(k for k in h if k != "__metadata__")[0]
+    b, e = h[name]["data_offsets"]
+    f.seek(8 + n + b)
+    f.write(struct.pack("<f", float("nan")) * ((e - b) // 4))
+EOF
+variant trunc && truncate -s 100 "$F/trunc/model.safetensors"
+variant state && truncate -s 64 "$F/state/train_state.safetensors"
+variant badcfg && printf '{"model": {' >"$F/badcfg/config.json"
+variant badtok && printf '{"type": "char", "chars": 7}' >"$F/badtok/tokenizer.json"
+variant notok && rm "$F/notok/tokenizer.json"
+variant vocab && python3 - "$F/vocab/tokenizer.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["chars"] = t["chars"][:3]
+json.dump(t, open(sys.argv[1], "w"))
+EOF
+head -c 3000 /dev/urandom >"$F/binary.bin"
+printf 'caf\xe9\nna\xefve\n' >"$F/latin1.txt"
+: >"$F/empty.txt"
+mkdir -p "$F/adir"
+head -c 5000 "$F/run.gguf" >"$F/trunc.gguf"
+printf '{"block_size": "big"}' >"$F/badconfig.json"
+printf '{"no_such_key": 1}' >"$F/unknown.json"
+printf 'no tab here\n' >"$F/notab.tsv"
+printf 'a\nb\n' >"$F/two.src"
+printf 'a\n' >"$F/one.tgt"
+NOWRITE=/proc/atto-cannot-write-here
+
+# ---- the cases ---------------------------------------------------------------------------------
+sums() { find "$F" -type f -print0 | sort -z | xargs -0 sha256sum; }
+TABLE=""
+n=0
+# census NAME WANT CMD...: the command fails cleanly, naming WANT, and changes no fixture.
+census() {
+  local name=$1 want=$2 out rc before after t0=$SECONDS verdict="ok"
+  shift 2
+  n=$((n + 1))
+  before=$(sums)
+  out=$(cd "$W" && bash -c "$LIMIT_AS exec timeout 60 \"\$@\"" -- "$@" 2>&1 >/dev/null </dev/null)
+  rc=$?
+  after=$(sums)
+  if [ $rc -eq 0 ]; then
+    verdict="exit 0"
+  elif [ $rc -ge 124 ]; then
+    verdict="exit $rc (timeout or signal)"
+  elif ! grep -q "error" <<<"$out"; then
+    verdict="no error line"
+  elif ! grep -qF -- "$want" <<<"$out"; then
+    verdict="the error does not name '$want'"
+  elif [ "$before" != "$after" ]; then
+    verdict="a fixture changed"
+  fi
+  if [ "$verdict" = ok ]; then ok; else bad "census $name: $verdict: $(head -c 400 <<<"$out")"; fi
+  TABLE+="| $n | $name | \`$want\` | exit $rc, $((SECONDS - t0)) s, $verdict |"$'\n'
+}
+
+R=$F/run
+# atto train: data files
+census "train: missing data file" "$F/missing.txt" "$ATTO" train --data "$F/missing.txt" --out "$W/o1"
+census "train: empty data file" "$F/empty.txt" "$ATTO" train --data "$F/empty.txt" --out "$W/o2"
+census "train: binary data file" "$F/binary.bin" "$ATTO" train --data "$F/binary.bin" --out "$W/o3"
+census "train: non-UTF-8 data" "$F/latin1.txt" "$ATTO" train --data "$F/latin1.txt" --out "$W/o4"
+census "train: data is a directory" "$F/adir" "$ATTO" train --data "$F/adir" --out "$W/o5"
+census "train: data is /dev/zero" "/dev/zero" "$ATTO" train --data /dev/zero --out "$W/o6"
+# atto train: absurd numbers in flags
+census "train: --steps -1" "--steps" "$ATTO" train --data "$F/names.txt" --out "$W/o7" --steps -1
+census "train: --batch-size -4" "--batch-size" "$ATTO" train --data "$F/names.txt" --out "$W/o8" --batch-size -4
+census "train: --batch-size 10^9" "--batch-size" "$ATTO" train --data "$F/names.txt" --out "$W/o9" --batch-size 1000000000
+census "train: --d-model 10^6" "--d-model" "$ATTO" train --data "$F/names.txt" --out "$W/o10" --d-model 1000000
+census "train: --n-layers 10^5" "--n-layers" "$ATTO" train --data "$F/names.txt" --out "$W/o11" --n-layers 100000
+census "train: --block-size 10^8" "block_size" "$ATTO" train --data "$F/names.txt" --out "$W/o12" --block-size 100000000
+census "train: --lr -1" "--lr" "$ATTO" train --data "$F/names.txt" --out "$W/o13" --lr -1
+census "train: --dropout 1.5" "dropout 1.5" "$ATTO" train --data "$F/names.txt" --out "$W/o14" --dropout 1.5
+census "train: --n-heads 3 for d 16" "n_heads" "$ATTO" train --data "$F/names.txt" --out "$W/o15" --d-model 16 --n-heads 3
+census "train: --threads -5" "--threads" "$ATTO" train --data "$F/names.txt" --out "$W/o16" --threads -5
+census "train: --threads 100000" "--threads" "$ATTO" train --data "$F/names.txt" --out "$W/o16b" --threads 100000
+census "train: --vocab-size -3" "--vocab-size" "$ATTO" train --data "$F/names.txt" --out "$W/o17" --tokenizer bpe --vocab-size -3
+census "train: --time 0s" "--time" "$ATTO" train --data "$F/names.txt" --out "$W/o18" --time 0s
+# atto train: configs and output paths
+census "train: --config broken JSON" "$F/badconfig.json" "$ATTO" train --data "$F/names.txt" --out "$W/o19" --config "$F/badconfig.json"
+census "train: --config unknown key" "no_such_key" "$ATTO" train --data "$F/names.txt" --out "$W/o20" --config "$F/unknown.json"
+census "train: --out cannot be written" "$NOWRITE" "$ATTO" train --data "$F/names.txt" --out "$NOWRITE/run" --steps 2
+census "train: --out holds a run" "$R" "$ATTO" train --data "$F/names.txt" --out "$R"
+# atto train --resume: broken run directories
+census "resume: missing run" "$F/nosuch" "$ATTO" train --resume "$F/nosuch" --steps 8
+census "resume: future format_version" "format_version" "$ATTO" train --resume "$F/future" --steps 8
+census "resume: broken config.json" "$F/badcfg/config.json" "$ATTO" train --resume "$F/badcfg" --steps 8
+census "resume: truncated train_state" "$F/state/train_state.safetensors" "$ATTO" train --resume "$F/state" --steps 8
+census "resume: config disagrees with the weights" "$F/disagree" "$ATTO" train --resume "$F/disagree" --steps 8
+census "resume: --steps not beyond the run" "--steps" "$ATTO" train --resume "$R" --steps 2
+# commands that load a model
+census "sample: missing run" "$F/nosuch" "$ATTO" sample --model "$F/nosuch"
+census "sample: NaN weights" "non-finite" "$ATTO" sample --model "$F/nan" -n 2
+census "score: NaN weights" "non-finite" "$ATTO" score --model "$F/nan" maria
+census "eval: NaN weights" "non-finite" "$ATTO" eval --model "$F/nan" --data "$F/names.txt"
+census "inspect: NaN weights" "non-finite" "$ATTO" inspect --model "$F/nan" --text maria --out "$W/insp"
+census "sample: truncated weights" "$F/trunc/model.safetensors" "$ATTO" sample --model "$F/trunc"
+census "sample: future format_version" "format_version" "$ATTO" sample --model "$F/future"
+census "sample: config disagrees with the weights" "$F/disagree" "$ATTO" sample --model "$F/disagree"
+census "sample: broken tokenizer.json" "$F/badtok/tokenizer.json" "$ATTO" sample --model "$F/badtok"
+census "sample: no tokenizer.json" "tokenizer.json" "$ATTO" sample --model "$F/notok"
+census "sample: tokenizer smaller than the model" "$F/vocab" "$ATTO" sample --model "$F/vocab"
+census "sample: truncated GGUF" "$F/trunc.gguf" "$ATTO" sample --model "$F/trunc.gguf"
+census "sample: -n -1" "-n" "$ATTO" sample --model "$R" -n -1
+census "sample: --temperature -1" "--temperature" "$ATTO" sample --model "$R" --temperature -1
+census "sample: --top-p 2" "--top-p" "$ATTO" sample --model "$R" --top-p 2
+census "score: --file is a directory" "$F/adir" "$ATTO" score --model "$R" --file "$F/adir"
+census "eval: missing data" "$F/missing.txt" "$ATTO" eval --model "$R" --data "$F/missing.txt"
+census "export: --type bogus" "--type" "$ATTO" export --model "$R" --out "$W/x.gguf" --type bogus
+census "export: --out cannot be written" "$NOWRITE" "$ATTO" export --model "$R" --out "$NOWRITE/x.gguf"
+# encoder-decoder
+census "translate: a GPT run" "$R" "$ATTO" translate --model "$R" --input "$F/toy.src"
+census "translate: --beam 0" "--beam" "$ATTO" translate --model "$F/s2s" --beam 0 --input "$F/toy.src"
+census "train seq2seq: files of different lengths" "$F/two.src" "$ATTO" train --task seq2seq --src "$F/two.src" --tgt "$F/one.tgt" --out "$W/o21"
+census "train seq2seq: TSV without tabs" "$F/notab.tsv" "$ATTO" train --task seq2seq --data "$F/notab.tsv" --out "$W/o22"
+# data, tokenizers, server
+census "data prepare: missing input" "$F/missing.txt" "$ATTO" data prepare --model "$R" --input "$F/missing.txt" --out "$W/prep"
+census "tokenize: broken tokenizer" "$F/badtok/tokenizer.json" "$ATTO" tokenize --tokenizer "$F/badtok/tokenizer.json"
+census "serve: --port 99999" "--port" "$ATTO" serve --model "$R" --port 99999
+census "serve: NaN weights" "non-finite" "$ATTO" serve --model "$F/nan" --port 0
+
+echo "| # | case | the error names | result |"
+echo "|---|---|---|---|"
+printf '%s' "$TABLE"
+[ "$n" -ge 40 ] && ok || bad "only $n census cases"
+finish census
