@@ -353,6 +353,21 @@ int model_threads(int requested) {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
 }
 
+// The engine (GPT) or translator (seq2seq) of opt.model; its id is its run directory's or
+// file's name ("runs/names/" -> "names").
+void load_model(State& s, const ServeOptions& opt) {
+  std::filesystem::path p(opt.model);
+  if (p.filename().empty()) p = p.parent_path();
+  if (load_run_config(opt.model).task == Task::Seq2Seq)
+    s.translator = std::make_unique<Translator>(load_seq2seq_run(opt.model), p.stem().string(), opt.threads);
+  else
+    s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(),
+                                        EngineOptions{.threads = model_threads(opt.threads),
+                                                      .precision = opt.precision,
+                                                      .slots = std::max(1, opt.slots),
+                                                      .queue_max = opt.queue_max});
+}
+
 }  // namespace
 
 int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
@@ -394,17 +409,7 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
     listener.join();
   };
   try {
-    // The model's id: its run directory's or file's name ("runs/names/" -> "names").
-    std::filesystem::path p(opt.model);
-    if (p.filename().empty()) p = p.parent_path();
-    if (load_run_config(opt.model).task == Task::Seq2Seq)
-      s.translator = std::make_unique<Translator>(load_seq2seq_run(opt.model), p.stem().string(), opt.threads);
-    else
-      s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(),
-                                          EngineOptions{.threads = model_threads(opt.threads),
-                                                        .precision = opt.precision,
-                                                        .slots = std::max(1, opt.slots),
-                                                        .queue_max = opt.queue_max});
+    load_model(s, opt);
   } catch (...) {
     stop_listener();
     throw;
