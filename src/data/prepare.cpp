@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "data/text_file.h"
 #include "data/token_file.h"
 
@@ -106,9 +107,8 @@ void write_meta(const GptTokenizer& tok, const PrepareOptions& opt, const Prepar
                          {"val_fraction", opt.val_fraction},
                          {"seed", opt.seed},
                          {"documents_are", opt.lines_are_documents ? "lines" : "paragraphs"}};
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 of what was prepared and with which tokenizer
-  for (const char c : meta.dump() + tj.dump()) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  meta["fingerprint"] = fmt::format("{:016x}", h);
+  const std::string prepared = meta.dump() + tj.dump();  // what was prepared and with which tokenizer
+  meta["fingerprint"] = fmt::format("{:016x}", fnv1a64(prepared.data(), prepared.size()));
   tok.write_files(opt.out);
   std::ofstream(path("tokenizer.json")) << tj.dump() << "\n";
   std::ofstream(path("meta.json")) << meta.dump(2) << "\n";

@@ -101,18 +101,6 @@ std::unique_ptr<Collective::Request> MpiCollective::broadcast(float* data, int64
   return r;
 }
 
-std::unique_ptr<Collective::Request> MpiCollective::all_gather_floats(float* data, const std::vector<int>& counts,
-                                                                      const std::vector<int>& offsets) {
-  ATTO_CHECK(counts.size() == static_cast<size_t>(size_) && offsets.size() == counts.size(),
-             "all_gather_floats: {} counts and {} offsets for {} ranks", counts.size(), offsets.size(), size_);
-  auto r = std::make_unique<MpiRequest>(*this);
-  check(*this,
-        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), offsets.data(), MPI_FLOAT,
-                        MPI_COMM_WORLD, &r->req_),
-        "MPI_Iallgatherv");
-  return r;
-}
-
 std::vector<std::string> MpiCollective::all_gather(const std::string& mine) {
   // Lengths first, then the bytes; both as nonblocking collectives waited with the deadline.
   std::vector<int> lens(static_cast<size_t>(size_));

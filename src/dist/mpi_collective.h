@@ -34,8 +34,6 @@ class MpiCollective final : public Collective {
   std::unique_ptr<Request> send(const float* data, int64_t n, int to, int tag) override;
   std::unique_ptr<Request> recv(float* data, int64_t n, int from, int tag) override;
   std::unique_ptr<Request> broadcast(float* data, int64_t n, int root) override;
-  std::unique_ptr<Request> all_gather_floats(float* data, const std::vector<int>& counts,
-                                             const std::vector<int>& offsets) override;
   std::vector<std::string> all_gather(const std::string& mine) override;
   std::vector<std::string> all_gather_same_size(const std::string& mine) override;
   void allreduce_sum(float* data, int64_t n) override;

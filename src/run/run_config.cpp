@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/hash.h"
 
 namespace atto {
 
@@ -47,12 +48,7 @@ const char* to_string(PosKind p) {
 }
 
 std::string fingerprint_bytes(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("fnv1a64:{:016x}", h);
+  return fmt::format("fnv1a64:{:016x}", fnv1a64(bytes.data(), bytes.size()));
 }
 
 // ============================================================================================

@@ -41,11 +41,6 @@ class Collective {
   virtual std::unique_ptr<Request> recv(float* data, int64_t n, int from, int tag) = 0;
   // Every rank's data becomes root's (n floats); every rank calls it.
   virtual std::unique_ptr<Request> broadcast(float* data, int64_t n, int root) = 0;
-  // In place: rank r's floats [offsets[r], offsets[r] + counts[r]) of data reach every rank
-  // (MPI_Iallgatherv); every rank calls it with the same counts. counts and offsets must stay
-  // alive until the request completes.
-  virtual std::unique_ptr<Request> all_gather_floats(float* data, const std::vector<int>& counts,
-                                                     const std::vector<int>& offsets) = 0;
   // Every rank's `mine` in rank order; blocking. all_gather_same_size: one message round
   // instead of two, when the caller knows that every rank's string has the same length.
   virtual std::vector<std::string> all_gather(const std::string& mine) = 0;

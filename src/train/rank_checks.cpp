@@ -6,24 +6,18 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/hash.h"
 
 namespace atto {
 
 namespace {
 
-// FNV-1a over bytes: a fingerprint to compare, not a defence against an adversary.
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 uint64_t weights_hash(nn::Module& model) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1a64Offset;
   for (const NamedParameter& p : model.named_parameters()) {
-    h = fnv1a(p.name.data(), p.name.size(), h);
+    h = fnv1a64(p.name.data(), p.name.size(), h);
     const Tensor t = p.tensor.contiguous();
-    h = fnv1a(t.data(), sizeof(float) * static_cast<size_t>(t.numel()), h);
+    h = fnv1a64(t.data(), sizeof(float) * static_cast<size_t>(t.numel()), h);
   }
   return h;
 }
@@ -33,7 +27,7 @@ uint64_t weights_hash(nn::Module& model) {
 void check_ranks_agree(Collective& c, const RunConfig& cfg, nn::Module& model, int64_t step) {
   const std::string config = to_json(cfg).dump();
   const std::vector<std::string> fields = {cfg.data.fingerprint,
-                                           fmt::format("{:016x}", fnv1a(config.data(), config.size())),
+                                           fmt::format("{:016x}", fnv1a64(config.data(), config.size())),
                                            std::to_string(step), fmt::format("{:016x}", weights_hash(model))};
   std::string mine = c.host();
   for (const std::string& f : fields) mine += "\n" + f;

@@ -1,9 +1,13 @@
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -99,7 +103,15 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 void start_resume(Session& s) {
   s.cfg.train.validate();
-  if (s.writer()) io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; a live writer's stay
+  if (s.writer()) {
+    // Said before any work: a resumed run saves into its directory (a read-only copy, a
+    // read-only mount, another user's run).
+    ATTO_CHECK(::access(s.dir.c_str(), W_OK) == 0,
+               "cannot resume {}: the run directory is not writable ({}), and a resumed run saves its checkpoints "
+               "there; copy it to a folder you can write (cp -r {} NEW) and resume the copy",
+               s.dir, std::strerror(errno), s.dir);
+    io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; a live writer's stay
+  }
   build_task(s, /*resume=*/true);
   s.st = load_train_state(run_path(s.dir, "train_state.safetensors"), s.task->model(), *s.opt);
   s.data_rng.set_state(s.st.data_rng);

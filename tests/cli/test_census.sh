@@ -52,6 +52,14 @@ t = json.load(open(sys.argv[1]))
 t["chars"] = t["chars"][:3]
 json.dump(t, open(sys.argv[1], "w"))
 EOF
+# A read-only run directory: root ignores permissions, so there the case runs as the user nobody
+# (setpriv); any other user meets the read-only files as they are.
+variant ro && chmod -R a-w "$F/ro"
+AS_OTHER=()
+if [ "$(id -u)" -eq 0 ]; then
+  chmod o+rx "$W" "$F"
+  AS_OTHER=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+fi
 head -c 3000 /dev/urandom >"$F/binary.bin"
 printf 'caf\xe9\nna\xefve\n' >"$F/latin1.txt"
 : >"$F/empty.txt"
@@ -125,6 +133,11 @@ census "resume: future format_version" "format_version" "$ATTO" train --resume "
 census "resume: broken config.json" "$F/badcfg/config.json" "$ATTO" train --resume "$F/badcfg" --steps 8
 census "resume: truncated train_state" "$F/state/train_state.safetensors" "$ATTO" train --resume "$F/state" --steps 8
 census "resume: config disagrees with the weights" "$F/disagree" "$ATTO" train --resume "$F/disagree" --steps 8
+if "${AS_OTHER[@]}" "$ATTO" --version >/dev/null 2>&1; then
+  census "resume: read-only run directory" "$F/ro" "${AS_OTHER[@]}" "$ATTO" train --resume "$F/ro" --steps 8
+else
+  echo "census: the read-only case is not run: ${AS_OTHER[*]} cannot run $ATTO (a folder above it is closed to others)"
+fi
 census "resume: --steps not beyond the run" "--steps" "$ATTO" train --resume "$R" --steps 2
 # commands that load a model
 census "sample: missing run" "$F/nosuch" "$ATTO" sample --model "$F/nosuch"
@@ -161,4 +174,5 @@ echo "| # | case | the error names | result |"
 echo "|---|---|---|---|"
 printf '%s' "$TABLE"
 [ "$n" -ge 40 ] && ok || bad "only $n census cases"
+chmod -R u+w "$F/ro"  # so that the scratch folder can be removed by any user
 finish census
