@@ -362,7 +362,7 @@ void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64
   if (backend == Bf16Backend::None) require_bf16("bf16 GEMM");
   // AMX reads whole tiles of 16 rows (zeros past M); AVX512_BF16 only the rows there are.
   const int64_t Mp = uses_amx(backend, M) ? round_up(M, kAmxRows) : round_up(M, 16), Kp = B.Kp;
-  thread_local std::vector<uint16_t> scratch;
+  thread_local Bf16Buffer scratch;
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
   pack_a(scratch.data(), transA, M, K, Mp, Kp, A, lda);
   run_tasks(backend, M, scratch.data(), B, alpha, beta, C, ldc);
