@@ -82,7 +82,7 @@ void decode_forward(float* out, float* lse, const float* q, const float* k, cons
   const int64_t units = d.B * d.NH * d.Tq;
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);
   parallel_region(par, [&](int64_t t, int64_t nt) {
-    thread_local std::vector<float> s;  // scores; reused across calls (no per-token allocation)
+    thread_local AlignedVector<float> s;  // scores; reused across calls (no per-token allocation)
     if (static_cast<int64_t>(s.size()) < round_up(d.Tk, W)) s.resize(round_up(d.Tk, W));
     const auto [u0, u1] = static_range(units, t, nt);
     for (int64_t u = u0; u < u1; u++) {

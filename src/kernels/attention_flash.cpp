@@ -146,7 +146,7 @@ int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
 // a head's keys are packed once, not once per query tile.
 struct FwdScratch {
   int64_t ldkt;
-  std::vector<float> Qs, KT, Vs, S, O, m, l, kbias;
+  AlignedVector<float> Qs, KT, Vs, S, O, m, l, kbias;
   int64_t bh = -1, packed = 0;
   FwdScratch(int64_t HS, int64_t HSp, int64_t ktiles, int64_t bk)
       : ldkt(ktiles * bk),
@@ -220,7 +220,7 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
 // Qs and dOs hold all Tq rows of the head's queries and output gradients (packed once per head),
 // padded to a multiple of 4 rows: a query tile [i0, i0 + nq) uses rows up to i0 + round_up(nq, 4).
 struct BwdScratch {
-  std::vector<float> D, dQ, Ks, KT, VT, dK, dV, Qs, dOs, P, dS, kbias;
+  AlignedVector<float> D, dQ, Ks, KT, VT, dK, dV, Qs, dOs, P, dS, kbias;
   BwdScratch(int64_t Tq, int64_t HS, int64_t HSp)
       : D(round_up(Tq, 4)),
         dQ(round_up(Tq, 4) * HSp),

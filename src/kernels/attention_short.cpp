@@ -28,7 +28,7 @@ namespace {
 
 struct ShortScratch {
   int64_t ldkt = 0;  // Tk rounded up to 16
-  std::vector<float> KT, VT, dKT, dVT, kb, pb, tmp;
+  AlignedVector<float> KT, VT, dKT, dVT, kb, pb, tmp;
   ShortScratch(int64_t Tk, int64_t HS) : ldkt(round_up(Tk, W)) {
     KT.resize(HS * ldkt);
     VT.resize(HS * ldkt);

@@ -318,7 +318,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
                   const BlockActivation& act = {}) {
   const int64_t ars = transA ? 1 : lda, aks = transA ? lda : 1;
   const int64_t npanels = ceil_div(N, kPanel);
-  thread_local std::vector<float> packed_store;
+  thread_local AlignedVector<float> packed_store;
   float* packed = nullptr;
   if (transB) {
     packed_store.resize(static_cast<size_t>(npanels * K * kPanel));

@@ -110,10 +110,10 @@ const char* precision_name(Precision p);
 // What runs the products, for a header line: "fp32", or "bf16 (amx)" naming the backend.
 std::string precision_label(Precision p);
 
-// Memory on 64-byte (cache-line) boundaries, for std::vector. The bf16 kernels' operands live
-// in it: an AMX tile row (64 bytes) that straddles two cache lines loads at a fraction of the
-// speed (on a Sapphire Rapids Xeon, AMX products on 16-byte-aligned operands ran at a third of
-// their speed on aligned ones), and malloc aligns to 16 bytes only.
+// Memory on 64-byte (cache-line) boundaries, for std::vector: the kernels' scratch and packed
+// operands live in it. malloc aligns to 16 bytes only, and a 64-byte load (an AVX-512 vector,
+// an AMX tile row) that straddles two cache lines costs two: on a Sapphire Rapids Xeon, AMX
+// products on 16-byte-aligned operands ran at a third of their speed on aligned ones.
 template <class T>
 struct CacheLineAllocator {
   using value_type = T;
@@ -127,7 +127,9 @@ struct CacheLineAllocator {
     return true;
   }
 };
-using Bf16Buffer = std::vector<uint16_t, CacheLineAllocator<uint16_t>>;
+template <class T>
+using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
+using Bf16Buffer = AlignedVector<uint16_t>;
 
 // The packed form of B[K, N] for the bf16 kernels: K pairs interleaved (VNNI), 16 columns per
 // block, K padded to 32 and N to 32 with zeros. data holds round_up(N, 32) * round_up(K, 32).

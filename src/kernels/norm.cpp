@@ -101,8 +101,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
   const bool want_w = dweight != nullptr, want_b = dbias != nullptr;
-  std::vector<float> pw(want_w ? static_cast<size_t>(nchunks * C) : 0);
-  std::vector<float> pb(want_b ? static_cast<size_t>(nchunks * C) : 0);
+  AlignedVector<float> pw(want_w ? static_cast<size_t>(nchunks * C) : 0);
+  AlignedVector<float> pb(want_b ? static_cast<size_t>(nchunks * C) : 0);
   const bool par = worth_threads(N, C) && nchunks > 1;
   parallel_for(nchunks, par, [&](int64_t k) {
     float* w_acc = want_w ? pw.data() + k * C : nullptr;
@@ -195,7 +195,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int64_t N, int64_t C) {
   const int64_t R = chunk_rows(N), nchunks = (N + R - 1) / R;
-  std::vector<float> pw(dweight != nullptr ? static_cast<size_t>(nchunks * C) : 0);
+  AlignedVector<float> pw(dweight != nullptr ? static_cast<size_t>(nchunks * C) : 0);
   const bool par = worth_threads(N, C) && nchunks > 1;
   parallel_for(nchunks, par, [&](int64_t k) {
     float* w_acc = dweight != nullptr ? pw.data() + k * C : nullptr;
