@@ -5,12 +5,15 @@
 #pragma once
 
 #include <gmock/gmock.h>
+#include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -52,6 +55,47 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Runs check() where file permissions hold, and returns what it returned: here when the tests
+// run as another user than root, else in a child process that first becomes the user nobody
+// (root ignores permissions: a read-only folder would not stop it). The files check() reads or
+// writes must be open to others (`open_to_others`). Any exception counts as false. A check that
+// runs kernels sets one thread first (omp_set_num_threads(1)): an OpenMP team does not survive
+// fork.
+inline bool run_unprivileged(const std::function<bool()>& check) {
+  if (::geteuid() != 0) return check();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    bool ok = false;
+    try {
+      ok = ::setgroups(0, nullptr) == 0 && ::setresgid(65534, 65534, 65534) == 0 &&
+           ::setresuid(65534, 65534, 65534) == 0 && ::geteuid() == 65534 && check();
+    } catch (...) {
+      ok = false;
+    }
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Lets other users (nobody, for run_unprivileged) into `path` and every folder above it and read
+// what is below it (the test's temporary folders are the owner's alone).
+inline void open_to_others(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  const auto read = fs::perms::others_read | fs::perms::group_read;
+  const auto enter = fs::perms::others_exec | fs::perms::group_exec;
+  for (fs::path p = fs::absolute(path); !p.empty() && p != p.root_path(); p = p.parent_path())
+    fs::permissions(p, enter, fs::perm_options::add);
+  if (fs::is_directory(path)) {
+    fs::permissions(path, read | enter, fs::perm_options::add);
+    for (const auto& e : fs::recursive_directory_iterator(path))
+      fs::permissions(e.path(), e.is_directory() ? read | enter : read, fs::perm_options::add);
+  }
+}
 
 // The message of the atto::Error that f() throws; a test failure (and "") when it throws none.
 template <class F>
