@@ -7,7 +7,9 @@
 #     block_size / max_len 1000000000 is an error before anything is allocated; sample -n 200000
 #     streams its samples in bounded memory;
 #  4. stale temporary files of killed saves are removed when a run is opened, a live writer's kept;
-#  9. eval --hyp/--ref scores given translations with BLEU and chrF (sacreBLEU's README example).
+#  9. eval --hyp/--ref scores given translations with BLEU and chrF (sacreBLEU's README example);
+# and OpenBLAS never runs its Prescott (SSE3) fallback kernels under atto on a CPU with AVX2 (an
+# OpenBLAS older than the CPU falls back to them; atto restarts itself with OPENBLAS_CORETYPE).
 # Usage: test_defects.sh PATH/TO/atto
 set -u
 ATTO=${1:?usage: test_defects.sh path/to/atto}
@@ -215,5 +217,13 @@ expect_fail "--hyp file '$W/hyp' has 3 lines but --ref file '$W/short' has 2" \
 expect_fail "--hyp needs --ref" "$ATTO" eval --hyp "$W/hyp"
 expect_fail "takes no --model" "$ATTO" eval --hyp "$W/hyp" --ref "$W/ref1" --model "$RUN"
 expect_fail "does not exist" "$ATTO" eval --hyp "$W/none" --ref "$W/ref1"
+
+# OpenBLAS's kernels: what OpenBLAS itself reports (OPENBLAS_VERBOSE=2: "Core: NAME") as atto runs.
+if grep -qw avx2 /proc/cpuinfo; then
+  core=$(env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$ATTO" --version 2>&1 | sed -n 's/.*Core: *//p' | tail -n 1)
+  [ -n "$core" ] && [ "$core" != Prescott ] && ok || bad "OpenBLAS runs '$core' kernels under atto on a CPU with AVX2"
+  core=$(OPENBLAS_CORETYPE=Haswell OPENBLAS_VERBOSE=2 "$ATTO" --version 2>&1 | sed -n 's/.*Core: *//p' | tail -n 1)
+  [ "$core" = Haswell ] && ok || bad "a user's OPENBLAS_CORETYPE=Haswell was not kept: OpenBLAS runs '$core'"
+fi
 
 finish defects
