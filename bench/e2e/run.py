@@ -227,8 +227,10 @@ def print_header(b, load_start, load_end):
     torch_v = next((m["result"].get("torch") for m in b.raw if m["side"].startswith("torch")), "?")
     print(f"torch {torch_v} at {a.python}; atto {a.atto}, threads {a.atto_threads}; torch threads tried "
           f"(set_num_threads:OPENBLAS_NUM_THREADS) {', '.join(f'{t}:{o}' for t, o in a.torch_threads)}")
-    env = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT") if k in os.environ}
-    print("environment of both sides: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "no OpenMP variables set"))
+    env = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OPENBLAS_CORETYPE")
+           if k in os.environ}
+    print("environment of both sides: " + (", ".join(f"{k}={v}" for k, v in env.items()) or
+                                           "no OpenMP or OpenBLAS variables set"))
     print(f"each figure: the best of {a.rounds} round(s) of the median of one process's timed steps "
           f"({a.steps} training steps after {a.warmup} untimed)")
     fma = [m["result"].get("fma_gflops", 0.0) for m in b.raw if m["kind"] == "gemm"]
@@ -324,10 +326,24 @@ def print_baseline_table(b):
                   f"{old['tokens_per_s']:>10.1f} {new['tokens_per_s'] / old['tokens_per_s']:>13.3f}")
 
 
+def same_openblas_kernels(atto):
+    """Both sides' OpenBLAS on the kernels atto runs. An OpenBLAS older than the CPU falls back to
+    its Prescott kernels, and atto then restarts itself with OPENBLAS_CORETYPE set (apps/atto/main.cpp);
+    PyTorch's fp32 work goes through the same OpenBLAS, so it gets the same setting."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    p = subprocess.run([atto, "--version"], capture_output=True, text=True,
+                       env=dict(os.environ, OPENBLAS_VERBOSE="2"))
+    cores = [ln.split("Core:", 1)[1].strip() for ln in (p.stdout + p.stderr).splitlines() if "Core:" in ln]
+    if cores:
+        os.environ["OPENBLAS_CORETYPE"] = cores[-1]
+
+
 def main(argv):
     a = parse_args(argv)
     if not os.access(a.atto, os.X_OK):
         sys.exit(f"run.py: no atto binary at {a.atto}: build it (scripts/build) or pass --atto PATH")
+    same_openblas_kernels(a.atto)
     if a.baseline and not os.access(a.baseline, os.X_OK):
         sys.exit(f"run.py: no baseline binary at {a.baseline}")
     b = Bench(a)
