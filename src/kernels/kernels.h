@@ -112,7 +112,7 @@ std::string precision_label(Precision p);
 
 // Memory on 64-byte (cache-line) boundaries, for std::vector: the kernels' scratch and packed
 // operands live in it. malloc aligns to 16 bytes only, and a 64-byte load (an AVX-512 vector,
-// an AMX tile row) that straddles two cache lines costs two: on a Sapphire Rapids Xeon, AMX
+// an AMX tile row) that straddles two cache lines costs two: on an Emerald Rapids Xeon, AMX
 // products on 16-byte-aligned operands ran at a third of their speed on aligned ones.
 template <class T>
 struct CacheLineAllocator {
