@@ -8,6 +8,7 @@
 //   tiny    short keys, head size <= 16: rows in lanes      attention_tiny.cpp
 //   short   short keys, head size <= 64: keys in lanes      attention_short.cpp
 //   flash   everything else: tiles, online softmax          attention_flash.cpp
+//           in bf16 under a BF16 PrecisionScope              attention_bf16.cpp
 // choose_path below is the only place a path is chosen, for both directions, so that a backward
 // runs on the path whose forward computed lse (decoding rows excepted: see choose_path).
 
@@ -15,6 +16,7 @@
 #include <cmath>
 
 #include "kernels/attention_impl.h"
+#include "kernels/bf16_impl.h"
 #include "kernels/kernels.h"
 
 namespace atto::kernels {
@@ -71,7 +73,13 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
     case Path::kDecode: attn::decode_forward(out, lse, q, k, v, p); return;
     case Path::kTiny: attn::tiny_forward(out, lse, q, k, v, p); return;
     case Path::kShort: attn::short_forward(out, lse, q, k, v, p); return;
-    case Path::kFlash: attn::flash_forward(out, lse, q, k, v, p); return;
+    case Path::kFlash:
+      if (detail::bf16_active()) {
+        attn::flash_forward_bf16(out, lse, q, k, v, p);
+      } else {
+        attn::flash_forward(out, lse, q, k, v, p);
+      }
+      return;
   }
 }
 
@@ -83,7 +91,13 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   switch (choose_path(p.d, Pass::kBackward)) {
     case Path::kTiny: attn::tiny_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
     case Path::kShort: attn::short_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
-    case Path::kFlash: attn::flash_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
+    case Path::kFlash:
+      if (detail::bf16_active()) {
+        attn::flash_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, p);
+      } else {
+        attn::flash_backward(dq, dk, dv, dout, out, lse, q, k, v, p);
+      }
+      return;
     case Path::kDecode: break;  // never chosen for a backward
   }
 }

@@ -36,14 +36,6 @@ namespace {
 
 constexpr int64_t BQ = 64;  // query rows per tile (at most)
 
-// Rows of scores are bk floats, a multiple of 16: whole vectors, no tails. Inlined, as
-// row_exp_sum is, so that consecutive rows overlap in the pipeline.
-VINLINE float row_max(const float* s, int64_t n) {
-  vf16 m = load(s);
-  for (int64_t j = W; j < n; j += W) m = vmax(m, load(s + j));
-  return hmax(m);
-}
-
 // ---- Micro-kernel: C[M, N] (+)= A[M, K] B[K, N] -------------------------------------------------
 // A(r, k) = A[r * ars + k * aks] (so A can be read transposed); B row-major with ldb; C row-major
 // with ldc. M is a multiple of 4 and N of 16 (callers use padded buffers).
@@ -162,21 +154,7 @@ struct FwdScratch {
 
 // Folds one tile of scores into the running (m, l, O) of each row; S becomes P.
 void online_softmax_tile(FwdScratch& w, int64_t nq, int64_t HSp, int64_t bk) {
-  for (int64_t i = 0; i < nq; i++) {
-    float* s = w.S.data() + i * bk;
-    const float m_new = std::max(w.m[i], row_max(s, bk));
-    if (m_new == kNegInf) {  // nothing visible yet in this row
-      std::fill(s, s + bk, 0.0f);
-      continue;
-    }
-    const float corr = std::exp(w.m[i] - m_new);  // 0 when m was -inf
-    const float sum = row_exp_sum(s, bk, m_new);
-    w.l[i] = w.l[i] * corr + sum;
-    w.m[i] = m_new;
-    float* o = w.O.data() + i * HSp;
-    if (corr != 1.0f)
-      for (int64_t e = 0; e < HSp; e++) o[e] *= corr;
-  }
+  online_softmax_rows(w.S.data(), bk, bk, nq, w.m.data(), w.l.data(), w.O.data(), HSp);
   // Padding rows (up to a multiple of 4) take no part in P V.
   std::fill(w.S.data() + nq * bk, w.S.data() + round_up(nq, 4) * bk, 0.0f);
 }
@@ -206,13 +184,7 @@ void forward_tile(float* out, float* lse, const float* q, const float* k, const 
     online_softmax_tile(w, nq, HSp, bk);
     mm(rows, HSp, nk, w.S.data(), bk, 1, w.Vs.data() + j0 * HSp, HSp, w.O.data(), HSp, true);
   }
-  for (int64_t i = 0; i < nq; i++) {
-    float* o = out + (b * d.Tq + i0 + i) * d.ldo + h * d.HS;
-    const float l = w.l[i];
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // fully masked row: out = 0
-    for (int64_t e = 0; e < d.HS; e++) o[e] = w.O[i * HSp + e] * inv;
-    lse[(b * d.NH + h) * d.Tq + i0 + i] = l > 0.0f ? w.m[i] + std::log(l) : kNegInf;
-  }
+  finish_rows(out, lse, w.O.data(), HSp, w.m.data(), w.l.data(), p, b, h, i0, nq);
 }
 
 // ---- Backward -----------------------------------------------------------------------------------
@@ -246,23 +218,8 @@ void backward_step(const float* q, const float* dout, const float* lse, const Pr
   score_tile(w.P.data(), Qs, w.KT.data(), bk, w.kbias.data(), p, i0, nq, j0);
   // dP = dO V^T
   mm(rows, bk, d.HS, dOs, HSp, 1, w.VT.data(), bk, w.dS.data(), bk, false);
-  for (int64_t i = 0; i < rows; i++) {
-    float* pr = w.P.data() + i * bk;
-    float* ds = w.dS.data() + i * bk;
-    const float l = i < nq ? lse[(b * d.NH + h) * d.Tq + i0 + i] : kNegInf;
-    if (l == kNegInf) {  // padding row or fully masked row: no gradient
-      std::fill(pr, pr + bk, 0.0f);
-      std::fill(ds, ds + bk, 0.0f);
-      continue;
-    }
-    // P = exp(S - lse);  dS = scale P (dP - D_i)
-    const vf16 lv = splat(l), Di = splat(w.D[i0 + i]), sc = splat(d.scale);
-    for (int64_t j = 0; j < bk; j += W) {
-      const vf16 pv = vexp(load(pr + j) - lv);
-      store(pr + j, pv);
-      store(ds + j, sc * pv * (load(ds + j) - Di));
-    }
-  }
+  softmax_backward_rows(w.P.data(), w.dS.data(), bk, bk, rows, nq, lse + (b * d.NH + h) * d.Tq + i0, w.D.data() + i0,
+                        d.scale);
   const int64_t krows = round_up(nk, 4);
   // dV[bk, HS] += P^T dO;  dK += dS^T Q   (A read transposed: A(r, k) = P[k, r])
   mm(krows, HSp, nq, w.P.data(), 1, bk, dOs, HSp, w.dV.data(), HSp, true);

@@ -11,6 +11,7 @@
 //   attention_tiny.cpp    Tk <= kTinyMaxKeys, HS <= kTinyMaxHeadSize: query rows in vector lanes
 //   attention_short.cpp   Tk <= kShortMaxKeys, HS <= kShortMaxHeadSize: keys in vector lanes
 //   attention_flash.cpp   anything else: key and query tiles with an online softmax
+//   attention_bf16.cpp    the flash path with bf16 products, under a BF16 PrecisionScope
 //   attention.cpp         the public entry points and choose_path, the one place a path is chosen
 //
 // Conventions every path keeps
@@ -27,6 +28,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -89,6 +91,10 @@ void short_backward(float* dq, float* dk, float* dv, const float* dout, const fl
 void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                     const float* q, const float* k, const float* v, const Problem& p);
+// The flash path with bf16 products (attention_bf16.cpp), under a BF16 PrecisionScope.
+void flash_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
+void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                         const float* q, const float* k, const float* v, const Problem& p);
 
 // ---- Row helpers used by several paths ----------------------------------------------------------
 
@@ -104,6 +110,71 @@ VINLINE float row_exp_sum(float* s, int64_t n, float shift) {
     acc += e;
   }
   return hsum(acc);
+}
+
+// Row maximum of n floats (a multiple of 16).
+VINLINE float row_max(const float* s, int64_t n) {
+  vf16 m = load(s);
+  for (int64_t j = W; j < n; j += W) m = vmax(m, load(s + j));
+  return hmax(m);
+}
+
+// One key tile's online-softmax step for rows [0, nq) of S (row stride lds, n columns, n a
+// multiple of 16): each row's running max m and sum l take the tile in, its output row (HSp
+// floats of O) is rescaled, and S becomes exp(S - m_new) (zeros while nothing is visible).
+inline void online_softmax_rows(float* S, int64_t lds, int64_t n, int64_t nq, float* m, float* l, float* O,
+                                int64_t HSp) {
+  for (int64_t i = 0; i < nq; i++) {
+    float* s = S + i * lds;
+    const float m_new = std::max(m[i], row_max(s, n));
+    if (m_new == kNegInf) {  // nothing visible yet in this row
+      std::fill(s, s + n, 0.0f);
+      continue;
+    }
+    const float corr = std::exp(m[i] - m_new);  // 0 when m was -inf
+    l[i] = l[i] * corr + row_exp_sum(s, n, m_new);
+    m[i] = m_new;
+    if (corr != 1.0f) {
+      float* o = O + i * HSp;
+      for (int64_t e = 0; e < HSp; e++) o[e] *= corr;
+    }
+  }
+}
+
+// Query rows [i0, i0 + nq) of head (b, h): out = O / l (0 for a fully masked row), lse = m + log l
+// (-inf for one).
+inline void finish_rows(float* out, float* lse, const float* O, int64_t HSp, const float* m, const float* l,
+                        const Problem& p, int64_t b, int64_t h, int64_t i0, int64_t nq) {
+  const AttentionDims& d = p.d;
+  for (int64_t i = 0; i < nq; i++) {
+    float* o = out + (b * d.Tq + i0 + i) * d.ldo + h * d.HS;
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+    for (int64_t e = 0; e < d.HS; e++) o[e] = O[i * HSp + e] * inv;
+    lse[(b * d.NH + h) * d.Tq + i0 + i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kNegInf;
+  }
+}
+
+// Rows [0, rows) of P (the scores S on entry) and dS (dP on entry), row stride ld, n columns (a
+// multiple of 16): P = exp(S - lse_i), dS = scale P (dP - D_i). Rows from nq on (padding) and
+// fully masked rows (lse -inf) get zeros: no gradient.
+inline void softmax_backward_rows(float* P, float* dS, int64_t ld, int64_t n, int64_t rows, int64_t nq,
+                                  const float* lse, const float* D, float scale) {
+  for (int64_t i = 0; i < rows; i++) {
+    float* pr = P + i * ld;
+    float* ds = dS + i * ld;
+    const float l = i < nq ? lse[i] : kNegInf;
+    if (l == kNegInf) {
+      std::fill(pr, pr + n, 0.0f);
+      std::fill(ds, ds + n, 0.0f);
+      continue;
+    }
+    const vf16 lv = splat(l), Di = splat(D[i]), sc = splat(scale);
+    for (int64_t j = 0; j < n; j += W) {
+      const vf16 pv = vexp(load(pr + j) - lv);
+      store(pr + j, pv);
+      store(ds + j, sc * pv * (load(ds + j) - Di));
+    }
+  }
 }
 
 // <a, b> over HS floats: 16-lane partial sums, masked tail, then the fixed tree.

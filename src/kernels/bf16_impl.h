@@ -38,4 +38,28 @@ void linear_forward_bf16(float* out, const float* residual, const float* inp, co
 void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
 
+// ---- Small products on packed operands, one thread (attention's bf16 tiles) -------------------
+// dst[r * ldd + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols; zeros in columns
+// [cols, cols_pad) and rows [rows, rows_pad). The vector path where the CPU has AVX512_BF16.
+void round_rows_bf16(uint16_t* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols,
+                     int64_t rows_pad, int64_t cols_pad);
+// Small products on the calling thread: C[M, N] = (C if accumulate, else 0) + A[M, K] B[K, N].
+// A: bf16 rows (row stride lda elements). B: pack_bf16's layout from its first block: 16-column
+// blocks ldb elements apart, in each a row of 16 pairs per two k (B may start at a later k0:
+// block + k0 / 2 * 32). C: fp32, row stride ldc. M and N multiples of 16, K of 32. Every element
+// is one chain over K in a fixed order. Under AMX the object holds the thread's tile
+// configuration while it lives: one per thread around a run of products.
+class TileProducts {
+ public:
+  TileProducts();  // the backend bf16_backend() names (not None)
+  ~TileProducts();
+  TileProducts(const TileProducts&) = delete;
+  TileProducts& operator=(const TileProducts&) = delete;
+  void operator()(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                  float* C, int64_t ldc, bool accumulate) const;
+
+ private:
+  bool amx_;
+};
+
 }  // namespace atto::kernels::detail

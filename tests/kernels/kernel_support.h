@@ -34,6 +34,21 @@ struct ThreadGuard {
   ~ThreadGuard() { set_num_threads(saved); }
 };
 
+// Sets a bf16 backend for a test and puts the previous one back.
+struct BackendGuard {
+  Bf16Backend saved = bf16_backend();
+  explicit BackendGuard(Bf16Backend b) { set_bf16_backend(b); }
+  ~BackendGuard() { set_bf16_backend(saved); }
+};
+
+// The bf16 backends this CPU runs (none, one or both).
+inline std::vector<Bf16Backend> bf16_backends() {
+  std::vector<Bf16Backend> b;
+  for (Bf16Backend x : {Bf16Backend::Amx, Bf16Backend::Avx512Bf16})
+    if (bf16_supported(x)) b.push_back(x);
+  return b;
+}
+
 inline void expect_bit_identical(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); i++)

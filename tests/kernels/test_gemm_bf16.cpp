@@ -24,19 +24,7 @@ using test::expect_bit_identical;
 using test::randn;
 using test::ThreadGuard;
 
-// Sets a backend for a test and puts the previous one back.
-struct BackendGuard {
-  Bf16Backend saved = bf16_backend();
-  explicit BackendGuard(Bf16Backend b) { set_bf16_backend(b); }
-  ~BackendGuard() { set_bf16_backend(saved); }
-};
-
-std::vector<Bf16Backend> backends() {
-  std::vector<Bf16Backend> b;
-  for (Bf16Backend x : {Bf16Backend::Amx, Bf16Backend::Avx512Bf16})
-    if (bf16_supported(x)) b.push_back(x);
-  return b;
-}
+using test::BackendGuard;
 
 uint32_t bits(float x) {
   uint32_t u;
@@ -152,7 +140,7 @@ TEST(GemmBf16, EveryBackendMatchesTheNaiveReference) {
       {false, true, 100, 65, 128, 5, 1.0f, 0.0f},  {true, false, 48, 96, 200, 0, 1.0f, 0.0f},
       {false, false, 31, 17, 1000, 2, 1.0f, 1.0f}, {false, true, 130, 70, 33, 0, 1.0f, 0.0f},
   };
-  for (Bf16Backend b : backends()) {
+  for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
     for (const Case& c : cases) {
       const Operands o = operands(c, 11);
@@ -171,7 +159,7 @@ TEST(GemmBf16, EveryBackendMatchesTheNaiveReference) {
 
 TEST(GemmBf16, RoundsItsInputs) {
   // Against fp32 inputs (gemm_naive) a bf16 product is off by far more than the tolerance above.
-  for (Bf16Backend b : backends()) {
+  for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
     const Case c{false, true, 8, 8, 256, 0, 1.0f, 0.0f};
     const Operands o = operands(c, 5);
@@ -183,7 +171,7 @@ TEST(GemmBf16, RoundsItsInputs) {
 }
 
 TEST(GemmBf16, SameBitsForAnyThreadCountAndAnyRowsBeside) {
-  for (Bf16Backend b : backends()) {
+  for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
     const int64_t M = 67, N = 200, K = 300;
     const std::vector<float> A = randn(M * K, 1), B = randn(N * K, 2);
@@ -212,7 +200,7 @@ TEST(GemmBf16, SameBitsForAnyThreadCountAndAnyRowsBeside) {
 }
 
 TEST(GemmBf16, PrecisionScopeRoutesGemmAndLinearLayers) {
-  if (backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   const int64_t N = 40, C = 48, OC = 72;
   const std::vector<float> x = randn(N * C, 1), w = randn(OC * C, 2), bias = randn(OC, 3), g = randn(N * OC, 4);
   std::vector<float> want(N * OC), got(N * OC), fp32(N * OC);
@@ -242,7 +230,7 @@ TEST(GemmBf16, PrecisionScopeRoutesGemmAndLinearLayers) {
 }
 
 TEST(GemmBf16, RunShardsCarriesThePrecisionToItsThreads) {
-  if (backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   ThreadGuard threads;
   set_num_threads(2);
   const PrecisionScope scope(Precision::BF16);
@@ -252,7 +240,7 @@ TEST(GemmBf16, RunShardsCarriesThePrecisionToItsThreads) {
 }
 
 TEST(GemmBf16, WeightCachePacksEachWeightOnceUntilCleared) {
-  if (backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   std::vector<float> w = randn(64 * 32, 9);
   Bf16WeightCache cache;
   const PackedBf16& a = cache.get(true, 32, 64, w.data(), 32);
@@ -286,7 +274,7 @@ TEST(GemmBf16, NoBackendIsAClearError) {
 TEST(GemmBf16, PeakIsPositiveOnEveryBackend) {
   ThreadGuard threads;
   set_num_threads(1);
-  for (Bf16Backend b : backends()) {
+  for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
     const std::vector<double> g = bf16_peak_gflops(0.02);
     ASSERT_EQ(g.size(), 1u);
