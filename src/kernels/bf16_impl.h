@@ -1,11 +1,19 @@
 // atto/kernels/bf16_impl.h: what the kernel files share of bf16 (internal to src/kernels):
 // fp32 -> bf16 rounding, inline and branch-free so that loops of it vectorise (kernels::to_bf16
-// is this), and the linear layers' bf16 paths that gemm.cpp's linear functions take under a
-// BF16 PrecisionScope.
+// is this), and its AVX512_BF16 form; the AMX tile configuration; the linear layers' bf16 paths
+// that gemm.cpp's linear functions take under a BF16 PrecisionScope; and the small one-thread
+// products attention's bf16 tiles run on (bf16_tiles.cpp).
 #pragma once
+
+#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+
+// Functions with these attributes run only after bf16_backend() has found the instructions: the
+// rest of the binary is built for whatever -march the build chose.
+#define ATTO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define ATTO_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 namespace atto::kernels::detail {
 
@@ -25,6 +33,45 @@ inline uint16_t round_bf16(float x) {
 inline void round_bf16_row(uint16_t* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
 }
+
+// ---- Shared by the bf16 kernel files (gemm_bf16.cpp, bf16_tiles.cpp) ---------------------
+
+// dst[i] = round(src[i]), i < n.
+ATTO_BF16_TARGET inline void round_row_avx(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+    _mm512_storeu_si512(dst + i, (__m512i)v);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1u);
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, (__m256i)v);
+  }
+}
+
+// AMX: every tile 16 rows of 64 bytes (16 fp32, or 16 pairs of bf16).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+ATTO_AMX_TARGET inline void amx_configure() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; t++) {
+    cfg.colsb[t] = 64;  // 16 fp32, or 32 bf16 (16 pairs)
+    cfg.rows[t] = 16;
+  }
+  // GCC 12 may drop the stores above where this is inlined (it does not see ldtilecfg read
+  // them); the barrier keeps them.
+  asm volatile("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+
+ATTO_AMX_TARGET inline void amx_release() { _tile_release(); }
 
 // Whether the calling thread's GEMMs run in bf16 (a BF16 PrecisionScope).
 bool bf16_active();

@@ -27,8 +27,6 @@
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
 
-#define ATTO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-#define ATTO_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 namespace atto::kernels {
 
@@ -44,20 +42,9 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 // The vector forms use vcvtne2ps2bf16, which rounds as detail::round_bf16 does (nearest even,
 // denormals to signed zero, NaN quieted); they run only where bf16_backend() found AVX512_BF16.
 bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
-
-// dst[i] = round(src[i]), i < n.
-ATTO_BF16_TARGET void round_row_avx(uint16_t* dst, const float* src, int64_t n) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
-    _mm512_storeu_si512(dst + i, (__m512i)v);
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1u);
-    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
-    _mm256_mask_storeu_epi16(dst + i, m, (__m256i)v);
-  }
-}
+using detail::amx_configure;
+using detail::amx_release;
+using detail::round_row_avx;
 
 // One block of 16 columns (nn valid, the rest zero) of B[K, N] (row stride ldb) in pairs: rows
 // of 16 pairs (r0[j], r1[j]) at blk, one per two rows of B.
@@ -199,26 +186,6 @@ void store_block(float* C, int64_t ldc, const float* acc, int64_t rows, int64_t 
 }
 
 // ---- AMX ----------------------------------------------------------------------------------
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-ATTO_AMX_TARGET void amx_configure() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; t++) {
-    cfg.colsb[t] = 64;  // 16 fp32, or 32 bf16 (16 pairs)
-    cfg.rows[t] = 16;
-  }
-  // GCC 12 may drop the stores above where this is inlined (it does not see ldtilecfg read
-  // them); the barrier keeps them.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
-}
-
 // out[TM * 16, 32] (row stride ldo floats) = (out if `add`, else 0) + A[TM * 16 rows of Kp] @
 // (B0 | B1); TM = 1 or 2. With `add` the sums start from out's values (C += A B in the tiles).
 template <int TM>
@@ -259,8 +226,6 @@ ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, bool add, const uint16_t
     _tile_stored(3, out + 16 * ldo + 16, cstride);
   }
 }
-
-ATTO_AMX_TARGET void amx_release() { _tile_release(); }
 
 // ---- AVX512_BF16 --------------------------------------------------------------------------
 template <int MR>
@@ -382,144 +347,6 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
   pack_bf16(packed, transB, K, N, B, ldb);
   gemm_bf16_packed(transA, M, alpha, A, lda, packed, beta, C, ldc);
 }
-
-// ---- Small products for attention's tiles (bf16_impl.h) -----------------------------------
-namespace {
-
-// C[16 TM, 16 TN] (+)= A B on tiles 0-3 (C), 4-5 (A), 6-7 (B); TM, TN = 1 or 2.
-template <int TM, int TN>
-ATTO_AMX_TARGET void amx_tile_block(int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
-                                    float* C, int64_t ldc, bool accumulate) {
-  const int64_t astride = lda * 2, cstride = ldc * 4;
-  if (accumulate) {
-    _tile_loadd(0, C, cstride);
-    if (TN == 2) _tile_loadd(1, C + 16, cstride);
-    if (TM == 2) _tile_loadd(2, C + 16 * ldc, cstride);
-    if (TM == 2 && TN == 2) _tile_loadd(3, C + 16 * ldc + 16, cstride);
-  } else {
-    _tile_zero(0);
-    if (TN == 2) _tile_zero(1);
-    if (TM == 2) _tile_zero(2);
-    if (TM == 2 && TN == 2) _tile_zero(3);
-  }
-  for (int64_t k = 0; k < K; k += 32) {
-    _tile_loadd(4, A + k, astride);
-    _tile_loadd(6, B + k * 16, 64);
-    if (TN == 2) _tile_loadd(7, B + ldb + k * 16, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    if (TN == 2) _tile_dpbf16ps(1, 4, 7);
-    if (TM == 2) {
-      _tile_loadd(5, A + 16 * lda + k, astride);
-      _tile_dpbf16ps(2, 5, 6);
-      if (TN == 2) _tile_dpbf16ps(3, 5, 7);
-    }
-  }
-  _tile_stored(0, C, cstride);
-  if (TN == 2) _tile_stored(1, C + 16, cstride);
-  if (TM == 2) _tile_stored(2, C + 16 * ldc, cstride);
-  if (TM == 2 && TN == 2) _tile_stored(3, C + 16 * ldc + 16, cstride);
-}
-
-ATTO_AMX_TARGET void amx_tile_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  for (int64_t n0 = 0; n0 < N; n0 += 32) {
-    const bool wide = N - n0 >= 32;
-    const uint16_t* b = B + (n0 / 16) * ldb;
-    for (int64_t m0 = 0; m0 < M; m0 += 32) {
-      const uint16_t* a = A + m0 * lda;
-      float* c = C + m0 * ldc + n0;
-      if (M - m0 >= 32) {
-        if (wide) {
-          amx_tile_block<2, 2>(K, a, lda, b, ldb, c, ldc, accumulate);
-        } else {
-          amx_tile_block<2, 1>(K, a, lda, b, ldb, c, ldc, accumulate);
-        }
-      } else if (wide) {
-        amx_tile_block<1, 2>(K, a, lda, b, ldb, c, ldc, accumulate);
-      } else {
-        amx_tile_block<1, 1>(K, a, lda, b, ldb, c, ldc, accumulate);
-      }
-    }
-  }
-}
-
-// 4 rows x NV vectors of C per block; per pair of k one 32-bit broadcast of each row's pair and
-// one vdpbf16ps per vector, in k order (as avx_block).
-template <int NV>
-ATTO_BF16_TARGET void avx_tile_rows(int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
-                                    float* C, int64_t ldc, bool accumulate) {
-  __m512 c[4][NV];
-  for (int i = 0; i < 4; i++)
-    for (int v = 0; v < NV; v++) c[i][v] = accumulate ? _mm512_loadu_ps(C + i * ldc + v * 16) : _mm512_setzero_ps();
-  for (int64_t r = 0; r < K / 2; r++) {
-    __m512bh b[NV];
-    for (int v = 0; v < NV; v++) b[v] = (__m512bh)_mm512_loadu_si512(B + v * ldb + r * 32);
-    for (int i = 0; i < 4; i++) {
-      int32_t pair;
-      std::memcpy(&pair, A + i * lda + 2 * r, sizeof(pair));
-      const __m512bh a = (__m512bh)_mm512_set1_epi32(pair);
-      for (int v = 0; v < NV; v++) c[i][v] = _mm512_dpbf16_ps(c[i][v], a, b[v]);
-    }
-  }
-  for (int i = 0; i < 4; i++)
-    for (int v = 0; v < NV; v++) _mm512_storeu_ps(C + i * ldc + v * 16, c[i][v]);
-}
-
-void avx_tile_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
-                      float* C, int64_t ldc, bool accumulate) {
-  for (int64_t n0 = 0; n0 < N; n0 += 64) {
-    const uint16_t* b = B + (n0 / 16) * ldb;
-    const int64_t nv = std::min<int64_t>(4, (N - n0) / 16);
-    for (int64_t m0 = 0; m0 < M; m0 += 4) {
-      const uint16_t* a = A + m0 * lda;
-      float* c = C + m0 * ldc + n0;
-      switch (nv) {
-        case 4: avx_tile_rows<4>(K, a, lda, b, ldb, c, ldc, accumulate); break;
-        case 3: avx_tile_rows<3>(K, a, lda, b, ldb, c, ldc, accumulate); break;
-        case 2: avx_tile_rows<2>(K, a, lda, b, ldb, c, ldc, accumulate); break;
-        default: avx_tile_rows<1>(K, a, lda, b, ldb, c, ldc, accumulate); break;
-      }
-    }
-  }
-}
-
-}  // namespace
-
-namespace detail {
-
-void round_rows_bf16(uint16_t* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols,
-                     int64_t rows_pad, int64_t cols_pad) {
-  const bool vec = vector_packing();
-  for (int64_t r = 0; r < rows; r++) {
-    uint16_t* d = dst + r * ldd;
-    if (vec) {
-      round_row_avx(d, src + r * lds, cols);
-    } else {
-      round_bf16_row(d, src + r * lds, cols);
-    }
-    std::fill(d + cols, d + cols_pad, uint16_t{0});
-  }
-  for (int64_t r = rows; r < rows_pad; r++) std::fill(dst + r * ldd, dst + r * ldd + cols_pad, uint16_t{0});
-}
-
-TileProducts::TileProducts() : amx_(bf16_backend() == Bf16Backend::Amx) {
-  if (bf16_backend() == Bf16Backend::None) require_bf16("bf16 attention");
-  if (amx_) amx_configure();
-}
-TileProducts::~TileProducts() {
-  if (amx_) amx_release();
-}
-
-void TileProducts::operator()(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
-                              int64_t ldb, float* C, int64_t ldc, bool accumulate) const {
-  if (amx_) {
-    amx_tile_product(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  } else {
-    avx_tile_product(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  }
-}
-
-}  // namespace detail
 
 // ---- Linear layers ------------------------------------------------------------------------
 namespace detail {
