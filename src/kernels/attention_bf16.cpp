@@ -49,14 +49,6 @@ struct Sizes {
         Tqp(round_up(std::max<int64_t>(p.d.Tq, 1), 32)) {}
 };
 
-// Query tile [i0, i0 + nq) sees key tiles [0, end) (fewer under a causal mask).
-int64_t visible_tiles(const Problem& p, const Sizes& z, int64_t i0, int64_t nq) {
-  if (!p.d.causal) return z.ktiles;
-  const int64_t last_key = i0 + nq - 1 + p.off;
-  if (last_key < 0) return 0;
-  return std::min(z.ktiles, last_key / z.bk + 1);
-}
-
 // S[rows, bk] = scale * Qb Kb^T for key tile j0 (kk of its columns computed, the rest -inf),
 // masked: the one definition of the scores, shared by forward and backward so that backward's
 // exp(S - lse) matches forward exactly. Kb is pack_bf16(transB) of the head's keys (K = HS).
@@ -107,7 +99,7 @@ void forward_tile(const TileProducts& mm, float* out, float* lse, const float* q
     pack_head_keys(w.Kb, nullptr, k + b * d.Tk * d.ldk + h * d.HS, d.ldk, d.Tk, d.HS);
     pack_bf16(w.Vb, false, d.Tk, d.HS, v + b * d.Tk * d.ldv + h * d.HS, d.ldv);
   }
-  const int64_t kt_end = visible_tiles(p, z, i0, nq);
+  const int64_t kt_end = key_tiles_end(p, i0, nq);
   for (int64_t kt = 0; kt < kt_end; kt++) {
     const int64_t j0 = kt * bk, nk = std::min(bk, d.Tk - j0), kk = round_up(nk, 32);
     key_bias(w.kbias.data(), p, b, j0, nk);
@@ -209,7 +201,7 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
     std::fill(w.dVT.begin(), w.dVT.end(), 0.0f);
     for (int64_t qt = 0; qt < qtiles; qt++) {
       const int64_t i0 = qt * BQ;
-      if (visible_tiles(p, z, i0, std::min(BQ, d.Tq - i0)) <= kt) continue;  // all masked
+      if (key_tiles_end(p, i0, std::min(BQ, d.Tq - i0)) <= kt) continue;  // all masked
       backward_step(mm, lse, p, z, b, h, i0, j0, nk, w);
     }
     add_transposed(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dKT.data(), w.T.data(), p, z, nk);
@@ -223,7 +215,7 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
 void flash_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p0) {
   Problem p = p0;
   const Sizes z(p);
-  p.bk = z.bk;  // key_bias's width
+  p.bk = z.bk;  // the tile width key_bias and key_tiles_end use
   const AttentionDims& d = p.d;
   const int64_t qtiles = (d.Tq + BQ - 1) / BQ, units = d.B * d.NH * qtiles;
   const bool par = units > 1 && d.Tq * d.Tk * d.HS * d.B * d.NH >= (1 << 16);

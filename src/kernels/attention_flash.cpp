@@ -122,15 +122,6 @@ void score_tile(float* S, const float* Qs, const float* KT, int64_t ldkt, const 
   }
 }
 
-// Query tile [i0, i0 + nq) sees key tiles [0, key_tiles_end) (fewer under a causal mask).
-int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
-  const int64_t ntiles = (p.d.Tk + p.bk - 1) / p.bk;
-  if (!p.d.causal) return ntiles;
-  const int64_t last_key = i0 + nq - 1 + p.off;  // the last query row's last visible key
-  if (last_key < 0) return 0;
-  return std::min(ntiles, last_key / p.bk + 1);
-}
-
 // ---- Forward ------------------------------------------------------------------------------------
 
 // KT and Vs hold the keys (transposed, row stride ldkt) and values of one head, packed one key

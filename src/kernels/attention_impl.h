@@ -196,6 +196,15 @@ inline void pack_transposed(float* dst, int64_t ldd, const float* src, int64_t l
   }
 }
 
+// Query tile [i0, i0 + nq) sees key tiles of p.bk keys [0, key_tiles_end) (fewer when causal).
+inline int64_t key_tiles_end(const Problem& p, int64_t i0, int64_t nq) {
+  const int64_t ntiles = (p.d.Tk + p.bk - 1) / p.bk;
+  if (!p.d.causal) return ntiles;
+  const int64_t last_key = i0 + nq - 1 + p.off;  // the last query row's last visible key
+  if (last_key < 0) return 0;
+  return std::min(ntiles, last_key / p.bk + 1);
+}
+
 // Key tile [j0, j0 + nk) of batch b: kbias[j] = 0, or -inf for padding and masked keys.
 inline void key_bias(float* kbias, const Problem& p, int64_t b, int64_t j0, int64_t nk) {
   for (int64_t j = 0; j < p.bk; j++) {
