@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernel_support.h"
@@ -227,6 +228,43 @@ TEST(GemmBf16, PrecisionScopeRoutesGemmAndLinearLayers) {
   std::vector<float> after(N * OC);
   linear_forward(after.data(), x.data(), w.data(), nullptr, N, C, OC);
   expect_bit_identical(after, fp32, "fp32 again after the scope");
+}
+
+// The bf16 linear layers with a bias, a residual and GELU: out starts as (residual +) bias and
+// the GEMM sums onto it, then GELU (erf) with its slope. The same bits as those steps taken one
+// by one, on every backend, for row counts on the vdpbf16ps path (a few rows), whole and partial
+// AMX blocks, and partial column panels.
+TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
+  for (Bf16Backend b : test::bf16_backends()) {
+    BackendGuard guard(b);
+    for (const int64_t N : {1, 5, 32, 40, 100}) {
+      for (const auto& [C, OC] : {std::pair<int64_t, int64_t>{48, 72}, {33, 17}, {64, 96}}) {
+        const std::string what = std::string(bf16_backend_name(b)) + " N " + std::to_string(N) + " C " +
+                                 std::to_string(C) + " OC " + std::to_string(OC);
+        const std::vector<float> x = randn(N * C, 1), w = randn(OC * C, 2), bias = randn(OC, 3), res = randn(N * OC, 4);
+        std::vector<float> with_bias(N * OC), with_res(N * OC), gelu(N * OC), slope(N * OC);
+        for (int64_t n = 0; n < N; n++)
+          for (int64_t o = 0; o < OC; o++) {
+            with_bias[n * OC + o] = bias[o];
+            with_res[n * OC + o] = res[n * OC + o] + bias[o];
+          }
+        gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, with_bias.data(), OC);
+        gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, with_res.data(), OC);
+        gelu_erf_forward_slope(gelu.data(), slope.data(), with_bias.data(), N * OC);
+        const PrecisionScope scope(Precision::BF16);
+        std::vector<float> got(N * OC, 7.0f), got_slope(N * OC, 7.0f);
+        linear_forward(got.data(), x.data(), w.data(), bias.data(), N, C, OC);
+        expect_bit_identical(got, with_bias, "linear_forward with bias, " + what);
+        linear_residual_forward(got.data(), res.data(), x.data(), w.data(), bias.data(), N, C, OC);
+        expect_bit_identical(got, with_res, "linear_residual_forward, " + what);
+        linear_gelu_forward(got.data(), got_slope.data(), x.data(), w.data(), bias.data(), N, C, OC);
+        expect_bit_identical(got, gelu, "linear_gelu_forward, " + what);
+        expect_bit_identical(got_slope, slope, "linear_gelu_forward's slope, " + what);
+        linear_gelu_forward(got.data(), nullptr, x.data(), w.data(), bias.data(), N, C, OC);
+        expect_bit_identical(got, gelu, "linear_gelu_forward without a slope, " + what);
+      }
+    }
+  }
 }
 
 TEST(GemmBf16, RunShardsCarriesThePrecisionToItsThreads) {
