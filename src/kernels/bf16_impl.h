@@ -81,9 +81,10 @@ bool row_stable_active();
 // weight packed from the scope's weight cache when there is one.
 void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC);
-// linear_backward's GEMMs in bf16 (dbias is the caller's); beta 0 overwrites, 1 accumulates.
-void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, const float* dout,
-                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+// linear_backward in bf16: its GEMMs (beta 0 overwrites, 1 accumulates) and dbias += dout's
+// column sums (the bits of bias_add_backward), any of dinp, dweight, dbias null.
+void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, float* dbias,
+                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
 
 // ---- Small products on packed operands, one thread (attention's bf16 tiles) -------------------
 // dst[r * ldd + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols; zeros in columns

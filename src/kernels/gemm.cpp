@@ -555,13 +555,11 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
                      bool overwrite_dweight) {
   const float beta_inp = overwrite_dinp ? 0.0f : 1.0f, beta_weight = overwrite_dweight ? 0.0f : 1.0f;
-  if (detail::bf16_active()) {
-    detail::linear_backward_bf16(dinp, beta_inp, dweight, beta_weight, dout, inp, weight, N, C, OC);
-  } else {
-    // dinp[N, C] (+)= dout[N, OC] @ weight[OC, C];  dweight[OC, C] (+)= dout[N, OC]^T @ inp[N, C]
-    if (dinp != nullptr) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, beta_inp, dinp, C);
-    if (dweight != nullptr) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
-  }
+  if (detail::bf16_active())  // the GEMMs and dbias, dout read once
+    return detail::linear_backward_bf16(dinp, beta_inp, dweight, beta_weight, dbias, dout, inp, weight, N, C, OC);
+  // dinp[N, C] (+)= dout[N, OC] @ weight[OC, C];  dweight[OC, C] (+)= dout[N, OC]^T @ inp[N, C]
+  if (dinp != nullptr) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, beta_inp, dinp, C);
+  if (dweight != nullptr) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
   if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);  // dbias += sum_n dout
 }
 

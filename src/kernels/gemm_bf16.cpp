@@ -129,6 +129,59 @@ void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_
   });
 }
 
+// A linear layer's dout [N, OC] for both backward products and the bias, read once (the three
+// used to read it a pass each): `rows` [Np, OCp] is op(A) of dinp = dout W as pack_a writes it
+// (rows rounded, zeros past N and OC); `cols` [OCq, Kn] is op(A) of dweight = dout^T inp as
+// pack_a's transposed path writes it; dbias[c] += sum_n dout[n, c], rows summed in order from
+// zero as bias_add_backward does. Any of the three may be null. The bits of each are those of
+// the separate passes. Vector form only (AVX512_BF16); a thread takes 16 columns at a time.
+ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, uint16_t* cols, int64_t Kn,
+                                      float* dbias, const float* dout, int64_t N, int64_t OC, int64_t c0) {
+  const int64_t nc = std::clamp<int64_t>(OC - c0, 0, 16);
+  const __mmask16 m = static_cast<__mmask16>(nc >= 16 ? 0xffff : (1u << nc) - 1u);
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const bool to_rows = rows != nullptr && c0 < OCp;
+  __m512 acc = _mm512_setzero_ps();
+  alignas(64) uint32_t tile[16 * 16];
+  for (int64_t k0 = 0; k0 < N; k0 += 32) {
+    const int64_t kk = std::min<int64_t>(32, N - k0);
+    for (int64_t k = k0; k < k0 + kk; k += 2) {
+      const __m512 a = _mm512_maskz_loadu_ps(m, dout + k * OC + c0);
+      const bool two = k + 1 < N;
+      const __m512 b = two ? _mm512_maskz_loadu_ps(m, dout + (k + 1) * OC + c0) : _mm512_setzero_ps();
+      acc = _mm512_add_ps(acc, a);
+      if (two) acc = _mm512_add_ps(acc, b);
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
+      if (to_rows) {  // vcvtneps2bf16 rounds as vcvtne2ps2bf16 does
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + k * OCp + c0), (__m256i)_mm512_cvtneps_pbh(a));
+        if (two)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + (k + 1) * OCp + c0), (__m256i)_mm512_cvtneps_pbh(b));
+      }
+      if (cols != nullptr) _mm512_store_si512(tile + (k - k0) / 2 * 16, _mm512_permutexvar_epi16(interleave, both));
+    }
+    if (cols != nullptr) {
+      for (int64_t r = (kk + 1) / 2; r < 16; r++) _mm512_store_si512(tile + r * 16, _mm512_setzero_si512());
+      transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0), Kn / 2, tile);
+    }
+  }
+  if (cols != nullptr) {  // K's padding past the last whole tile
+    const int64_t tail = (N + 31) / 32 * 32;
+    for (int64_t j = 0; j < 16; j++) std::memset(cols + (c0 + j) * Kn + tail, 0, sizeof(uint16_t) * (Kn - tail));
+  }
+  if (to_rows)
+    for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + r * OCp + c0), _mm256_setzero_si256());
+  if (dbias != nullptr && nc > 0) _mm512_mask_storeu_ps(dbias + c0, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + c0), acc));
+}
+
+void pack_dout(uint16_t* rows, int64_t OCp, int64_t Np, uint16_t* cols, int64_t Kn, int64_t OCq, float* dbias,
+               const float* dout, int64_t N, int64_t OC) {
+  const int64_t groups = std::max({rows != nullptr ? OCp : 0, cols != nullptr ? OCq : 0, round_up(OC, 16)}) / 16;
+  parallel_for(groups, N * OC >= (1 << 16), [&](int64_t g) {
+    pack_dout_group(rows, OCp, Np, g * 16 < OCq ? cols : nullptr, Kn, dbias, dout, N, OC, g * 16);
+  });
+}
+
 }  // namespace
 
 // Block nb (16 columns) holds Kp / 2 rows of 16 pairs: element (k, n) at
@@ -311,6 +364,12 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, const PackedBf
   });
 }
 
+// The rows of op(A)'s bf16 copy for M rows of C: AMX reads whole tiles of 16 rows, in blocks of
+// 32 (zeros past M); AVX512_BF16 only the rows there are.
+int64_t padded_rows(Bf16Backend backend, int64_t M) {
+  return uses_amx(backend, M) ? round_up(M, kAmxRows) : round_up(M, 16);
+}
+
 void scale_rows(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
@@ -328,8 +387,7 @@ void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64
   }
   const Bf16Backend backend = bf16_backend();
   if (backend == Bf16Backend::None) require_bf16("bf16 GEMM");
-  // AMX reads whole tiles of 16 rows (zeros past M); AVX512_BF16 only the rows there are.
-  const int64_t Mp = uses_amx(backend, M) ? round_up(M, kAmxRows) : round_up(M, 16), Kp = B.Kp;
+  const int64_t Mp = padded_rows(backend, M), Kp = B.Kp;
   thread_local Bf16Buffer scratch;
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
   pack_a(scratch.data(), transA, M, K, Mp, Kp, A, lda);
@@ -387,14 +445,29 @@ void linear_forward_bf16(float* out, const float* residual, const float* inp, co
   gemm_bf16_packed(false, N, 1.0f, inp, C, w, beta, out, OC);
 }
 
-void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, const float* dout,
-                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
-  if (dinp != nullptr) {  // dinp[N, C] = dout[N, OC] @ weight[OC, C]
-    thread_local PackedBf16 local;
-    gemm_bf16_packed(false, N, 1.0f, dout, OC, packed_weight(false, weight, C, OC, local), beta_inp, dinp, C);
+void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, float* dbias,
+                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+  thread_local PackedBf16 local, inp_packed;
+  const Bf16Backend backend = bf16_backend();
+  if (N <= 0 || C <= 0 || OC <= 0 || backend == Bf16Backend::None) {  // the general paths (and their errors)
+    if (dinp != nullptr) gemm_bf16_packed(false, N, 1.0f, dout, OC, packed_weight(false, weight, C, OC, local), beta_inp, dinp, C);
+    if (dweight != nullptr) gemm_bf16(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
+    if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);
+    return;
   }
-  // dweight[OC, C] = dout[N, OC]^T @ inp[N, C]
-  if (dweight != nullptr) gemm_bf16(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
+  // dinp[N, C] = dout[N, OC] @ weight[OC, C]; dweight[OC, C] = dout^T @ inp[N, C]; dbias: dout's
+  // column sums. dout is rounded for both products (and summed) in one pass (pack_dout).
+  const PackedBf16* w = dinp != nullptr ? &packed_weight(false, weight, C, OC, local) : nullptr;
+  if (dweight != nullptr) pack_bf16(inp_packed, false, N, C, inp, C);
+  const int64_t OCp = w != nullptr ? w->Kp : 0, Np = w != nullptr ? padded_rows(backend, N) : 0;
+  const int64_t Kn = dweight != nullptr ? inp_packed.Kp : 0, OCq = dweight != nullptr ? padded_rows(backend, OC) : 0;
+  thread_local Bf16Buffer rows, cols;
+  if (rows.size() < static_cast<size_t>(Np * OCp)) rows.resize(static_cast<size_t>(Np * OCp));
+  if (cols.size() < static_cast<size_t>(OCq * Kn)) cols.resize(static_cast<size_t>(OCq * Kn));
+  pack_dout(w != nullptr ? rows.data() : nullptr, OCp, Np, dweight != nullptr ? cols.data() : nullptr, Kn, OCq, dbias,
+            dout, N, OC);
+  if (w != nullptr) run_tasks(backend, N, rows.data(), *w, 1.0f, beta_inp, dinp, C);
+  if (dweight != nullptr) run_tasks(backend, OC, cols.data(), inp_packed, 1.0f, beta_weight, dweight, C);
 }
 
 }  // namespace detail

@@ -267,6 +267,53 @@ TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
   }
 }
 
+// linear_backward under bf16 rounds dout once for both products and sums dbias in the same
+// pass: the same bits as the GEMMs and bias_add_backward one by one, accumulating into nonzero
+// gradients or overwriting them, on every backend, for odd row counts (a row without a pair),
+// rows on the vdpbf16ps path, partial column groups and padding.
+TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
+  for (Bf16Backend b : test::bf16_backends()) {
+    BackendGuard guard(b);
+    for (const int64_t N : {1, 7, 33, 100, 300}) {  // 300 x 250: the pass runs on both threads
+      for (const auto& [C, OC] : {std::pair<int64_t, int64_t>{48, 72}, {33, 17}, {64, 96}, {40, 250}}) {
+        for (const bool overwrite : {false, true}) {
+          const std::string what = std::string(bf16_backend_name(b)) + " N " + std::to_string(N) + " C " +
+                                   std::to_string(C) + " OC " + std::to_string(OC) + (overwrite ? " overwrite" : "");
+          const std::vector<float> x = randn(N * C, 1), w = randn(OC * C, 2), g = randn(N * OC, 3);
+          const std::vector<float> dx0 = randn(N * C, 4), dw0 = randn(OC * C, 5), db0 = randn(OC, 6);
+          std::vector<float> dx_ref = dx0, dw_ref = dw0, db_ref = db0;
+          const float beta = overwrite ? 0.0f : 1.0f;
+          gemm_bf16(false, false, N, C, OC, 1.0f, g.data(), OC, w.data(), C, beta, dx_ref.data(), C);
+          gemm_bf16(true, false, OC, C, N, 1.0f, g.data(), OC, x.data(), C, beta, dw_ref.data(), C);
+          bias_add_backward(nullptr, db_ref.data(), g.data(), N, OC);
+          test::expect_thread_invariant(
+              [&] {
+                std::vector<float> dx = dx0, dw = dw0, db = db0;
+                const PrecisionScope scope(Precision::BF16);
+                linear_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, C, OC, overwrite,
+                                overwrite);
+                expect_bit_identical(dx, dx_ref, "dinp, " + what);
+                expect_bit_identical(dw, dw_ref, "dweight, " + what);
+                expect_bit_identical(db, db_ref, "dbias, " + what);
+                dx.insert(dx.end(), dw.begin(), dw.end());
+                return dx;
+              },
+              "linear_backward under bf16, " + what);
+          // Each output alone (the others null) gets the same bits.
+          std::vector<float> dx = dx0, dw = dw0, db = db0;
+          const PrecisionScope scope(Precision::BF16);
+          linear_backward(dx.data(), nullptr, nullptr, g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
+          linear_backward(nullptr, dw.data(), nullptr, g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
+          linear_backward(nullptr, nullptr, db.data(), g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
+          expect_bit_identical(dx, dx_ref, "dinp alone, " + what);
+          expect_bit_identical(dw, dw_ref, "dweight alone, " + what);
+          expect_bit_identical(db, db_ref, "dbias alone, " + what);
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmBf16, RunShardsCarriesThePrecisionToItsThreads) {
   if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   ThreadGuard threads;
