@@ -35,6 +35,7 @@ namespace atto::kernels::attn {
 namespace {
 
 constexpr int64_t BQ = 64;  // query rows per tile (at most)
+using detail::pack_row_pairs_bf16;
 using detail::round_rows_bf16;
 using detail::TileProducts;
 
@@ -115,8 +116,9 @@ void forward_tile(const TileProducts& mm, float* out, float* lse, const float* q
 
 struct BwdScratch {
   AlignedVector<float> D, dQ, T, P, dS, dKT, dVT, kbias;
-  Bf16Buffer Qb, dOb, QTb, dOTb, dSb;
-  PackedBf16 Kb, Kn, Vb, Pp, dSp;
+  Bf16Buffer Qb, dOb, QTb, dOTb, dSb, Pp, dSp;
+  AlignedVector<uint32_t> bits;
+  PackedBf16 Kb, Kn, Vb;
   explicit BwdScratch(const Sizes& z)
       : D(z.Tqp),
         dQ(z.Tqp * z.HSp),
@@ -130,7 +132,10 @@ struct BwdScratch {
         dOb(z.Tqp * z.HSk),
         QTb(z.HSp * z.Tqp),
         dOTb(z.HSp * z.Tqp),
-        dSb(BQ * z.bk) {}
+        dSb(BQ * z.bk),
+        Pp(BQ * z.bk),
+        dSp(BQ * z.bk),
+        bits(z.HSk) {}
 };
 
 // dst[HSp, Tqp] (bf16 rows) = the transpose of the head's Tq rows of HS floats, zero padding.
@@ -160,12 +165,11 @@ void backward_step(const TileProducts& mm, const float* lse, const Problem& p, c
   softmax_backward_rows(w.P.data(), w.dS.data(), bk, kk, rows, nq, lse + (b * d.NH + h) * d.Tq + i0, w.D.data() + i0,
                         d.scale);
   // P and dS as the B of products over query rows (pairs of rows), dS also as rows.
-  pack_bf16(w.Pp, false, rows, kk, w.P.data(), bk);
-  pack_bf16(w.dSp, false, rows, kk, w.dS.data(), bk);
-  round_rows_bf16(w.dSb.data(), kk, w.dS.data(), bk, rows, kk, rows, kk);
+  pack_row_pairs_bf16(w.Pp.data(), nullptr, 0, w.P.data(), bk, rows, kk);
+  pack_row_pairs_bf16(w.dSp.data(), w.dSb.data(), kk, w.dS.data(), bk, rows, kk);
   // dV^T[HS, keys] += dO^T P;  dK^T += Q^T dS;  dQ += dS K
-  mm(HSp, kk, rows, w.dOTb.data() + i0, z.Tqp, w.Pp.data.data(), w.Pp.Kp * 16, w.dVT.data(), bk, true);
-  mm(HSp, kk, rows, w.QTb.data() + i0, z.Tqp, w.dSp.data.data(), w.dSp.Kp * 16, w.dKT.data(), bk, true);
+  mm(HSp, kk, rows, w.dOTb.data() + i0, z.Tqp, w.Pp.data(), rows * 16, w.dVT.data(), bk, true);
+  mm(HSp, kk, rows, w.QTb.data() + i0, z.Tqp, w.dSp.data(), rows * 16, w.dKT.data(), bk, true);
   mm(rows, HSp, kk, w.dSb.data(), kk, w.Kn.data.data() + (j0 / 2) * 32, w.Kn.Kp * 16, w.dQ.data() + i0 * HSp, HSp,
      true);
 }
@@ -183,10 +187,9 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
   // dP_ij: a row with one visible key gets dS = 0, as softmax's gradient says.
   for (int64_t i = 0; i < d.Tq; i++) {
     float* row = w.T.data();
-    for (int64_t e = 0; e < d.HS; e++) {
-      const uint32_t u = uint32_t{w.dOb[i * z.HSk + e]} << 16;
-      std::memcpy(row + e, &u, sizeof(u));
-    }
+    uint32_t* bits = w.bits.data();  // bf16 -> fp32: the 16 bits on top (a loop that vectorises)
+    for (int64_t e = 0; e < d.HS; e++) bits[e] = uint32_t{w.dOb[i * z.HSk + e]} << 16;
+    std::memcpy(row, bits, sizeof(float) * d.HS);
     w.D[i] = dot_hs(out + (b * d.Tq + i) * d.ldo + h * d.HS, row, d.HS);
   }
   pack_transposed_bf16(w.QTb.data(), w.T.data(), qh, d.ldq, p, z);
