@@ -1,10 +1,11 @@
 // atto/kernels/gemm_bf16.cpp: bf16 GEMM on AMX tiles or AVX512_BF16 registers, fp32 sums.
 //
 // C[M, N] = alpha * op(A) @ B + beta * C. B comes packed (pack_bf16: pairs of K interleaved,
-// blocks of 16 columns); op(A) is rounded to bf16 into a row-major [Mp, Kp] scratch (rows
-// padded to 32, K to 32 with zeros). C is cut into panels of 32 columns (two B blocks) and
-// blocks of rows; a thread takes a run of (panel, rows) tasks, panel-major, so its B panel stays
-// in L1/L2 while A streams.
+// blocks of 16 columns); op(A) is rounded to bf16 into a [Mp, Kp] scratch (rows padded to 32, K
+// to 32 with zeros): tiled for AMX (a_tile_offset: each 16 x 32 tile 1 KiB in a row), row-major
+// for AVX512_BF16. C is cut into blocks of 32 rows and panels of 32 columns (two B blocks); a
+// thread takes a run of (row block, panel) tasks, the panels of a row block in a row, so its
+// block of A stays in L1/L2 while B's panels stream.
 //   AMX: 2 x 2 accumulator tiles (32 x 32 of C), A tiles 4-5, B tiles 6-7; one tdpbf16ps
 //        multiplies 16 x 32 by 32 x 16 (16 K pairs).
 //   AVX512_BF16: up to 8 rows x 2 vectors of accumulators; per K pair, one 32-bit broadcast of
@@ -92,9 +93,34 @@ void pair_block(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t n
   }
 }
 
+// The tiled layout of op(A) for AMX: tile (m / 16, k / 32), a 16 x 32 block of bf16 (1 KiB,
+// 64-byte lines), at (m / 16) * 16 * Kp + (k / 32) * 512, tiles of a row band in k order; so a
+// tile load reads 1 KiB in a row instead of 16 lines a row of A apart. Element (m, k):
+inline int64_t a_tile_offset(int64_t m, int64_t k, int64_t Kp) {
+  return (m / 16) * 16 * Kp + (k / 32) * 512 + (m % 16) * 32 + k % 32;
+}
+
 // op(A) rows [0, M) rounded to bf16 into dst [Mp, Kp]; padding rows and columns zero.
-void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_t Kp, const float* A, int64_t lda) {
+void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_t Kp, const float* A, int64_t lda,
+            bool tiled) {
   const bool par = M * K >= (1 << 16), vec = vector_packing();
+  if (!transA && tiled) {  // row m's run of 32 k at tile (m / 16, k / 32), line m % 16
+    parallel_for(Mp, par, [&](int64_t m) {
+      for (int64_t k0 = 0; k0 < Kp; k0 += 32) {
+        uint16_t* seg = dst + a_tile_offset(m, k0, Kp);
+        const int64_t n = m < M ? std::clamp<int64_t>(K - k0, 0, 32) : 0;
+        if (n > 0) {
+          if (vec) {
+            round_row_avx(seg, A + m * lda + k0, n);
+          } else {
+            detail::round_bf16_row(seg, A + m * lda + k0, n);
+          }
+        }
+        for (int64_t k = n; k < 32; k++) seg[k] = 0;
+      }
+    });
+    return;
+  }
   if (!transA) {
     parallel_for(Mp, par, [&](int64_t m) {
       uint16_t* row = dst + m * Kp;
@@ -117,31 +143,42 @@ void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_
   parallel_for(Mp / 16, par, [&](int64_t mb) {
     const int64_t m0 = mb * 16, mm = std::clamp<int64_t>(M - m0, 0, 16);
     const int64_t tail = mm == 0 ? 0 : (K + 31) / 32 * 32;  // whole tiles are written below; zero the rest
-    for (int64_t j = 0; j < 16; j++) std::memset(dst + (m0 + j) * Kp + tail, 0, sizeof(uint16_t) * (Kp - tail));
+    if (tiled) {
+      std::memset(dst + m0 * Kp + tail * 16, 0, sizeof(uint16_t) * (Kp - tail) * 16);
+    } else {
+      for (int64_t j = 0; j < 16; j++) std::memset(dst + (m0 + j) * Kp + tail, 0, sizeof(uint16_t) * (Kp - tail));
+    }
     if (mm == 0) return;
     alignas(64) uint32_t tile[16 * 16];
     for (int64_t k0 = 0; k0 < K; k0 += 32) {
       const int64_t kk = std::min<int64_t>(32, K - k0);
       if (kk < 32) std::memset(tile, 0, sizeof(tile));
       pair_block(reinterpret_cast<uint16_t*>(tile), A + k0 * lda + m0, lda, kk, mm, vec);
-      transpose16(reinterpret_cast<uint32_t*>(dst + m0 * Kp + k0), Kp / 2, tile, vec);
+      if (tiled) {
+        transpose16(reinterpret_cast<uint32_t*>(dst + m0 * Kp + k0 * 16), 16, tile, vec);
+      } else {
+        transpose16(reinterpret_cast<uint32_t*>(dst + m0 * Kp + k0), Kp / 2, tile, vec);
+      }
     }
   });
 }
 
 // A linear layer's dout [N, OC] for both backward products and the bias, read once (the three
 // used to read it a pass each): `rows` [Np, OCp] is op(A) of dinp = dout W as pack_a writes it
-// (rows rounded, zeros past N and OC); `cols` [OCq, Kn] is op(A) of dweight = dout^T inp as
-// pack_a's transposed path writes it; dbias[c] += sum_n dout[n, c], rows summed in order from
+// (rows rounded, zeros past N and OC; tiled with rows_tiled); `cols` [OCq, Kn] is op(A) of
+// dweight = dout^T inp as pack_a's transposed path writes it (tiled with `tiled`); dbias[c] += sum_n dout[n, c], rows summed in order from
 // zero as bias_add_backward does. Any of the three may be null. The bits of each are those of
 // the separate passes. Vector form only (AVX512_BF16); a thread takes 16 columns at a time.
-ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, uint16_t* cols, int64_t Kn,
-                                      float* dbias, const float* dout, int64_t N, int64_t OC, int64_t c0) {
+ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
+                                      int64_t Kn, bool tiled, float* dbias, const float* dout, int64_t N, int64_t OC,
+                                      int64_t c0) {
   const int64_t nc = std::clamp<int64_t>(OC - c0, 0, 16);
   const __mmask16 m = static_cast<__mmask16>(nc >= 16 ? 0xffff : (1u << nc) - 1u);
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
                                               6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const bool to_rows = rows != nullptr && c0 < OCp;
+  // Where row r's 16 values go: at (r, c0), or in the tiled layout (a_tile_offset).
+  auto row_at = [&](int64_t r) { return rows + (rows_tiled ? a_tile_offset(r, c0, OCp) : r * OCp + c0); };
   __m512 acc = _mm512_setzero_ps();
   alignas(64) uint32_t tile[16 * 16];
   for (int64_t k0 = 0; k0 < N; k0 += 32) {
@@ -154,31 +191,39 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, u
       if (two) acc = _mm512_add_ps(acc, b);
       const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
       if (to_rows) {  // vcvtneps2bf16 rounds as vcvtne2ps2bf16 does
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + k * OCp + c0), (__m256i)_mm512_cvtneps_pbh(a));
-        if (two)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + (k + 1) * OCp + c0), (__m256i)_mm512_cvtneps_pbh(b));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k)), (__m256i)_mm512_cvtneps_pbh(a));
+        if (two) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k + 1)), (__m256i)_mm512_cvtneps_pbh(b));
       }
       if (cols != nullptr) _mm512_store_si512(tile + (k - k0) / 2 * 16, _mm512_permutexvar_epi16(interleave, both));
     }
     if (cols != nullptr) {
       for (int64_t r = (kk + 1) / 2; r < 16; r++) _mm512_store_si512(tile + r * 16, _mm512_setzero_si512());
-      transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0), Kn / 2, tile);
+      if (tiled) {
+        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0 * 16), 16, tile);
+      } else {
+        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0), Kn / 2, tile);
+      }
     }
   }
   if (cols != nullptr) {  // K's padding past the last whole tile
     const int64_t tail = (N + 31) / 32 * 32;
-    for (int64_t j = 0; j < 16; j++) std::memset(cols + (c0 + j) * Kn + tail, 0, sizeof(uint16_t) * (Kn - tail));
+    if (tiled) {
+      std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
+    } else {
+      for (int64_t j = 0; j < 16; j++) std::memset(cols + (c0 + j) * Kn + tail, 0, sizeof(uint16_t) * (Kn - tail));
+    }
   }
   if (to_rows)
-    for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows + r * OCp + c0), _mm256_setzero_si256());
+    for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(r)), _mm256_setzero_si256());
   if (dbias != nullptr && nc > 0) _mm512_mask_storeu_ps(dbias + c0, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + c0), acc));
 }
 
-void pack_dout(uint16_t* rows, int64_t OCp, int64_t Np, uint16_t* cols, int64_t Kn, int64_t OCq, float* dbias,
-               const float* dout, int64_t N, int64_t OC) {
+void pack_dout(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn, int64_t OCq,
+               bool cols_tiled, float* dbias, const float* dout, int64_t N, int64_t OC) {
   const int64_t groups = std::max({rows != nullptr ? OCp : 0, cols != nullptr ? OCq : 0, round_up(OC, 16)}) / 16;
   parallel_for(groups, N * OC >= (1 << 16), [&](int64_t g) {
-    pack_dout_group(rows, OCp, Np, g * 16 < OCq ? cols : nullptr, Kn, dbias, dout, N, OC, g * 16);
+    pack_dout_group(rows, OCp, Np, rows_tiled, g * 16 < OCq ? cols : nullptr, Kn, cols_tiled, dbias, dout, N, OC,
+                    g * 16);
   });
 }
 
@@ -240,11 +285,12 @@ void store_block(float* C, int64_t ldc, const float* acc, int64_t rows, int64_t 
 
 // ---- AMX ----------------------------------------------------------------------------------
 // out[TM * 16, 32] (row stride ldo floats) = (out if `add`, else 0) + A[TM * 16 rows of Kp] @
-// (B0 | B1); TM = 1 or 2. With `add` the sums start from out's values (C += A B in the tiles).
+// (B0 | B1); TM = 1 or 2; A tiled (a_tile_offset) or row-major. With `add` the sums start from
+// out's values (C += A B in the tiles).
 template <int TM>
-ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, bool add, const uint16_t* A, int64_t Kp, const uint16_t* B0,
-                               const uint16_t* B1) {
-  const int64_t stride = Kp * 2, cstride = ldo * 4;
+ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, bool add, const uint16_t* A, int64_t Kp, bool tiled,
+                               const uint16_t* B0, const uint16_t* B1) {
+  const int64_t stride = tiled ? 64 : Kp * 2, cstride = ldo * 4, step = tiled ? 512 : 32;
   if (add) {
     _tile_loadd(0, out, cstride);
     _tile_loadd(1, out + 16, cstride);
@@ -261,13 +307,13 @@ ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, bool add, const uint16_t
     }
   }
   for (int64_t kb = 0; kb < Kp / 32; kb++) {
-    _tile_loadd(4, A + kb * 32, stride);
+    _tile_loadd(4, A + kb * step, stride);
     _tile_loadd(6, B0 + kb * 512, 64);
     _tile_loadd(7, B1 + kb * 512, 64);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     if (TM == 2) {
-      _tile_loadd(5, A + 16 * Kp + kb * 32, stride);
+      _tile_loadd(5, A + 16 * Kp + kb * step, stride);
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
@@ -327,8 +373,8 @@ bool uses_amx(Bf16Backend backend, int64_t M) {
 }
 
 // The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`.
-void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, const PackedBf16& B, float alpha, float beta,
-               float* C, int64_t ldc) {
+void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, const PackedBf16& B, float alpha,
+               float beta, float* C, int64_t ldc) {
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
   const bool amx = uses_amx(backend, M);
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
@@ -348,15 +394,15 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, const PackedBf
       float* c = C + m0 * ldc + n0;
       // A whole 32 x 32 block of C = A B or C += A B: the tiles read and write C itself.
       if (amx && mi == kAmxRows && nj == kPanel && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
-        amx_block<2>(c, ldc, beta == 1.0f, a, Kp, b0, b1);
+        amx_block<2>(c, ldc, beta == 1.0f, a, Kp, a_tiled, b0, b1);
         continue;
       }
       if (!amx) {
         avx_rows(acc, mi, a, Kp, b0, b1);
       } else if (mi > 16) {
-        amx_block<2>(acc, kPanel, false, a, Kp, b0, b1);
+        amx_block<2>(acc, kPanel, false, a, Kp, a_tiled, b0, b1);
       } else {
-        amx_block<1>(acc, kPanel, false, a, Kp, b0, b1);
+        amx_block<1>(acc, kPanel, false, a, Kp, a_tiled, b0, b1);
       }
       store_block(c, ldc, acc, mi, nj, alpha, beta);
     }
@@ -390,8 +436,9 @@ void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64
   const int64_t Mp = padded_rows(backend, M), Kp = B.Kp;
   thread_local Bf16Buffer scratch;
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
-  pack_a(scratch.data(), transA, M, K, Mp, Kp, A, lda);
-  run_tasks(backend, M, scratch.data(), B, alpha, beta, C, ldc);
+  const bool tiled = uses_amx(backend, M);
+  pack_a(scratch.data(), transA, M, K, Mp, Kp, A, lda, tiled);
+  run_tasks(backend, M, scratch.data(), tiled, B, alpha, beta, C, ldc);
 }
 
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -464,10 +511,11 @@ void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float bet
   thread_local Bf16Buffer rows, cols;
   if (rows.size() < static_cast<size_t>(Np * OCp)) rows.resize(static_cast<size_t>(Np * OCp));
   if (cols.size() < static_cast<size_t>(OCq * Kn)) cols.resize(static_cast<size_t>(OCq * Kn));
-  pack_dout(w != nullptr ? rows.data() : nullptr, OCp, Np, dweight != nullptr ? cols.data() : nullptr, Kn, OCq, dbias,
-            dout, N, OC);
-  if (w != nullptr) run_tasks(backend, N, rows.data(), *w, 1.0f, beta_inp, dinp, C);
-  if (dweight != nullptr) run_tasks(backend, OC, cols.data(), inp_packed, 1.0f, beta_weight, dweight, C);
+  const bool rows_tiled = uses_amx(backend, N), cols_tiled = uses_amx(backend, OC);
+  pack_dout(w != nullptr ? rows.data() : nullptr, OCp, Np, rows_tiled, dweight != nullptr ? cols.data() : nullptr, Kn,
+            OCq, cols_tiled, dbias, dout, N, OC);
+  if (w != nullptr) run_tasks(backend, N, rows.data(), rows_tiled, *w, 1.0f, beta_inp, dinp, C);
+  if (dweight != nullptr) run_tasks(backend, OC, cols.data(), cols_tiled, inp_packed, 1.0f, beta_weight, dweight, C);
 }
 
 }  // namespace detail
