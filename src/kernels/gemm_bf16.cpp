@@ -169,61 +169,83 @@ void pack_a(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_
 // dweight = dout^T inp as pack_a's transposed path writes it (tiled with `tiled`); dbias[c] += sum_n dout[n, c], rows summed in order from
 // zero as bias_add_backward does. Any of the three may be null. The bits of each are those of
 // the separate passes. Vector form only (AVX512_BF16); a thread takes 16 columns at a time.
+constexpr int64_t kDoutCols = 64;  // columns of dout per pass: 256 bytes of each row (four 16-column groups)
+
 ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
-                                      int64_t Kn, bool tiled, float* dbias, const float* dout, int64_t N, int64_t OC,
-                                      int64_t c0) {
-  const int64_t nc = std::clamp<int64_t>(OC - c0, 0, 16);
-  const __mmask16 m = static_cast<__mmask16>(nc >= 16 ? 0xffff : (1u << nc) - 1u);
+                                      int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout, int64_t N,
+                                      int64_t OC, int64_t c00) {
+  constexpr int G = kDoutCols / 16;
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
                                               6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  const bool to_rows = rows != nullptr && c0 < OCp;
-  // Where row r's 16 values go: at (r, c0), or in the tiled layout (a_tile_offset).
-  auto row_at = [&](int64_t r) { return rows + (rows_tiled ? a_tile_offset(r, c0, OCp) : r * OCp + c0); };
-  __m512 acc = _mm512_setzero_ps();
-  alignas(64) uint32_t tile[16 * 16];
+  __mmask16 m[G];
+  bool to_rows[G], to_cols[G];
+  __m512 acc[G];
+  for (int g = 0; g < G; g++) {
+    const int64_t c0 = c00 + 16 * g, nc = std::clamp<int64_t>(OC - c0, 0, 16);
+    m[g] = static_cast<__mmask16>(nc >= 16 ? 0xffff : (1u << nc) - 1u);
+    to_rows[g] = rows != nullptr && c0 < OCp;
+    to_cols[g] = cols != nullptr && c0 < OCq;
+    acc[g] = _mm512_setzero_ps();
+  }
+  // Where row r's 16 values of group g go: at (r, c0), or in the tiled layout (a_tile_offset).
+  auto row_at = [&](int64_t r, int g) {
+    const int64_t c0 = c00 + 16 * g;
+    return rows + (rows_tiled ? a_tile_offset(r, c0, OCp) : r * OCp + c0);
+  };
+  alignas(64) uint32_t tile[G][16 * 16];
   for (int64_t k0 = 0; k0 < N; k0 += 32) {
     const int64_t kk = std::min<int64_t>(32, N - k0);
     for (int64_t k = k0; k < k0 + kk; k += 2) {
-      const __m512 a = _mm512_maskz_loadu_ps(m, dout + k * OC + c0);
       const bool two = k + 1 < N;
-      const __m512 b = two ? _mm512_maskz_loadu_ps(m, dout + (k + 1) * OC + c0) : _mm512_setzero_ps();
-      acc = _mm512_add_ps(acc, a);
-      if (two) acc = _mm512_add_ps(acc, b);
-      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
-      if (to_rows) {  // vcvtneps2bf16 rounds as vcvtne2ps2bf16 does
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k)), (__m256i)_mm512_cvtneps_pbh(a));
-        if (two) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k + 1)), (__m256i)_mm512_cvtneps_pbh(b));
+      for (int g = 0; g < G; g++) {
+        const float* src = dout + k * OC + c00 + 16 * g;
+        const __m512 a = _mm512_maskz_loadu_ps(m[g], src);
+        const __m512 b = two ? _mm512_maskz_loadu_ps(m[g], src + OC) : _mm512_setzero_ps();
+        acc[g] = _mm512_add_ps(acc[g], a);
+        if (two) acc[g] = _mm512_add_ps(acc[g], b);
+        if (to_rows[g]) {  // vcvtneps2bf16 rounds as vcvtne2ps2bf16 does
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k, g)), (__m256i)_mm512_cvtneps_pbh(a));
+          if (two) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k + 1, g)), (__m256i)_mm512_cvtneps_pbh(b));
+        }
+        if (to_cols[g]) {
+          const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
+          _mm512_store_si512(tile[g] + (k - k0) / 2 * 16, _mm512_permutexvar_epi16(interleave, both));
+        }
       }
-      if (cols != nullptr) _mm512_store_si512(tile + (k - k0) / 2 * 16, _mm512_permutexvar_epi16(interleave, both));
     }
-    if (cols != nullptr) {
-      for (int64_t r = (kk + 1) / 2; r < 16; r++) _mm512_store_si512(tile + r * 16, _mm512_setzero_si512());
+    for (int g = 0; g < G; g++) {
+      if (!to_cols[g]) continue;
+      const int64_t c0 = c00 + 16 * g;
+      for (int64_t r = (kk + 1) / 2; r < 16; r++) _mm512_store_si512(tile[g] + r * 16, _mm512_setzero_si512());
       if (tiled) {
-        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0 * 16), 16, tile);
+        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0 * 16), 16, tile[g]);
       } else {
-        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0), Kn / 2, tile);
+        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0), Kn / 2, tile[g]);
       }
     }
   }
-  if (cols != nullptr) {  // K's padding past the last whole tile
-    const int64_t tail = (N + 31) / 32 * 32;
-    if (tiled) {
-      std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
-    } else {
-      for (int64_t j = 0; j < 16; j++) std::memset(cols + (c0 + j) * Kn + tail, 0, sizeof(uint16_t) * (Kn - tail));
+  const int64_t tail = (N + 31) / 32 * 32;  // K's padding past the last whole tile
+  for (int g = 0; g < G; g++) {
+    const int64_t c0 = c00 + 16 * g;
+    if (to_cols[g]) {
+      if (tiled) {
+        std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
+      } else {
+        for (int64_t j = 0; j < 16; j++) std::memset(cols + (c0 + j) * Kn + tail, 0, sizeof(uint16_t) * (Kn - tail));
+      }
     }
+    if (to_rows[g])
+      for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(r, g)), _mm256_setzero_si256());
+    if (dbias != nullptr && m[g] != 0)
+      _mm512_mask_storeu_ps(dbias + c0, m[g], _mm512_add_ps(_mm512_maskz_loadu_ps(m[g], dbias + c0), acc[g]));
   }
-  if (to_rows)
-    for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(r)), _mm256_setzero_si256());
-  if (dbias != nullptr && nc > 0) _mm512_mask_storeu_ps(dbias + c0, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dbias + c0), acc));
 }
 
 void pack_dout(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn, int64_t OCq,
                bool cols_tiled, float* dbias, const float* dout, int64_t N, int64_t OC) {
-  const int64_t groups = std::max({rows != nullptr ? OCp : 0, cols != nullptr ? OCq : 0, round_up(OC, 16)}) / 16;
-  parallel_for(groups, N * OC >= (1 << 16), [&](int64_t g) {
-    pack_dout_group(rows, OCp, Np, rows_tiled, g * 16 < OCq ? cols : nullptr, Kn, cols_tiled, dbias, dout, N, OC,
-                    g * 16);
+  const int64_t width = std::max({rows != nullptr ? OCp : 0, cols != nullptr ? OCq : 0, round_up(OC, 16)});
+  parallel_for((width + kDoutCols - 1) / kDoutCols, N * OC >= (1 << 16), [&](int64_t g) {
+    pack_dout_group(rows, OCp, Np, rows_tiled, cols, Kn, OCq, cols_tiled, dbias, dout, N, OC, g * kDoutCols);
   });
 }
 
