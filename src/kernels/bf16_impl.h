@@ -1,8 +1,9 @@
 // atto/kernels/bf16_impl.h: what the kernel files share of bf16 (internal to src/kernels):
 // fp32 -> bf16 rounding, inline and branch-free so that loops of it vectorise (kernels::to_bf16
-// is this), and its AVX512_BF16 form; the AMX tile configuration; the linear layers' bf16 paths
-// that gemm.cpp's linear functions take under a BF16 PrecisionScope; and the small one-thread
-// products attention's bf16 tiles run on (bf16_tiles.cpp).
+// is this), and its AVX512_BF16 form; the AMX tile configuration; the packing of GEMM operands
+// (bf16_pack.cpp); the linear layers' bf16 paths that gemm.cpp's linear functions take under a
+// BF16 PrecisionScope; and the small one-thread products attention's bf16 tiles run on
+// (bf16_tiles.cpp).
 #pragma once
 
 #include <immintrin.h>
@@ -81,6 +82,22 @@ bool row_stable_active();
 // weight packed from the scope's weight cache when there is one.
 void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC);
+// ---- Packing (bf16_pack.cpp) ---------------------------------------------------------------
+// op(A) rows [0, M) rounded to bf16 into dst [Mp, Kp] (op(A) = A [M, K], or A^T where A is
+// [K, M] with transA); padding rows and columns zero. Row-major, or with `tiled` in AMX tiles:
+// tile (m / 16, k / 32), 16 x 32 bf16 in a row (1 KiB), at (m / 16) * 16 * Kp + (k / 32) * 512,
+// so that a tile load reads 1 KiB in a row instead of 16 lines a row of A apart.
+void pack_a_bf16(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, int64_t Kp, const float* A, int64_t lda,
+                 bool tiled);
+// A linear layer's dout [N, OC] for both backward products and the bias in one pass (each used
+// to read it once): `rows` [Np, OCp] as op(A) of dinp = dout W (pack_a_bf16 of dout, tiled with
+// rows_tiled), `cols` [OCq, Kn] as op(A) of dweight = dout^T inp (pack_a_bf16 of dout^T, tiled
+// with cols_tiled), dbias[c] += sum_n dout[n, c] (rows summed in order from zero, as
+// bias_add_backward). Any of the three may be null; the bits of each are those of the separate
+// passes. Needs AVX512_BF16 (bf16_backend() not None).
+void pack_dout_bf16(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn,
+                    int64_t OCq, bool cols_tiled, float* dbias, const float* dout, int64_t N, int64_t OC);
+
 // linear_backward in bf16: its GEMMs (beta 0 overwrites, 1 accumulates) and dbias += dout's
 // column sums (the bits of bias_add_backward), any of dinp, dweight, dbias null.
 void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, float* dbias,
