@@ -44,6 +44,30 @@ ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint3
     _mm512_storeu_si512(dst + i * stride, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, idx, src + i, 4));
 }
 
+// pair_block_avx for nblk (<= kPairBlocks) blocks side by side, the first at column n0 of B
+// [K, N], blocks blk_stride elements apart: row by row, so that each row of B is read 64 columns
+// (256 bytes) at a time instead of 16.
+constexpr int64_t kPairBlocks = 4;
+ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const float* B, int64_t ldb, int64_t K,
+                                      int64_t n0, int64_t N, int64_t nblk) {
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  __mmask16 m[kPairBlocks];
+  for (int64_t b = 0; b < kPairBlocks; b++) {
+    const int64_t nn = b < nblk ? std::clamp<int64_t>(N - n0 - 16 * b, 0, 16) : 0;
+    m[b] = static_cast<__mmask16>(nn >= 16 ? 0xffff : (1u << nn) - 1u);
+  }
+  for (int64_t k = 0; k < K; k += 2) {
+    const float* r0 = B + k * ldb + n0;
+    for (int64_t b = 0; b < nblk; b++) {
+      const __m512 a = _mm512_maskz_loadu_ps(m[b], r0 + 16 * b);
+      const __m512 c = k + 1 < K ? _mm512_maskz_loadu_ps(m[b], r0 + ldb + 16 * b) : _mm512_setzero_ps();
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(c, a);  // a in lanes 0-15, c in 16-31
+      _mm512_storeu_si512(blk0 + b * blk_stride + (k / 2) * 32, _mm512_permutexvar_epi16(interleave, both));
+    }
+  }
+}
+
 void transpose16(uint32_t* dst, int64_t stride, const uint32_t* src, bool vec) {
   if (vec) {
     transpose16_avx(dst, stride, src);
@@ -239,14 +263,24 @@ void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* 
   const bool vec = vector_packing();
   uint16_t* dst = out.data.data();
   std::memset(dst + blocks * Kp * 16, 0, sizeof(uint16_t) * (out.Np - blocks * 16) * Kp);  // blocks past N
+  if (!transB) {  // B[k][n]: two rows paired, kPairBlocks blocks (64 columns: 256 bytes of a row) at a time
+    parallel_for((blocks + kPairBlocks - 1) / kPairBlocks, K * N >= (1 << 16), [&](int64_t g) {
+      const int64_t nb0 = g * kPairBlocks, nblk = std::min(kPairBlocks, blocks - nb0);
+      for (int64_t nb = nb0; nb < nb0 + nblk; nb++)  // K's padding
+        std::memset(dst + nb * Kp * 16 + pair_rows * 32, 0, sizeof(uint16_t) * (Kp / 2 - pair_rows) * 32);
+      if (vec) {
+        pair_blocks_avx(dst + nb0 * Kp * 16, Kp * 16, B, ldb, K, nb0 * 16, N, nblk);
+      } else {
+        for (int64_t nb = nb0; nb < nb0 + nblk; nb++)
+          pair_block(dst + nb * Kp * 16, B + nb * 16, ldb, K, std::min<int64_t>(16, N - nb * 16), false);
+      }
+    });
+    return;
+  }
   parallel_for(blocks, K * N >= (1 << 16), [&](int64_t nb) {
     uint16_t* blk = dst + nb * Kp * 16;
     const int64_t n0 = nb * 16, nn = std::min<int64_t>(16, N - n0);
     std::memset(blk + pair_rows * 32, 0, sizeof(uint16_t) * (Kp / 2 - pair_rows) * 32);  // K's padding
-    if (!transB) {                                                                       // B[k][n]: two rows paired
-      pair_block(blk, B + n0, ldb, K, nn, vec);
-      return;
-    }
     // B[n][k]: 16 columns' runs of 32 k rounded into rows of 16 pairs, then transposed.
     alignas(64) uint16_t rows[16 * 32];
     for (int64_t k0 = 0; k0 < K; k0 += 32) {
