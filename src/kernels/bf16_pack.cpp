@@ -23,20 +23,6 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
 using detail::round_row_avx;
 
-// One block of 16 columns (nn valid, the rest zero) of B[K, N] (row stride ldb) in pairs: rows
-// of 16 pairs (r0[j], r1[j]) at blk, one per two rows of B.
-ATTO_BF16_TARGET void pair_block_avx(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t nn) {
-  const __mmask16 m = static_cast<__mmask16>(nn >= 16 ? 0xffff : (1u << nn) - 1u);
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int64_t k = 0; k < K; k += 2) {
-    const __m512 a = _mm512_maskz_loadu_ps(m, B + k * ldb);
-    const __m512 b = k + 1 < K ? _mm512_maskz_loadu_ps(m, B + (k + 1) * ldb) : _mm512_setzero_ps();
-    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
-    _mm512_storeu_si512(blk + (k / 2) * 32, _mm512_permutexvar_epi16(interleave, both));
-  }
-}
-
 // dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs.
 ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint32_t* src) {
   const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
@@ -44,9 +30,10 @@ ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint3
     _mm512_storeu_si512(dst + i * stride, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, idx, src + i, 4));
 }
 
-// pair_block_avx for nblk (<= kPairBlocks) blocks side by side, the first at column n0 of B
-// [K, N], blocks blk_stride elements apart: row by row, so that each row of B is read 64 columns
-// (256 bytes) at a time instead of 16.
+// nblk (<= kPairBlocks) blocks of 16 columns of B[K, N] (row stride ldb; columns past N zero),
+// the first at column n0, in pairs: in each block (blk_stride elements apart) a row of 16 pairs
+// (r0[j], r1[j]) per two rows of B. Row by row across the blocks, so that each row of B is read
+// up to 64 columns (256 bytes) at a time.
 constexpr int64_t kPairBlocks = 4;
 ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const float* B, int64_t ldb, int64_t K,
                                       int64_t n0, int64_t N, int64_t nblk) {
@@ -77,9 +64,10 @@ void transpose16(uint32_t* dst, int64_t stride, const uint32_t* src, bool vec) {
     for (int64_t c = 0; c < 16; c++) dst[i * stride + c] = src[c * 16 + i];
 }
 
+// One block (nn valid columns, the rest zero), vector or scalar.
 void pair_block(uint16_t* blk, const float* B, int64_t ldb, int64_t K, int64_t nn, bool vec) {
   if (vec) {
-    pair_block_avx(blk, B, ldb, K, nn);
+    pair_blocks_avx(blk, 0, B, ldb, K, 0, nn, 1);
     return;
   }
   for (int64_t k = 0; k < K; k += 2) {
