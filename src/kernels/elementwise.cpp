@@ -250,6 +250,20 @@ void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64
   }
 }
 
+void gelu_erf_bias_slope(float* x, float* slope, const float* bias, int64_t N, int64_t C) {
+  parallel_ranges(N, kMath / std::max<int64_t>(C, 1) + 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+      float* row = x + r * C;
+      float* srow = slope != nullptr ? slope + r * C : nullptr;
+      for (int64_t i = 0; i < C; i += W) {
+        const int64_t cnt = std::min<int64_t>(W, C - i);
+        st(row, i, cnt, ld(row, i, cnt) + ld(bias, i, cnt));
+        gelu_erf_slope_vec(row, srow, row, i, cnt);
+      }
+    }
+  });
+}
+
 void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n, bool accumulate) {
   map_vectors(n, kCheap, [&](int64_t i, int64_t cnt) {
     vf16 d = ld(dout, i, cnt) * ld(slope, i, cnt);

@@ -526,6 +526,13 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 
 void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight, const float* bias, int64_t N,
                          int64_t C, int64_t OC) {
+  if (detail::bf16_active() && bias != nullptr && N > 0 && OC > 0) {
+    // The bias goes in with GELU's pass over the output rather than as a pass of its own before
+    // the GEMM.
+    detail::linear_forward_bf16(out, nullptr, inp, weight, nullptr, N, C, OC);
+    gelu_erf_bias_slope(out, slope, bias, N, OC);
+    return;
+  }
   if (!use_dot_path(N) && use_blocked(N, OC, C) && !detail::bf16_active()) {
     gemm_blocked(false, true, N, OC, C, inp, C, weight, C, out, OC, Epilogue{1.0f, 0.0f, bias},
                  BlockActivation{true, slope});

@@ -226,7 +226,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // the pre-activation (gelu_erf_forward_slope): a feed-forward's first layer in one pass. On the
 // register-blocked GEMM path GELU runs in the epilogue, on each 48 x 64 block while it is in
 // L1, so the pre-activation never goes to memory. Bitwise what linear_forward then
-// gelu_erf_forward_slope give.
+// gelu_erf_forward_slope give, in fp32; in bf16 the bias is added in GELU's pass after the GEMM
+// (gelu_erf_bias_slope), not before it.
 void linear_gelu_forward(float* out, float* slope, const float* inp, const float* weight, const float* bias, int64_t N,
                          int64_t C, int64_t OC);
 // out = residual + (inp @ weight^T + bias), residual [N, OC]: a linear layer and the residual
@@ -267,6 +268,9 @@ void gelu_erf_forward_slope(float* out, float* slope, const float* inp, int64_t 
 // The same in place on a rows x cols block with row stride ld (x and slope alike), on the
 // calling thread only: a GEMM epilogue's, while the block is in cache.
 void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64_t cols);
+// x[N, C] = GELU(x + bias) in place (bias per column), keeping the slope as
+// gelu_erf_forward_slope does: the bf16 feed-forward's first layer after its GEMM.
+void gelu_erf_bias_slope(float* x, float* slope, const float* bias, int64_t N, int64_t C);
 // dinp (+)= dout * slope (dinp may be slope: the slope is consumed in place).
 void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n, bool accumulate);
 // SiLU: x * sigmoid(x)

@@ -231,8 +231,9 @@ TEST(GemmBf16, PrecisionScopeRoutesGemmAndLinearLayers) {
 }
 
 // The bf16 linear layers with a bias, a residual and GELU: out starts as (residual +) bias and
-// the GEMM sums onto it, then GELU (erf) with its slope. The same bits as those steps taken one
-// by one, on every backend, for row counts on the vdpbf16ps path (a few rows), whole and partial
+// the GEMM sums onto it; with GELU the GEMM's sums come first, then GELU (erf) of them plus the
+// bias, with its slope (one pass over the output). The same bits as those steps taken one by
+// one, on every backend, for row counts on the vdpbf16ps path (a few rows), whole and partial
 // AMX blocks, and partial column panels.
 TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
   for (Bf16Backend b : test::bf16_backends()) {
@@ -250,7 +251,11 @@ TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
           }
         gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, with_bias.data(), OC);
         gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, with_res.data(), OC);
-        gelu_erf_forward_slope(gelu.data(), slope.data(), with_bias.data(), N * OC);
+        std::vector<float> pre(N * OC);  // GELU's input: the sums, then the bias
+        gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f, pre.data(), OC);
+        for (int64_t n = 0; n < N; n++)
+          for (int64_t o = 0; o < OC; o++) pre[n * OC + o] += bias[o];
+        gelu_erf_forward_slope(gelu.data(), slope.data(), pre.data(), N * OC);
         const PrecisionScope scope(Precision::BF16);
         std::vector<float> got(N * OC, 7.0f), got_slope(N * OC, 7.0f);
         linear_forward(got.data(), x.data(), w.data(), bias.data(), N, C, OC);
