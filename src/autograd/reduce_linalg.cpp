@@ -173,8 +173,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 // The pre-activation is never stored: the forward keeps GELU's slope at it instead, and the
-// backward turns the output's gradient into the pre-activation's in place in the slope's buffer
-// (one multiply), then runs the linear layer's backward on it.
+// backward multiplies the output's gradient by it (in place in the slope's buffer in fp32; as
+// the operands are rounded in bf16) and runs the linear layer's backward on that.
 Tensor linear_gelu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   LinearArgs a = linear_args("linear_gelu", x_in, weight_in, bias_in);
   Tensor out = Tensor::empty(a.out_shape());
@@ -187,9 +187,12 @@ Tensor linear_gelu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bi
     tape().record("linear_gelu", out, [a, out, slope]() mutable {
       const float* g = detail::out_grad(out);
       if (!g) return;
-      float* d = slope.data();  // the tape runs a node once: the slope is not needed again
-      kernels::gelu_erf_backward_slope(d, g, d, slope.numel(), /*accumulate=*/false);
-      linear_backward_from(d, a);
+      // The tape runs a node once: the slope is not needed again, and may become dpre.
+      bool fresh_x = false, fresh_w = false;
+      float* gx = detail::grad_ptr_fresh(a.x, &fresh_x);
+      float* gw = detail::grad_ptr_fresh(a.weight, &fresh_w);
+      kernels::linear_gelu_backward(gx, gw, detail::grad_ptr(a.bias), g, slope.data(), a.x.data(), a.weight.data(), a.N,
+                                    a.C, a.OC, fresh_x, fresh_w);
     });
   }
   return out;

@@ -94,14 +94,18 @@ void pack_a_bf16(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, i
 // rows_tiled), `cols` [OCq, Kn] as op(A) of dweight = dout^T inp (pack_a_bf16 of dout^T, tiled
 // with cols_tiled), dbias[c] += sum_n dout[n, c] (rows summed in order from zero, as
 // bias_add_backward). Any of the three may be null; the bits of each are those of the separate
-// passes. Needs AVX512_BF16 (bf16_backend() not None).
+// passes. With `scale` (the layout of dout) the gradient taken is dout * scale (GELU's slope:
+// gelu_erf_backward_slope's product, never stored). Needs AVX512_BF16 (bf16_backend() not None).
 void pack_dout_bf16(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn,
-                    int64_t OCq, bool cols_tiled, float* dbias, const float* dout, int64_t N, int64_t OC);
+                    int64_t OCq, bool cols_tiled, float* dbias, const float* dout, const float* scale, int64_t N,
+                    int64_t OC);
 
 // linear_backward in bf16: its GEMMs (beta 0 overwrites, 1 accumulates) and dbias += dout's
-// column sums (the bits of bias_add_backward), any of dinp, dweight, dbias null.
+// column sums (the bits of bias_add_backward), any of dinp, dweight, dbias null. With
+// dout_scale, of dout * dout_scale (linear_gelu_backward: GELU's slope), which is never stored.
 void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, float* dbias,
-                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                          const float* dout_scale = nullptr);
 
 // ---- Small products on packed operands, one thread (attention's bf16 tiles) -------------------
 // dst[r * ldd + c] = round_bf16(src[r * lds + c]) for r < rows, c < cols; zeros in columns

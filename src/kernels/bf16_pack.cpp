@@ -91,8 +91,8 @@ inline int64_t a_tile_offset(int64_t m, int64_t k, int64_t Kp) {
 constexpr int64_t kDoutCols = 64;  // columns of dout per pass: 256 bytes of each row (four 16-column groups)
 
 ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
-                                      int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout, int64_t N,
-                                      int64_t OC, int64_t c00) {
+                                      int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout,
+                                      const float* scale, int64_t N, int64_t OC, int64_t c00) {
   constexpr int G = kDoutCols / 16;
   const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
                                               6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -117,9 +117,13 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, b
     for (int64_t k = k0; k < k0 + kk; k += 2) {
       const bool two = k + 1 < N;
       for (int g = 0; g < G; g++) {
-        const float* src = dout + k * OC + c00 + 16 * g;
-        const __m512 a = _mm512_maskz_loadu_ps(m[g], src);
-        const __m512 b = two ? _mm512_maskz_loadu_ps(m[g], src + OC) : _mm512_setzero_ps();
+        const int64_t at = k * OC + c00 + 16 * g;
+        __m512 a = _mm512_maskz_loadu_ps(m[g], dout + at);
+        __m512 b = two ? _mm512_maskz_loadu_ps(m[g], dout + at + OC) : _mm512_setzero_ps();
+        if (scale != nullptr) {  // dout * scale, as gelu_erf_backward_slope would have stored it
+          a = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m[g], scale + at));
+          if (two) b = _mm512_mul_ps(b, _mm512_maskz_loadu_ps(m[g], scale + at + OC));
+        }
         acc[g] = _mm512_add_ps(acc[g], a);
         if (two) acc[g] = _mm512_add_ps(acc[g], b);
         if (to_rows[g]) {  // vcvtneps2bf16 rounds as vcvtne2ps2bf16 does
@@ -228,10 +232,11 @@ void pack_a_bf16(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, i
 
 // A thread takes kDoutCols columns of dout at a time.
 void pack_dout_bf16(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn,
-                    int64_t OCq, bool cols_tiled, float* dbias, const float* dout, int64_t N, int64_t OC) {
+                    int64_t OCq, bool cols_tiled, float* dbias, const float* dout, const float* scale, int64_t N,
+                    int64_t OC) {
   const int64_t width = std::max({rows != nullptr ? OCp : 0, cols != nullptr ? OCq : 0, round_up(OC, 16)});
   parallel_for((width + kDoutCols - 1) / kDoutCols, N * OC >= (1 << 16), [&](int64_t g) {
-    pack_dout_group(rows, OCp, Np, rows_tiled, cols, Kn, OCq, cols_tiled, dbias, dout, N, OC, g * kDoutCols);
+    pack_dout_group(rows, OCp, Np, rows_tiled, cols, Kn, OCq, cols_tiled, dbias, dout, scale, N, OC, g * kDoutCols);
   });
 }
 

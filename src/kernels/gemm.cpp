@@ -553,6 +553,16 @@ void linear_residual_forward(float* out, const float* residual, const float* inp
   add_forward(out, out, residual, N * OC);
 }
 
+void linear_gelu_backward(float* dinp, float* dweight, float* dbias, const float* dout, float* slope, const float* inp,
+                          const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
+                          bool overwrite_dweight) {
+  if (detail::bf16_active())  // dout * slope taken as the bf16 operands are rounded, never stored
+    return detail::linear_backward_bf16(dinp, overwrite_dinp ? 0.0f : 1.0f, dweight, overwrite_dweight ? 0.0f : 1.0f,
+                                        dbias, dout, inp, weight, N, C, OC, slope);
+  gelu_erf_backward_slope(slope, dout, slope, N * OC, /*accumulate=*/false);
+  linear_backward(dinp, dweight, dbias, slope, inp, weight, N, C, OC, overwrite_dinp, overwrite_dweight);
+}
+
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC) {
   linear_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, false, false);

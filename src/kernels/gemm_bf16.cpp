@@ -264,10 +264,17 @@ void linear_forward_bf16(float* out, const float* residual, const float* inp, co
 }
 
 void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float beta_weight, float* dbias,
-                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC) {
+                          const float* dout, const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                          const float* dout_scale) {
   thread_local PackedBf16 local, inp_packed;
   const Bf16Backend backend = bf16_backend();
   if (N <= 0 || C <= 0 || OC <= 0 || backend == Bf16Backend::None) {  // the general paths (and their errors)
+    std::vector<float> scaled;
+    if (dout_scale != nullptr && N > 0 && OC > 0) {
+      scaled.resize(static_cast<size_t>(N * OC));
+      gelu_erf_backward_slope(scaled.data(), dout, dout_scale, N * OC, /*accumulate=*/false);
+      dout = scaled.data();
+    }
     if (dinp != nullptr) gemm_bf16_packed(false, N, 1.0f, dout, OC, packed_weight(false, weight, C, OC, local), beta_inp, dinp, C);
     if (dweight != nullptr) gemm_bf16(true, false, OC, C, N, 1.0f, dout, OC, inp, C, beta_weight, dweight, C);
     if (dbias != nullptr) bias_add_backward(nullptr, dbias, dout, N, OC);
@@ -284,7 +291,7 @@ void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float bet
   if (cols.size() < static_cast<size_t>(OCq * Kn)) cols.resize(static_cast<size_t>(OCq * Kn));
   const bool rows_tiled = uses_amx(backend, N), cols_tiled = uses_amx(backend, OC);
   pack_dout_bf16(w != nullptr ? rows.data() : nullptr, OCp, Np, rows_tiled, dweight != nullptr ? cols.data() : nullptr, Kn,
-            OCq, cols_tiled, dbias, dout, N, OC);
+                 OCq, cols_tiled, dbias, dout, dout_scale, N, OC);
   if (w != nullptr) run_tasks(backend, N, rows.data(), rows_tiled, *w, 1.0f, beta_inp, dinp, C);
   if (dweight != nullptr) run_tasks(backend, OC, cols.data(), cols_tiled, inp_packed, 1.0f, beta_weight, dweight, C);
 }

@@ -222,6 +222,13 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
                      bool overwrite_dweight);
+// linear_gelu_forward's backward: linear_backward of dpre = dout * slope (GELU's slope from the
+// forward). slope is clobbered: in fp32 it becomes dpre; in bf16 the product is taken as the
+// operands are rounded (bf16_pack.cpp) and never stored. Bitwise what gelu_erf_backward_slope
+// then linear_backward give.
+void linear_gelu_backward(float* dinp, float* dweight, float* dbias, const float* dout, float* slope, const float* inp,
+                          const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
+                          bool overwrite_dweight);
 // out = GELU_erf(inp @ weight^T + bias) and, when slope is not nullptr, slope = GELU's slope at
 // the pre-activation (gelu_erf_forward_slope): a feed-forward's first layer in one pass. On the
 // register-blocked GEMM path GELU runs in the epilogue, on each 48 x 64 block while it is in

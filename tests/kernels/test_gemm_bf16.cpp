@@ -273,9 +273,10 @@ TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
 }
 
 // linear_backward under bf16 rounds dout once for both products and sums dbias in the same
-// pass: the same bits as the GEMMs and bias_add_backward one by one, accumulating into nonzero
-// gradients or overwriting them, on every backend, for odd row counts (a row without a pair),
-// rows on the vdpbf16ps path, partial column groups and padding.
+// pass (linear_gelu_backward also multiplies by GELU's slope there): the same bits as the GEMMs
+// and bias_add_backward one by one, accumulating into nonzero gradients or overwriting them, on
+// every backend, for odd row counts (a row without a pair), rows on the vdpbf16ps path, partial
+// column groups and padding.
 TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
   for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
@@ -313,6 +314,18 @@ TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
           expect_bit_identical(dx, dx_ref, "dinp alone, " + what);
           expect_bit_identical(dw, dw_ref, "dweight alone, " + what);
           expect_bit_identical(db, db_ref, "dbias alone, " + what);
+          // linear_gelu_backward: of g * slope, which bf16 takes as it rounds and never stores.
+          const std::vector<float> slope = randn(N * OC, 7);
+          std::vector<float> gs(N * OC), gx_ref = dx0, gw_ref = dw0, gb_ref = db0;
+          gelu_erf_backward_slope(gs.data(), g.data(), slope.data(), N * OC, /*accumulate=*/false);
+          linear_backward(gx_ref.data(), gw_ref.data(), gb_ref.data(), gs.data(), x.data(), w.data(), N, C, OC, overwrite,
+                          overwrite);
+          std::vector<float> gx = dx0, gw = dw0, gb = db0, sl = slope;
+          linear_gelu_backward(gx.data(), gw.data(), gb.data(), g.data(), sl.data(), x.data(), w.data(), N, C, OC,
+                               overwrite, overwrite);
+          expect_bit_identical(gx, gx_ref, "linear_gelu_backward dinp, " + what);
+          expect_bit_identical(gw, gw_ref, "linear_gelu_backward dweight, " + what);
+          expect_bit_identical(gb, gb_ref, "linear_gelu_backward dbias, " + what);
         }
       }
     }
