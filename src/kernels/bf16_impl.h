@@ -51,6 +51,14 @@ ATTO_BF16_TARGET inline void round_row_avx(uint16_t* dst, const float* src, int6
   }
 }
 
+// Two rows a and b of 16 floats rounded (vcvtne2ps2bf16) and interleaved (a0, b0, a1, b1, ...):
+// one row of 16 pairs of pack_bf16's layout. Every pairing of rows goes through this.
+ATTO_BF16_TARGET inline __m512i pair_rows_avx(__m512 a, __m512 b) {
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(b, a));  // a in lanes 0-15, b in 16-31
+}
+
 // AMX: every tile 16 rows of 64 bytes (16 fp32, or 16 pairs of bf16).
 struct alignas(64) TileConfig {
   uint8_t palette = 1;

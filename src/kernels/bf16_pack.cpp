@@ -21,6 +21,7 @@ namespace {
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
+using detail::pair_rows_avx;
 using detail::round_row_avx;
 
 // dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs.
@@ -37,8 +38,6 @@ ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint3
 constexpr int64_t kPairBlocks = 4;
 ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const float* B, int64_t ldb, int64_t K,
                                       int64_t n0, int64_t N, int64_t nblk) {
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   __mmask16 m[kPairBlocks];
   for (int64_t b = 0; b < kPairBlocks; b++) {
     const int64_t nn = b < nblk ? std::clamp<int64_t>(N - n0 - 16 * b, 0, 16) : 0;
@@ -49,8 +48,7 @@ ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const 
     for (int64_t b = 0; b < nblk; b++) {
       const __m512 a = _mm512_maskz_loadu_ps(m[b], r0 + 16 * b);
       const __m512 c = k + 1 < K ? _mm512_maskz_loadu_ps(m[b], r0 + ldb + 16 * b) : _mm512_setzero_ps();
-      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(c, a);  // a in lanes 0-15, c in 16-31
-      _mm512_storeu_si512(blk0 + b * blk_stride + (k / 2) * 32, _mm512_permutexvar_epi16(interleave, both));
+      _mm512_storeu_si512(blk0 + b * blk_stride + (k / 2) * 32, pair_rows_avx(a, c));
     }
   }
 }
@@ -94,8 +92,6 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, b
                                       int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout,
                                       const float* scale, int64_t N, int64_t OC, int64_t c00) {
   constexpr int G = kDoutCols / 16;
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   __mmask16 m[G];
   bool to_rows[G], to_cols[G];
   __m512 acc[G];
@@ -130,10 +126,7 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, b
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k, g)), (__m256i)_mm512_cvtneps_pbh(a));
           if (two) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k + 1, g)), (__m256i)_mm512_cvtneps_pbh(b));
         }
-        if (to_cols[g]) {
-          const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
-          _mm512_store_si512(tile[g] + (k - k0) / 2 * 16, _mm512_permutexvar_epi16(interleave, both));
-        }
+        if (to_cols[g]) _mm512_store_si512(tile[g] + (k - k0) / 2 * 16, pair_rows_avx(a, b));
       }
     }
     for (int g = 0; g < G; g++) {

@@ -116,17 +116,14 @@ void avx_tile_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_
   }
 }
 
-// pack_row_pairs_bf16's vector form: per pair of rows and 16 columns, one vcvtne2ps2bf16 (the
-// rounding of round_bf16) and one interleave, as pack_bf16's pairing.
+// pack_row_pairs_bf16's vector form: per pair of rows and 16 columns, pack_bf16's pairing
+// (pair_rows_avx), and the rows rounded as they are when asked for.
 ATTO_BF16_TARGET void pack_row_pairs_avx(uint16_t* pairs, uint16_t* rows_out, int64_t ldr, const float* src,
                                          int64_t lds, int64_t rows, int64_t cols) {
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int64_t i = 0; i < rows; i += 2) {
     for (int64_t j = 0; j < cols; j += 16) {
       const __m512 a = _mm512_loadu_ps(src + i * lds + j), b = _mm512_loadu_ps(src + (i + 1) * lds + j);
-      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // a in lanes 0-15, b in 16-31
-      _mm512_storeu_si512(pairs + ((j / 16) * (rows / 2) + i / 2) * 32, _mm512_permutexvar_epi16(interleave, both));
+      _mm512_storeu_si512(pairs + ((j / 16) * (rows / 2) + i / 2) * 32, detail::pair_rows_avx(a, b));
       if (rows_out != nullptr) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows_out + i * ldr + j), (__m256i)_mm512_cvtneps_pbh(a));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows_out + (i + 1) * ldr + j), (__m256i)_mm512_cvtneps_pbh(b));
