@@ -13,6 +13,7 @@
 #include "kernels/bf16_impl.h"
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/simd.h"
 
 namespace atto::kernels {
 
@@ -24,18 +25,17 @@ bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
 using detail::pair_rows_avx;
 using detail::round_row_avx;
 
-// dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs.
+// dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs, in
+// registers (simd::transpose16's shuffles move bits, so bf16 pairs pass through unchanged).
 ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint32_t* src) {
-  const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
-  for (int64_t i = 0; i < 16; i++)
-    _mm512_storeu_si512(dst + i * stride, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, idx, src + i, 4));
+  simd::transpose16(reinterpret_cast<float*>(dst), stride, reinterpret_cast<const float*>(src), 16, 16, 16);
 }
 
 // nblk (<= kPairBlocks) blocks of 16 columns of B[K, N] (row stride ldb; columns past N zero),
 // the first at column n0, in pairs: in each block (blk_stride elements apart) a row of 16 pairs
 // (r0[j], r1[j]) per two rows of B. Row by row across the blocks, so that each row of B is read
-// up to 64 columns (256 bytes) at a time.
-constexpr int64_t kPairBlocks = 4;
+// up to kPairBlocks * 16 columns at a time (see pack_bf16).
+constexpr int64_t kPairBlocks = 48;
 ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const float* B, int64_t ldb, int64_t K,
                                       int64_t n0, int64_t N, int64_t nblk) {
   __mmask16 m[kPairBlocks];
@@ -86,42 +86,47 @@ inline int64_t a_tile_offset(int64_t m, int64_t k, int64_t Kp) {
   return (m / 16) * 16 * Kp + (k / 32) * 512 + (m % 16) * 32 + k % 32;
 }
 
-constexpr int64_t kDoutCols = 64;  // columns of dout per pass: 256 bytes of each row (four 16-column groups)
+// A thread's columns of dout are taken kDoutGroups groups of 16 (384 columns: 1.5 KiB of a row)
+// at a time (768 columns: 3 KiB of a row), walking down the rows, so each row is read as one run (a
+// narrower slice read a new page per row: 64 columns a pass took 1.3 to 1.7 times as long).
+constexpr int64_t kDoutGroups = 48;
 
-ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
-                                      int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout,
-                                      const float* scale, int64_t N, int64_t OC, int64_t c00) {
-  constexpr int G = kDoutCols / 16;
-  __mmask16 m[G];
-  bool to_rows[G], to_cols[G];
-  __m512 acc[G];
-  for (int g = 0; g < G; g++) {
-    const int64_t c0 = c00 + 16 * g, nc = std::clamp<int64_t>(OC - c0, 0, 16);
+// pack_dout_bf16 for the 16-column groups [g0, g1) (g1 - g0 <= kDoutGroups), row by row.
+ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
+                                       int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout,
+                                       const float* scale, int64_t N, int64_t OC, int64_t g0, int64_t g1) {
+  const int64_t G = g1 - g0;
+  __mmask16 m[kDoutGroups];
+  bool to_rows[kDoutGroups], to_cols[kDoutGroups];
+  alignas(64) float acc[kDoutGroups * 16] = {};  // column sums, each over the rows in order
+  alignas(64) uint32_t tile[kDoutGroups][16 * 16];
+  for (int64_t g = 0; g < G; g++) {
+    const int64_t c0 = 16 * (g0 + g), nc = std::clamp<int64_t>(OC - c0, 0, 16);
     m[g] = static_cast<__mmask16>(nc >= 16 ? 0xffff : (1u << nc) - 1u);
     to_rows[g] = rows != nullptr && c0 < OCp;
     to_cols[g] = cols != nullptr && c0 < OCq;
-    acc[g] = _mm512_setzero_ps();
   }
   // Where row r's 16 values of group g go: at (r, c0), or in the tiled layout (a_tile_offset).
-  auto row_at = [&](int64_t r, int g) {
-    const int64_t c0 = c00 + 16 * g;
+  auto row_at = [&](int64_t r, int64_t g) {
+    const int64_t c0 = 16 * (g0 + g);
     return rows + (rows_tiled ? a_tile_offset(r, c0, OCp) : r * OCp + c0);
   };
-  alignas(64) uint32_t tile[G][16 * 16];
   for (int64_t k0 = 0; k0 < N; k0 += 32) {
     const int64_t kk = std::min<int64_t>(32, N - k0);
     for (int64_t k = k0; k < k0 + kk; k += 2) {
       const bool two = k + 1 < N;
-      for (int g = 0; g < G; g++) {
-        const int64_t at = k * OC + c00 + 16 * g;
-        __m512 a = _mm512_maskz_loadu_ps(m[g], dout + at);
-        __m512 b = two ? _mm512_maskz_loadu_ps(m[g], dout + at + OC) : _mm512_setzero_ps();
-        if (scale != nullptr) {  // dout * scale, as gelu_erf_backward_slope would have stored it
-          a = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m[g], scale + at));
-          if (two) b = _mm512_mul_ps(b, _mm512_maskz_loadu_ps(m[g], scale + at + OC));
+      const float* r0 = dout + k * OC + 16 * g0;
+      const float* s0 = scale != nullptr ? scale + k * OC + 16 * g0 : nullptr;
+      for (int64_t g = 0; g < G; g++) {
+        __m512 a = _mm512_maskz_loadu_ps(m[g], r0 + 16 * g);
+        __m512 b = two ? _mm512_maskz_loadu_ps(m[g], r0 + OC + 16 * g) : _mm512_setzero_ps();
+        if (s0 != nullptr) {  // dout * scale, as gelu_erf_backward_slope would have stored it
+          a = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m[g], s0 + 16 * g));
+          if (two) b = _mm512_mul_ps(b, _mm512_maskz_loadu_ps(m[g], s0 + OC + 16 * g));
         }
-        acc[g] = _mm512_add_ps(acc[g], a);
-        if (two) acc[g] = _mm512_add_ps(acc[g], b);
+        __m512 sum = _mm512_add_ps(_mm512_load_ps(acc + 16 * g), a);
+        if (two) sum = _mm512_add_ps(sum, b);
+        _mm512_store_ps(acc + 16 * g, sum);
         if (to_rows[g]) {  // vcvtneps2bf16 rounds as vcvtne2ps2bf16 does
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k, g)), (__m256i)_mm512_cvtneps_pbh(a));
           if (two) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(k + 1, g)), (__m256i)_mm512_cvtneps_pbh(b));
@@ -129,9 +134,9 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, b
         if (to_cols[g]) _mm512_store_si512(tile[g] + (k - k0) / 2 * 16, pair_rows_avx(a, b));
       }
     }
-    for (int g = 0; g < G; g++) {
+    for (int64_t g = 0; g < G; g++) {
       if (!to_cols[g]) continue;
-      const int64_t c0 = c00 + 16 * g;
+      const int64_t c0 = 16 * (g0 + g);
       for (int64_t r = (kk + 1) / 2; r < 16; r++) _mm512_store_si512(tile[g] + r * 16, _mm512_setzero_si512());
       if (tiled) {
         transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0 * 16), 16, tile[g]);
@@ -141,8 +146,8 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, b
     }
   }
   const int64_t tail = (N + 31) / 32 * 32;  // K's padding past the last whole tile
-  for (int g = 0; g < G; g++) {
-    const int64_t c0 = c00 + 16 * g;
+  for (int64_t g = 0; g < G; g++) {
+    const int64_t c0 = 16 * (g0 + g);
     if (to_cols[g]) {
       if (tiled) {
         std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
@@ -153,7 +158,8 @@ ATTO_BF16_TARGET void pack_dout_group(uint16_t* rows, int64_t OCp, int64_t Np, b
     if (to_rows[g])
       for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(r, g)), _mm256_setzero_si256());
     if (dbias != nullptr && m[g] != 0)
-      _mm512_mask_storeu_ps(dbias + c0, m[g], _mm512_add_ps(_mm512_maskz_loadu_ps(m[g], dbias + c0), acc[g]));
+      _mm512_mask_storeu_ps(dbias + c0, m[g],
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(m[g], dbias + c0), _mm512_load_ps(acc + 16 * g)));
   }
 }
 
@@ -223,13 +229,16 @@ void pack_a_bf16(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, i
   });
 }
 
-// A thread takes kDoutCols columns of dout at a time.
+// Each thread one contiguous run of 16-column groups, kDoutGroups at a time.
 void pack_dout_bf16(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn,
                     int64_t OCq, bool cols_tiled, float* dbias, const float* dout, const float* scale, int64_t N,
                     int64_t OC) {
   const int64_t width = std::max({rows != nullptr ? OCp : 0, cols != nullptr ? OCq : 0, round_up(OC, 16)});
-  parallel_for((width + kDoutCols - 1) / kDoutCols, N * OC >= (1 << 16), [&](int64_t g) {
-    pack_dout_group(rows, OCp, Np, rows_tiled, cols, Kn, OCq, cols_tiled, dbias, dout, scale, N, OC, g * kDoutCols);
+  parallel_region(N * OC >= (1 << 16), [&](int64_t t, int64_t nt) {
+    const auto [begin, end] = static_range(width / 16, t, nt);
+    for (int64_t g = begin; g < end; g += kDoutGroups)
+      pack_dout_groups(rows, OCp, Np, rows_tiled, cols, Kn, OCq, cols_tiled, dbias, dout, scale, N, OC, g,
+                       std::min(end, g + kDoutGroups));
   });
 }
 
@@ -249,16 +258,21 @@ void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* 
   const bool vec = vector_packing();
   uint16_t* dst = out.data.data();
   std::memset(dst + blocks * Kp * 16, 0, sizeof(uint16_t) * (out.Np - blocks * 16) * Kp);  // blocks past N
-  if (!transB) {  // B[k][n]: two rows paired, kPairBlocks blocks (64 columns: 256 bytes of a row) at a time
-    parallel_for((blocks + kPairBlocks - 1) / kPairBlocks, K * N >= (1 << 16), [&](int64_t g) {
-      const int64_t nb0 = g * kPairBlocks, nblk = std::min(kPairBlocks, blocks - nb0);
-      for (int64_t nb = nb0; nb < nb0 + nblk; nb++)  // K's padding
+  if (!transB) {  // B[k][n]: two rows paired; each thread a contiguous run of blocks, up to kPairBlocks
+    // (768 columns: 3 KiB of a row) at a time: read as narrower slices (64 columns), each row a new
+    // page, the packing of an activation took up to twice as long.
+    parallel_region(K * N >= (1 << 16), [&](int64_t t, int64_t nt) {
+      const auto [begin, end] = static_range(blocks, t, nt);
+      for (int64_t nb = begin; nb < end; nb++)  // K's padding
         std::memset(dst + nb * Kp * 16 + pair_rows * 32, 0, sizeof(uint16_t) * (Kp / 2 - pair_rows) * 32);
-      if (vec) {
-        pair_blocks_avx(dst + nb0 * Kp * 16, Kp * 16, B, ldb, K, nb0 * 16, N, nblk);
-      } else {
-        for (int64_t nb = nb0; nb < nb0 + nblk; nb++)
-          pair_block(dst + nb * Kp * 16, B + nb * 16, ldb, K, std::min<int64_t>(16, N - nb * 16), false);
+      for (int64_t nb0 = begin; nb0 < end; nb0 += kPairBlocks) {
+        const int64_t nblk = std::min(kPairBlocks, end - nb0);
+        if (vec) {
+          pair_blocks_avx(dst + nb0 * Kp * 16, Kp * 16, B, ldb, K, nb0 * 16, N, nblk);
+        } else {
+          for (int64_t nb = nb0; nb < nb0 + nblk; nb++)
+            pair_block(dst + nb * Kp * 16, B + nb * 16, ldb, K, std::min<int64_t>(16, N - nb * 16), false);
+        }
       }
     });
     return;
