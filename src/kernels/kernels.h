@@ -19,11 +19,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
+
+#include "base/memory.h"
 
 namespace atto::kernels {
 
@@ -110,8 +113,8 @@ const char* precision_name(Precision p);
 // What runs the products, for a header line: "fp32", or "bf16 (amx)" naming the backend.
 std::string precision_label(Precision p);
 
-// Memory on 64-byte (cache-line) boundaries, for std::vector: the kernels' scratch and packed
-// operands live in it. malloc aligns to 16 bytes only, and a 64-byte load (an AVX-512 vector,
+// Memory on 64-byte (cache-line) boundaries, for std::vector (alloc_buffer: large ones on
+// transparent huge pages): the kernels' scratch and packed operands live in it. malloc aligns to 16 bytes only, and a 64-byte load (an AVX-512 vector,
 // an AMX tile row) that straddles two cache lines costs two: on an Emerald Rapids Xeon, AMX
 // products on 16-byte-aligned operands ran at a third of their speed on aligned ones.
 template <class T>
@@ -120,8 +123,13 @@ struct CacheLineAllocator {
   CacheLineAllocator() = default;
   template <class U>
   CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) {
+    if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_alloc();
+    void* p = alloc_buffer(n * sizeof(T));  // base/memory.h
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
   template <class U>
   bool operator==(const CacheLineAllocator<U>&) const noexcept {
     return true;

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "base/error.h"
+#include "base/memory.h"
 
 namespace atto {
 
@@ -59,10 +60,10 @@ struct Allocator {
     } else {
       *cap = n;
       stats.system_allocs++;
-      p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+      p = static_cast<float*>(alloc_buffer(n * sizeof(float)));
       if (!p && !free_lists.empty()) {  // the cache's buffers back to the system, and once more
         release_locked();
-        p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+        p = static_cast<float*>(alloc_buffer(n * sizeof(float)));
       }
       if (!p)
         fail("out of memory allocating a tensor of {} floats ({:.1f} GB): use a smaller model, batch or block size", n,
