@@ -62,27 +62,36 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
 TEST(Bf16, PackingRoundsAsToBf16AndPlacesEachElement) {
   // Ties, denormals, NaN and infinities among normal values, in both layouts of B and through
   // the vector path where the CPU has it: every element where the layout says, rounded by to_bf16.
-  const int64_t K = 37, N = 21;
-  std::vector<float> B = randn(K * N, 3);
-  const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x807fffffu, 0x7fc00000u,
-                               0x7f800001u, 0x7f800000u, 0xff7fffffu, 0x3f807fffu};
-  for (size_t i = 0; i < B.size(); i += 7) B[i] = from_bits(specials[(i / 7) % 9]);
-  // The vector path where there is bf16, then the scalar one (as on a CPU without it), each into
-  // a buffer left dirty by another packing (nothing may rely on a cleared buffer).
-  for (Bf16Backend backend : {bf16_backend(), Bf16Backend::None}) {
-    BackendGuard guard(backend);
-    for (bool trans : {false, true}) {
-      PackedBf16 p;
-      p.data.assign(64 * 32, 0xdead);
-      pack_bf16(p, trans, K, N, B.data(), trans ? K : N);
-      ASSERT_EQ(p.Kp, 64);
-      ASSERT_EQ(p.Np, 32);
-      for (int64_t k = 0; k < p.Kp; k++)
-        for (int64_t n = 0; n < p.Np; n++) {
-          const uint16_t got = p.data[static_cast<size_t>(((n / 16 * p.Kp / 2 + k / 2) * 16 + n % 16) * 2 + k % 2)];
-          const uint16_t want = k < K && n < N ? to_bf16(trans ? B[n * K + k] : B[k * N + n]) : 0;
-          ASSERT_EQ(got, want) << bf16_backend_name(backend) << " trans " << trans << " k " << k << " n " << n;
+  // 1,601 columns: more 16-column blocks (101) than one pass of pack_bf16 takes (48), on one
+  // thread and on two (41 x 1601 is large enough for the pass to share its blocks).
+  for (const auto& [K, N] : {std::pair<int64_t, int64_t>{37, 21}, {41, 1601}}) {
+    std::vector<float> B = randn(K * N, 3);
+    const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x807fffffu, 0x7fc00000u,
+                                 0x7f800001u, 0x7f800000u, 0xff7fffffu, 0x3f807fffu};
+    for (size_t i = 0; i < B.size(); i += 7) B[i] = from_bits(specials[(i / 7) % 9]);
+    const int64_t Kp = (K + 31) / 32 * 32, Np = (N + 31) / 32 * 32;
+    // The vector path where there is bf16, then the scalar one (as on a CPU without it), each into
+    // a buffer left dirty by another packing (nothing may rely on a cleared buffer).
+    for (Bf16Backend backend : {bf16_backend(), Bf16Backend::None}) {
+      BackendGuard guard(backend);
+      for (const int threads : {1, 2}) {
+        ThreadGuard thread_guard;
+        set_num_threads(threads);
+        for (bool trans : {false, true}) {
+          PackedBf16 p;
+          p.data.assign(static_cast<size_t>(Kp * Np), 0xdead);
+          pack_bf16(p, trans, K, N, B.data(), trans ? K : N);
+          ASSERT_EQ(p.Kp, Kp);
+          ASSERT_EQ(p.Np, Np);
+          for (int64_t k = 0; k < p.Kp; k++)
+            for (int64_t n = 0; n < p.Np; n++) {
+              const uint16_t got = p.data[static_cast<size_t>(((n / 16 * p.Kp / 2 + k / 2) * 16 + n % 16) * 2 + k % 2)];
+              const uint16_t want = k < K && n < N ? to_bf16(trans ? B[n * K + k] : B[k * N + n]) : 0;
+              ASSERT_EQ(got, want) << bf16_backend_name(backend) << " trans " << trans << " K " << K << " N " << N
+                                   << " threads " << threads << " k " << k << " n " << n;
+            }
         }
+      }
     }
   }
 }
@@ -281,7 +290,10 @@ TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
   for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
     for (const int64_t N : {1, 7, 33, 100, 300}) {  // 300 x 250: the pass runs on both threads
-      for (const auto& [C, OC] : {std::pair<int64_t, int64_t>{48, 72}, {33, 17}, {64, 96}, {40, 250}}) {
+      // OC 1601: 101 groups of 16 columns, more than one pass of pack_dout takes (48) on one
+      // thread and on each of two.
+      for (const auto& [C, OC] :
+           {std::pair<int64_t, int64_t>{48, 72}, {33, 17}, {64, 96}, {40, 250}, {24, 1601}}) {
         for (const bool overwrite : {false, true}) {
           const std::string what = std::string(bf16_backend_name(b)) + " N " + std::to_string(N) + " C " +
                                    std::to_string(C) + " OC " + std::to_string(OC) + (overwrite ? " overwrite" : "");

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/memory.h"
 #include "tensor/tensor.h"
 
 using namespace atto;
@@ -89,4 +90,20 @@ TEST(Tensor, AllocatorReusesBuffers) {
 #else
   EXPECT_GE(after.system_allocs, before.system_allocs + 10);
 #endif
+}
+
+// Buffers are cache-line aligned; large ones (kHugeBytes up) start on a 2 MiB boundary so that
+// madvise(MADV_HUGEPAGE) covers whole huge pages (base/memory.h); an impossible size is nullptr,
+// not a wrapped small allocation.
+TEST(Tensor, LargeBuffersStartOnHugePageBoundaries) {
+  const Tensor small = Tensor::empty({100});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  const Tensor big = Tensor::empty({static_cast<int64_t>(kHugeBytes / sizeof(float)) + 17});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % (uintptr_t{2} << 20), 0u);
+  void* p = alloc_buffer(kHugeBytes + 1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (uintptr_t{2} << 20), 0u);
+  static_cast<char*>(p)[kHugeBytes] = 1;  // the whole request is there
+  std::free(p);
+  EXPECT_EQ(alloc_buffer(static_cast<size_t>(-1) - 10), nullptr);
 }
