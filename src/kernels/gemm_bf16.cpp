@@ -41,33 +41,37 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 using detail::amx_configure;
 using detail::amx_release;
 
-// C[rows, cols] (row stride ldc) = alpha * acc (row stride 32) + beta * C.
-void store_block(float* C, int64_t ldc, const float* acc, int64_t rows, int64_t cols, float alpha, float beta) {
+// C[rows, cols] (row stride ldc) = alpha * acc (row stride 32) + beta * (init or C), init's rows
+// ldi apart (0: one row for all, a bias).
+void store_block(float* C, int64_t ldc, const float* acc, int64_t rows, int64_t cols, float alpha, float beta,
+                 const float* init, int64_t ldi) {
   for (int64_t i = 0; i < rows; i++) {
     float* c = C + i * ldc;
     const float* a = acc + i * kPanel;
+    const float* r = init != nullptr ? init + i * ldi : c;
     if (beta == 0.0f) {
       for (int64_t j = 0; j < cols; j++) c[j] = alpha * a[j];
     } else {
-      for (int64_t j = 0; j < cols; j++) c[j] = alpha * a[j] + beta * c[j];
+      for (int64_t j = 0; j < cols; j++) c[j] = alpha * a[j] + beta * r[j];
     }
   }
 }
 
 // ---- AMX ----------------------------------------------------------------------------------
-// out[TM * 16, 32] (row stride ldo floats) = (out if `add`, else 0) + A[TM * 16 rows of Kp] @
-// (B0 | B1); TM = 1 or 2; A tiled (a_tile_offset) or row-major. With `add` the sums start from
-// out's values (C += A B in the tiles).
+// out[TM * 16, 32] (row stride ldo floats) = (from, or 0) + A[TM * 16 rows of Kp] @ (B0 | B1);
+// TM = 1 or 2; A tiled (a_tile_offset) or row-major. The sums start from `from`'s values (rows
+// ldf floats apart; ldf 0 loads one row into every row of the tiles: a bias): C += A B with
+// from = out, or out = init + A B without a pass writing init into out first.
 template <int TM>
-ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, bool add, const uint16_t* A, int64_t Kp, bool tiled,
-                               const uint16_t* B0, const uint16_t* B1) {
-  const int64_t stride = tiled ? 64 : Kp * 2, cstride = ldo * 4, step = tiled ? 512 : 32;
-  if (add) {
-    _tile_loadd(0, out, cstride);
-    _tile_loadd(1, out + 16, cstride);
+ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, const float* from, int64_t ldf, const uint16_t* A, int64_t Kp,
+                               bool tiled, const uint16_t* B0, const uint16_t* B1) {
+  const int64_t stride = tiled ? 64 : Kp * 2, cstride = ldo * 4, step = tiled ? 512 : 32, fstride = ldf * 4;
+  if (from != nullptr) {
+    _tile_loadd(0, from, fstride);
+    _tile_loadd(1, from + 16, fstride);
     if (TM == 2) {
-      _tile_loadd(2, out + 16 * ldo, cstride);
-      _tile_loadd(3, out + 16 * ldo + 16, cstride);
+      _tile_loadd(2, from + 16 * ldf, fstride);
+      _tile_loadd(3, from + 16 * ldf + 16, fstride);
     }
   } else {
     _tile_zero(0);
@@ -143,9 +147,10 @@ bool uses_amx(Bf16Backend backend, int64_t M) {
   return backend == Bf16Backend::Amx && M > kAmxMinRows && !detail::row_stable_active();
 }
 
-// The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`.
+// The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`: C = alpha A B +
+// beta C, or with init (rows ldi apart, 0 for a bias) C = alpha A B + beta init.
 void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, const PackedBf16& B, float alpha,
-               float beta, float* C, int64_t ldc) {
+               float beta, float* C, int64_t ldc, const float* init = nullptr, int64_t ldi = 0) {
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
   const bool amx = uses_amx(backend, M);
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
@@ -163,19 +168,22 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
       const uint16_t* b1 = b0 + Kp * 16;
       const uint16_t* a = A + m0 * Kp;
       float* c = C + m0 * ldc + n0;
-      // A whole 32 x 32 block of C = A B or C += A B: the tiles read and write C itself.
+      const float* in = init != nullptr ? init + m0 * ldi + n0 : nullptr;
+      // A whole 32 x 32 block of C = A B, C += A B or C = init + A B: the tiles start from C or
+      // init and write C.
       if (amx && mi == kAmxRows && nj == kPanel && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
-        amx_block<2>(c, ldc, beta == 1.0f, a, Kp, a_tiled, b0, b1);
+        amx_block<2>(c, ldc, beta == 0.0f ? nullptr : in != nullptr ? in : c, in != nullptr ? ldi : ldc, a, Kp,
+                     a_tiled, b0, b1);
         continue;
       }
       if (!amx) {
         avx_rows(acc, mi, a, Kp, b0, b1);
       } else if (mi > 16) {
-        amx_block<2>(acc, kPanel, false, a, Kp, a_tiled, b0, b1);
+        amx_block<2>(acc, kPanel, nullptr, 0, a, Kp, a_tiled, b0, b1);
       } else {
-        amx_block<1>(acc, kPanel, false, a, Kp, a_tiled, b0, b1);
+        amx_block<1>(acc, kPanel, nullptr, 0, a, Kp, a_tiled, b0, b1);
       }
-      store_block(c, ldc, acc, mi, nj, alpha, beta);
+      store_block(c, ldc, acc, mi, nj, alpha, beta, in, ldi);
     }
     if (amx) amx_release();
   });
@@ -194,14 +202,13 @@ void scale_rows(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 
 }  // namespace
 
-void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
-                      float* C, int64_t ldc) {
-  const int64_t N = B.N, K = B.K;
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0.0f) {
-    scale_rows(M, N, beta, C, ldc);
-    return;
-  }
+namespace {
+
+// gemm_bf16_packed, or with init (rows ldi apart; 0: one row, a bias) C = alpha op(A) B + beta
+// init, for K > 0.
+void gemm_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
+                 float* C, int64_t ldc, const float* init, int64_t ldi) {
+  const int64_t K = B.K;
   const Bf16Backend backend = bf16_backend();
   if (backend == Bf16Backend::None) require_bf16("bf16 GEMM");
   const int64_t Mp = padded_rows(backend, M), Kp = B.Kp;
@@ -209,7 +216,19 @@ void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
   const bool tiled = uses_amx(backend, M);
   detail::pack_a_bf16(scratch.data(), transA, M, K, Mp, Kp, A, lda, tiled);
-  run_tasks(backend, M, scratch.data(), tiled, B, alpha, beta, C, ldc);
+  run_tasks(backend, M, scratch.data(), tiled, B, alpha, beta, C, ldc, init, ldi);
+}
+
+}  // namespace
+
+void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
+                      float* C, int64_t ldc) {
+  if (M <= 0 || B.N <= 0) return;
+  if (B.K <= 0 || alpha == 0.0f) {
+    scale_rows(M, B.N, beta, C, ldc);
+    return;
+  }
+  gemm_packed(transA, M, alpha, A, lda, B, beta, C, ldc, nullptr, 0);
 }
 
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -245,6 +264,13 @@ void linear_forward_bf16(float* out, const float* residual, const float* inp, co
                          int64_t N, int64_t C, int64_t OC) {
   thread_local PackedBf16 local;
   const PackedBf16& w = packed_weight(true, weight, C, OC, local);
+  if (N > 0 && C > 0 && OC > 0 && (residual == nullptr) != (bias == nullptr)) {
+    // The tiles start from the residual's rows or from the bias (one row loaded into every row of
+    // a tile): no pass writing it into out first. The same bits as that pass and beta 1.
+    gemm_packed(false, N, 1.0f, inp, C, w, 1.0f, out, OC, residual != nullptr ? residual : bias,
+                residual != nullptr ? OC : 0);
+    return;
+  }
   float beta = 0.0f;
   if (residual != nullptr || bias != nullptr) {  // out starts as residual + bias; the GEMM adds on
     parallel_for(N, N * OC >= (1 << 16), [&](int64_t n) {

@@ -252,7 +252,8 @@ TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
         const std::string what = std::string(bf16_backend_name(b)) + " N " + std::to_string(N) + " C " +
                                  std::to_string(C) + " OC " + std::to_string(OC);
         const std::vector<float> x = randn(N * C, 1), w = randn(OC * C, 2), bias = randn(OC, 3), res = randn(N * OC, 4);
-        std::vector<float> with_bias(N * OC), with_res(N * OC), gelu(N * OC), slope(N * OC);
+        // The sums start from the bias, the residual, or their sum (C = init, then C += A B).
+        std::vector<float> with_bias(N * OC), with_res(N * OC), res_only = res, gelu(N * OC), slope(N * OC);
         for (int64_t n = 0; n < N; n++)
           for (int64_t o = 0; o < OC; o++) {
             with_bias[n * OC + o] = bias[o];
@@ -260,6 +261,7 @@ TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
           }
         gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, with_bias.data(), OC);
         gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, with_res.data(), OC);
+        gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f, res_only.data(), OC);
         std::vector<float> pre(N * OC);  // GELU's input: the sums, then the bias
         gemm_bf16(false, true, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f, pre.data(), OC);
         for (int64_t n = 0; n < N; n++)
@@ -271,6 +273,11 @@ TEST(GemmBf16, LinearLayersAddBiasResidualAndGelu) {
         expect_bit_identical(got, with_bias, "linear_forward with bias, " + what);
         linear_residual_forward(got.data(), res.data(), x.data(), w.data(), bias.data(), N, C, OC);
         expect_bit_identical(got, with_res, "linear_residual_forward, " + what);
+        linear_residual_forward(got.data(), res.data(), x.data(), w.data(), nullptr, N, C, OC);
+        expect_bit_identical(got, res_only, "linear_residual_forward without a bias, " + what);
+        std::vector<float> in_place = res;  // out over its own residual
+        linear_residual_forward(in_place.data(), in_place.data(), x.data(), w.data(), nullptr, N, C, OC);
+        expect_bit_identical(in_place, res_only, "linear_residual_forward in place, " + what);
         linear_gelu_forward(got.data(), got_slope.data(), x.data(), w.data(), bias.data(), N, C, OC);
         expect_bit_identical(got, gelu, "linear_gelu_forward, " + what);
         expect_bit_identical(got_slope, slope, "linear_gelu_forward's slope, " + what);
