@@ -147,6 +147,21 @@ bool uses_amx(Bf16Backend backend, int64_t M) {
   return backend == Bf16Backend::Amx && M > kAmxMinRows && !detail::row_stable_active();
 }
 
+// The order of the tasks. A thread's tasks go across the panels of one row block, so that A's
+// rows stay in L1 while B streams from L2, unless A's block does not fit L1 (a long K: a
+// dweight, K = the batch's tokens) and B is too large to stay in L2 from one row block to the
+// next. Then groups of row blocks (about kGroupBytes of A) take each panel in turn, and B comes
+// from beyond L2 once per group instead of once per row block: on (d), fc2's dweight (K 2,048,
+// B 6 MiB) took 0.70-0.87x the time of the plain order (medians of five in-process runs, the two
+// orders alternating), the other dweights 0.87-1.0x, the shapes it leaves alone within the noise. The sizes are those of the Xeon it was measured on (48 KiB L1d,
+// 2 MiB L2 a core). Each C block is computed as before: the order changes no bits.
+constexpr int64_t kL1Bytes = 48 << 10, kL2KeepBytes = 3 << 19, kGroupBytes = 512 << 10;
+int64_t row_blocks_per_group(int64_t rows, int64_t blocks, const PackedBf16& B) {
+  const int64_t a_block = rows * B.Kp * 2;
+  if (a_block <= kL1Bytes || B.Kp * B.Np * 2 < kL2KeepBytes) return 1;
+  return std::clamp<int64_t>(kGroupBytes / a_block, 1, blocks);
+}
+
 // The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`: C = alpha A B +
 // beta C, or with init (rows ldi apart, 0 for a bias) C = alpha A B + beta init.
 void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, const PackedBf16& B, float alpha,
@@ -154,7 +169,7 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
   const bool amx = uses_amx(backend, M);
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
-  const int64_t tasks = panels * blocks;
+  const int64_t tasks = panels * blocks, group = row_blocks_per_group(rows, blocks, B);
   const bool par = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(Kp) >= (1 << 18);
   parallel_region(par && tasks > 1, [&](int64_t t, int64_t nt) {
     const auto [begin, end] = static_range(tasks, t, nt);
@@ -162,7 +177,9 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
     alignas(64) float acc[kAmxRows * kPanel];
     if (amx) amx_configure();
     for (int64_t task = begin; task < end; task++) {
-      const int64_t p = task % panels, m0 = (task / panels) * rows;
+      // The group of row blocks from g0, then the panel, then the block within the group.
+      const int64_t g0 = task / (group * panels) * group, gn = std::min(group, blocks - g0);
+      const int64_t at = task - g0 * panels, p = at / gn, m0 = (g0 + at % gn) * rows;
       const int64_t mi = std::min(rows, M - m0), n0 = p * kPanel, nj = std::min(kPanel, N - n0);
       const uint16_t* b0 = B.data.data() + (2 * p) * Kp * 16;
       const uint16_t* b1 = b0 + Kp * 16;

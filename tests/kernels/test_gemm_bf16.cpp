@@ -149,6 +149,9 @@ TEST(GemmBf16, EveryBackendMatchesTheNaiveReference) {
       {true, false, 33, 47, 65, 1, 1.0f, 1.0f},    {true, true, 64, 64, 64, 0, 2.0f, -0.5f},
       {false, true, 100, 65, 128, 5, 1.0f, 0.0f},  {true, false, 48, 96, 200, 0, 1.0f, 0.0f},
       {false, false, 31, 17, 1000, 2, 1.0f, 1.0f}, {false, true, 130, 70, 33, 0, 1.0f, 0.0f},
+      // A dweight's shape (K long, B 1.7 MB): row blocks taken in groups (3 of 129 KB, the last
+      // group partial, the last block partial).
+      {true, false, 150, 400, 2000, 0, 1.0f, 1.0f},
   };
   for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
