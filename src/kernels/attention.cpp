@@ -9,6 +9,7 @@
 //   short   short keys, head size <= 64: keys in lanes      attention_short.cpp
 //   flash   everything else: tiles, online softmax          attention_flash.cpp
 //           in bf16 under a BF16 PrecisionScope              attention_bf16.cpp
+//           (up to 512 keys on AVX512_BF16: whole rows       attention_bf16_rows.cpp)
 // choose_path below is the only place a path is chosen, for both directions, so that a backward
 // runs on the path whose forward computed lse (decoding rows excepted: see choose_path).
 
@@ -74,7 +75,9 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
     case Path::kTiny: attn::tiny_forward(out, lse, q, k, v, p); return;
     case Path::kShort: attn::short_forward(out, lse, q, k, v, p); return;
     case Path::kFlash:
-      if (detail::bf16_active()) {
+      if (detail::bf16_active() && attn::rows_bf16_fits(p.d)) {
+        attn::rows_forward_bf16(out, lse, q, k, v, p);
+      } else if (detail::bf16_active()) {
         attn::flash_forward_bf16(out, lse, q, k, v, p);
       } else {
         attn::flash_forward(out, lse, q, k, v, p);
@@ -92,7 +95,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     case Path::kTiny: attn::tiny_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
     case Path::kShort: attn::short_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
     case Path::kFlash:
-      if (detail::bf16_active()) {
+      if (detail::bf16_active() && attn::rows_bf16_fits(p.d)) {
+        attn::rows_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, p);
+      } else if (detail::bf16_active()) {
         attn::flash_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, p);
       } else {
         attn::flash_backward(dq, dk, dv, dout, out, lse, q, k, v, p);

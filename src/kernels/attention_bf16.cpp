@@ -165,8 +165,8 @@ void backward_step(const TileProducts& mm, const float* lse, const Problem& p, c
   softmax_backward_rows(w.P.data(), w.dS.data(), bk, kk, rows, nq, lse + (b * d.NH + h) * d.Tq + i0, w.D.data() + i0,
                         d.scale);
   // P and dS as the B of products over query rows (pairs of rows), dS also as rows.
-  pack_row_pairs_bf16(w.Pp.data(), nullptr, 0, w.P.data(), bk, rows, kk);
-  pack_row_pairs_bf16(w.dSp.data(), w.dSb.data(), kk, w.dS.data(), bk, rows, kk);
+  pack_row_pairs_bf16(w.Pp.data(), rows * 16, nullptr, 0, w.P.data(), bk, rows, kk);
+  pack_row_pairs_bf16(w.dSp.data(), rows * 16, w.dSb.data(), kk, w.dS.data(), bk, rows, kk);
   // dV^T[HS, keys] += dO^T P;  dK^T += Q^T dS;  dQ += dS K
   mm(HSp, kk, rows, w.dOTb.data() + i0, z.Tqp, w.Pp.data(), rows * 16, w.dVT.data(), bk, true);
   mm(HSp, kk, rows, w.QTb.data() + i0, z.Tqp, w.dSp.data(), rows * 16, w.dKT.data(), bk, true);

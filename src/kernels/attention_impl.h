@@ -12,6 +12,7 @@
 //   attention_short.cpp   Tk <= kShortMaxKeys, HS <= kShortMaxHeadSize: keys in vector lanes
 //   attention_flash.cpp   anything else: key and query tiles with an online softmax
 //   attention_bf16.cpp    the flash path with bf16 products, under a BF16 PrecisionScope
+//   attention_bf16_rows.cpp  bf16, whole rows of keys (Tk <= kRowsMaxKeys, AVX512_BF16)
 //   attention.cpp         the public entry points and choose_path, the one place a path is chosen
 //
 // Conventions every path keeps
@@ -91,6 +92,14 @@ void short_backward(float* dq, float* dk, float* dv, const float* dout, const fl
 void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                     const float* q, const float* k, const float* v, const Problem& p);
+// bf16 attention with whole rows of keys (attention_bf16_rows.cpp): under a BF16 PrecisionScope
+// it replaces the flash path's bf16 tiles where rows_bf16_fits (Tk <= kRowsMaxKeys, on the
+// AVX512_BF16 backend; AMX keeps the tiles it was measured with).
+constexpr int64_t kRowsMaxKeys = 512;
+bool rows_bf16_fits(const AttentionDims& d);
+void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
+void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const Problem& p);
 // The flash path with bf16 products (attention_bf16.cpp), under a BF16 PrecisionScope.
 void flash_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,

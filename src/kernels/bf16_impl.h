@@ -121,12 +121,12 @@ void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float bet
 void round_rows_bf16(uint16_t* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols,
                      int64_t rows_pad, int64_t cols_pad);
 // src [rows, cols] (row stride lds; rows even, cols a multiple of 16) rounded to bf16 into
-// `pairs` in pack_bf16's layout for K = rows, N = cols (blocks of 16 columns, rows * 16 elements
-// apart; in each, a row of 16 pairs per two rows of src) and, when rows_out is set, as rows (row
-// stride ldr): attention's P and dS as the B of sums over query rows, dS also as the A of dQ, in
-// one pass over them.
-void pack_row_pairs_bf16(uint16_t* pairs, uint16_t* rows_out, int64_t ldr, const float* src, int64_t lds, int64_t rows,
-                         int64_t cols);
+// `pairs` in pack_bf16's layout for K = rows, N = cols (blocks of 16 columns, blk_stride elements
+// apart: rows * 16 for a buffer of these rows alone; in each, a row of 16 pairs per two rows of
+// src) and, when rows_out is set, as rows (row stride ldr): attention's P and dS as the B of sums
+// over query rows, dS also as the A of dQ, in one pass over them.
+void pack_row_pairs_bf16(uint16_t* pairs, int64_t blk_stride, uint16_t* rows_out, int64_t ldr, const float* src,
+                         int64_t lds, int64_t rows, int64_t cols);
 // Small products on the calling thread: C[M, N] = (C if accumulate, else 0) + A[M, K] B[K, N].
 // A: bf16 rows (row stride lda elements). B: pack_bf16's layout from its first block: 16-column
 // blocks ldb elements apart, in each a row of 16 pairs per two k (B may start at a later k0:

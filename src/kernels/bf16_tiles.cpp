@@ -118,12 +118,12 @@ void avx_tile_product(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_
 
 // pack_row_pairs_bf16's vector form: per pair of rows and 16 columns, pack_bf16's pairing
 // (pair_rows_avx), and the rows rounded as they are when asked for.
-ATTO_BF16_TARGET void pack_row_pairs_avx(uint16_t* pairs, uint16_t* rows_out, int64_t ldr, const float* src,
-                                         int64_t lds, int64_t rows, int64_t cols) {
+ATTO_BF16_TARGET void pack_row_pairs_avx(uint16_t* pairs, int64_t blk_stride, uint16_t* rows_out, int64_t ldr,
+                                         const float* src, int64_t lds, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; i += 2) {
     for (int64_t j = 0; j < cols; j += 16) {
       const __m512 a = _mm512_loadu_ps(src + i * lds + j), b = _mm512_loadu_ps(src + (i + 1) * lds + j);
-      _mm512_storeu_si512(pairs + ((j / 16) * (rows / 2) + i / 2) * 32, detail::pair_rows_avx(a, b));
+      _mm512_storeu_si512(pairs + (j / 16) * blk_stride + (i / 2) * 32, detail::pair_rows_avx(a, b));
       if (rows_out != nullptr) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows_out + i * ldr + j), (__m256i)_mm512_cvtneps_pbh(a));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows_out + (i + 1) * ldr + j), (__m256i)_mm512_cvtneps_pbh(b));
@@ -136,16 +136,16 @@ ATTO_BF16_TARGET void pack_row_pairs_avx(uint16_t* pairs, uint16_t* rows_out, in
 
 namespace detail {
 
-void pack_row_pairs_bf16(uint16_t* pairs, uint16_t* rows_out, int64_t ldr, const float* src, int64_t lds, int64_t rows,
-                         int64_t cols) {
+void pack_row_pairs_bf16(uint16_t* pairs, int64_t blk_stride, uint16_t* rows_out, int64_t ldr, const float* src,
+                         int64_t lds, int64_t rows, int64_t cols) {
   if (bf16_backend() != Bf16Backend::None) {
-    pack_row_pairs_avx(pairs, rows_out, ldr, src, lds, rows, cols);
+    pack_row_pairs_avx(pairs, blk_stride, rows_out, ldr, src, lds, rows, cols);
     return;
   }
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
       const uint16_t v = round_bf16(src[i * lds + j]);
-      pairs[((j / 16) * (rows / 2) + i / 2) * 32 + (j % 16) * 2 + i % 2] = v;
+      pairs[(j / 16) * blk_stride + (i / 2) * 32 + (j % 16) * 2 + i % 2] = v;
       if (rows_out != nullptr) rows_out[i * ldr + j] = v;
     }
 }

@@ -102,8 +102,12 @@ ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, const float* from, int64
 }
 
 // ---- AVX512_BF16 --------------------------------------------------------------------------
+// C[MR rows, nj <= 32 columns] (row stride ldc) = A[MR rows of Kp] @ (B0 | B1), plus, with
+// `add`, the rows of init (ldi apart; 0: one row for all, a bias) or of C itself: the sums start
+// from zero and are written from the registers (no block in memory between the sums and C).
 template <int MR>
-ATTO_BF16_TARGET void avx_block(float* acc, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, const float* init, int64_t ldi,
+                                const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
   const int64_t pairs = Kp / 2;
@@ -119,22 +123,31 @@ ATTO_BF16_TARGET void avx_block(float* acc, const uint16_t* A, int64_t Kp, const
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
     }
   }
+  const __mmask16 m0 = static_cast<__mmask16>(nj >= 16 ? 0xffff : (1u << nj) - 1u);
+  const __mmask16 m1 = static_cast<__mmask16>(nj >= 32 ? 0xffff : nj > 16 ? (1u << (nj - 16)) - 1u : 0u);
   for (int i = 0; i < MR; i++) {
-    _mm512_storeu_ps(acc + i * kPanel, c0[i]);
-    _mm512_storeu_ps(acc + i * kPanel + 16, c1[i]);
+    float* c = C + i * ldc;
+    if (add) {
+      const float* r = init != nullptr ? init + i * ldi : c;
+      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, r));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, r + 16));
+    }
+    _mm512_mask_storeu_ps(c, m0, c0[i]);
+    _mm512_mask_storeu_ps(c + 16, m1, c1[i]);
   }
 }
 
-void avx_rows(float* acc, int64_t rows, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+void avx_rows(float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init, int64_t ldi,
+              const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
   switch (rows) {
-    case 1: avx_block<1>(acc, A, Kp, B0, B1); break;
-    case 2: avx_block<2>(acc, A, Kp, B0, B1); break;
-    case 3: avx_block<3>(acc, A, Kp, B0, B1); break;
-    case 4: avx_block<4>(acc, A, Kp, B0, B1); break;
-    case 5: avx_block<5>(acc, A, Kp, B0, B1); break;
-    case 6: avx_block<6>(acc, A, Kp, B0, B1); break;
-    case 7: avx_block<7>(acc, A, Kp, B0, B1); break;
-    default: avx_block<8>(acc, A, Kp, B0, B1); break;
+    case 1: avx_block<1>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 2: avx_block<2>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 3: avx_block<3>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 4: avx_block<4>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 5: avx_block<5>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 6: avx_block<6>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 7: avx_block<7>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    default: avx_block<8>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
   }
 }
 
@@ -193,8 +206,12 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
                      a_tiled, b0, b1);
         continue;
       }
+      if (!amx && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {  // C = A B (+ init or C)
+        avx_rows(c, ldc, mi, nj, beta == 1.0f, in, ldi, a, Kp, b0, b1);
+        continue;
+      }
       if (!amx) {
-        avx_rows(acc, mi, a, Kp, b0, b1);
+        avx_rows(acc, kPanel, mi, kPanel, false, nullptr, 0, a, Kp, b0, b1);
       } else if (mi > 16) {
         amx_block<2>(acc, kPanel, nullptr, 0, a, Kp, a_tiled, b0, b1);
       } else {

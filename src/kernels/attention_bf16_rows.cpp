@@ -1,0 +1,295 @@
+// atto/kernels/attention_bf16_rows.cpp: bf16 attention whose keys fit in a row (Tk <=
+// kRowsMaxKeys), on the AVX512_BF16 backend: the path a BF16 PrecisionScope takes there instead
+// of the bf16 flash tiles (attention_bf16.cpp) for blocks of up to a few hundred tokens.
+//
+// With every key of a query row at hand there is no online softmax. Per head, in blocks of RB
+// query rows:
+//   forward   S = bf16(Q) bf16(K)^T                     the block's visible keys only (causal)
+//             m = max_j S, P = exp(S - m), l = sum_j P  fp32, the whole row at once
+//             O = bf16(P) bf16(V) / l,  lse = m + log l
+//   backward  S again (the same code), P = exp(S - lse), dP = bf16(dO) bf16(V)^T,
+//             dS = scale P (dP - D), D = <bf16(dO), O>
+//             dQ = bf16(dS) bf16(K)                     per block, complete: written at once
+//             P and dS kept for the head, paired by query rows, and after the last block
+//             dV^T = bf16(dO)^T bf16(P), dK^T = bf16(Q)^T bf16(dS) as products over all the
+//             query rows that see each 64-key chunk (one long chain per element), transposed
+//             into dv and dk once
+// The flash tiles cost a rescale of O, a fresh C per small product and a pack per tile pair;
+// here each product is one call with the whole visible key range (or query range) as its K,
+// and the causal triangle is cut at 32 rows instead of 64 x 64 tiles. On (d)'s shape (T 256,
+// head size 64; one shard of 4 sequences x 6 heads, one thread of an AMD Zen 5) forward and
+// backward took 0.49 + 1.17 ms against 1.18 + 2.81 ms for the flash tiles (docs/precision.md).
+//
+// The products run through detail::TileProducts (rows of A, pack_bf16's B); the bits do not
+// depend on the thread count (heads are split over threads, each head's sums in one order).
+// Operands are rounded as the flash path rounds them: q, k, v, dout, P and dS to bf16, products
+// summed in fp32, softmax and D in fp32.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/attention_impl.h"
+#include "kernels/bf16_impl.h"
+#include "kernels/parallel.h"
+
+namespace atto::kernels::attn {
+
+namespace {
+
+constexpr int64_t RB = 32;  // query rows per block (the pairs of the backward's sums need 32)
+constexpr int64_t KC = 64;  // keys per chunk of dV^T and dK^T (4 vectors of the product)
+using detail::pack_row_pairs_bf16;
+using detail::round_rows_bf16;
+using detail::TileProducts;
+
+// Padded sizes: head size as a sum index (HSk, 32) and as an output width (HSp, 16); query rows
+// to whole blocks (Tqp); keys to whole chunks (Tkc).
+struct Dims {
+  int64_t HSk, HSp, Tqp, Tkc;
+  explicit Dims(const Problem& p)
+      : HSk(round_up(p.d.HS, 32)),
+        HSp(p.HSp),
+        Tqp(round_up(std::max<int64_t>(p.d.Tq, 1), RB)),
+        Tkc(round_up(std::max<int64_t>(p.d.Tk, 1), KC)) {}
+};
+
+// A thread's scratch, kept from call to call: grown, never shrunk.
+template <class V>
+void grow(V& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+}
+
+// Keys that query rows [i0, i0 + nq) see: all, or causally up to the last row's.
+int64_t visible_keys(const Problem& p, int64_t i0, int64_t nq) {
+  if (!p.d.causal) return p.d.Tk;
+  return std::clamp<int64_t>(i0 + nq + p.off, 0, p.d.Tk);
+}
+
+// kbias[j] for the head's keys j < n: 0, or -inf for a masked key or padding (j >= Tk).
+void key_bias_all(float* kbias, const Problem& p, int64_t b, int64_t n) {
+  for (int64_t j = 0; j < n; j++) {
+    const bool masked = j >= p.d.Tk || (p.key_mask != nullptr && p.key_mask[b * p.d.Tk + j] == 0);
+    kbias[j] = masked ? kNegInf : 0.0f;
+  }
+}
+
+// S [rows, kk] (row stride lds) = scale * Qb Kt^T, masked: the one definition of the scores,
+// shared by forward and backward so that the backward's exp(S - lse) sees the forward's scores.
+// Qb: the block's rows of bf16(q) (row stride HSk); Kt: pack_bf16(transB) of the head's keys.
+void scores(const TileProducts& mm, float* S, int64_t lds, const uint16_t* Qb, const PackedBf16& Kt,
+            const float* kbias, const Problem& p, const Dims& z, int64_t i0, int64_t nq, int64_t rows, int64_t kk) {
+  mm(rows, kk, z.HSk, Qb, z.HSk, Kt.data.data(), Kt.Kp * 16, S, lds, false);
+  const vf16 sc = splat(p.d.scale);
+  for (int64_t i = 0; i < nq; i++) {
+    float* s = S + i * lds;
+    for (int64_t j = 0; j < kk; j += W) store(s + j, load(s + j) * sc + load(kbias + j));
+    if (p.d.causal) {
+      const int64_t visible = std::clamp<int64_t>(i0 + i + p.off + 1, 0, kk);
+      std::fill(s + visible, s + kk, kNegInf);
+    }
+  }
+}
+
+// ---- Forward ------------------------------------------------------------------------------------
+
+struct FwdScratch {
+  PackedBf16 Kt, Vp;
+  Bf16Buffer Qb, Pb;
+  AlignedVector<float> S, O, kbias, m, l;
+  void resize(const Dims& z) {
+    grow(Qb, RB * z.HSk);
+    grow(Pb, RB * z.Tkc);
+    grow(S, RB * z.Tkc);
+    grow(O, RB * z.HSp);
+    grow(kbias, z.Tkc);
+    grow(m, RB);
+    grow(l, RB);
+  }
+};
+
+void forward_head(const TileProducts& mm, float* out, float* lse, const float* q, const float* k, const float* v,
+                  const Problem& p, const Dims& z, int64_t b, int64_t h, FwdScratch& w) {
+  const AttentionDims& d = p.d;
+  const float* qh = q + b * d.Tq * d.ldq + h * d.HS;
+  pack_bf16(w.Kt, true, d.HS, d.Tk, k + b * d.Tk * d.ldk + h * d.HS, d.ldk);
+  pack_bf16(w.Vp, false, d.Tk, d.HS, v + b * d.Tk * d.ldv + h * d.HS, d.ldv);
+  key_bias_all(w.kbias.data(), p, b, z.Tkc);
+  for (int64_t i0 = 0; i0 < d.Tq; i0 += RB) {
+    const int64_t nq = std::min(RB, d.Tq - i0), rows = round_up(nq, 16);
+    const int64_t kk = round_up(visible_keys(p, i0, nq), 32);
+    std::fill(w.m.begin(), w.m.end(), kNegInf);
+    std::fill(w.l.begin(), w.l.end(), 0.0f);
+    if (kk == 0) {  // no key visible to any row of the block: out 0, lse -inf
+      std::fill(w.O.begin(), w.O.end(), 0.0f);
+      finish_rows(out, lse, w.O.data(), z.HSp, w.m.data(), w.l.data(), p, b, h, i0, nq);
+      continue;
+    }
+    round_rows_bf16(w.Qb.data(), z.HSk, qh + i0 * d.ldq, d.ldq, nq, d.HS, rows, z.HSk);
+    scores(mm, w.S.data(), z.Tkc, w.Qb.data(), w.Kt, w.kbias.data(), p, z, i0, nq, rows, kk);
+    for (int64_t i = 0; i < nq; i++) {
+      float* s = w.S.data() + i * z.Tkc;
+      const float mx = row_max(s, kk);
+      if (mx == kNegInf) {  // nothing visible: P = 0, l = 0
+        std::fill(s, s + kk, 0.0f);
+        continue;
+      }
+      w.m[i] = mx;
+      w.l[i] = row_exp_sum(s, kk, mx);  // S becomes P = exp(S - m)
+    }
+    round_rows_bf16(w.Pb.data(), kk, w.S.data(), z.Tkc, nq, kk, rows, kk);  // padding rows: zeros
+    mm(rows, z.HSp, kk, w.Pb.data(), kk, w.Vp.data.data(), w.Vp.Kp * 16, w.O.data(), z.HSp, false);
+    finish_rows(out, lse, w.O.data(), z.HSp, w.m.data(), w.l.data(), p, b, h, i0, nq);
+  }
+}
+
+// ---- Backward -----------------------------------------------------------------------------------
+
+struct BwdScratch {
+  PackedBf16 Kt, Vt, Kn;
+  Bf16Buffer Qb, dOb, QTb, dOTb, Pp, dSp, dSb;
+  AlignedVector<float> D, P, dS, dQ, dKT, dVT, T, kbias;
+  AlignedVector<uint32_t> bits;
+  std::vector<int64_t> block_keys;  // each query block's kk
+  void resize(const Dims& z) {
+    for (Bf16Buffer* x : {&Qb, &dOb}) grow(*x, z.Tqp * z.HSk);
+    for (Bf16Buffer* x : {&QTb, &dOTb}) grow(*x, z.HSp * z.Tqp);
+    for (Bf16Buffer* x : {&Pp, &dSp}) grow(*x, z.Tqp * z.Tkc);
+    grow(dSb, RB * z.Tkc);
+    grow(D, z.Tqp);
+    for (AlignedVector<float>* x : {&P, &dS}) grow(*x, RB * z.Tkc);
+    grow(dQ, RB * z.HSp);
+    for (AlignedVector<float>* x : {&dKT, &dVT}) grow(*x, z.HSp * z.Tkc);
+    grow(T, std::max(z.HSp * z.Tqp, z.Tkc * z.HSp));
+    grow(kbias, z.Tkc);
+    grow(bits, z.HSk);
+    grow(block_keys, z.Tqp / RB);
+  }
+};
+
+// dst [HSp, Tqp] (bf16 rows) = the transpose of n rows of HS floats (row stride ld), zero padding.
+void transposed_bf16(uint16_t* dst, float* tmp, const float* src, int64_t ld, int64_t n, const Problem& p,
+                     const Dims& z) {
+  pack_transposed(tmp, z.Tqp, src, ld, n, p.d.HS, z.Tqp);
+  round_rows_bf16(dst, z.Tqp, tmp, z.Tqp, p.d.HS, z.Tqp, z.HSp, z.Tqp);
+}
+
+// dst rows [Tk, HS] (row stride ld) (+)= the transpose of src [HS, Tkc].
+void put_transposed(float* dst, int64_t ld, const float* src, float* tmp, const Problem& p, const Dims& z) {
+  if (dst == nullptr) return;
+  pack_transposed(tmp, z.HSp, src, z.Tkc, p.d.HS, round_up(p.d.Tk, W), z.HSp);
+  add_rows(dst, ld, tmp, p.d.Tk, p.d.HS, z.HSp, p.d.accumulate);
+}
+
+void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                   const float* lse, const float* q, const float* k, const float* v, const Problem& p, const Dims& z,
+                   int64_t b, int64_t h, BwdScratch& w) {
+  const AttentionDims& d = p.d;
+  const float* qh = q + b * d.Tq * d.ldq + h * d.HS;
+  const float* dh = dout + b * d.Tq * d.ldo + h * d.HS;
+  const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
+  round_rows_bf16(w.Qb.data(), z.HSk, qh, d.ldq, d.Tq, d.HS, z.Tqp, z.HSk);
+  round_rows_bf16(w.dOb.data(), z.HSk, dh, d.ldo, d.Tq, d.HS, z.Tqp, z.HSk);
+  // D_i = <dout_i, out_i> with dout as the products see it (rounded), so that D_i = sum_j P_ij
+  // dP_ij: a row with one visible key gets dS = 0, as softmax's gradient says.
+  for (int64_t i = 0; i < d.Tq; i++) {
+    uint32_t* bits = w.bits.data();  // bf16 -> fp32: the 16 bits on top (a loop that vectorises)
+    for (int64_t e = 0; e < d.HS; e++) bits[e] = uint32_t{w.dOb[i * z.HSk + e]} << 16;
+    std::memcpy(w.T.data(), bits, sizeof(float) * d.HS);
+    w.D[i] = dot_hs(out + (b * d.Tq + i) * d.ldo + h * d.HS, w.T.data(), d.HS);
+  }
+  transposed_bf16(w.QTb.data(), w.T.data(), qh, d.ldq, d.Tq, p, z);
+  transposed_bf16(w.dOTb.data(), w.T.data(), dh, d.ldo, d.Tq, p, z);
+  pack_bf16(w.Kt, true, d.HS, d.Tk, kh, d.ldk);
+  pack_bf16(w.Kn, false, d.Tk, d.HS, kh, d.ldk);
+  pack_bf16(w.Vt, true, d.HS, d.Tk, v + b * d.Tk * d.ldv + h * d.HS, d.ldv);
+  key_bias_all(w.kbias.data(), p, b, z.Tkc);
+  const float* lse_h = lse + (b * d.NH + h) * d.Tq;
+  float* dq_h = dq != nullptr ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr;
+  for (int64_t i0 = 0; i0 < z.Tqp; i0 += RB) {
+    const int64_t nq = std::clamp<int64_t>(d.Tq - i0, 0, RB);
+    const int64_t kk = nq > 0 ? round_up(visible_keys(p, i0, nq), 32) : 0, kc = round_up(kk, KC);
+    w.block_keys[static_cast<size_t>(i0 / RB)] = kk;
+    if (kk == 0) {  // no key visible: no gradient; no later product reads this block's pairs
+      if (dq_h != nullptr && !d.accumulate)
+        for (int64_t i = 0; i < nq; i++) std::fill(dq_h + (i0 + i) * d.ldq, dq_h + (i0 + i) * d.ldq + d.HS, 0.0f);
+      continue;
+    }
+    float* P = w.P.data();
+    float* dS = w.dS.data();
+    scores(mm, P, z.Tkc, w.Qb.data() + i0 * z.HSk, w.Kt, w.kbias.data(), p, z, i0, nq, RB, kk);
+    mm(RB, kk, z.HSk, w.dOb.data() + i0 * z.HSk, z.HSk, w.Vt.data.data(), w.Vt.Kp * 16, dS, z.Tkc, false);  // dP
+    softmax_backward_rows(P, dS, z.Tkc, kk, RB, nq, lse_h + i0, w.D.data() + i0, d.scale);
+    for (int64_t i = 0; i < RB; i++) {  // the chunk's keys past kk are zeros in the pairs
+      std::fill(P + i * z.Tkc + kk, P + i * z.Tkc + kc, 0.0f);
+      std::fill(dS + i * z.Tkc + kk, dS + i * z.Tkc + kc, 0.0f);
+    }
+    pack_row_pairs_bf16(w.Pp.data() + (i0 / 2) * 32, z.Tqp * 16, nullptr, 0, P, z.Tkc, RB, kc);
+    pack_row_pairs_bf16(w.dSp.data() + (i0 / 2) * 32, z.Tqp * 16, w.dSb.data(), kc, dS, z.Tkc, RB, kc);
+    if (dq_h != nullptr) {  // dQ = dS K
+      mm(RB, z.HSp, kk, w.dSb.data(), kc, w.Kn.data.data(), w.Kn.Kp * 16, w.dQ.data(), z.HSp, false);
+      add_rows(dq_h + i0 * d.ldq, d.ldq, w.dQ.data(), nq, d.HS, z.HSp, d.accumulate);
+    }
+  }
+  if (dk == nullptr && dv == nullptr) return;
+  // dV^T = dO^T P and dK^T = Q^T dS, 64 keys at a time, over the query rows from the first block
+  // that sees the chunk (every later block wrote its pairs for it).
+  for (int64_t j0 = 0; j0 < z.Tkc; j0 += KC) {
+    int64_t qb = 0;
+    while (qb < z.Tqp / RB && w.block_keys[static_cast<size_t>(qb)] <= j0) qb++;
+    const int64_t i0s = qb * RB, K = z.Tqp - i0s;
+    if (K == 0) {
+      for (int64_t e = 0; e < z.HSp; e++) {
+        std::fill(w.dVT.data() + e * z.Tkc + j0, w.dVT.data() + e * z.Tkc + j0 + KC, 0.0f);
+        std::fill(w.dKT.data() + e * z.Tkc + j0, w.dKT.data() + e * z.Tkc + j0 + KC, 0.0f);
+      }
+      continue;
+    }
+    const int64_t boff = (j0 / 16) * z.Tqp * 16 + (i0s / 2) * 32;
+    if (dv != nullptr)
+      mm(z.HSp, KC, K, w.dOTb.data() + i0s, z.Tqp, w.Pp.data() + boff, z.Tqp * 16, w.dVT.data() + j0, z.Tkc, false);
+    if (dk != nullptr)
+      mm(z.HSp, KC, K, w.QTb.data() + i0s, z.Tqp, w.dSp.data() + boff, z.Tqp * 16, w.dKT.data() + j0, z.Tkc, false);
+  }
+  put_transposed(dk != nullptr ? dk + b * d.Tk * d.ldk + h * d.HS : nullptr, d.ldk, w.dKT.data(), w.T.data(), p, z);
+  put_transposed(dv != nullptr ? dv + b * d.Tk * d.ldv + h * d.HS : nullptr, d.ldv, w.dVT.data(), w.T.data(), p, z);
+}
+
+// f(mm, z, b, h, scratch) for every head, the heads split over threads (threads when the work
+// reaches min_work), each thread with its own products and scratch. The scratch is kept from call
+// to call (grown, never shrunk): fresh pages on every call cost more than the products.
+template <class Scratch, class F>
+void over_heads(const Problem& p, int64_t min_work, F f) {
+  const Dims z(p);
+  const AttentionDims& d = p.d;
+  const int64_t heads = d.B * d.NH;
+  parallel_region(heads > 1 && d.Tq * d.Tk * d.HS * heads >= min_work, [&](int64_t t, int64_t nt) {
+    const auto [h0, h1] = static_range(heads, t, nt);
+    if (h0 == h1) return;
+    thread_local Scratch w;
+    w.resize(z);
+    const TileProducts mm;
+    for (int64_t bh = h0; bh < h1; bh++) f(mm, z, bh / d.NH, bh % d.NH, w);
+  });
+}
+
+}  // namespace
+
+bool rows_bf16_fits(const AttentionDims& d) {
+  return d.Tk >= 1 && d.Tk <= kRowsMaxKeys && bf16_backend() == Bf16Backend::Avx512Bf16;
+}
+
+void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
+  over_heads<FwdScratch>(p, 1 << 16, [&](const TileProducts& mm, const Dims& z, int64_t b, int64_t h, FwdScratch& w) {
+    forward_head(mm, out, lse, q, k, v, p, z, b, h, w);
+  });
+}
+
+void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const Problem& p) {
+  over_heads<BwdScratch>(p, 1 << 15, [&](const TileProducts& mm, const Dims& z, int64_t b, int64_t h, BwdScratch& w) {
+    backward_head(mm, dq, dk, dv, dout, out, lse, q, k, v, p, z, b, h, w);
+  });
+}
+
+}  // namespace atto::kernels::attn
