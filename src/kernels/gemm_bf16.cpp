@@ -103,11 +103,14 @@ ATTO_AMX_TARGET void amx_block(float* out, int64_t ldo, const float* from, int64
 
 // ---- AVX512_BF16 --------------------------------------------------------------------------
 // C[MR rows, nj <= 32 columns] (row stride ldc) = A[MR rows of Kp] @ (B0 | B1), plus, with
-// `add`, the rows of init (ldi apart; 0: one row for all, a bias) or of C itself: the sums start
-// from zero and are written from the registers (no block in memory between the sums and C).
+// `add`, the rows of init (ldi apart; 0: one row for all, a bias) or of C itself, each plus
+// `bias` first when there is one (a residual's rows + the bias: the bits of a pass writing
+// r + b into C before a product added onto it). The sums start from zero and are written from
+// the registers (no block in memory between the sums and C).
 template <int MR>
 ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, const float* init, int64_t ldi,
-                                const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+                                const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0,
+                                const uint16_t* B1) {
   __m512 c0[MR], c1[MR];
   for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
   const int64_t pairs = Kp / 2;
@@ -125,12 +128,35 @@ ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, con
   }
   const __mmask16 m0 = static_cast<__mmask16>(nj >= 16 ? 0xffff : (1u << nj) - 1u);
   const __mmask16 m1 = static_cast<__mmask16>(nj >= 32 ? 0xffff : nj > 16 ? (1u << (nj - 16)) - 1u : 0u);
+  if (nj == 32) {  // whole rows: plain loads and stores (masked ones cost more on AMD Zen)
+    for (int i = 0; i < MR; i++) {
+      float* c = C + i * ldc;
+      if (add) {
+        const float* r = init != nullptr ? init + i * ldi : c;
+        __m512 r0 = _mm512_loadu_ps(r), r1 = _mm512_loadu_ps(r + 16);
+        if (bias != nullptr) {
+          r0 = _mm512_add_ps(r0, _mm512_loadu_ps(bias));
+          r1 = _mm512_add_ps(r1, _mm512_loadu_ps(bias + 16));
+        }
+        c0[i] = _mm512_add_ps(c0[i], r0);
+        c1[i] = _mm512_add_ps(c1[i], r1);
+      }
+      _mm512_storeu_ps(c, c0[i]);
+      _mm512_storeu_ps(c + 16, c1[i]);
+    }
+    return;
+  }
   for (int i = 0; i < MR; i++) {
     float* c = C + i * ldc;
     if (add) {
       const float* r = init != nullptr ? init + i * ldi : c;
-      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, r));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, r + 16));
+      __m512 r0 = _mm512_maskz_loadu_ps(m0, r), r1 = _mm512_maskz_loadu_ps(m1, r + 16);
+      if (bias != nullptr) {
+        r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, bias));
+        r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, bias + 16));
+      }
+      c0[i] = _mm512_add_ps(c0[i], r0);
+      c1[i] = _mm512_add_ps(c1[i], r1);
     }
     _mm512_mask_storeu_ps(c, m0, c0[i]);
     _mm512_mask_storeu_ps(c + 16, m1, c1[i]);
@@ -138,16 +164,16 @@ ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, con
 }
 
 void avx_rows(float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init, int64_t ldi,
-              const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+              const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
   switch (rows) {
-    case 1: avx_block<1>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    case 2: avx_block<2>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    case 3: avx_block<3>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    case 4: avx_block<4>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    case 5: avx_block<5>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    case 6: avx_block<6>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    case 7: avx_block<7>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
-    default: avx_block<8>(C, ldc, nj, add, init, ldi, A, Kp, B0, B1); break;
+    case 1: avx_block<1>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 2: avx_block<2>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 3: avx_block<3>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 4: avx_block<4>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 5: avx_block<5>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 6: avx_block<6>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 7: avx_block<7>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    default: avx_block<8>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
   }
 }
 
@@ -176,9 +202,11 @@ int64_t row_blocks_per_group(int64_t rows, int64_t blocks, const PackedBf16& B) 
 }
 
 // The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`: C = alpha A B +
-// beta C, or with init (rows ldi apart, 0 for a bias) C = alpha A B + beta init.
+// beta C, or with init (rows ldi apart, 0 for a bias) C = alpha A B + beta init; with
+// init_bias too (AVX512_BF16 only, alpha 1, beta 1), C = A B + (init + init_bias).
 void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, const PackedBf16& B, float alpha,
-               float beta, float* C, int64_t ldc, const float* init = nullptr, int64_t ldi = 0) {
+               float beta, float* C, int64_t ldc, const float* init = nullptr, int64_t ldi = 0,
+               const float* init_bias = nullptr) {
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
   const bool amx = uses_amx(backend, M);
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
@@ -207,11 +235,11 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
         continue;
       }
       if (!amx && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {  // C = A B (+ init or C)
-        avx_rows(c, ldc, mi, nj, beta == 1.0f, in, ldi, a, Kp, b0, b1);
+        avx_rows(c, ldc, mi, nj, beta == 1.0f, in, ldi, init_bias != nullptr ? init_bias + n0 : nullptr, a, Kp, b0, b1);
         continue;
       }
       if (!amx) {
-        avx_rows(acc, kPanel, mi, kPanel, false, nullptr, 0, a, Kp, b0, b1);
+        avx_rows(acc, kPanel, mi, kPanel, false, nullptr, 0, nullptr, a, Kp, b0, b1);
       } else if (mi > 16) {
         amx_block<2>(acc, kPanel, nullptr, 0, a, Kp, a_tiled, b0, b1);
       } else {
@@ -239,9 +267,9 @@ void scale_rows(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 namespace {
 
 // gemm_bf16_packed, or with init (rows ldi apart; 0: one row, a bias) C = alpha op(A) B + beta
-// init, for K > 0.
+// init (and init_bias: run_tasks), for K > 0.
 void gemm_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
-                 float* C, int64_t ldc, const float* init, int64_t ldi) {
+                 float* C, int64_t ldc, const float* init, int64_t ldi, const float* init_bias = nullptr) {
   const int64_t K = B.K;
   const Bf16Backend backend = bf16_backend();
   if (backend == Bf16Backend::None) require_bf16("bf16 GEMM");
@@ -250,7 +278,7 @@ void gemm_packed(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
   const bool tiled = uses_amx(backend, M);
   detail::pack_a_bf16(scratch.data(), transA, M, K, Mp, Kp, A, lda, tiled);
-  run_tasks(backend, M, scratch.data(), tiled, B, alpha, beta, C, ldc, init, ldi);
+  run_tasks(backend, M, scratch.data(), tiled, B, alpha, beta, C, ldc, init, ldi, init_bias);
 }
 
 }  // namespace
@@ -303,6 +331,11 @@ void linear_forward_bf16(float* out, const float* residual, const float* inp, co
     // a tile): no pass writing it into out first. The same bits as that pass and beta 1.
     gemm_packed(false, N, 1.0f, inp, C, w, 1.0f, out, OC, residual != nullptr ? residual : bias,
                 residual != nullptr ? OC : 0);
+    return;
+  }
+  if (N > 0 && C > 0 && OC > 0 && residual != nullptr && !uses_amx(bf16_backend(), N)) {
+    // vdpbf16ps blocks add residual + bias as they write out: the bits of the pass below.
+    gemm_packed(false, N, 1.0f, inp, C, w, 1.0f, out, OC, residual, OC, bias);
     return;
   }
   float beta = 0.0f;
