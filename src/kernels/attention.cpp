@@ -9,7 +9,7 @@
 //   short   short keys, head size <= 64: keys in lanes      attention_short.cpp
 //   flash   everything else: tiles, online softmax          attention_flash.cpp
 //           in bf16 under a BF16 PrecisionScope              attention_bf16.cpp
-//           (up to 512 keys on AVX512_BF16: whole rows       attention_bf16_rows.cpp)
+//           (up to 1024 keys on AVX512_BF16: whole rows      attention_bf16_rows.cpp)
 // choose_path below is the only place a path is chosen, for both directions, so that a backward
 // runs on the path whose forward computed lse (decoding rows excepted: see choose_path).
 

@@ -16,9 +16,11 @@
 //             into dv and dk once
 // The flash tiles cost a rescale of O, a fresh C per small product and a pack per tile pair;
 // here each product is one call with the whole visible key range (or query range) as its K,
-// and the causal triangle is cut at 32 rows instead of 64 x 64 tiles. On (d)'s shape (T 256,
-// head size 64; one shard of 4 sequences x 6 heads, one thread of an AMD Zen 5) forward and
-// backward took 0.49 + 1.17 ms against 1.18 + 2.81 ms for the flash tiles (docs/precision.md).
+// and the causal triangle is cut at 32 rows instead of 64 x 64 tiles. Causal, head size 64, one
+// thread of an AMD Zen 5 (medians of 100 calls, forward + backward, rows against tiles):
+// T 256 x 24 heads 1.15 + 3.09 ms against 1.51 + 3.46; T 512 x 12 heads 1.68 + 4.75 against
+// 2.51 + 5.03; T 1024 x 6 heads 3.51 + 8.48 against 4.30 + 8.72; T 2048 x 4 heads 8.25 + 20.9
+// against 9.97 + 20.5, past which the tiles' backward wins: hence kRowsMaxKeys = 1024.
 //
 // The products run through detail::TileProducts (rows of A, pack_bf16's B); the bits do not
 // depend on the thread count (heads are split over threads, each head's sums in one order).

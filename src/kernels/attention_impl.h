@@ -95,7 +95,7 @@ void flash_backward(float* dq, float* dk, float* dv, const float* dout, const fl
 // bf16 attention with whole rows of keys (attention_bf16_rows.cpp): under a BF16 PrecisionScope
 // it replaces the flash path's bf16 tiles where rows_bf16_fits (Tk <= kRowsMaxKeys, on the
 // AVX512_BF16 backend; AMX keeps the tiles it was measured with).
-constexpr int64_t kRowsMaxKeys = 512;
+constexpr int64_t kRowsMaxKeys = 1024;
 bool rows_bf16_fits(const AttentionDims& d);
 void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,

@@ -1,5 +1,5 @@
 // Tests of attention in bf16 (under a BF16 PrecisionScope): the flash tiles (attention_bf16.cpp)
-// and, on the AVX512_BF16 backend up to 512 keys, whole rows (attention_bf16_rows.cpp), on every
+// and, on the AVX512_BF16 backend up to 1024 keys, whole rows (attention_bf16_rows.cpp), on every
 // bf16 backend this CPU runs: forward and backward against the naive kernels run on
 // the same inputs rounded to bf16 (q, k, v, and dout for the backward), over shapes that take
 // the flash path (keys past the short paths' 64, or a head size past 64) with causal and key
@@ -53,7 +53,8 @@ const Case kCases[] = {
     {1, 1, 9, 300, 32, true, false, false, 0},    // few query rows, many keys
     {2, 1, 20, 20, 72, false, true, false, 0},    // one key tile of 32 (head size past 64)
     {1, 2, 130, 70, 64, true, false, false, 0},   // more queries than keys: the first 60 rows see none
-    {1, 2, 40, 600, 64, true, true, false, 0},    // past 512 keys: the flash tiles on every backend
+    {1, 2, 40, 600, 64, true, true, false, 0},    // many keys, few query rows
+    {1, 1, 20, 1100, 32, true, false, false, 0},  // past 1024 keys: the flash tiles on every backend
 };
 
 // Buffers of one case. q, k, v, dout random; out and the gradients written by the kernels.
