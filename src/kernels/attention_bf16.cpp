@@ -138,20 +138,6 @@ struct BwdScratch {
         bits(z.HSk) {}
 };
 
-// dst[HSp, Tqp] (bf16 rows) = the transpose of the head's Tq rows of HS floats, zero padding.
-void pack_transposed_bf16(uint16_t* dst, float* tmp, const float* src, int64_t ld, const Problem& p, const Sizes& z) {
-  pack_transposed(tmp, z.Tqp, src, ld, p.d.Tq, p.d.HS, z.Tqp);
-  round_rows_bf16(dst, z.Tqp, tmp, z.Tqp, p.d.HS, z.Tqp, z.HSp, z.Tqp);
-}
-
-// dst rows [nk, HS] (+)= the transpose of src [HS, bk] (first nk columns).
-void add_transposed(float* dst, int64_t ld, const float* src, float* tmp, const Problem& p, const Sizes& z,
-                    int64_t nk) {
-  if (dst == nullptr) return;
-  pack_transposed(tmp, z.HSp, src, z.bk, p.d.HS, round_up(nk, W), z.HSp);
-  add_rows(dst, ld, tmp, nk, p.d.HS, z.HSp, p.d.accumulate);
-}
-
 // One (key tile, query tile) step.
 void backward_step(const TileProducts& mm, const float* lse, const Problem& p, const Sizes& z, int64_t b, int64_t h,
                    int64_t i0, int64_t j0, int64_t nk, BwdScratch& w) {
@@ -183,17 +169,10 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
   const float* dh = dout + b * d.Tq * d.ldo + h * d.HS;
   round_rows_bf16(w.Qb.data(), z.HSk, qh, d.ldq, d.Tq, d.HS, z.Tqp, z.HSk);
   round_rows_bf16(w.dOb.data(), z.HSk, dh, d.ldo, d.Tq, d.HS, z.Tqp, z.HSk);
-  // D_i = <dout_i, out_i> with dout as the products see it (rounded), so that D_i = sum_j P_ij
-  // dP_ij: a row with one visible key gets dS = 0, as softmax's gradient says.
-  for (int64_t i = 0; i < d.Tq; i++) {
-    float* row = w.T.data();
-    uint32_t* bits = w.bits.data();  // bf16 -> fp32: the 16 bits on top (a loop that vectorises)
-    for (int64_t e = 0; e < d.HS; e++) bits[e] = uint32_t{w.dOb[i * z.HSk + e]} << 16;
-    std::memcpy(row, bits, sizeof(float) * d.HS);
-    w.D[i] = dot_hs(out + (b * d.Tq + i) * d.ldo + h * d.HS, row, d.HS);
-  }
-  pack_transposed_bf16(w.QTb.data(), w.T.data(), qh, d.ldq, p, z);
-  pack_transposed_bf16(w.dOTb.data(), w.T.data(), dh, d.ldo, p, z);
+  rounded_dout_dots(w.D.data(), w.dOb.data(), z.HSk, out + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, d.HS,
+                    w.bits.data(), w.T.data());
+  transposed_bf16(w.QTb.data(), z.Tqp, z.HSp, w.T.data(), qh, d.ldq, d.Tq, d.HS);
+  transposed_bf16(w.dOTb.data(), z.Tqp, z.HSp, w.T.data(), dh, d.ldo, d.Tq, d.HS);
   pack_head_keys(w.Kb, &w.Kn, k + b * d.Tk * d.ldk + h * d.HS, d.ldk, d.Tk, d.HS);
   pack_bf16(w.Vb, true, d.HS, d.Tk, v + b * d.Tk * d.ldv + h * d.HS, d.ldv);
   const int64_t qtiles = (d.Tq + BQ - 1) / BQ;
@@ -207,13 +186,39 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
       if (key_tiles_end(p, i0, std::min(BQ, d.Tq - i0)) <= kt) continue;  // all masked
       backward_step(mm, lse, p, z, b, h, i0, j0, nk, w);
     }
-    add_transposed(dk ? dk + (b * d.Tk + j0) * d.ldk + h * d.HS : nullptr, d.ldk, w.dKT.data(), w.T.data(), p, z, nk);
-    add_transposed(dv ? dv + (b * d.Tk + j0) * d.ldv + h * d.HS : nullptr, d.ldv, w.dVT.data(), w.T.data(), p, z, nk);
+    if (dk != nullptr)
+      add_transposed(dk + (b * d.Tk + j0) * d.ldk + h * d.HS, d.ldk, w.dKT.data(), z.bk, w.T.data(), nk, d.HS, z.HSp,
+                     d.accumulate);
+    if (dv != nullptr)
+      add_transposed(dv + (b * d.Tk + j0) * d.ldv + h * d.HS, d.ldv, w.dVT.data(), z.bk, w.T.data(), nk, d.HS, z.HSp,
+                     d.accumulate);
   }
   add_rows(dq ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr, d.ldq, w.dQ.data(), d.Tq, d.HS, z.HSp, d.accumulate);
 }
 
 }  // namespace
+
+void transposed_bf16(uint16_t* dst, int64_t ldd, int64_t rows_pad, float* tmp, const float* src, int64_t ld,
+                     int64_t n, int64_t HS) {
+  pack_transposed(tmp, ldd, src, ld, n, HS, ldd);
+  round_rows_bf16(dst, ldd, tmp, ldd, HS, ldd, rows_pad, ldd);
+}
+
+void add_transposed(float* dst, int64_t ld, const float* src, int64_t lds, float* tmp, int64_t n, int64_t HS,
+                    int64_t HSp, bool accumulate) {
+  pack_transposed(tmp, HSp, src, lds, HS, round_up(n, W), HSp);
+  add_rows(dst, ld, tmp, n, HS, HSp, accumulate);
+}
+
+void rounded_dout_dots(float* D, const uint16_t* dout_bf16, int64_t ldb, const float* out, int64_t ldo, int64_t n,
+                       int64_t HS, uint32_t* bits, float* row) {
+  for (int64_t i = 0; i < n; i++) {
+    // bf16 -> fp32: the 16 bits on top (a loop that vectorises)
+    for (int64_t e = 0; e < HS; e++) bits[e] = uint32_t{dout_bf16[i * ldb + e]} << 16;
+    std::memcpy(row, bits, sizeof(float) * HS);
+    D[i] = dot_hs(out + i * ldo, row, HS);
+  }
+}
 
 void flash_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p0) {
   Problem p = p0;

@@ -68,14 +68,6 @@ int64_t visible_keys(const Problem& p, int64_t i0, int64_t nq) {
   return std::clamp<int64_t>(i0 + nq + p.off, 0, p.d.Tk);
 }
 
-// kbias[j] for the head's keys j < n: 0, or -inf for a masked key or padding (j >= Tk).
-void key_bias_all(float* kbias, const Problem& p, int64_t b, int64_t n) {
-  for (int64_t j = 0; j < n; j++) {
-    const bool masked = j >= p.d.Tk || (p.key_mask != nullptr && p.key_mask[b * p.d.Tk + j] == 0);
-    kbias[j] = masked ? kNegInf : 0.0f;
-  }
-}
-
 // S [rows, kk] (row stride lds) = scale * Qb Kt^T, masked: the one definition of the scores,
 // shared by forward and backward so that the backward's exp(S - lse) sees the forward's scores.
 // Qb: the block's rows of bf16(q) (row stride HSk); Kt: pack_bf16(transB) of the head's keys.
@@ -116,7 +108,7 @@ void forward_head(const TileProducts& mm, float* out, float* lse, const float* q
   const float* qh = q + b * d.Tq * d.ldq + h * d.HS;
   pack_bf16(w.Kt, true, d.HS, d.Tk, k + b * d.Tk * d.ldk + h * d.HS, d.ldk);
   pack_bf16(w.Vp, false, d.Tk, d.HS, v + b * d.Tk * d.ldv + h * d.HS, d.ldv);
-  key_bias_all(w.kbias.data(), p, b, z.Tkc);
+  key_bias(w.kbias.data(), p, b, 0, d.Tk);  // p.bk = Tkc: padding keys -inf
   for (int64_t i0 = 0; i0 < d.Tq; i0 += RB) {
     const int64_t nq = std::min(RB, d.Tq - i0), rows = round_up(nq, 16);
     const int64_t kk = round_up(visible_keys(p, i0, nq), 32);
@@ -169,20 +161,6 @@ struct BwdScratch {
   }
 };
 
-// dst [HSp, Tqp] (bf16 rows) = the transpose of n rows of HS floats (row stride ld), zero padding.
-void transposed_bf16(uint16_t* dst, float* tmp, const float* src, int64_t ld, int64_t n, const Problem& p,
-                     const Dims& z) {
-  pack_transposed(tmp, z.Tqp, src, ld, n, p.d.HS, z.Tqp);
-  round_rows_bf16(dst, z.Tqp, tmp, z.Tqp, p.d.HS, z.Tqp, z.HSp, z.Tqp);
-}
-
-// dst rows [Tk, HS] (row stride ld) (+)= the transpose of src [HS, Tkc].
-void put_transposed(float* dst, int64_t ld, const float* src, float* tmp, const Problem& p, const Dims& z) {
-  if (dst == nullptr) return;
-  pack_transposed(tmp, z.HSp, src, z.Tkc, p.d.HS, round_up(p.d.Tk, W), z.HSp);
-  add_rows(dst, ld, tmp, p.d.Tk, p.d.HS, z.HSp, p.d.accumulate);
-}
-
 void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, const float* dout, const float* out,
                    const float* lse, const float* q, const float* k, const float* v, const Problem& p, const Dims& z,
                    int64_t b, int64_t h, BwdScratch& w) {
@@ -192,20 +170,14 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
   const float* kh = k + b * d.Tk * d.ldk + h * d.HS;
   round_rows_bf16(w.Qb.data(), z.HSk, qh, d.ldq, d.Tq, d.HS, z.Tqp, z.HSk);
   round_rows_bf16(w.dOb.data(), z.HSk, dh, d.ldo, d.Tq, d.HS, z.Tqp, z.HSk);
-  // D_i = <dout_i, out_i> with dout as the products see it (rounded), so that D_i = sum_j P_ij
-  // dP_ij: a row with one visible key gets dS = 0, as softmax's gradient says.
-  for (int64_t i = 0; i < d.Tq; i++) {
-    uint32_t* bits = w.bits.data();  // bf16 -> fp32: the 16 bits on top (a loop that vectorises)
-    for (int64_t e = 0; e < d.HS; e++) bits[e] = uint32_t{w.dOb[i * z.HSk + e]} << 16;
-    std::memcpy(w.T.data(), bits, sizeof(float) * d.HS);
-    w.D[i] = dot_hs(out + (b * d.Tq + i) * d.ldo + h * d.HS, w.T.data(), d.HS);
-  }
-  transposed_bf16(w.QTb.data(), w.T.data(), qh, d.ldq, d.Tq, p, z);
-  transposed_bf16(w.dOTb.data(), w.T.data(), dh, d.ldo, d.Tq, p, z);
+  rounded_dout_dots(w.D.data(), w.dOb.data(), z.HSk, out + b * d.Tq * d.ldo + h * d.HS, d.ldo, d.Tq, d.HS,
+                    w.bits.data(), w.T.data());
+  transposed_bf16(w.QTb.data(), z.Tqp, z.HSp, w.T.data(), qh, d.ldq, d.Tq, d.HS);
+  transposed_bf16(w.dOTb.data(), z.Tqp, z.HSp, w.T.data(), dh, d.ldo, d.Tq, d.HS);
   pack_bf16(w.Kt, true, d.HS, d.Tk, kh, d.ldk);
   pack_bf16(w.Kn, false, d.Tk, d.HS, kh, d.ldk);
   pack_bf16(w.Vt, true, d.HS, d.Tk, v + b * d.Tk * d.ldv + h * d.HS, d.ldv);
-  key_bias_all(w.kbias.data(), p, b, z.Tkc);
+  key_bias(w.kbias.data(), p, b, 0, d.Tk);
   const float* lse_h = lse + (b * d.NH + h) * d.Tq;
   float* dq_h = dq != nullptr ? dq + b * d.Tq * d.ldq + h * d.HS : nullptr;
   for (int64_t i0 = 0; i0 < z.Tqp; i0 += RB) {
@@ -253,16 +225,21 @@ void backward_head(const TileProducts& mm, float* dq, float* dk, float* dv, cons
     if (dk != nullptr)
       mm(z.HSp, KC, K, w.QTb.data() + i0s, z.Tqp, w.dSp.data() + boff, z.Tqp * 16, w.dKT.data() + j0, z.Tkc, false);
   }
-  put_transposed(dk != nullptr ? dk + b * d.Tk * d.ldk + h * d.HS : nullptr, d.ldk, w.dKT.data(), w.T.data(), p, z);
-  put_transposed(dv != nullptr ? dv + b * d.Tk * d.ldv + h * d.HS : nullptr, d.ldv, w.dVT.data(), w.T.data(), p, z);
+  if (dk != nullptr)
+    add_transposed(dk + b * d.Tk * d.ldk + h * d.HS, d.ldk, w.dKT.data(), z.Tkc, w.T.data(), d.Tk, d.HS, z.HSp,
+                   d.accumulate);
+  if (dv != nullptr)
+    add_transposed(dv + b * d.Tk * d.ldv + h * d.HS, d.ldv, w.dVT.data(), z.Tkc, w.T.data(), d.Tk, d.HS, z.HSp,
+                   d.accumulate);
 }
 
 // f(mm, z, b, h, scratch) for every head, the heads split over threads (threads when the work
 // reaches min_work), each thread with its own products and scratch. The scratch is kept from call
 // to call (grown, never shrunk): fresh pages on every call cost more than the products.
 template <class Scratch, class F>
-void over_heads(const Problem& p, int64_t min_work, F f) {
+void over_heads(Problem& p, int64_t min_work, F f) {
   const Dims z(p);
+  p.bk = z.Tkc;  // the width key_bias writes: the whole row of keys
   const AttentionDims& d = p.d;
   const int64_t heads = d.B * d.NH;
   parallel_region(heads > 1 && d.Tq * d.Tk * d.HS * heads >= min_work, [&](int64_t t, int64_t nt) {
@@ -281,14 +258,16 @@ bool rows_bf16_fits(const AttentionDims& d) {
   return d.Tk >= 1 && d.Tk <= kRowsMaxKeys && bf16_backend() == Bf16Backend::Avx512Bf16;
 }
 
-void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
+void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p0) {
+  Problem p = p0;
   over_heads<FwdScratch>(p, 1 << 16, [&](const TileProducts& mm, const Dims& z, int64_t b, int64_t h, FwdScratch& w) {
     forward_head(mm, out, lse, q, k, v, p, z, b, h, w);
   });
 }
 
 void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
-                        const float* q, const float* k, const float* v, const Problem& p) {
+                        const float* q, const float* k, const float* v, const Problem& p0) {
+  Problem p = p0;
   over_heads<BwdScratch>(p, 1 << 15, [&](const TileProducts& mm, const Dims& z, int64_t b, int64_t h, BwdScratch& w) {
     backward_head(mm, dq, dk, dv, dout, out, lse, q, k, v, p, z, b, h, w);
   });

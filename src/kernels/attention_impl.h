@@ -101,6 +101,19 @@ void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, c
 void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                         const float* q, const float* k, const float* v, const Problem& p);
 // The flash path with bf16 products (attention_bf16.cpp), under a BF16 PrecisionScope.
+// What both bf16 paths' backwards share (defined there):
+//   transposed_bf16   dst [rows_pad, ldd] (bf16 rows) = the transpose of n rows of HS floats
+//                     (row stride ld; ldd a multiple of 16), zero padding; tmp holds HS x ldd
+//   add_transposed    dst rows [n, HS] (row stride ld; += when accumulate) = the transpose of
+//                     src [HS, lds] (first n columns); tmp holds round_up(n, 16) x HSp
+//   rounded_dout_dots D[i] = <dout_i as the products see it (bf16, rows ldb apart), out_i> for
+//                     i < n: sum_j P_ij dP_ij, so that a row with one visible key gets dS = 0
+void transposed_bf16(uint16_t* dst, int64_t ldd, int64_t rows_pad, float* tmp, const float* src, int64_t ld,
+                     int64_t n, int64_t HS);
+void add_transposed(float* dst, int64_t ld, const float* src, int64_t lds, float* tmp, int64_t n, int64_t HS,
+                    int64_t HSp, bool accumulate);
+void rounded_dout_dots(float* D, const uint16_t* dout_bf16, int64_t ldb, const float* out, int64_t ldo, int64_t n,
+                       int64_t HS, uint32_t* bits, float* row);
 void flash_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                          const float* q, const float* k, const float* v, const Problem& p);
