@@ -31,6 +31,18 @@ ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint3
   simd::transpose16(reinterpret_cast<float*>(dst), stride, reinterpret_cast<const float*>(src), 16, 16, 16);
 }
 
+// Passes that walk down the rows of a large activation read each row a slice at a time (up to
+// 3 KiB), a row's width apart: the hardware prefetchers, which follow a stream within a 4 KiB
+// page, do not see the next row coming, and a cold activation (the forward's, read by the
+// backward from DRAM) is read at a third of the memory's rate. Such passes prefetch the slice
+// kPrefetchRows rows ahead (pack_dout on (d)'s four gradients per layer, cold, one Zen 5 core:
+// 1.70 against 2.53 ms; 2 to 16 rows ahead within 4% of each other; pack_bf16's B[k][n] of (d)'s four inputs a layer, the
+// same way: 0.51 against 0.60 ms).
+constexpr int64_t kPrefetchRows = 8;
+inline void prefetch_run(const float* p, int64_t n) {
+  for (int64_t c = 0; c < n; c += 16) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
+}
+
 // nblk (<= kPairBlocks) blocks of 16 columns of B[K, N] (row stride ldb; columns past N zero),
 // the first at column n0, in pairs: in each block (blk_stride elements apart) a row of 16 pairs
 // (r0[j], r1[j]) per two rows of B. Row by row across the blocks, so that each row of B is read
@@ -43,8 +55,13 @@ ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const 
     const int64_t nn = b < nblk ? std::clamp<int64_t>(N - n0 - 16 * b, 0, 16) : 0;
     m[b] = static_cast<__mmask16>(nn >= 16 ? 0xffff : (1u << nn) - 1u);
   }
+  const int64_t cols = std::clamp<int64_t>(N - n0, 0, 16 * nblk);
   for (int64_t k = 0; k < K; k += 2) {
     const float* r0 = B + k * ldb + n0;
+    if (k + kPrefetchRows + 1 < K) {
+      prefetch_run(r0 + kPrefetchRows * ldb, cols);
+      prefetch_run(r0 + (kPrefetchRows + 1) * ldb, cols);
+    }
     for (int64_t b = 0; b < nblk; b++) {
       const __m512 a = _mm512_maskz_loadu_ps(m[b], r0 + 16 * b);
       const __m512 c = k + 1 < K ? _mm512_maskz_loadu_ps(m[b], r0 + ldb + 16 * b) : _mm512_setzero_ps();
@@ -117,6 +134,14 @@ ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, 
       const bool two = k + 1 < N;
       const float* r0 = dout + k * OC + 16 * g0;
       const float* s0 = scale != nullptr ? scale + k * OC + 16 * g0 : nullptr;
+      if (k + kPrefetchRows + 1 < N) {  // the rows kPrefetchRows ahead, this thread's columns
+        prefetch_run(r0 + kPrefetchRows * OC, 16 * G);
+        prefetch_run(r0 + (kPrefetchRows + 1) * OC, 16 * G);
+        if (s0 != nullptr) {
+          prefetch_run(s0 + kPrefetchRows * OC, 16 * G);
+          prefetch_run(s0 + (kPrefetchRows + 1) * OC, 16 * G);
+        }
+      }
       for (int64_t g = 0; g < G; g++) {
         __m512 a = _mm512_maskz_loadu_ps(m[g], r0 + 16 * g);
         __m512 b = two ? _mm512_maskz_loadu_ps(m[g], r0 + OC + 16 * g) : _mm512_setzero_ps();
