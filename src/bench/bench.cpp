@@ -69,8 +69,8 @@ float train_step(DataParallel& dp, optim::AdamW& opt, kernels::Bf16WeightCache& 
   lap(1);  // forward, loss and backward together: the shards run both
   const float norm = optim::clip_grad_norm(opt.param_groups(), kClip);
   lap(2);
-  if (std::isfinite(norm)) opt.step(kLr);  // as the trainer: a non-finite step is skipped
-  bf16.refresh();                          // as the trainer: the new weights packed for the next step
+  // As the trainer: a non-finite step is skipped; the bf16 weight copies are packed anew.
+  if (std::isfinite(norm)) optim::step_and_refresh(opt, kLr, bf16);
   lap(3);
   return value;
 }

@@ -5,7 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -195,12 +197,20 @@ const PackedBf16& Bf16WeightCache::get(bool trans, int64_t K, int64_t N, const f
   return *slot;
 }
 
-void Bf16WeightCache::refresh() {
+void Bf16WeightCache::refresh(const float* data, int64_t n) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (auto& [key, p] : impl_->entries) {
-    const auto& [w, trans, K, N, ld] = key;
-    pack_bf16(*p, trans, K, N, w, ld);
+  // Entries are ordered by their weight's address first: those inside [data, data + n).
+  const auto first = impl_->entries.lower_bound({data, false, INT64_MIN, INT64_MIN, INT64_MIN});
+  const std::less<const float*> before;
+  for (auto it = first; it != impl_->entries.end() && before(std::get<0>(it->first), data + n); ++it) {
+    const auto& [w, trans, K, N, ld] = it->first;
+    pack_bf16(*it->second, trans, K, N, w, ld);
   }
+}
+
+bool Bf16WeightCache::empty() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->entries.empty();
 }
 
 void Bf16WeightCache::clear() {

@@ -159,9 +159,11 @@ class Bf16WeightCache {
   // The packed op(W) of the weight at w (pack_bf16's arguments), packed on its first request.
   const PackedBf16& get(bool trans, int64_t K, int64_t N, const float* w, int64_t ld);
   void clear();  // forget every copy (the weights changed)
-  // Packs every copy again from its weight (which must still be where it was): a training step's
-  // weights after the optimizer changed them, all threads on it before the next step's shards.
-  void refresh();
+  // Packs again, all threads on it, the copies of the weights that lie in data[0, n) (which must
+  // still be where they were): a parameter the optimizer just changed (optim::step_and_refresh,
+  // right after its update, before the next step's shards read it). Others are left as they are.
+  void refresh(const float* data, int64_t n);
+  bool empty() const;
   size_t bytes() const;  // bf16 bytes held
 
  private:

@@ -87,7 +87,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> sl
   for (size_t gi = 0; gi < groups_.size(); ++gi) state_[gi].resize(groups_[gi].params.size());
 }
 
-void Optimizer::step(float lr) {
+void Optimizer::step(float lr, const Updated& updated) {
   ATTO_CHECK(std::isfinite(lr) && lr >= 0.0f, "optimizer step: learning rate {} must be finite and >= 0", lr);
   updates_.clear();
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -107,9 +107,17 @@ void Optimizer::step(float lr) {
       updates_.push_back({&group, &st, p.tensor, grad, group_lr});
     }
   }
-  apply(updates_);
+  apply(updates_, updated);
   updates_.clear();  // drop the references to this step's gradients
   steps_ += 1;
+}
+
+void step_and_refresh(Optimizer& opt, float lr, kernels::Bf16WeightCache& cache) {
+  if (cache.empty()) {  // fp32: nothing to pack, one pass over all parameters
+    opt.step(lr);
+    return;
+  }
+  opt.step(lr, [&](const float* w, int64_t n) { cache.refresh(w, n); });
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -221,11 +229,12 @@ std::vector<std::string> sgd_slots(const SgdOptions& o) {
 SGD::SGD(std::vector<ParamGroup> groups, SgdOptions options)
     : Optimizer(std::move(groups), sgd_slots(options)), opt_(options) {}
 
-void SGD::apply(std::vector<Update>& updates) {
+void SGD::apply(std::vector<Update>& updates, const Updated& updated) {
   for (Update& u : updates) {
     float* buf = u.state->slots.empty() ? nullptr : u.state->slots[0].data();
     kernels::sgd_update(u.param.data(), buf, u.grad.data(), u.param.numel(), u.lr, opt_.momentum, u.group->weight_decay,
                         opt_.nesterov, u.state->step == 1);
+    if (updated) updated(u.param.data(), u.param.numel());
   }
 }
 
@@ -250,12 +259,22 @@ AdamBase::AdamBase(std::vector<ParamGroup> groups, AdamOptions options, bool dec
 // All parameters in one parallel pass (kernels::adam_update_many): the same bits as one
 // adam_update per parameter, without a parallel region (or a serial pass on one thread) per
 // bias and LayerNorm weight.
-void AdamBase::apply(std::vector<Update>& updates) {
+void AdamBase::apply(std::vector<Update>& updates, const Updated& updated) {
   tensors_.clear();
   for (Update& u : updates)
     tensors_.push_back({u.param.data(), u.state->slots[0].data(), u.state->slots[1].data(), u.grad.data(),
                         u.param.numel(), u.lr, u.group->weight_decay, u.state->step});
-  kernels::adam_update_many(tensors_.data(), tensors_.size(), opt_.beta1, opt_.beta2, opt_.eps, decoupled_);
+  if (!updated) {  // every parameter in one parallel pass
+    kernels::adam_update_many(tensors_.data(), tensors_.size(), opt_.beta1, opt_.beta2, opt_.eps, decoupled_);
+    return;
+  }
+  // Parameter by parameter (each element's update is the same arithmetic either way): `updated`
+  // reads a parameter right after its pass, while it is still in cache, instead of after the
+  // pass over all parameters, moments and gradients has pushed it out to memory.
+  for (const kernels::AdamTensor& t : tensors_) {
+    kernels::adam_update_many(&t, 1, opt_.beta1, opt_.beta2, opt_.eps, decoupled_);
+    updated(t.param, t.n);
+  }
 }
 
 }  // namespace atto::optim

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -73,8 +74,13 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
+  // Called with a parameter's data (n floats) once its update is written.
+  using Updated = std::function<void(const float* data, int64_t n)>;
   // One update of every parameter that has a gradient, with learning rate lr (>= 0, finite).
-  void step(float lr);
+  // With `updated`, each parameter is handed to it as soon as its own update is done (Adam and
+  // AdamW: parameter by parameter, so that a bf16 copy is packed while the new weights are still
+  // in cache; bf16 training refreshes its weight copies this way). The same values either way.
+  void step(float lr, const Updated& updated = nullptr);
   // Zero every gradient (set_to_none: drop the buffers instead; skipped next step if unused).
   void zero_grad(bool set_to_none = false);
 
@@ -107,8 +113,9 @@ class Optimizer {
     float lr;
   };
   // Apply a step's updates (every parameter with a gradient, in group order). One call per step,
-  // so an optimizer can update all parameters in one parallel pass.
-  virtual void apply(std::vector<Update>& updates) = 0;
+  // so an optimizer can update all parameters in one parallel pass; `updated` (may be empty) gets
+  // each parameter once its update is written.
+  virtual void apply(std::vector<Update>& updates, const Updated& updated) = 0;
 
  private:
   ParamState load_param_state(const std::map<std::string, Tensor>& byname, const NamedParameter& p) const;
@@ -119,6 +126,10 @@ class Optimizer {
   int64_t steps_ = 0;
   std::vector<Update> updates_;  // step()'s list, kept to reuse its storage
 };
+
+// opt.step(lr) and the cache's bf16 copies of the weights it changed packed anew, each right after
+// its weight's update (while that is still in cache), before the next step reads them.
+void step_and_refresh(Optimizer& opt, float lr, kernels::Bf16WeightCache& cache);
 
 // ---- SGD --------------------------------------------------------------------------------
 struct SgdOptions {
@@ -132,7 +143,7 @@ class SGD final : public Optimizer {
   const SgdOptions& options() const { return opt_; }
 
  private:
-  void apply(std::vector<Update>& updates) override;
+  void apply(std::vector<Update>& updates, const Updated& updated) override;
   SgdOptions opt_;
 };
 
@@ -153,7 +164,7 @@ class AdamBase : public Optimizer {
   AdamBase(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
 
  private:
-  void apply(std::vector<Update>& updates) override;
+  void apply(std::vector<Update>& updates, const Updated& updated) override;
   AdamOptions opt_;
   bool decoupled_;
   std::vector<kernels::AdamTensor> tensors_;  // apply()'s list, kept to reuse its storage

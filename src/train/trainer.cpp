@@ -156,8 +156,7 @@ double train_step(Session& s, float lr, int64_t& tokens) {
     return std::nan("");
   }
   if (t.grad_clip > 0.0f) optim::clip_grad_norm(groups, t.grad_clip);
-  s.opt->step(lr);
-  s.bf16_weights.refresh();  // the weights changed: packed anew, by all threads, before the next step
+  optim::step_and_refresh(*s.opt, lr, s.bf16_weights);  // and the bf16 weight copies packed anew
   return loss;
 }
 

@@ -378,6 +378,37 @@ TEST(GemmBf16, WeightCachePacksEachWeightOnceUntilCleared) {
   EXPECT_EQ(cache.bytes(), 0u);
 }
 
+// refresh(data, n) packs again exactly the copies of weights inside [data, data + n): a weight
+// the optimizer just changed (both of its layouts, and a copy of a part of it) gets the new bits,
+// another weight's copy keeps its old ones until its own refresh.
+TEST(GemmBf16, WeightCacheRefreshesTheCopiesOfOneWeight) {
+  if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
+  std::vector<float> w = randn(64 * 32, 9), v = randn(64 * 32, 10);
+  Bf16WeightCache cache;
+  const PackedBf16& wt = cache.get(true, 32, 64, w.data(), 32);
+  const PackedBf16& wn = cache.get(false, 64, 32, w.data(), 32);
+  const PackedBf16& wpart = cache.get(true, 32, 16, w.data() + 16 * 32, 32);  // rows 16-31 of w
+  const PackedBf16& vt = cache.get(true, 32, 64, v.data(), 32);
+  const auto v_before = vt.data;
+  for (float& x : w) x = -2.0f * x + 1.0f;
+  for (float& x : v) x += 3.0f;
+  cache.refresh(w.data(), static_cast<int64_t>(w.size()));
+  auto fresh = [](bool trans, int64_t K, int64_t N, const float* p) {
+    PackedBf16 out;
+    pack_bf16(out, trans, K, N, p, 32);
+    return out.data;
+  };
+  EXPECT_TRUE(wt.data == fresh(true, 32, 64, w.data())) << "w^T not packed again";
+  EXPECT_TRUE(wn.data == fresh(false, 64, 32, w.data())) << "w not packed again";
+  EXPECT_TRUE(wpart.data == fresh(true, 32, 16, w.data() + 16 * 32)) << "a part of w not packed again";
+  EXPECT_TRUE(vt.data == v_before) << "v's copy changed with w's refresh";
+  cache.refresh(v.data(), static_cast<int64_t>(v.size()));
+  EXPECT_TRUE(vt.data == fresh(true, 32, 64, v.data())) << "v not packed again";
+  EXPECT_FALSE(cache.empty());
+  cache.clear();
+  EXPECT_TRUE(cache.empty());
+}
+
 TEST(GemmBf16, NoBackendIsAClearError) {
   // As on a CPU without AVX512_BF16 or AMX: bf16 is refused with what to do instead.
   const Bf16Backend saved = set_bf16_backend(Bf16Backend::None);

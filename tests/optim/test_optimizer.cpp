@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -235,6 +236,50 @@ TEST(Optimizer, SkipsParametersWithoutGradient) {
   fresh.step(0.1f);
   expect_bits_equal(b.tensor, c.tensor, "late first update of b");
   EXPECT_EQ(opt.steps_taken(), 2);
+}
+
+// step(lr, updated): each parameter with a gradient is handed to `updated` once, after its own
+// update is written (a bf16 copy packed from it sees the new values), and the values are those of
+// a step without it, for Adam, AdamW and SGD, over two steps.
+TEST(Optimizer, UpdatedSeesEachNewParameterOnceWithTheSameBits) {
+  const std::vector<float> big(3000, 0.25f);  // more than one chunk of the parallel update
+  std::vector<float> gbig(3000);
+  for (size_t i = 0; i < gbig.size(); ++i) gbig[i] = std::sin(0.1f * static_cast<float>(i));
+  auto run = [&](auto make, bool hook) {
+    NamedParameter a = make_param("a", kP0), b = make_param("b", big), c = make_param("c", kP0);
+    auto opt = make(single_param_group({a, b, c}, 0.1f));
+    std::vector<std::pair<const float*, std::vector<float>>> seen;
+    for (int step = 0; step < 2; ++step) {
+      set_grad(a, kG1);
+      set_grad(b, gbig);  // c has no gradient: never updated, never handed over
+      if (hook) {
+        opt->step(0.1f, [&](const float* w, int64_t n) { seen.emplace_back(w, std::vector<float>(w, w + n)); });
+      } else {
+        opt->step(0.1f);
+      }
+      if (hook) {
+        EXPECT_EQ(seen.size(), size_t(2 * (step + 1)));
+        // a then b (group order), each with its values as they are after this step.
+        EXPECT_EQ(seen[seen.size() - 2].first, a.tensor.data());
+        EXPECT_EQ(seen[seen.size() - 2].second, a.tensor.to_vector());
+        EXPECT_EQ(seen.back().first, b.tensor.data());
+        EXPECT_EQ(seen.back().second, b.tensor.to_vector());
+      }
+    }
+    expect_bits_equal(c.tensor, Tensor::from_vector({3}, kP0), "c untouched");
+    return std::vector<Tensor>{a.tensor, b.tensor};
+  };
+  auto adamw = [](std::vector<ParamGroup> g) { return std::make_unique<AdamW>(std::move(g)); };
+  auto adam = [](std::vector<ParamGroup> g) { return std::make_unique<Adam>(std::move(g)); };
+  auto sgd = [](std::vector<ParamGroup> g) { return std::make_unique<SGD>(std::move(g), SgdOptions{.momentum = 0.9f}); };
+  const auto w0 = run(adamw, false), w1 = run(adamw, true);
+  const auto m0 = run(adam, false), m1 = run(adam, true);
+  const auto s0 = run(sgd, false), s1 = run(sgd, true);
+  for (size_t i = 0; i < 2; ++i) {
+    expect_bits_equal(w1[i], w0[i], "AdamW with updated");
+    expect_bits_equal(m1[i], m0[i], "Adam with updated");
+    expect_bits_equal(s1[i], s0[i], "SGD with updated");
+  }
 }
 
 TEST(Optimizer, ZeroGradZeroesOrClears) {
