@@ -23,24 +23,14 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
 using detail::pair_rows_avx;
+using detail::kPrefetchRows;
+using detail::prefetch_run;
 using detail::round_row_avx;
 
 // dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs, in
 // registers (simd::transpose16's shuffles move bits, so bf16 pairs pass through unchanged).
 ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint32_t* src) {
   simd::transpose16(reinterpret_cast<float*>(dst), stride, reinterpret_cast<const float*>(src), 16, 16, 16);
-}
-
-// Passes that walk down the rows of a large activation read each row a slice at a time (up to
-// 3 KiB), a row's width apart: the hardware prefetchers, which follow a stream within a 4 KiB
-// page, do not see the next row coming, and a cold activation (the forward's, read by the
-// backward from DRAM) is read at a third of the memory's rate. Such passes prefetch the slice
-// kPrefetchRows rows ahead (pack_dout on (d)'s four gradients per layer, cold, one Zen 5 core:
-// 1.70 against 2.53 ms; 2 to 16 rows ahead within 4% of each other; pack_bf16's B[k][n] of (d)'s four inputs a layer, the
-// same way: 0.51 against 0.60 ms).
-constexpr int64_t kPrefetchRows = 8;
-inline void prefetch_run(const float* p, int64_t n) {
-  for (int64_t c = 0; c < n; c += 16) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
 }
 
 // nblk (<= kPairBlocks) blocks of 16 columns of B[K, N] (row stride ldb; columns past N zero),
@@ -306,7 +296,9 @@ void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* 
     uint16_t* blk = dst + nb * Kp * 16;
     const int64_t n0 = nb * 16, nn = std::min<int64_t>(16, N - n0);
     std::memset(blk + pair_rows * 32, 0, sizeof(uint16_t) * (Kp / 2 - pair_rows) * 32);  // K's padding
-    // B[n][k]: 16 columns' runs of 32 k rounded into rows of 16 pairs, then transposed.
+    // B[n][k]: 16 columns' runs of 32 k rounded into rows of 16 pairs, then transposed. The next
+    // block's 16 rows are prefetched first (rows a stride apart, as an attention head's keys).
+    for (int64_t j = 0; j < std::min<int64_t>(16, N - n0 - 16); j++) prefetch_run(B + (n0 + 16 + j) * ldb, K);
     alignas(64) uint16_t rows[16 * 32];
     for (int64_t k0 = 0; k0 < K; k0 += 32) {
       const int64_t kk = std::min<int64_t>(32, K - k0);

@@ -155,6 +155,7 @@ void round_rows_bf16(uint16_t* dst, int64_t ldd, const float* src, int64_t lds, 
   const bool vec = bf16_backend() != Bf16Backend::None;  // vcvtne2ps2bf16 rounds as round_bf16
   for (int64_t r = 0; r < rows; r++) {
     uint16_t* d = dst + r * ldd;
+    if (r + kPrefetchRows < rows) prefetch_run(src + (r + kPrefetchRows) * lds, cols);
     if (vec) {
       round_row_avx(d, src + r * lds, cols);
     } else {
