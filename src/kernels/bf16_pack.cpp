@@ -93,10 +93,13 @@ inline int64_t a_tile_offset(int64_t m, int64_t k, int64_t Kp) {
   return (m / 16) * 16 * Kp + (k / 32) * 512 + (m % 16) * 32 + k % 32;
 }
 
-// A thread's columns of dout are taken kDoutGroups groups of 16 at a time (768 columns: 3 KiB of
-// a row), walking down the rows, so that each row is read as one run (a narrower slice read a
-// new page per row: 64 columns a pass took 1.25 to 1.7 times as long).
-constexpr int64_t kDoutGroups = 48;
+// A thread's columns of dout are taken kDoutGroups groups of 16 at a time (384 columns: 1.5 KiB
+// of a row), walking down the rows, so that each row is read as one long run (a narrower slice
+// read a new page per row: 64 columns a pass took 1.25 to 1.7 times as long). The transposed
+// layout's tiles of the slice (1 KiB a group) stay in L1 with the rows coming in: with 48 groups
+// they filled it (48 KiB), and (d)'s four gradients a layer took 1.74-1.80 ms against 1.52-1.59
+// with 24 (cold, one Zen 5 core; 32 groups 1.64-1.68, 16 groups 1.82-1.86).
+constexpr int64_t kDoutGroups = 24;
 
 // pack_dout_bf16 for the 16-column groups [g0, g1) (g1 - g0 <= kDoutGroups), row by row.
 ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
