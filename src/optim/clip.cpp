@@ -49,11 +49,12 @@ double sum_of_squares(const std::vector<Tensor>& grads) {
 double grad_norm(const NamedParameters& params) { return std::sqrt(sum_of_squares(gradients(params))); }
 double grad_norm(const std::vector<ParamGroup>& groups) { return grad_norm(flatten(groups)); }
 
-float clip_grad_norm(const NamedParameters& params, float max_norm) {
+float clip_grad_norm(const NamedParameters& params, float max_norm, bool* finite) {
   ATTO_CHECK(std::isfinite(max_norm) && max_norm > 0.0f, "clip_grad_norm: max_norm {} must be finite and > 0",
              max_norm);
   std::vector<Tensor> grads = gradients(params);
   const double total = sum_of_squares(grads);
+  if (finite != nullptr) *finite = std::isfinite(total);  // as grads_finite
   const float norm = static_cast<float>(std::sqrt(total));
   if (!std::isfinite(total)) return norm;  // NaN/Inf gradients: leave them for the caller
   // As PyTorch: coef = max_norm / (norm + 1e-6) in float, applied when below 1.
@@ -69,8 +70,8 @@ float clip_grad_norm(const NamedParameters& params, float max_norm) {
   }
   return norm;
 }
-float clip_grad_norm(const std::vector<ParamGroup>& groups, float max_norm) {
-  return clip_grad_norm(flatten(groups), max_norm);
+float clip_grad_norm(const std::vector<ParamGroup>& groups, float max_norm, bool* finite) {
+  return clip_grad_norm(flatten(groups), max_norm, finite);
 }
 
 // A sum of squares of finite floats is finite in double (max float^2 ~ 1.2e77), and any NaN or

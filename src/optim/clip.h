@@ -27,8 +27,10 @@ double grad_norm(const NamedParameters& params);
 double grad_norm(const std::vector<ParamGroup>& groups);
 
 // Clip the global gradient norm to max_norm (> 0, finite); returns the norm before clipping.
-float clip_grad_norm(const NamedParameters& params, float max_norm);
-float clip_grad_norm(const std::vector<ParamGroup>& groups, float max_norm);
+// With `finite`, also whether every gradient is finite (grads_finite's answer, from the same
+// pass over the gradients: a trainer that clips needs no second one).
+float clip_grad_norm(const NamedParameters& params, float max_norm, bool* finite = nullptr);
+float clip_grad_norm(const std::vector<ParamGroup>& groups, float max_norm, bool* finite = nullptr);
 
 // True when every gradient value is finite (no NaN, no Inf).
 bool grads_finite(const NamedParameters& params);

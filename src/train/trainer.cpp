@@ -151,11 +151,20 @@ double train_step(Session& s, float lr, int64_t& tokens) {
   }
   const double loss = loss_sum / static_cast<double>(t.grad_accum);
   const auto& groups = s.opt->param_groups();
-  if (!std::isfinite(loss) || !optim::grads_finite(groups)) {
+  // A step with a non-finite loss or gradient is skipped. With clipping, the norm's pass over the
+  // gradients answers the finite check too (it scales nothing when they are not finite).
+  bool finite = std::isfinite(loss);
+  if (finite) {
+    if (t.grad_clip > 0.0f) {
+      optim::clip_grad_norm(groups, t.grad_clip, &finite);
+    } else {
+      finite = optim::grads_finite(groups);
+    }
+  }
+  if (!finite) {
     s.opt->zero_grad();
     return std::nan("");
   }
-  if (t.grad_clip > 0.0f) optim::clip_grad_norm(groups, t.grad_clip);
   optim::step_and_refresh(*s.opt, lr, s.bf16_weights);  // and the bf16 weight copies packed anew
   return loss;
 }

@@ -73,6 +73,30 @@ TEST(ClipGradNorm, NonFiniteNormLeavesGradsAndIsReported) {
   EXPECT_FALSE(grads_finite(inf));
 }
 
+// clip_grad_norm's `finite` is grads_finite's answer from the same pass (the trainer's one check
+// when it clips): true for finite gradients, even ones whose norm overflows a float, false with
+// a NaN or an Inf, and then nothing is scaled.
+TEST(ClipGradNorm, ReportsWhetherTheGradientsAreFinite) {
+  bool finite = false;
+  NamedParameters ok = {with_grad("a", {3, 4})};
+  EXPECT_FLOAT_EQ(clip_grad_norm(ok, 1.0f, &finite), 5.0f);
+  EXPECT_TRUE(finite);
+  EXPECT_NEAR(ok[0].tensor.grad().to_vector()[1], 0.8f, 1e-6);  // scaled
+  NamedParameters huge = {with_grad("a", {3e38f, 3e38f})};  // 1.8e77 in double; its root is past FLT_MAX
+  finite = false;
+  clip_grad_norm(huge, 1.0f, &finite);
+  EXPECT_TRUE(finite);
+  EXPECT_EQ(finite, grads_finite(huge));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float bad : {nan, std::numeric_limits<float>::infinity()}) {
+    NamedParameters params = {with_grad("a", {1, bad}), with_grad("b", {100})};
+    finite = true;
+    clip_grad_norm(params, 1.0f, &finite);
+    EXPECT_FALSE(finite) << bad;
+    EXPECT_EQ(params[1].tensor.grad().to_vector()[0], 100.0f) << "scaled despite " << bad;
+  }
+}
+
 TEST(ClipGradNorm, RejectsBadMaxNorm) {
   NamedParameters params = {with_grad("a", {1})};
   EXPECT_THAT(error_of([&] { clip_grad_norm(params, 0.0f); }), HasSubstr("max_norm 0"));
