@@ -213,7 +213,7 @@ void add_transposed(float* dst, int64_t ld, const float* src, int64_t lds, float
 void rounded_dout_dots(float* D, const uint16_t* dout_bf16, int64_t ldb, const float* out, int64_t ldo, int64_t n,
                        int64_t HS, uint32_t* bits, float* row) {
   for (int64_t i = 0; i < n; i++) {
-    if (i + kAheadRows < n) prefetch_row(out + (i + kAheadRows) * ldo, HS, /*write=*/false);
+    if (i + kPrefetchRows < n) prefetch_run(out + (i + kPrefetchRows) * ldo, HS);
     // bf16 -> fp32: the 16 bits on top (a loop that vectorises)
     for (int64_t e = 0; e < HS; e++) bits[e] = uint32_t{dout_bf16[i * ldb + e]} << 16;
     std::memcpy(row, bits, sizeof(float) * HS);

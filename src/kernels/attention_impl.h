@@ -34,6 +34,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "kernels/prefetch.h"
 #include "kernels/simd.h"
 
 namespace atto::kernels::attn {
@@ -120,20 +121,6 @@ void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, con
 
 // ---- Row helpers used by several paths ----------------------------------------------------------
 
-// A head's rows in q, k, v, out and their gradients are HS floats a whole row of heads apart: each
-// row a new page, which the hardware prefetchers do not follow, so a head's pass over cold rows
-// (the backward's, from memory) asks for the row kAheadRows ahead itself.
-constexpr int64_t kAheadRows = 8;
-VINLINE void prefetch_row(const float* p, int64_t n, bool write) {
-  for (int64_t e = 0; e < n; e += W) {
-    if (write) {
-      __builtin_prefetch(p + e, 1, 3);
-    } else {
-      __builtin_prefetch(p + e, 0, 3);
-    }
-  }
-}
-
 // s = exp(s - shift) in place for n floats (a multiple of 16); returns the sum (lane partial
 // sums, then the fixed tree). Inlined so that the exps of consecutive rows overlap in the
 // pipeline (a call per row left them serialised).
@@ -184,7 +171,7 @@ inline void finish_rows(float* out, float* lse, const float* O, int64_t HSp, con
   const AttentionDims& d = p.d;
   for (int64_t i = 0; i < nq; i++) {
     float* o = out + (b * d.Tq + i0 + i) * d.ldo + h * d.HS;
-    if (i + kAheadRows < nq) prefetch_row(o + kAheadRows * d.ldo, d.HS, /*write=*/true);
+    if (i + kPrefetchRows < nq) prefetch_run(o + kPrefetchRows * d.ldo, d.HS, /*write=*/true);
     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     for (int64_t e = 0; e < d.HS; e++) o[e] = O[i * HSp + e] * inv;
     lse[(b * d.NH + h) * d.Tq + i0 + i] = l[i] > 0.0f ? m[i] + std::log(l[i]) : kNegInf;
@@ -256,7 +243,7 @@ inline void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_
   if (dst == nullptr) return;
   for (int64_t r = 0; r < n; r++) {
     float* d = dst + r * ld;
-    if (r + kAheadRows < n) prefetch_row(d + kAheadRows * ld, HS, /*write=*/true);
+    if (r + kPrefetchRows < n) prefetch_run(d + kPrefetchRows * ld, HS, /*write=*/true);
     const float* x = src + r * HSp;
     for (int64_t e = 0; e < HS; e += W) {
       const int64_t cnt = std::min<int64_t>(W, HS - e);

@@ -7,8 +7,8 @@
 
 #include <climits>
 #include <cstdlib>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>

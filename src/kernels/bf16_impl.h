@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/prefetch.h"
+
 // Functions with these attributes run only after bf16_backend() has found the instructions: the
 // rest of the binary is built for whatever -march the build chose.
 #define ATTO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -37,19 +39,6 @@ inline void round_bf16_row(uint16_t* dst, const float* src, int64_t n) {
 
 // ---- Shared by the bf16 kernel files (gemm_bf16.cpp, bf16_tiles.cpp) ---------------------
 
-// Passes that walk down the rows of a large activation read each row a slice at a time (3 KiB
-// of a linear layer's gradient, 256 bytes of an attention head), a row's width apart: the
-// hardware prefetchers, which follow a stream within a 4 KiB page, do not see the next row
-// coming, and a cold activation (the forward's, read by the backward from DRAM) is read at a
-// third of the memory's rate. Such passes prefetch the slice kPrefetchRows rows ahead (or, 16 rows
-// at a time, the next 16). Cold data, one Zen 5 core, same bits: pack_dout on (d)'s four
-// gradients a layer 1.70 against 2.53 ms (2 to 16 rows ahead within 4% of each other),
-// pack_bf16's B[k][n] of its four inputs 0.51 against 0.60 ms; (d)'s bf16 attention, 24 heads of
-// 256 tokens, with its head packs and rows of q prefetched: see attention_bf16_rows.cpp.
-constexpr int64_t kPrefetchRows = 8;
-inline void prefetch_run(const float* p, int64_t n) {
-  for (int64_t c = 0; c < n; c += 16) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
-}
 // dst[i] = round(src[i]), i < n.
 ATTO_BF16_TARGET inline void round_row_avx(uint16_t* dst, const float* src, int64_t n) {
   int64_t i = 0;

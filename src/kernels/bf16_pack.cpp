@@ -23,8 +23,6 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
 using detail::pair_rows_avx;
-using detail::kPrefetchRows;
-using detail::prefetch_run;
 using detail::round_row_avx;
 
 // dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs, in
