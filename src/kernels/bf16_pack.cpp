@@ -156,20 +156,26 @@ ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, 
       for (int64_t r = (kk + 1) / 2; r < 16; r++) _mm512_store_si512(tile[g] + r * 16, _mm512_setzero_si512());
       if (tiled) {
         transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0 * 16), 16, tile[g]);
-      } else {
-        transpose16_avx(reinterpret_cast<uint32_t*>(cols + c0 * Kn + k0), Kn / 2, tile[g]);
+        continue;
+      }
+      // In pairs: the tile's 16 rows of 16 pairs split into columns c0..c0+7 and c0+8..c0+15, each
+      // 16 rows of 8 pairs in a row (512 bytes) in its block of 8: no transpose.
+      uint16_t* lo = cols + c0 * Kn + k0 * 8;
+      uint16_t* hi = lo + 8 * Kn;
+      for (int64_t r = 0; r < 16; r += 2) {
+        const __m512i v0 = _mm512_load_si512(tile[g] + r * 16), v1 = _mm512_load_si512(tile[g] + (r + 1) * 16);
+        _mm512_storeu_si512(lo + r * 16, _mm512_maskz_shuffle_i64x2(0xff, v0, v1, 0x44));
+        _mm512_storeu_si512(hi + r * 16, _mm512_maskz_shuffle_i64x2(0xff, v0, v1, 0xee));
       }
     }
   }
   const int64_t tail = (N + 31) / 32 * 32;  // K's padding past the last whole tile
   for (int64_t g = 0; g < G; g++) {
     const int64_t c0 = 16 * (g0 + g);
-    if (to_cols[g]) {
-      if (tiled) {
-        std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
-      } else {
-        for (int64_t j = 0; j < 16; j++) std::memset(cols + (c0 + j) * Kn + tail, 0, sizeof(uint16_t) * (Kn - tail));
-      }
+    if (to_cols[g] && tiled) {  // K's padding past the last whole tile
+      std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
+    } else if (to_cols[g]) {  // in pairs: in both blocks of 8
+      for (int64_t c = c0; c < c0 + 16; c += 8) std::memset(cols + c * Kn + tail * 8, 0, sizeof(uint16_t) * (Kn - tail) * 8);
     }
     if (to_rows[g])
       for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(r, g)), _mm256_setzero_si256());

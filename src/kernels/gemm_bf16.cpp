@@ -114,12 +114,20 @@ ATTO_BF16_TARGET inline void store_cols(float* p, __mmask16 m, __m512 v, bool wh
   }
 }
 
+// Where op(A)'s bf16 copy has its rows: row-major (row i's pair r at i * Kp + 2 r), AMX tiles
+// (a_tile_offset in bf16_pack.cpp), or in pairs (blocks of 8 rows, Kp * 8 elements apart; in
+// each, pair r of row i at r * 16 + 2 (i % 8)): a linear layer's dout as the A of dweight =
+// dout^T inp, made by pairing two rows of dout instead of transposing them, and read by a
+// register block as one run of memory (its 8 rows' pairs side by side).
+enum class ALayout { Rows, Tiles, Pairs };
+
 // C[MR rows, nj <= 32 columns] (row stride ldc) = A[MR rows of Kp] @ (B0 | B1), plus, with
 // `add`, the rows of init (ldi apart; 0: one row for all, a bias) or of C itself, each plus
 // `bias` first when there is one (a residual's rows + the bias: the bits of a pass writing
 // r + b into C before a product added onto it). The sums start from zero and are written from
 // the registers (no block in memory between the sums and C).
-template <int MR>
+// A row-major (Pairs false) or in pairs (the MR rows of one block of 8).
+template <int MR, bool Pairs>
 ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, const float* init, int64_t ldi,
                                 const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0,
                                 const uint16_t* B1) {
@@ -132,7 +140,7 @@ ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, con
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
       int32_t pair;
-      std::memcpy(&pair, A + i * Kp + 2 * r, sizeof(pair));
+      std::memcpy(&pair, Pairs ? A + r * 16 + 2 * i : A + i * Kp + 2 * r, sizeof(pair));
       const __m512bh a = (__m512bh)_mm512_set1_epi32(pair);
       c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
@@ -160,17 +168,27 @@ ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, con
   }
 }
 
-void avx_rows(float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init, int64_t ldi,
-              const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+template <bool Pairs>
+void avx_rows_in(float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init, int64_t ldi,
+                 const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
   switch (rows) {
-    case 1: avx_block<1>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 2: avx_block<2>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 3: avx_block<3>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 4: avx_block<4>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 5: avx_block<5>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 6: avx_block<6>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 7: avx_block<7>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    default: avx_block<8>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 1: avx_block<1, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 2: avx_block<2, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 3: avx_block<3, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 4: avx_block<4, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 5: avx_block<5, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 6: avx_block<6, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 7: avx_block<7, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    default: avx_block<8, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+  }
+}
+
+void avx_rows(ALayout layout, float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init,
+              int64_t ldi, const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+  if (layout == ALayout::Pairs) {
+    avx_rows_in<true>(C, ldc, rows, nj, add, init, ldi, bias, A, Kp, B0, B1);
+  } else {
+    avx_rows_in<false>(C, ldc, rows, nj, add, init, ldi, bias, A, Kp, B0, B1);
   }
 }
 
@@ -201,11 +219,11 @@ int64_t row_blocks_per_group(int64_t rows, int64_t blocks, const PackedBf16& B) 
 // The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`: C = alpha A B +
 // beta C, or with init (rows ldi apart, 0 for a bias) C = alpha A B + beta init; with
 // init_bias too (AVX512_BF16 only, alpha 1, beta 1), C = A B + (init + init_bias).
-void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, const PackedBf16& B, float alpha,
+void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, ALayout layout, const PackedBf16& B, float alpha,
                float beta, float* C, int64_t ldc, const float* init = nullptr, int64_t ldi = 0,
                const float* init_bias = nullptr) {
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
-  const bool amx = uses_amx(backend, M);
+  const bool amx = uses_amx(backend, M), a_tiled = layout == ALayout::Tiles;
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
   const int64_t tasks = panels * blocks, group = row_blocks_per_group(rows, blocks, B);
   const bool par = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(Kp) >= (1 << 18);
@@ -221,7 +239,7 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
       const int64_t mi = std::min(rows, M - m0), n0 = p * kPanel, nj = std::min(kPanel, N - n0);
       const uint16_t* b0 = B.data.data() + (2 * p) * Kp * 16;
       const uint16_t* b1 = b0 + Kp * 16;
-      const uint16_t* a = A + m0 * Kp;
+      const uint16_t* a = A + m0 * Kp;  // each layout: row block m0 / 8 (16 / 32 for AMX)
       float* c = C + m0 * ldc + n0;
       const float* in = init != nullptr ? init + m0 * ldi + n0 : nullptr;
       // A whole 32 x 32 block of C = A B, C += A B or C = init + A B: the tiles start from C or
@@ -232,11 +250,11 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, bool a_tiled, 
         continue;
       }
       if (!amx && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {  // C = A B (+ init or C)
-        avx_rows(c, ldc, mi, nj, beta == 1.0f, in, ldi, init_bias != nullptr ? init_bias + n0 : nullptr, a, Kp, b0, b1);
+        avx_rows(layout, c, ldc, mi, nj, beta == 1.0f, in, ldi, init_bias != nullptr ? init_bias + n0 : nullptr, a, Kp, b0, b1);
         continue;
       }
       if (!amx) {
-        avx_rows(acc, kPanel, mi, kPanel, false, nullptr, 0, nullptr, a, Kp, b0, b1);
+        avx_rows(layout, acc, kPanel, mi, kPanel, false, nullptr, 0, nullptr, a, Kp, b0, b1);
       } else if (mi > 16) {
         amx_block<2>(acc, kPanel, nullptr, 0, a, Kp, a_tiled, b0, b1);
       } else {
@@ -275,7 +293,8 @@ void gemm_packed(bool transA, int64_t M, float alpha, const float* A, int64_t ld
   if (scratch.size() < static_cast<size_t>(Mp * Kp)) scratch.resize(static_cast<size_t>(Mp * Kp));
   const bool tiled = uses_amx(backend, M);
   detail::pack_a_bf16(scratch.data(), transA, M, K, Mp, Kp, A, lda, tiled);
-  run_tasks(backend, M, scratch.data(), tiled, B, alpha, beta, C, ldc, init, ldi, init_bias);
+  run_tasks(backend, M, scratch.data(), tiled ? ALayout::Tiles : ALayout::Rows, B, alpha, beta, C, ldc, init, ldi,
+            init_bias);
 }
 
 }  // namespace
@@ -382,8 +401,10 @@ void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float bet
   const bool rows_tiled = uses_amx(backend, N), cols_tiled = uses_amx(backend, OC);
   pack_dout_bf16(w != nullptr ? rows.data() : nullptr, OCp, Np, rows_tiled, dweight != nullptr ? cols.data() : nullptr, Kn,
                  OCq, cols_tiled, dbias, dout, dout_scale, N, OC);
-  if (w != nullptr) run_tasks(backend, N, rows.data(), rows_tiled, *w, 1.0f, beta_inp, dinp, C);
-  if (dweight != nullptr) run_tasks(backend, OC, cols.data(), cols_tiled, inp_packed, 1.0f, beta_weight, dweight, C);
+  if (w != nullptr) run_tasks(backend, N, rows.data(), rows_tiled ? ALayout::Tiles : ALayout::Rows, *w, 1.0f, beta_inp, dinp, C);
+  if (dweight != nullptr)
+    run_tasks(backend, OC, cols.data(), cols_tiled ? ALayout::Tiles : ALayout::Pairs, inp_packed, 1.0f, beta_weight,
+              dweight, C);
 }
 
 }  // namespace detail

@@ -300,7 +300,7 @@ TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
   for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
     for (const int64_t N : {1, 7, 33, 100, 300}) {  // 300 x 250: the pass runs on both threads
-      // OC 1601: 101 groups of 16 columns, more than one pass of pack_dout takes (48) on one
+      // OC 1601: 101 groups of 16 columns, more than one pass of pack_dout takes (24) on one
       // thread and on each of two.
       for (const auto& [C, OC] :
            {std::pair<int64_t, int64_t>{48, 72}, {33, 17}, {64, 96}, {40, 250}, {24, 1601}}) {
