@@ -232,10 +232,20 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, ALayout layout
     if (begin == end) return;
     alignas(64) float acc[kAmxRows * kPanel];
     if (amx) amx_configure();
-    for (int64_t task = begin; task < end; task++) {
-      // The group of row blocks from g0, then the panel, then the block within the group.
-      const int64_t g0 = task / (group * panels) * group, gn = std::min(group, blocks - g0);
-      const int64_t at = task - g0 * panels, p = at / gn, m0 = (g0 + at % gn) * rows;
+    // The group of row blocks from g0 (gn of them), then the panel p, then the block g0 + mb
+    // within the group: found by division for the first task, then counted on (no division a task).
+    int64_t g0 = begin / (group * panels) * group, gn = std::min(group, blocks - g0);
+    int64_t p = (begin - g0 * panels) / gn, mb = (begin - g0 * panels) % gn;
+    for (int64_t task = begin; task < end; task++, mb++) {
+      if (mb == gn) {
+        mb = 0;
+        if (++p == panels) {
+          p = 0;
+          g0 += group;
+          gn = std::min(group, blocks - g0);
+        }
+      }
+      const int64_t m0 = (g0 + mb) * rows;
       const int64_t mi = std::min(rows, M - m0), n0 = p * kPanel, nj = std::min(kPanel, N - n0);
       const uint16_t* b0 = B.data.data() + (2 * p) * Kp * 16;
       const uint16_t* b1 = b0 + Kp * 16;
