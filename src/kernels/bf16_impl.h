@@ -102,9 +102,9 @@ void pack_a_bf16(uint16_t* dst, bool transA, int64_t M, int64_t K, int64_t Mp, i
 // A linear layer's dout [N, OC] for both backward products and the bias in one pass (each used
 // to read it once): `rows` [Np, OCp] as op(A) of dinp = dout W (pack_a_bf16 of dout, tiled with
 // rows_tiled), `cols` [OCq, Kn] as op(A) of dweight = dout^T inp (with cols_tiled pack_a_bf16's
-// AMX tiles of dout^T; otherwise in pairs: blocks of 8 columns of dout, in each the pairs of
-// two rows of dout side by side, 8 a pair of rows; no transpose), dbias[c] += sum_n dout[n, c] (rows summed in order from zero, as
-// bias_add_backward). Any of the three may be null; the bits of each are those of the separate
+// AMX tiles of dout^T; otherwise in pairs: blocks of 8 columns of dout, in each the 8 pairs of
+// each two rows side by side, no transpose), dbias[c] += sum_n dout[n, c] (rows summed in order
+// from zero, as bias_add_backward). Any of the three may be null; the bits of each are those of the separate
 // passes. With `scale` (the layout of dout) the gradient taken is dout * scale (GELU's slope:
 // gelu_erf_backward_slope's product, never stored). Needs AVX512_BF16 (bf16_backend() not None).
 void pack_dout_bf16(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols, int64_t Kn,

@@ -175,7 +175,8 @@ ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, 
     if (to_cols[g] && tiled) {  // K's padding past the last whole tile
       std::memset(cols + c0 * Kn + tail * 16, 0, sizeof(uint16_t) * (Kn - tail) * 16);
     } else if (to_cols[g]) {  // in pairs: in both blocks of 8
-      for (int64_t c = c0; c < c0 + 16; c += 8) std::memset(cols + c * Kn + tail * 8, 0, sizeof(uint16_t) * (Kn - tail) * 8);
+      for (int64_t c = c0; c < c0 + 16; c += 8)
+        std::memset(cols + c * Kn + tail * 8, 0, sizeof(uint16_t) * (Kn - tail) * 8);
     }
     if (to_rows[g])
       for (int64_t r = N; r < Np; r++) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_at(r, g)), _mm256_setzero_si256());

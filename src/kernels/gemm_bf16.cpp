@@ -260,7 +260,8 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, ALayout layout
         continue;
       }
       if (!amx && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {  // C = A B (+ init or C)
-        avx_rows(layout, c, ldc, mi, nj, beta == 1.0f, in, ldi, init_bias != nullptr ? init_bias + n0 : nullptr, a, Kp, b0, b1);
+        avx_rows(layout, c, ldc, mi, nj, beta == 1.0f, in, ldi, init_bias != nullptr ? init_bias + n0 : nullptr, a, Kp,
+                 b0, b1);
         continue;
       }
       if (!amx) {
@@ -411,7 +412,8 @@ void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float bet
   const bool rows_tiled = uses_amx(backend, N), cols_tiled = uses_amx(backend, OC);
   pack_dout_bf16(w != nullptr ? rows.data() : nullptr, OCp, Np, rows_tiled, dweight != nullptr ? cols.data() : nullptr, Kn,
                  OCq, cols_tiled, dbias, dout, dout_scale, N, OC);
-  if (w != nullptr) run_tasks(backend, N, rows.data(), rows_tiled ? ALayout::Tiles : ALayout::Rows, *w, 1.0f, beta_inp, dinp, C);
+  if (w != nullptr)
+    run_tasks(backend, N, rows.data(), rows_tiled ? ALayout::Tiles : ALayout::Rows, *w, 1.0f, beta_inp, dinp, C);
   if (dweight != nullptr)
     run_tasks(backend, OC, cols.data(), cols_tiled ? ALayout::Tiles : ALayout::Pairs, inp_packed, 1.0f, beta_weight,
               dweight, C);
