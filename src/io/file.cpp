@@ -14,6 +14,8 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/files.h"
+#include "base/json.h"
 
 namespace atto::io {
 
@@ -76,15 +78,6 @@ void fsync_dir(const std::string& path, const std::string& dir) {
   if (rc != 0 && err != EINVAL) fail("wrote '{}' but syncing its folder '{}' failed: {}", path, dir, errno_text(err));
 }
 
-// "a character device" for messages about files atto will not read.
-const char* special_kind(mode_t mode) {
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 // A decimal number that fills all of `s`.
 std::optional<long> parse_decimal(std::string_view s) {
   long v = 0;
@@ -127,70 +120,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   fsync_dir(path, parent_dir(path));
 }
 
-namespace {
-
-// Opens a regular file for reading, with read_file's checks and messages; sets `st`.
-int open_regular(const std::string& path, struct stat& st) {
-  // stat before open: opening a FIFO blocks until a writer comes, and a device such as
-  // /dev/zero never ends; both are refused here.
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-    fail(
-        "cannot read '{}': it is {}, not a regular file; atto reads only regular files (save the data to a file "
-        "and pass that)",
-        path, special_kind(st.st_mode));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) fail("file '{}' not found", path);
-    fail("cannot read '{}': {}", path, errno_text(err));
-  }
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    const int err = errno;
-    ::close(fd);
-    if (S_ISDIR(st.st_mode)) fail("cannot read '{}': it is a directory, not a file", path);
-    fail("cannot read '{}': {}", path, errno_text(err));
-  }
-  return fd;
-}
-
-// Reads from fd into out until EOF or `limit` bytes; closes fd. Grows out as needed.
-void read_into(int fd, const std::string& path, std::string& out, size_t limit) {
-  size_t len = 0;
-  while (len < limit) {
-    if (len == out.size()) out.resize(std::min(limit, out.size() * 2));
-    const ssize_t n = ::read(fd, out.data() + len, std::min(out.size(), limit) - len);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail("cannot read '{}': {}", path, errno_text(err));
-    }
-    len += static_cast<size_t>(n);
-  }
-  out.resize(len);
-  ::close(fd);
-}
-
-}  // namespace
-
-std::string read_file(const std::string& path) {
-  struct stat st {};
-  const int fd = open_regular(path, st);
-  // Read straight into the result; sized from stat (+1 to see the end in one read), grown if the
-  // file grew meanwhile.
-  std::string out(static_cast<size_t>(st.st_size) + 1, '\0');
-  read_into(fd, path, out, std::numeric_limits<size_t>::max());
-  return out;
-}
+std::string read_file(const std::string& path) { return files::read(path, 0, "file"); }
 
 std::string read_file_prefix(const std::string& path, size_t n, uint64_t& file_size) {
-  struct stat st {};
-  const int fd = open_regular(path, st);
-  file_size = static_cast<uint64_t>(st.st_size);
-  std::string out(std::min<uint64_t>(n, file_size) + 1, '\0');
-  read_into(fd, path, out, n);
-  return out;
+  return files::read_prefix(path, n, file_size, "file");
 }
 
 std::optional<long> atomic_temp_pid(std::string_view name) {
@@ -230,23 +163,7 @@ void write_json_atomic(const std::string& path, const nlohmann::json& j) {
 }
 
 nlohmann::json read_json(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is the 1-based byte position of the error; turn it into a line and column.
-    const size_t pos = e.byte == 0 ? 0 : std::min<size_t>(e.byte - 1, text.size());
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < pos; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    fail("'{}' is not valid JSON (line {}, column {}): {}", path, line, col, e.what());
-  }
+  return json::parse(files::read(path, files::kJsonCap, "JSON file"), path);
 }
 
 }  // namespace atto::io
