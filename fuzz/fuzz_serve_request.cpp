@@ -1,12 +1,18 @@
 // The request bodies `atto serve` accepts (serve/openai.h): /v1/completions,
 // /v1/chat/completions (messages rendered by the chat template) and /v1/translations. A rejected
 // request is an ApiError (the server's 400 with OpenAI's error body).
+#include "base/json.h"
 #include "common.h"
 #include "serve/openai.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const nlohmann::json body = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return 0;
+  // The same parse as the server's (base/json.h: depth-limited, errors named).
+  nlohmann::json body;
+  try {
+    body = atto::json_util::parse(atto::fuzz::bytes(data, size), "the request body");
+  } catch (const atto::Error&) {
+    return 0;
+  }
   const atto::serve::Limits limits{.model_id = "atto"};
   auto api = [](auto&& f) {
     try {

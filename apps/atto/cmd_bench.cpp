@@ -63,7 +63,7 @@ void add_model_flags(CLI::App* app, ModelFlags& f) {
 }
 
 void add_common_flags(CLI::App* app, CommonFlags& f, const char* unit) {
-  app->add_option("--threads", f.threads, "Threads; 0 = all cores")->capture_default_str();
+  add_threads_flag(app, f.threads);
   app->add_option("--warmup", f.warmup, fmt::format("Untimed {} before measuring", unit))->capture_default_str();
   app->add_option("--steps", f.steps, fmt::format("Timed {}", unit))->capture_default_str();
   app->add_option("--seed", f.seed, "Seed of the weights and the random tokens")->capture_default_str();

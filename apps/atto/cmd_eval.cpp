@@ -215,7 +215,7 @@ Command add_eval(CLI::App& root) {
   f->decode.beam = 5;
   add_decode_flags(app, f->decode);
   app->add_option("--batch-size", f->batch_size, "Sequences per batch")->capture_default_str();
-  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  add_threads_flag(app, f->threads);
   app->add_flag("--json", f->json, "Print one JSON object");
   return {app, [f] { return run_eval(*f); }};
 }

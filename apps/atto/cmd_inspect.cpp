@@ -61,7 +61,7 @@ Command add_inspect(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--max-attention-tokens", o.max_attention_tokens, "Attention maps show at most the last N positions")
       ->capture_default_str();
-  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  add_threads_flag(app, f->threads);
   return {app, [f, app] {
             f->text_given = app->count("--text") > 0;
             f->tgt_given = app->count("--tgt") > 0;

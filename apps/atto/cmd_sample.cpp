@@ -182,7 +182,7 @@ Command add_sample(CLI::App& root) {
       ->capture_default_str();
   app->add_flag("--greedy", s.greedy, "Always take the most likely token (deterministic)");
   app->add_option("--seed", f->seed, "Seed of the sampling RNG (same seed, same samples)")->capture_default_str();
-  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  add_threads_flag(app, f->threads);
   app->add_option("--precision", f->precision,
                   "fp32, or bf16: matrix products with bf16 weights and inputs, fp32 sums (AMX or AVX512_BF16)")
       ->capture_default_str();

@@ -104,7 +104,7 @@ Command add_score(CLI::App& root) {
   app->add_option("--model", f->model, "Run directory of a trained model")->required();
   app->add_option("texts", f->texts, "Texts to score (lines mode: each framed as <eos> text <eos>, as in training)");
   app->add_option("--file", f->file, "Score each non-empty line of this file as one text");
-  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  add_threads_flag(app, f->threads);
   app->add_flag("--json", f->json, "Print one JSON object (per-token log-probabilities, totals)");
   return {app, [f] { return run_score(*f); }};
 }

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
+#include "base/json.h"
 #include "commands.h"
 #include "io/file.h"
 #include "run/run_dir.h"
@@ -22,11 +24,7 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string read_stdin() {
-  std::ostringstream ss;
-  ss << std::cin.rdbuf();
-  return ss.str();
-}
+std::string read_stdin() { return files::read_stream(stdin, files::kStdinCap, "stdin"); }
 
 std::vector<int32_t> parse_ids(std::string_view line, int64_t n) {
   std::vector<int32_t> ids;
@@ -78,16 +76,11 @@ int run_tokenize(const TokenizeFlags& f) {
     return 0;
   }
   if (f.as_json) {
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      throw Error(fmt::format("stdin is not valid JSON: {}", e.what()));
-    }
+    const json j = atto::json_util::parse(in, "stdin");
     ATTO_CHECK(j.is_object() && j.contains("ids") && j["ids"].is_array(), "stdin: expected {{\"ids\": [...]}}");
     std::vector<int32_t> ids;
     for (const auto& v : j["ids"]) {
-      ATTO_CHECK(v.is_number_integer(), "stdin: \"ids\" holds {}, not an integer", v.dump());
+      ATTO_CHECK(v.is_number_integer(), "stdin: \"ids\" holds {}, not an integer", atto::json_util::excerpt(v));
       ids.push_back(v.get<int32_t>());
     }
     const std::string text = c.decode(ids);

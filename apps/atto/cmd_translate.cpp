@@ -104,7 +104,7 @@ Command add_translate(CLI::App& root) {
   app->add_option("--n-best", f->decode.n_best, "Hypotheses per line (text output: 'i ||| text ||| score')")
       ->capture_default_str();
   app->add_option("--batch-size", f->batch_size, "Sentences decoded together")->capture_default_str();
-  app->add_option("--threads", f->threads, "Threads; 0 = all cores")->capture_default_str();
+  add_threads_flag(app, f->threads);
   app->add_flag("--json", f->json, "One JSON object per line: tokens, scores");
   app->add_flag("--attention", f->attention, "With --json: include the cross-attention weights");
   return {app, [f] { return run_translate(*f); }};

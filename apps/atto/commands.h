@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/limits.h"
 #include "generate/seq2seq_decode.h"
 #include "tokenize/gpt_tokenizer.h"
 
@@ -39,6 +40,24 @@ std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokeniz
 
 // Beam search flags shared by translate and eval.
 void add_decode_flags(CLI::App* app, gen::DecodeOptions& d);
+
+// --threads N, checked as every entry point checks it (base/limits.h: 0 = all cores, at most
+// kMaxThreads): a bad value is a usage error naming the flag.
+inline CLI::Option* add_threads_flag(CLI::App* app, int& threads) {
+  return app
+      ->add_option("--threads", threads, fmt::format("Threads; 0 = all cores (at most {})", kMaxThreads))
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            try {
+              check_threads(std::stoll(s), "--threads");
+            } catch (const std::exception& e) {
+              return std::string(dynamic_cast<const Error*>(&e) ? e.what() : "--threads must be a whole number");
+            }
+            return std::string();
+          },
+          "", "threads"))
+      ->capture_default_str();
+}
 
 // True when the flag was given on the command line (not just defaulted).
 inline bool given(const CLI::App* app, const std::string& name) { return app->count(name) > 0; }

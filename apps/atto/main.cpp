@@ -8,6 +8,7 @@
 
 #include "atto/atto.hpp"
 #include "base/error.h"
+#include "base/output.h"
 #include "commands.h"
 
 extern "C" char* openblas_get_corename(void);  // OpenBLAS's own (cblas.h of OpenBLAS declares it)
@@ -35,6 +36,11 @@ void fit_openblas_kernels(char** argv) {
   if (fit == nullptr) return;
   ::setenv("OPENBLAS_CORETYPE", fit, 1);
   ::execv("/proc/self/exe", argv);
+}
+
+// "atto: error: MESSAGE" on stderr, the message made safe for a terminal (base/output.h).
+void print_error(std::string_view msg) {
+  std::fprintf(stderr, "atto: error: %s\n", atto::terminal_safe(msg).c_str());
 }
 
 }  // namespace
@@ -66,24 +72,28 @@ int main(int argc, char** argv) {
     const int code = root.exit(e);  // prints help, or "error: ..." for bad flags
     return code == 0 ? 0 : 2;
   }
+  int code = 2;
   try {
     for (auto& c : commands)
-      if (c.app->parsed()) return c.run();
+      if (c.app->parsed()) code = c.run();
+    // Every byte a command printed must have reached its destination: a full disk or a closed
+    // pipe is an error with a non-zero exit, not a silent loss.
+    atto::check_stdout();
   } catch (const atto::Exception& e) {  // from the public API (include/atto/atto.hpp)
-    std::fprintf(stderr, "atto: error: %s\n", e.what());
+    print_error(e.what());
     return e.status() == ATTO_ERR_INVALID_ARGUMENT ? 2 : 1;
   } catch (const atto::UsageError& e) {
-    std::fprintf(stderr, "atto: error: %s\n", e.what());
+    print_error(e.what());
     return 2;
   } catch (const atto::Error& e) {
-    std::fprintf(stderr, "atto: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "atto: error: out of memory: use a smaller model, batch or block size (or more memory)\n");
+    print_error("out of memory: use a smaller model, batch or block size (or more memory)");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "atto: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   }
-  return 2;
+  return code;
 }

@@ -27,6 +27,7 @@ inline constexpr uint64_t kTokenizerCap = 512 * kMiB;   // tokenizer.json, encod
 inline constexpr uint64_t kSecretCap = 64 * 1024;       // an API-key file
 inline constexpr uint64_t kMetricsCap = 1024 * kMiB;    // a run's metrics.jsonl
 inline constexpr uint64_t kTextCap = uint64_t{16} << 30;  // a text corpus read whole (16 GiB)
+inline constexpr uint64_t kStdinCap = uint64_t{1} << 30;  // text piped to a command (1 GiB)
 
 // "a FIFO (named pipe)", "a character device", ... for a st_mode that is not a regular file.
 const char* special_kind(unsigned mode);

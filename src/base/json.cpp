@@ -3,8 +3,9 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/output.h"
 
-namespace atto::json {
+namespace atto::json_util {
 
 namespace {
 
@@ -86,21 +87,6 @@ std::string excerpt_of(const J& v, size_t max_chars) {
   return s.substr(0, cut) + "...";
 }
 
-// Length of the valid UTF-8 sequence (2-4 bytes) starting at p, or 0.
-size_t utf8_len(std::string_view s, size_t p) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(p);
-  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-  if (n == 0 || p + n > s.size()) return 0;
-  for (size_t i = 1; i < n; ++i)
-    if ((b(p + i) & 0xC0) != 0x80) return 0;
-  if (n == 3 && c == 0xE0 && b(p + 1) < 0xA0) return 0;  // overlong
-  if (n == 3 && c == 0xED && b(p + 1) >= 0xA0) return 0;  // surrogate
-  if (n == 4 && c == 0xF0 && b(p + 1) < 0x90) return 0;  // overlong
-  if (n == 4 && c == 0xF4 && b(p + 1) >= 0x90) return 0;  // past U+10FFFF
-  return n;
-}
-
 }  // namespace
 
 void check_depth(std::string_view text, std::string_view what, int max_depth) {
@@ -152,16 +138,8 @@ std::string printable(std::string_view bytes, size_t max_chars) {
       out += "\\r";
     } else if (c >= 0x20 && c < 0x7F) {
       out += static_cast<char>(c);
-    } else if (const size_t n = c >= 0x80 ? utf8_len(bytes, i) : 0; n > 0) {
-      // Valid UTF-8, but not the C1 controls U+0080..U+009F (0xC2 0x80..0x9F).
-      if (c == 0xC2 && static_cast<unsigned char>(bytes[i + 1]) < 0xA0) {
-        for (size_t k = 0; k < 2; ++k) {
-          const unsigned char x = static_cast<unsigned char>(bytes[i + k]);
-          ((out += "\\x") += kHex[x >> 4]) += kHex[x & 15];
-        }
-      } else {
-        out.append(bytes.substr(i, n));
-      }
+    } else if (const size_t n = c >= 0x80 ? utf8_run(bytes, i) : 0; n > 0) {
+      out.append(bytes.substr(i, n));
       i += n - 1;
     } else {
       ((out += "\\x") += kHex[c >> 4]) += kHex[c & 15];
@@ -171,4 +149,4 @@ std::string printable(std::string_view bytes, size_t max_chars) {
   return out + "\"";
 }
 
-}  // namespace atto::json
+}  // namespace atto::json_util

@@ -1,7 +1,7 @@
 // atto/base/json.h: the one way atto parses JSON, and the one way a JSON value goes into a message.
 //
-//   nlohmann::json j = atto::json::parse(text, "r/config.json");          // depth <= 64
-//   fail("key 'lr' = {}: not a number", atto::json::excerpt(j["lr"]));    // at most 80 chars
+//   nlohmann::json j = atto::json_util::parse(text, "r/config.json");          // depth <= 64
+//   fail("key 'lr' = {}: not a number", atto::json_util::excerpt(j["lr"]));    // at most 80 chars
 //
 // - parse() refuses nesting deeper than kMaxDepth (before nlohmann builds anything: a pass over
 //   the bytes that counts brackets outside strings), so that no value atto holds can overflow
@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace atto::json {
+namespace atto::json_util {
 
 inline constexpr int kMaxDepth = 64;
 
@@ -41,4 +41,4 @@ std::string excerpt(const nlohmann::ordered_json& v, size_t max_chars = 80);
 // other byte as \xNN (\n, \t, \r, \\, \" escaped), cut to max_chars with "...".
 std::string printable(std::string_view bytes, size_t max_chars = 80);
 
-}  // namespace atto::json
+}  // namespace atto::json_util

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "io/file.h"
 #include "data/text_file.h"
 #include "data/token_file.h"
 
@@ -110,8 +111,8 @@ void write_meta(const GptTokenizer& tok, const PrepareOptions& opt, const Prepar
   const std::string prepared = meta.dump() + tj.dump();  // what was prepared and with which tokenizer
   meta["fingerprint"] = fmt::format("{:016x}", fnv1a64(prepared.data(), prepared.size()));
   tok.write_files(opt.out);
-  std::ofstream(path("tokenizer.json")) << tj.dump() << "\n";
-  std::ofstream(path("meta.json")) << meta.dump(2) << "\n";
+  io::write_file_atomic(path("tokenizer.json"), tj.dump() + "\n");
+  io::write_json_atomic(path("meta.json"), meta);
 }
 
 }  // namespace
@@ -122,8 +123,15 @@ PrepareStats prepare_corpus(const GptTokenizer& tok, const PrepareOptions& opt) 
              opt.val_fraction);
   ATTO_CHECK(opt.chunk_bytes >= 1024, "--chunk-bytes must be at least 1024");
   const auto t0 = std::chrono::steady_clock::now();
-  std::filesystem::create_directories(opt.out);
+  std::error_code ec;
+  std::filesystem::create_directories(opt.out, ec);
+  ATTO_CHECK(!ec && std::filesystem::is_directory(opt.out), "--out '{}': cannot create the folder: {}", opt.out,
+             ec ? ec.message() : "a file of that name is in the way");
   const auto path = [&](const char* name) { return (std::filesystem::path(opt.out) / name).string(); };
+  // Every file this writes must be writable as a file: checked before hours of encoding.
+  for (const char* name : {"train.bin", "val.bin", "meta.json", "tokenizer.json"})
+    ATTO_CHECK(!std::filesystem::is_directory(path(name)), "--out '{}': {} is a directory; remove it or pick another --out",
+               opt.out, name);
   TokenFileWriter train(path("train.bin"), tok.vocab_size()), val(path("val.bin"), tok.vocab_size());
   PrepareStats st;
   const int threads = std::max(1, omp_get_max_threads());

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "io/file.h"
 #include "tensor/rng.h"
 
 namespace atto {
@@ -32,20 +33,6 @@ std::string join(const std::vector<int64_t>& symbols) {
   return s;
 }
 
-// Writes text to path via path.tmp + rename, so an interrupted run leaves no half file.
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ATTO_CHECK(out.good(), "cannot create '{}': {} (does the folder exist?)", tmp, std::strerror(errno));
-    out << text;
-    out.flush();
-    ATTO_CHECK(out.good(), "cannot write '{}': {}", tmp, std::strerror(errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  ATTO_CHECK(!ec, "cannot rename '{}' to '{}': {}", tmp, path, ec.message());
-}
 
 }  // namespace
 
@@ -96,8 +83,8 @@ void write_synth(SynthTask task, int64_t n, const SynthOptions& opts, const std:
     (src += s) += '\n';
     (tgt += t) += '\n';
   }
-  write_text(out_prefix + ".src", src);
-  write_text(out_prefix + ".tgt", tgt);
+  io::write_file_atomic(out_prefix + ".src", src);
+  io::write_file_atomic(out_prefix + ".tgt", tgt);
 }
 
 }  // namespace atto

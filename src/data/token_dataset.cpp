@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
+#include "base/files.h"
 #include "base/error.h"
 #include "data/stream_dataset.h"
 
@@ -14,15 +16,7 @@ namespace atto {
 namespace {
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ATTO_CHECK(in.good(), "{}: cannot read it", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{} is not valid JSON: {}", path, e.what()));
-  }
+  return json_util::parse(files::read(path, files::kJsonCap, "prepared corpus file"), path);
 }
 
 std::string in_dir(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }

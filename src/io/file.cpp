@@ -163,7 +163,7 @@ void write_json_atomic(const std::string& path, const nlohmann::json& j) {
 }
 
 nlohmann::json read_json(const std::string& path) {
-  return json::parse(files::read(path, files::kJsonCap, "JSON file"), path);
+  return json_util::parse(files::read(path, files::kJsonCap, "JSON file"), path);
 }
 
 }  // namespace atto::io

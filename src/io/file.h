@@ -54,7 +54,7 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 // Writes `j` pretty-printed (2-space indent, trailing newline) with write_file_atomic.
 void write_json_atomic(const std::string& path, const nlohmann::json& j);
 
-// Parses a JSON file (at most files::kJsonCap, nesting at most json::kMaxDepth: base/json.h);
+// Parses a JSON file (at most files::kJsonCap, nesting at most json_util::kMaxDepth: base/json.h);
 // a syntax error names the file, the line and the column.
 nlohmann::json read_json(const std::string& path);
 

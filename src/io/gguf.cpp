@@ -1,5 +1,7 @@
 #include "io/gguf.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,6 +9,8 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/files.h"
+#include "base/json.h"
 #include "io/file.h"
 
 namespace atto::io {
@@ -187,10 +191,25 @@ GgufValue read_value(Cursor& c, const std::string& key) {
   return v;
 }
 
-GgufTensorInfo read_tensor_info(Cursor& c) {
+// A metadata key or a tensor name: 1 to kMaxNameBytes of printable ASCII, as every GGUF writer
+// makes them (ggml's names are ASCII of at most 64 bytes). Checked as it is read, so that every
+// later message can quote a name as it is: no control byte, no NUL, no terminal escape in it.
+std::string read_name(Cursor& c, const char* kind, uint64_t index) {
+  constexpr size_t kMaxNameBytes = 256;
+  const uint64_t at = c.pos();
+  std::string s = c.str(kind);
+  ATTO_CHECK(!s.empty(), "{}: {} {} is empty (at byte {})", c.source(), kind, index, at);
+  const bool printable =
+      std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
+  ATTO_CHECK(printable && s.size() <= kMaxNameBytes,
+             "{}: {} {} (at byte {}) is {}{}; GGUF names are printable ASCII of at most {} bytes", c.source(), kind,
+             index, at, json_util::printable(s, 64), printable ? fmt::format(", {} bytes", s.size()) : "", kMaxNameBytes);
+  return s;
+}
+
+GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
   GgufTensorInfo t;
-  t.name = c.str("a tensor name");
-  ATTO_CHECK(!t.name.empty(), "{}: a tensor has an empty name", c.source());
+  t.name = read_name(c, "tensor name", index);
   const auto n_dims = c.get<uint32_t>(t.name + " (dimension count)");
   ATTO_CHECK(n_dims >= 1 && n_dims <= kMaxDims, "{}: tensor {} has {} dimensions (1 to {} allowed)", c.source(), t.name,
              n_dims, kMaxDims);
@@ -456,8 +475,7 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
   ATTO_CHECK(n_tensors <= c.left() / 33, "{}: the header claims {} tensors, more than the file can hold", source,
              n_tensors);
   for (uint64_t i = 0; i < n_kv; ++i) {
-    std::string key = c.str("a metadata key");
-    ATTO_CHECK(!key.empty(), "{}: metadata entry {} has an empty key", source, i);
+    std::string key = read_name(c, "metadata key", i);
     ATTO_CHECK(!f.metadata.count(key), "{}: metadata key {} appears twice", source, key);
     GgufValue v = read_value(c, key);
     f.metadata.emplace(std::move(key), std::move(v));
@@ -469,7 +487,7 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
     f.alignment = static_cast<uint32_t>(a);
   }
   for (uint64_t i = 0; i < n_tensors; ++i) {
-    GgufTensorInfo t = read_tensor_info(c);
+    GgufTensorInfo t = read_tensor_info(c, i);
     ATTO_CHECK(f.find(t.name) == nullptr, "{}: tensor {} appears twice", source, t.name);
     ATTO_CHECK(t.offset % f.alignment == 0, "{}: tensor {} is at offset {}, not a multiple of the alignment {}", source,
                t.name, t.offset, f.alignment);
@@ -495,9 +513,14 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
 GgufFile read_gguf(const std::string& path) { return parse_gguf(read_file(path), path); }
 
 bool is_gguf_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char m[4] = {};
-  return in.read(m, 4) && std::memcmp(m, kMagic, 4) == 0;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never opens a FIFO or a device
+  try {
+    uint64_t size = 0;
+    return files::read_prefix(path, 4, size, "GGUF file").substr(0, 4) == std::string_view(kMagic, 4);
+  } catch (const Error&) {
+    return false;  // unreadable: the reader that follows says why
+  }
 }
 
 }  // namespace atto::io

@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 
+#include "base/json.h"
 #include "base/error.h"
 #include "io/file.h"
 
@@ -195,6 +196,11 @@ ojson parse_header_json(const std::string& path, std::string_view text) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || text[first] != '{')
     bad(path, "the header is not a JSON object (it must start with '{{')");
+  try {
+    json_util::check_depth(text, fmt::format("{}: the header", path));
+  } catch (const Error& e) {
+    bad(path, "the header is nested too deeply ({} levels at most)", json_util::kMaxDepth);
+  }
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
   auto cb = [&](int, ojson::parse_event_t ev, ojson& parsed) {

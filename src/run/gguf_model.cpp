@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "base/json.h"
 #include "tokenize/bpe.h"
 #include "tokenize/char_tokenizer.h"
 #include "tokenize/utf8.h"
@@ -191,8 +192,8 @@ std::unique_ptr<GptTokenizer> read_bpe_vocabulary(const io::GgufFile& f, const s
 
 std::unique_ptr<GptTokenizer> read_vocabulary(const io::GgufFile& f) {
   const std::string& model = f.get("tokenizer.ggml.model").as_string(f.path + ": tokenizer.ggml.model");
-  ATTO_CHECK(model == "gpt2", "{}: tokenizer.ggml.model is '{}'; atto reads byte-level (gpt2) vocabularies", f.path,
-             model);
+  ATTO_CHECK(model == "gpt2", "{}: tokenizer.ggml.model is {}; atto reads byte-level (gpt2) vocabularies", f.path,
+             json_util::printable(model));
   const auto& tokens = f.get("tokenizer.ggml.tokens").as_strings(f.path + ": tokenizer.ggml.tokens");
   const auto& types = f.get("tokenizer.ggml.token_type").as_numbers(f.path + ": tokenizer.ggml.token_type");
   ATTO_CHECK(!tokens.empty() && types.size() == tokens.size(), "{}: {} tokens but {} token types", f.path,
@@ -231,7 +232,8 @@ std::unique_ptr<GptTokenizer> read_vocabulary(const io::GgufFile& f) {
 GPTConfig read_gpt_config(const io::GgufFile& f, int64_t vocab, Arch& arch) {
   const std::string& name = f.get("general.architecture").as_string(f.path + ": general.architecture");
   ATTO_CHECK(name == "gpt2" || name == "llama",
-             "{}: the architecture is '{}'; atto reads gpt2 and llama GGUF files (the ones it exports)", f.path, name);
+             "{}: the architecture is {}; atto reads gpt2 and llama GGUF files (the ones it exports)", f.path,
+             json_util::printable(name));
   arch = name == "gpt2" ? Arch::Gpt2 : Arch::Llama;
   auto key = [&](const char* k) { return static_cast<int64_t>(meta_uint(f, name + "." + k)); };
   GPTConfig c;

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
+#include "base/files.h"
 #include "base/error.h"
 #include "tokenize/char_tokenizer.h"
 #include "tokenize/pretokenize.h"
@@ -39,11 +41,7 @@ const ByteChars& byte_chars() {
 }
 
 std::string read_file(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  ATTO_CHECK(in.good(), "{} '{}': cannot read it", what, path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return files::read(path, files::kTokenizerCap, what);
 }
 
 }  // namespace
@@ -110,12 +108,8 @@ void BpeTokenizer::index(std::string_view where) {
 }
 
 BpeTokenizer BpeTokenizer::import_gpt2(const std::string& encoder_path, const std::string& merges_path) {
-  nlohmann::json enc;
-  try {
-    enc = nlohmann::json::parse(read_file(encoder_path, "--encoder"));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("--encoder '{}' is not valid JSON: {}", encoder_path, e.what()));
-  }
+  const nlohmann::json enc =
+      json_util::parse(read_file(encoder_path, "--encoder"), fmt::format("--encoder '{}'", encoder_path));
   ATTO_CHECK(enc.is_object() && !enc.empty(), "--encoder '{}' must be a JSON object {{token: id}}", encoder_path);
   BpeTokenizer t;
   t.tokens_.resize(enc.size());
@@ -124,7 +118,7 @@ BpeTokenizer BpeTokenizer::import_gpt2(const std::string& encoder_path, const st
   const std::string where = fmt::format("--encoder '{}'", encoder_path);
   for (const auto& [tok, v] : enc.items()) {
     ATTO_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < static_cast<int64_t>(enc.size()),
-               "{}: token {} has id {}, not an integer in [0, {})", where, utf8::quote(tok), v.dump(), enc.size());
+               "{}: token {} has id {}, not an integer in [0, {})", where, utf8::quote(tok), json_util::excerpt(v), enc.size());
     const auto id = v.get<int32_t>();
     ATTO_CHECK(!seen[id], "{}: two tokens have id {}", where, id);
     seen[id] = 1;
@@ -195,7 +189,7 @@ BpeTokenizer BpeTokenizer::from_json(const nlohmann::json& j, std::string_view w
   for (const auto& [content, id] : special.items()) {
     ATTO_CHECK(
         id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < static_cast<int64_t>(vocab.size()),
-        "{}: special token '{}' has id {}, outside the vocabulary of {}", where, content, id.dump(), vocab.size());
+        "{}: special token '{}' has id {}, outside the vocabulary of {}", where, content, json_util::excerpt(id), vocab.size());
     t.special_.emplace_back(content, id.get<int32_t>());
   }
   for (size_t i = 0; i < vocab.size(); ++i) {
@@ -280,7 +274,7 @@ std::unique_ptr<GptTokenizer> load_gpt_tokenizer(const nlohmann::json& j, std::s
   if (type == "bpe") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j, where));
   if (type == "spm") return std::make_unique<SpmGptTokenizer>(SpmGptTokenizer::from_json(j, where, dir));
   ATTO_CHECK(type.empty() || type == "char", "{}: \"type\" {} is no GPT tokenizer (\"char\", \"bpe\" or \"spm\")",
-             where, j.is_object() ? j["type"].dump() : "");
+             where, j.is_object() ? json_util::excerpt(j["type"]) : "");
   return std::make_unique<CharTokenizer>(CharTokenizer::from_json(j, where));
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/json.h"
 #include "base/error.h"
 #include "tokenize/utf8.h"
 
@@ -63,7 +64,7 @@ const nlohmann::json& field(const nlohmann::json& j, const char* key, std::strin
 
 char32_t parse_char_entry(const nlohmann::json& e, size_t i, std::string_view where) {
   ATTO_CHECK(e.is_string(), "tokenizer {}: chars[{}] must be a string holding one character, got {}", where, i,
-             e.dump());
+             json_util::excerpt(e));
   const auto& s = e.get_ref<const std::string&>();
   ATTO_CHECK(!utf8::find_invalid(s), "tokenizer {}: chars[{}] is not valid UTF-8", where, i);
   ATTO_CHECK(utf8::count(s) == 1, "tokenizer {}: chars[{}] must hold exactly one character (code point), got {} ({})",
@@ -180,16 +181,16 @@ CharTokenizer CharTokenizer::from_json(const nlohmann::json& j, std::string_view
   ATTO_CHECK(j.is_object(), "tokenizer {}: expected a JSON object, got {}", where, j.type_name());
   const auto& type = field(j, "type", where);
   ATTO_CHECK(type.is_string() && type.get<std::string>() == "char",
-             "tokenizer {}: \"type\" is {}, but this reader handles \"char\" tokenizers", where, type.dump());
+             "tokenizer {}: \"type\" is {}, but this reader handles \"char\" tokenizers", where, json_util::excerpt(type));
   const auto& version = field(j, "version", where);
   ATTO_CHECK(version.is_number_integer(), "tokenizer {}: \"version\" must be an integer, got {}", where,
-             version.dump());
+             json_util::excerpt(version));
   ATTO_CHECK(version.get<int64_t>() == kFormatVersion,
              "tokenizer {}: format version {} is not supported (this atto reads version {})", where,
              version.get<int64_t>(), kFormatVersion);
   const auto& special = field(j, "special_tokens", where);
   ATTO_CHECK(special.is_array() && special.size() <= 1 && (special.empty() || special[0] == kBoundaryName),
-             "tokenizer {}: \"special_tokens\" must be [] or [\"{}\"], got {}", where, kBoundaryName, special.dump());
+             "tokenizer {}: \"special_tokens\" must be [] or [\"{}\"], got {}", where, kBoundaryName, json_util::excerpt(special));
   const auto& chars = field(j, "chars", where);
   ATTO_CHECK(chars.is_array() && !chars.empty(),
              "tokenizer {}: \"chars\" must be a non-empty array of one-character strings", where);
@@ -204,13 +205,7 @@ CharTokenizer CharTokenizer::from_json(const nlohmann::json& j, std::string_view
 }
 
 CharTokenizer CharTokenizer::from_json_text(std::string_view text, std::string_view where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("tokenizer {}: not valid JSON: {}", where, e.what());
-  }
-  return from_json(j, where);
+  return from_json(json_util::parse(text, fmt::format("tokenizer {}", where)), where);
 }
 
 int32_t CharTokenizer::single_token(std::string_view piece) const {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "base/json.h"
 #include "base/error.h"
 #include "tokenize/utf8.h"
 
@@ -173,7 +174,7 @@ SpmTokenizer SpmTokenizer::from_json(const nlohmann::json& j, std::string_view w
   ATTO_CHECK(size == j.end() || (size->is_number_integer() && *size == tok.vocab_size()),
              "tokenizer {}: \"vocab_size\" is {} but the model '{}' has {} pieces; the model file "
              "does not belong to this tokenizer.json",
-             where, size->dump(), path, tok.vocab_size());
+             where, json_util::excerpt(*size), path, tok.vocab_size());
   return tok;
 }
 
@@ -271,7 +272,7 @@ SpmGptTokenizer SpmGptTokenizer::from_json(const nlohmann::json& j, std::string_
   const auto size = j.find("vocab_size");
   ATTO_CHECK(size != j.end() && size->is_number_integer() && *size == t.vocab_size(),
              "tokenizer {}: \"vocab_size\" is {} but the model '{}' has {} pieces", where,
-             size == j.end() ? "missing" : size->dump(), path, t.vocab_size());
+             size == j.end() ? "missing" : json_util::excerpt(*size), path, t.vocab_size());
   return t;
 }
 

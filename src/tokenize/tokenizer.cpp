@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/json.h"
+#include "base/files.h"
 #include "base/error.h"
 #include "tokenize/spm_tokenizer.h"
 #include "tokenize/utf8.h"
@@ -20,27 +22,17 @@ void check_seq2seq_header(const nlohmann::json& j, std::string_view where, const
   auto version = j.find("version");
   ATTO_CHECK(version != j.end() && version->is_number_integer() && *version == 1,
              "tokenizer {}: a {} tokenizer needs \"version\": 1, got {}", where, type,
-             version == j.end() ? "nothing" : version->dump());
+             version == j.end() ? "nothing" : json_util::excerpt(*version));
   nlohmann::json want = nlohmann::json::array();
   for (const char* s : kSpecialTokens) want.push_back(s);
   auto special = j.find("special_tokens");
   ATTO_CHECK(special != j.end() && *special == want,
-             "tokenizer {}: \"special_tokens\" must be {} for a seq2seq {} tokenizer, got {}", where, want.dump(), type,
-             special == j.end() ? "nothing" : special->dump());
+             "tokenizer {}: \"special_tokens\" must be {} for a seq2seq {} tokenizer, got {}", where, json_util::excerpt(want), type,
+             special == j.end() ? "nothing" : json_util::excerpt(*special));
 }
 
 std::string read_file_bytes(const std::string& path, std::string_view what) {
-  std::error_code ec;
-  ATTO_CHECK(std::filesystem::is_regular_file(path, ec),
-             "{} '{}' does not exist or is not a "
-             "file; check the path",
-             what, path);
-  std::ifstream in(path, std::ios::binary);
-  ATTO_CHECK(in.good(), "cannot open {} '{}': {}", what, path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ATTO_CHECK(!in.bad(), "error while reading {} '{}': {}", what, path, std::strerror(errno));
-  return std::move(ss).str();
+  return files::read(path, files::kTokenizerCap, what);
 }
 
 }  // namespace tokenizer_detail
@@ -109,7 +101,7 @@ CharSeqTokenizer CharSeqTokenizer::from_json(const nlohmann::json& j, std::strin
   ATTO_CHECK(!gpt,
              "tokenizer {}: this is a decoder-only (GPT) char tokenizer (special tokens "
              "{}); a seq2seq model needs [\"<pad>\", \"<bos>\", \"<eos>\", \"<unk>\"]",
-             where, special->dump());
+             where, json_util::excerpt(*special));
   tokenizer_detail::check_seq2seq_header(j, where, "char");
   nlohmann::json plain = j;  // CharTokenizer validates the rest ("type", "chars")
   plain["special_tokens"] = nlohmann::json::array();
@@ -173,12 +165,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const nlohmann::json& j, std::str
 
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& json_path) {
   const std::string text = tokenizer_detail::read_file_bytes(json_path, "tokenizer file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("tokenizer {}: not valid JSON: {}", json_path, e.what());
-  }
+  const nlohmann::json j = json_util::parse(text, fmt::format("tokenizer {}", json_path));
   const std::string dir = std::filesystem::path(json_path).parent_path().string();
   return load_tokenizer_json(j, json_path, dir.empty() ? "." : dir);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/error.h"
 #include "tokenize/utf8.h"
 
@@ -124,7 +125,7 @@ WordTokenizer WordTokenizer::from_json(const nlohmann::json& j, std::string_view
   ATTO_CHECK(type != j.end() && *type == "word",
              "tokenizer {}: \"type\" is {}, but this reader "
              "handles \"word\" tokenizers",
-             where, type == j.end() ? "missing" : type->dump());
+             where, type == j.end() ? "missing" : json_util::excerpt(*type));
   tokenizer_detail::check_seq2seq_header(j, where, "word");
   auto words = j.find("words");
   ATTO_CHECK(words != j.end() && words->is_array() && !words->empty(),
@@ -133,7 +134,7 @@ WordTokenizer WordTokenizer::from_json(const nlohmann::json& j, std::string_view
   list.reserve(words->size());
   for (size_t i = 0; i < words->size(); ++i) {
     const auto& w = (*words)[i];
-    ATTO_CHECK(w.is_string(), "tokenizer {}: words[{}] must be a string, got {}", where, i, w.dump());
+    ATTO_CHECK(w.is_string(), "tokenizer {}: words[{}] must be a string, got {}", where, i, json_util::excerpt(w));
     list.push_back(w.get<std::string>());
   }
   return from_words(std::move(list), where);
