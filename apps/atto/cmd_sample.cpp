@@ -1,4 +1,5 @@
 // atto sample: generate text from a trained GPT (batched, with the KV cache).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -18,6 +19,7 @@ namespace atto::cli {
 namespace {
 
 constexpr int64_t kStreamDefaultTokens = 500;
+constexpr int64_t kChunkTokens = int64_t{1} << 22;  // tokens a chunk of samples may hold (16 MiB of ids)
 
 struct SampleFlags {
   std::string model, prompt;
@@ -75,8 +77,14 @@ class SamplePrinter {
     if (f_.json) fmt::print("{{\"mode\":\"{}\",\"seed\":{},\"samples\":[", lines ? "lines" : "stream", f_.seed);
   }
 
-  void chunk(const gen::SampleChunk& c, const std::vector<std::string>& texts) {
+  // skip_first: the chunk's first sample was streamed already (stream_piece); only its separator
+  // is left to print.
+  void chunk(const gen::SampleChunk& c, const std::vector<std::string>& texts, bool skip_first = false) {
     for (size_t i = 0; i < texts.size(); ++i) {
+      if (i == 0 && skip_first) {
+        fmt::print("{}----------\n", streamed_ends_line_ ? "" : "\n");
+        continue;
+      }
       if (f_.json) {
         const nlohmann::json j{{"text", texts[i]},
                                {"prompt_ids", c.prompts[i]},
@@ -91,6 +99,16 @@ class SamplePrinter {
     }
     std::fflush(stdout);
   }
+
+  // Text of a stream-mode sample as it is generated (the first sample of each chunk: a long
+  // generation shows at once instead of after the whole chunk).
+  void stream_piece(std::string_view piece) {
+    if (piece.empty()) return;
+    fmt::print("{}", piece);
+    streamed_ends_line_ = piece.back() == '\n';
+    std::fflush(stdout);
+  }
+  void stream_start() { streamed_ends_line_ = true; }
 
   void finish(const NoveltyCounter* nov) {
     if (f_.json) {
@@ -112,11 +130,14 @@ class SamplePrinter {
  private:
   const SampleFlags& f_;
   bool lines_;
+  bool streamed_ends_line_ = true;  // the streamed text so far ends with a newline (or is empty)
 };
 
 int run_sample(const SampleFlags& f) {
   if (f.n < 1) throw UsageError(fmt::format("-n must be at least 1, got {}", f.n));
-  if (f.max_tokens < 0) throw UsageError(fmt::format("--max-tokens must be >= 0 (0 = default), got {}", f.max_tokens));
+  if (f.max_tokens < 0 || f.max_tokens > gen::kMaxNewTokens)
+    throw UsageError(fmt::format("--max-tokens must be in [0, {}] (0 = default), got {}", gen::kMaxNewTokens,
+                                 f.max_tokens));
   f.sampler.validate();
   kernels::set_num_threads(f.threads);
   kernels::Bf16WeightCache bf16;  // the weights do not change while sampling: packed once
@@ -142,14 +163,40 @@ int run_sample(const SampleFlags& f) {
   opt.sampler = f.sampler;
   std::optional<NoveltyCounter> nov;
   if (f.report) nov.emplace(lm, f.model);
+  // Memory: a chunk holds max_batch samples of up to max_new_tokens tokens each: at most
+  // kChunkTokens tokens together (the default lengths keep the chunks of 256, and their samples).
+  opt.max_batch = std::clamp<int64_t>(kChunkTokens / opt.max_new_tokens, 1, opt.max_batch);
   SamplePrinter printer(f, lines);
+  // Stream mode as plain text: each chunk's first sample is printed as its tokens come.
+  const bool stream = !lines && !f.json;
+  std::optional<gen::TextStream> live;  // the chunk's first sample, as sample 0 of a stream of one
+  const auto new_live = [&] {
+    live.emplace(*lm.tokenizer, 1, std::vector<std::string>{}, [&](int64_t, const std::string& piece, int32_t, bool) {
+      printer.stream_piece(piece);
+      return true;
+    });
+  };
+  if (stream) {
+    new_live();
+    opt.on_token = [&](int64_t i, int32_t t) {
+      if (i % opt.max_batch != 0) return true;
+      if (!live->started(0)) printer.stream_piece(ps.text);
+      return live->on_token(0, t);
+    };
+  }
   Rng rng(f.seed);
   gen::generate_chunks(*lm.model, ps, f.n, opt, rng, [&](const gen::SampleChunk& c) {
     std::vector<std::string> texts;
     for (const gen::Sample& s : c.samples) texts.push_back(ps.text + lm.tokenizer->decode(s.tokens));
     if (nov)
       for (const std::string& t : texts) nov->add(t);
-    printer.chunk(c, texts);
+    if (stream) {
+      if (!live->started(0)) printer.stream_piece(ps.text);
+      live->finish(0, c.samples[0]);
+      new_live();
+    }
+    printer.chunk(c, texts, stream);
+    printer.stream_start();
   });
   printer.finish(nov ? &*nov : nullptr);
   return 0;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/error.h"
 #include "commands.h"
 #include "data/text_file.h"
@@ -28,9 +29,8 @@ struct TranslateFlags {
 // no FIFO: read_user_file's checks); a pipe comes through standard input.
 std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> lines;
-  std::istringstream file;
-  if (!path.empty()) file.str(read_user_file(path, "--input"));
-  std::istream& in = path.empty() ? std::cin : file;
+  std::istringstream in(path.empty() ? files::read_stream(stdin, files::kStdinCap, "stdin")
+                                     : read_user_file(path, "--input"));
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     lines.push_back(line);

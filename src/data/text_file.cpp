@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "tokenize/utf8.h"
 
 namespace atto {
@@ -63,12 +64,7 @@ void check_user_file(const std::string& path, std::string_view role) {
 
 std::string read_user_file(const std::string& path, std::string_view role) {
   check_user_file(path, role);
-  std::ifstream in(path, std::ios::binary);
-  ATTO_CHECK(in.good(), "cannot open {} file '{}': {}", role, path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ATTO_CHECK(!in.bad(), "error while reading {} file '{}': {}", role, path, std::strerror(errno));
-  return std::move(ss).str();
+  return files::read(path, files::kTextCap, fmt::format("{} file", role));
 }
 
 TextFile read_text_file(const std::string& path) { return make_text_file(path, read_user_file(path, "data")); }

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace atto {
 
@@ -101,8 +102,8 @@ void TokenFileWriter::close() {
 }
 
 TokenFileReader::TokenFileReader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ATTO_CHECK(fd_ >= 0, "token file {}: cannot open it: {}", path, std::strerror(errno));
+  uint64_t size = 0;
+  fd_ = files::open_regular(path, "token file", 0, size);  // never a FIFO or a device
   auto bad = [&](const std::string& why) {
     ::close(fd_);
     fd_ = -1;

@@ -49,6 +49,10 @@
 
 namespace atto::gen {
 
+// The most tokens one sample may ask for (atto sample's --max-tokens, the C API's max_tokens):
+// a sample's tokens and text are kept until it ends, so this bounds their memory (~8 MB).
+inline constexpr int64_t kMaxNewTokens = 1'000'000;
+
 struct GenerateOptions {
   int64_t max_new_tokens = 100;  // sampled tokens per sequence at most (a stop token counts)
   int32_t stop_token = -1;       // ends a sequence when sampled; -1 = none
@@ -141,6 +145,7 @@ class TextStream {
   TextStream(const GptTokenizer& tok, int64_t n, const std::vector<std::string>& stops, OnPiece on_piece);
   bool on_token(int64_t i, int32_t t);      // false: sample i ends here (a stop string, or on_piece said so)
   void finish(int64_t i, const Sample& s);  // sample i's decoding ended: release the held-back text
+  bool started(int64_t i) const { return out_[static_cast<size_t>(i)].tokens > 0 || ended_[static_cast<size_t>(i)]; }
   std::vector<TextSample> take() { return std::move(out_); }
 
  private:
