@@ -1,11 +1,12 @@
 // atto serve: an OpenAI-compatible HTTP server for a trained GPT (docs/serve.md).
 #include <atomic>
 #include <csignal>
-#include <fstream>
 
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/files.h"
+#include "base/json.h"
 #include "commands.h"
 #include "run/run_config.h"
 #include "serve/server.h"
@@ -22,21 +23,31 @@ struct ServeFlags {
   serve::ServeOptions opt;
   std::string api_key_file;
   std::string precision = "fp32";
+  bool api_key_given = false;  // --api-key "" would serve without a key: refused
 };
 
+// The key: the first line of the file (a regular file of at most 64 KiB, read by files::read),
+// without its line end; refused when empty.
+std::string read_key_file(const std::string& path) {
+  const std::string text = files::read(path, files::kSecretCap, "--api-key-file");
+  std::string key = text.substr(0, text.find('\n'));
+  if (!key.empty() && key.back() == '\r') key.pop_back();
+  if (key.empty())
+    throw UsageError(text.empty() ? fmt::format("--api-key-file {}: the file is empty", path)
+                                  : fmt::format("--api-key-file {}: the first line is empty", path));
+  return key;
+}
+
 int run_serve(ServeFlags f) {
-  if (!f.api_key_file.empty()) {
-    std::ifstream in(f.api_key_file);
-    if (!in) throw UsageError(fmt::format("--api-key-file {}: cannot read it", f.api_key_file));
-    std::getline(in, f.opt.api_key);
-    if (f.opt.api_key.empty())
-      throw UsageError(fmt::format("--api-key-file {}: the first line is empty", f.api_key_file));
+  if (f.api_key_given && !f.api_key_file.empty()) throw UsageError("--api-key and --api-key-file: give one of them");
+  if (f.api_key_given && f.opt.api_key.empty())
+    throw UsageError("--api-key is empty: give a key, or leave out --api-key to serve without one");
+  if (!f.api_key_file.empty()) f.opt.api_key = read_key_file(f.api_key_file);
+  try {
+    serve::check_options(f.opt);  // the ranges of every option, before the model loads
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
-  if (f.opt.port < 0 || f.opt.port > 65535)
-    throw UsageError(fmt::format("--port must be in [0, 65535], got {}", f.opt.port));
-  if (f.opt.slots < 1) throw UsageError(fmt::format("--slots must be at least 1, got {}", f.opt.slots));
-  if (f.opt.max_tokens_cap < 1) throw UsageError("--max-tokens-cap must be at least 1");
-  if (f.opt.timeout_s < 1) throw UsageError("--timeout must be at least 1 second");
   f.opt.precision = parse_precision(f.precision);  // the engine checks that the CPU runs it
   g_stop = false;
   auto prev_term = std::signal(SIGTERM, on_stop_signal);
@@ -62,21 +73,26 @@ Command add_serve(CLI::App& root) {
   app->add_option("--model", o.model, "Run directory or GGUF file of a trained GPT")->required();
   app->add_option("--host", o.host, "Address to listen on (loopback by default)")->capture_default_str();
   app->add_option("--port", o.port, "Port; 0 = any free port (printed)")->capture_default_str();
-  app->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on every route but /health");
-  app->add_option("--api-key-file", f->api_key_file, "Read the API key from the first line of this file");
-  app->add_option("--slots", o.slots, "Requests decoded together (continuous batching); more wait in the queue")
+  app->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on every route but /health")
+      ->each([f](const std::string&) { f->api_key_given = true; });
+  app->add_option("--api-key-file", f->api_key_file,
+                  "Read the API key from the first line of this file (at most 64 KiB)");
+  app->add_option("--slots", o.slots, "Requests decoded together (continuous batching), 1-256; more wait in the queue")
       ->capture_default_str();
   app->add_option("--max-tokens-cap", o.max_tokens_cap, "The most tokens a request may ask for per choice")
       ->capture_default_str();
-  app->add_option("--timeout", o.timeout_s, "Socket read/write timeout, seconds")->capture_default_str();
+  app->add_option("--timeout", o.timeout_s, "Seconds a write may wait for a client that does not read; 1-3600")
+      ->capture_default_str();
   app->add_option("--threads", o.threads,
                   "The model's kernel threads; 0 = all cores but one (left for the HTTP threads)")
       ->capture_default_str();
   app->add_option("--precision", f->precision,
                   "fp32, or bf16: the GPT's matrix products on bf16 weights (AMX or AVX512_BF16), fp32 sums")
       ->capture_default_str();
-  app->add_option("--queue", o.queue_max, "Requests that may wait for the model; more get 503")->capture_default_str();
-  app->add_option("--body-limit", o.body_limit, "Largest request body in bytes; larger get 413")->capture_default_str();
+  app->add_option("--queue", o.queue_max, "Requests that may wait for the model, 0-1024; more get 503")
+      ->capture_default_str();
+  app->add_option("--body-limit", o.body_limit, "Largest request body in bytes (1 KiB-32 MiB); larger get 413")
+      ->capture_default_str();
   return {app, [f] { return run_serve(*f); }};
 }
 

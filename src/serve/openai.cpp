@@ -4,14 +4,23 @@
 
 #include <fmt/format.h>
 
+#include "base/json.h"
+
 namespace atto::serve {
 
 namespace {
 
 using json = nlohmann::json;
+using ::atto::json_util::excerpt;  // every value echoed into a message: at most 80 characters, escaped
 
 [[noreturn]] void bad(const std::string& param, const std::string& message) {
   throw RequestError(400, fmt::format("'{}': {}", param, message), param, "invalid_value");
+}
+
+[[noreturn]] void unknown_model(const json& m, const Limits& limits) {
+  throw RequestError(404,
+                     fmt::format("the model {} does not exist; this server serves '{}'", excerpt(m), limits.model_id),
+                     "model", "model_not_found");
 }
 
 const json* field(const json& body, const char* key) {
@@ -22,7 +31,7 @@ const json* field(const json& body, const char* key) {
 int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int64_t hi) {
   const json* v = field(body, key);
   if (!v) return def;
-  if (!v->is_number_integer()) bad(key, fmt::format("expected an integer, got {}", v->dump()));
+  if (!v->is_number_integer()) bad(key, fmt::format("expected an integer, got {}", excerpt(*v)));
   const int64_t x =
       v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
   if (x < lo || x > hi) bad(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
@@ -32,7 +41,7 @@ int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int6
 double number(const json& body, const char* key, double def, double lo, double hi) {
   const json* v = field(body, key);
   if (!v) return def;
-  if (!v->is_number()) bad(key, fmt::format("expected a number, got {}", v->dump()));
+  if (!v->is_number()) bad(key, fmt::format("expected a number, got {}", excerpt(*v)));
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi) bad(key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
   return x;
@@ -41,7 +50,7 @@ double number(const json& body, const char* key, double def, double lo, double h
 bool boolean(const json& body, const char* key, bool def) {
   const json* v = field(body, key);
   if (!v) return def;
-  if (!v->is_boolean()) bad(key, fmt::format("expected true or false, got {}", v->dump()));
+  if (!v->is_boolean()) bad(key, fmt::format("expected true or false, got {}", excerpt(*v)));
   return v->get<bool>();
 }
 
@@ -49,11 +58,11 @@ std::vector<std::string> strings(const json& body, const char* key, size_t max_c
   const json* v = field(body, key);
   if (!v) return {};
   if (v->is_string()) return {v->get<std::string>()};
-  if (!v->is_array()) bad(key, fmt::format("expected a string or a list of strings, got {}", v->dump()));
+  if (!v->is_array()) bad(key, fmt::format("expected a string or a list of strings, got {}", excerpt(*v)));
   if (v->size() > max_count) bad(key, fmt::format("at most {} entries, got {}", max_count, v->size()));
   std::vector<std::string> out;
   for (const json& s : *v) {
-    if (!s.is_string()) bad(key, fmt::format("expected strings, got {}", s.dump()));
+    if (!s.is_string()) bad(key, fmt::format("expected strings, got {}", excerpt(s)));
     out.push_back(s.get<std::string>());
   }
   return out;
@@ -80,11 +89,13 @@ std::string render_chat(const json& messages) {
   for (const json& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
         !m["content"].is_string())
-      throw RequestError(400, fmt::format("'messages': each message needs a string role and content, got {}", m.dump()),
+      throw RequestError(400,
+                         fmt::format("'messages': each message needs a string role and content, got {}", excerpt(m)),
                          "messages", "invalid_value");
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant")
-      throw RequestError(400, fmt::format("'messages': unknown role '{}' (system, user or assistant)", role),
+      throw RequestError(400,
+                         fmt::format("'messages': unknown role {} (system, user or assistant)", excerpt(m["role"])),
                          "messages", "invalid_value");
     out += (role == "system" ? "System: "
             : role == "user" ? "User: "
@@ -97,9 +108,7 @@ std::string render_chat(const json& messages) {
 Translation parse_translation(const json& body, const Limits& limits) {
   if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
   if (const json* m = field(body, "model"); m && (!m->is_string() || m->get<std::string>() != limits.model_id))
-    throw RequestError(404,
-                       fmt::format("the model {} does not exist; this server serves '{}'", m->dump(), limits.model_id),
-                       "model", "model_not_found");
+    unknown_model(*m, limits);
   Translation t;
   if (!field(body, "input")) bad("input", "required (a string or a list of strings)");
   t.sources = strings(body, "input", 256);
@@ -117,11 +126,7 @@ Completion parse_completion(const json& body, const Limits& limits, bool chat) {
   c.chat = chat;
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "expected a string");
-    if (m->get<std::string>() != limits.model_id)
-      throw RequestError(
-          404,
-          fmt::format("the model '{}' does not exist; this server serves '{}'", m->get<std::string>(), limits.model_id),
-          "model", "model_not_found");
+    if (m->get<std::string>() != limits.model_id) unknown_model(*m, limits);
   }
   if (chat) {
     if (!field(body, "messages")) bad("messages", "required");
@@ -144,7 +149,7 @@ Completion parse_completion(const json& body, const Limits& limits, bool chat) {
   c.sampler.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
   c.sampler.repetition_penalty = static_cast<float>(number(body, "repeat_penalty", 1.0, 0.01, 100.0));
   if (const json* s = field(body, "seed")) {
-    if (!s->is_number_integer()) bad("seed", fmt::format("expected an integer, got {}", s->dump()));
+    if (!s->is_number_integer()) bad("seed", fmt::format("expected an integer, got {}", excerpt(*s)));
     c.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
   }
   c.stop = strings(body, "stop", 4);

@@ -2,19 +2,20 @@
 
 #include <httplib.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <semaphore>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/json.h"
 #include "serve/engine.h"
+#include "serve/front.h"
 #include "tokenize/utf8.h"
 
 namespace atto::serve {
@@ -55,6 +56,9 @@ struct State {
   std::atomic<bool> ready{false};
   Metrics metrics;
   Limits limits;
+  // Bodies parsed at once: a parsed body takes up to ~30 times its bytes (a 1 MiB body of
+  // empty objects: ~30 MiB), and up to slots + queue + 4 threads may hold one.
+  std::counting_semaphore<4> parsing{4};
 };
 
 // JSON text; bytes that are not UTF-8 (a byte-level BPE token may be part of a character, and a
@@ -71,9 +75,31 @@ void send_error(State& s, httplib::Response& res, const RequestError& e) {
   send_json(res, e.status, error_body(e.status, e.what(), e.param, e.code));
 }
 
+// The key compared in time that does not depend on where the first difference is.
 bool authorized(const State& s, const httplib::Request& req) {
   if (s.opt.api_key.empty()) return true;
-  return req.get_header_value("Authorization") == "Bearer " + s.opt.api_key;
+  const std::string got = req.get_header_value("Authorization"), want = "Bearer " + s.opt.api_key;
+  unsigned char diff = got.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ (i < got.size() ? got[i] : 0));
+  return diff == 0;
+}
+
+// f(the parsed body), at most 4 at once (State::parsing); the body's JSON is freed before the
+// request waits for the model. A body that does not parse (syntax, nesting deeper than 64) is 400.
+template <class F>
+auto with_body(State& s, const httplib::Request& req, F&& f) {
+  s.parsing.acquire();
+  struct Release {
+    State& s;
+    ~Release() { s.parsing.release(); }
+  } release{s};
+  json body;
+  try {
+    body = ::atto::json_util::parse(req.body, "the request body");
+  } catch (const Error& e) {
+    throw RequestError(400, e.what(), "", "invalid_json");
+  }
+  return f(body);
 }
 
 json logprobs_json(const std::vector<TokenLogprob>& lps, bool chat) {
@@ -210,15 +236,9 @@ void stream_completion(State& s, httplib::Response& res, Completion c, std::vect
 }
 
 void handle_completion(State& s, const httplib::Request& req, httplib::Response& res, bool chat) {
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    throw RequestError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
-  }
   if (!s.engine)
     throw RequestError(400, "this model is an encoder-decoder (seq2seq): use POST /v1/translations", "", "wrong_route");
-  const Completion c = parse_completion(body, s.limits, chat);
+  const Completion c = with_body(s, req, [&](const json& body) { return parse_completion(body, s.limits, chat); });
   std::vector<PreparedPrompt> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(s.engine->prepare(p, chat ? "messages" : "prompt"));
   if (c.stream) return stream_completion(s, res, c, std::move(prompts));
@@ -250,13 +270,7 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
 void handle_translation(State& s, const httplib::Request& req, httplib::Response& res) {
   if (!s.translator)
     throw RequestError(400, "this model is a GPT: use /v1/completions or /v1/chat/completions", "", "wrong_route");
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {
-    throw RequestError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
-  }
-  const Translation t = parse_translation(body, s.limits);
+  const Translation t = with_body(s, req, [&](const json& body) { return parse_translation(body, s.limits); });
   QueueTicket ticket(s);
   const auto out = s.translator->translate(t.sources, t.decode);
   json data = json::array();
@@ -310,39 +324,18 @@ void add_routes(httplib::Server& srv, State& s) {
             res.set_content(s.metrics.text(s.engine.get()), "text/plain; version=0.0.4");
           }));
   // httplib's own errors (404 route, 413 body) as OpenAI JSON errors.
-  srv.set_error_handler([&s](const httplib::Request&, httplib::Response& res) {
+  // (httplib reads at most 8192 bytes of a form-urlencoded body, curl -d's default type.)
+  srv.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const std::string msg = res.status == 413   ? fmt::format("the request body exceeds {} bytes", s.opt.body_limit)
+    const bool form = req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded");
+    const std::string msg = res.status == 413 && form
+                                ? "a form-urlencoded body of more than 8192 bytes: send Content-Type: application/json"
+                            : res.status == 413 ? fmt::format("the request body exceeds {} bytes", s.opt.body_limit)
                             : res.status == 404 ? "no such route"
                                                 : fmt::format("HTTP error {}", res.status);
     s.metrics.errors++;
     send_json(res, res.status, error_body(res.status, msg));
   });
-}
-
-// Debian's httplib listens with a backlog of 5 (compiled into the library): a burst of new
-// connections (64 clients opening or reopening theirs at once) overflows it, and each dropped
-// handshake waits ~1 s for the client's retry. Linux lets listen() be called again on a
-// listening socket to change its backlog; the socket is the one bound to `port` here.
-void raise_listen_backlog(int port, int backlog) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    int fd = -1;
-    try {
-      fd = std::stoi(e.path().filename().string());
-    } catch (const std::exception&) {
-      continue;
-    }
-    int listening = 0;
-    socklen_t n = sizeof(listening);
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof(addr);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || !listening) continue;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    const int bound = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
-                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                                   : -1;
-    if (bound == port) ::listen(fd, backlog);
-  }
 }
 
 // --threads 0: every core but one. Each streamed token also costs an HTTP thread's JSON and
@@ -370,50 +363,66 @@ void load_model(State& s, const ServeOptions& opt) {
 
 }  // namespace
 
+void check_options(const ServeOptions& o) {
+  auto in = [](auto v, auto lo, auto hi) { return v >= lo && v <= hi; };
+  ATTO_CHECK(in(o.port, 0, 65535), "--port must be in [0, 65535], got {}", o.port);
+  ATTO_CHECK(in(o.slots, 1, kMaxSlots), "--slots must be in [1, {}], got {}", kMaxSlots, o.slots);
+  ATTO_CHECK(in(o.queue_max, 0, kMaxQueue), "--queue must be in [0, {}], got {}", kMaxQueue, o.queue_max);
+  ATTO_CHECK(in(o.threads, 0, kMaxThreads), "--threads must be in [0, {}] (0 = all cores but one), got {}", kMaxThreads,
+             o.threads);
+  ATTO_CHECK(in(o.max_tokens_cap, 1, kMaxTokensCap), "--max-tokens-cap must be in [1, {}], got {}", kMaxTokensCap,
+             o.max_tokens_cap);
+  ATTO_CHECK(in(o.timeout_s, 1, 3600), "--timeout must be in [1, 3600] seconds, got {}", o.timeout_s);
+  ATTO_CHECK(in(o.body_limit, size_t{1024}, kMaxBodyLimit), "--body-limit must be in [1024, {}] bytes, got {}",
+             kMaxBodyLimit, o.body_limit);
+  ATTO_CHECK(in(o.request_deadline_s, 1, 600), "the request deadline must be in [1, 600] seconds, got {}",
+             o.request_deadline_s);
+  ATTO_CHECK(in(o.max_connections, 16, 65536), "the connection cap must be in [16, 65536], got {}", o.max_connections);
+  ATTO_CHECK(o.api_key.size() <= 4096, "--api-key: at most 4096 characters, got {}", o.api_key.size());
+  for (char c : o.api_key)
+    ATTO_CHECK(c > ' ' && c < 127,
+               "--api-key: only printable ASCII without spaces may be in a key (it is sent in an "
+               "HTTP header), got {}",
+               ::atto::json_util::printable(o.api_key, 40));
+}
+
+namespace {
+
+// The front's limits for these options: a thread for every slot, every waiting request and 4
+// more (503s, /metrics); at least 64 connections beyond those threads. More connections than the
+// process may open files: its soft limit is raised to its hard one.
+FrontLimits front_limits(const ServeOptions& o) {
+  FrontLimits L;
+  L.workers = o.slots + static_cast<int>(o.queue_max) + 4;
+  L.max_connections = std::max(o.max_connections, L.workers + 64);
+  L.request_deadline_s = o.request_deadline_s;
+  L.body_limit = o.body_limit;
+  L.write_timeout_s = o.timeout_s;
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+  return L;
+}
+
+}  // namespace
+
 int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
                const std::function<void(const std::string& url)>& on_ready) {
+  check_options(opt);
   State s{opt, nullptr, nullptr, {}, {}, {}};
-  httplib::Server srv;
-  // A thread per connection being served: a streamed request holds its thread while it waits for
-  // tokens, so the pool has room for every slot, every waiting request and a few more (/health,
-  // /metrics, and requests to turn away with 503).
-  const auto pool = static_cast<size_t>(std::max(1, opt.slots)) + static_cast<size_t>(opt.queue_max) + 4;
-  srv.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
-  srv.set_payload_max_length(opt.body_limit);
-  srv.set_tcp_nodelay(true);  // each streamed token goes out at once (Nagle held small writes ~40 ms)
-  // httplib closes a keep-alive connection after 5 requests by default; 64 clients reconnecting
-  // at once then overflow its listen backlog (5, compiled into Debian's library) and wait ~1 s
-  // for a SYN retry. Keep connections for many requests instead.
+  Router srv;
+  // Only what httplib writes into its answers: connections are read and kept by the front.
+  const FrontLimits limits = front_limits(opt);
+  srv.set_keep_alive_timeout(limits.idle_s);
   srv.set_keep_alive_max_count(100000);
-  srv.set_read_timeout(opt.timeout_s, 0);
-  srv.set_write_timeout(opt.timeout_s, 0);
+  srv.set_payload_max_length(opt.body_limit);
   add_routes(srv, s);
-  const int port =
-      opt.port == 0 ? srv.bind_to_any_port(opt.host) : (srv.bind_to_port(opt.host, opt.port) ? opt.port : -1);
-  ATTO_CHECK(port > 0, "atto serve: cannot listen on {}:{} (in use, or not an address of this machine)", opt.host,
-             opt.port);
-  raise_listen_backlog(port, 1024);
-  std::atomic<bool> listening_done{false};
-  std::thread listener([&] {
-    srv.listen_after_bind();
-    listening_done = true;
-  });
-  // httplib's stop() does nothing until listen has started its loop: one called in that window
-  // was lost, and the join below waited forever (a model that failed to load right after the
-  // bind hung `atto serve`, deaf to SIGTERM). Stop until the listener has returned.
-  auto stop_listener = [&] {
-    while (!listening_done) {
-      srv.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    listener.join();
-  };
-  try {
-    load_model(s, opt);
-  } catch (...) {
-    stop_listener();
-    throw;
-  }
+  Front front(srv, limits);
+  const int port = front.bind(opt.host, opt.port);
+  front.start();       // /health answers 503 "loading" while the model loads
+  load_model(s, opt);  // on an error, ~Front stops the front
   s.limits = {.max_tokens_cap = opt.max_tokens_cap,
               .default_max_tokens = 16,
               .max_n = 16,
@@ -421,7 +430,7 @@ int run_server(const ServeOptions& opt, const std::atomic<bool>& stop,
   s.ready = true;
   on_ready(fmt::format("http://{}:{}", opt.host, port));
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  stop_listener();  // stops accepting; the pool's threads finish their requests before listen returns
+  front.stop();  // stops accepting; the threads finish their requests first
   return 0;
 }
 
