@@ -495,11 +495,13 @@ void Front::start() {
   ATTO_CHECK(loop_->wake_fd >= 0, "atto serve: eventfd: {}", std::strerror(errno));
   loop_->health.start(limits_.health_workers, "health checks");
   loop_->workers.start(limits_.workers, "requests");
+  router_.serving(listen_fd_);
   loop_->thread = std::thread([this] { loop_->run(); });
 }
 
 void Front::stop() {
   if (loop_) close_loop();
+  router_.serving(-1);
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;
 }

@@ -44,11 +44,14 @@ struct FrontLimits {
 };
 
 // httplib's routing, run on a stream we give it (process_request is protected in httplib).
+// httplib ends a streamed answer early when its own listening socket is closed (it never opens
+// one here): serving(fd) makes it see ours.
 class Router : public httplib::Server {
  public:
   bool serve(httplib::Stream& strm, bool close_connection, bool& connection_closed) {
     return process_request(strm, close_connection, connection_closed, nullptr);
   }
+  void serving(int listen_fd) { svr_sock_ = listen_fd; }
 };
 
 // How much of `buf` is one whole request: incomplete (wait for more), complete (`length` bytes),

@@ -260,6 +260,10 @@ def main():
           f"/health under load: {monitor.count} checks, slowest {monitor.worst:.2f} s, bad {monitor.bad[:5]}")
     status, reply = post("/v1/completions", {"prompt": "ma", "max_tokens": 4, "seed": 1})
     check(status == 200 and "choices" in json.loads(reply or b"{}"), f"a normal completion: {status} {reply[:200]!r}")
+    body = json.dumps({"prompt": "", "max_tokens": 8, "seed": 2, "stream": True}).encode()
+    status, reply = exchange(b"POST /v1/completions HTTP/1.1\r\nAuthorization: Bearer " + KEY.encode() +
+                             b"\r\nConnection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    check(status == 200 and b"data: [DONE]" in reply, f"a normal streamed completion: {status} {reply[-200:]!r}")
     print(f"health: {monitor.count} checks, slowest {monitor.worst * 1000:.0f} ms; "
           f"VmRSS {rss0 // 1024} -> {rss_mid // 1024} -> {rss1 // 1024} MiB", flush=True)
     print(f"RSS_KIB {max(rss0, rss_mid, rss1)}")
