@@ -535,7 +535,14 @@ atto_status atto_train(const atto_train_params* params, atto_train_result* resul
         if (!p.on_progress(&c, p.user)) stop = true;
       };
     }
-    if (p.n_threads > 0) cfg.train.threads = p.n_threads;  // config.json records it, as --threads does
+    if (p.n_threads < 0)
+      fail_with(ATTO_ERR_INVALID_ARGUMENT,
+                fmt::format("n_threads must be >= 0 (0 = the config's \"threads\"), got {}", p.n_threads));
+    if (p.n_threads > 0) {  // config.json records it, as --threads does
+      cfg.train.threads = p.n_threads;
+      cfg.train.origin["threads"] = "n_threads";  // validation names it
+    }
+    cfg.train.validate();  // before the threads are made
     kernels::ThreadScope threads(cfg.train.threads);
     const TrainResult r = train_gpt(cfg, o);
     if (result) {

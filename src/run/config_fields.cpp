@@ -9,6 +9,7 @@
 
 #include "base/duration.h"
 #include "base/error.h"
+#include "base/json.h"
 
 namespace atto {
 
@@ -70,10 +71,13 @@ Binding value(Ref ref) {
         ATTO_CHECK(v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
                                           : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
                                                 v.get<int64_t>() <= std::numeric_limits<T>::max(),
-                   "{} is out of range", v.dump());
+                   "{} is out of range", json_util::excerpt(v));
       }
     } else if constexpr (std::is_floating_point_v<T>) {
       ATTO_CHECK(v.is_number(), "expected a number");
+      const auto d = v.get<double>();  // a JSON number is finite; the member's type may not hold it
+      ATTO_CHECK(std::isfinite(static_cast<T>(d)), "out of the range of a {}-bit float", 8 * sizeof(T));
+      ATTO_CHECK(d == 0.0 || static_cast<T>(d) != 0, "too small for a {}-bit float (it would be 0)", 8 * sizeof(T));
     } else {
       ATTO_CHECK(v.is_string(), "expected a string");
     }
@@ -355,14 +359,17 @@ const ConfigField* find_field(Section s, const std::string& key, Task task) {
   return nullptr;
 }
 
+// Sets the field from a config file's value; a train key remembers the file, so that validation
+// names the file and the key, not a flag that was never given.
 void set_from_json(const ConfigField& f, RunConfig& cfg, const json& v, const std::string& source) {
   try {
     f.set(cfg, v);
   } catch (const json::exception& e) {
-    fail("{}: key '{}' = {}: {}", source, f.key, v.dump(), e.what());
+    fail("{}: key '{}' = {}: {}", source, f.key, json_util::excerpt(v), e.what());
   } catch (const Error& e) {
-    fail("{}: key '{}' = {}: {}", source, f.key, v.dump(), e.what());
+    fail("{}: key '{}' = {}: {}", source, f.key, json_util::excerpt(v), e.what());
   }
+  if (f.section == Section::Train) cfg.train.origin[f.key] = fmt::format("{}: key '{}'", source, f.key);
 }
 
 // A flag's text as the JSON value the field's `set` takes.
@@ -477,6 +484,7 @@ void apply_flags(RunConfig& cfg, bool resume,
     } catch (const Error& e) {
       throw UsageError(fmt::format("{} {}: {}", name, *text, e.what()));
     }
+    if (f.section == Section::Train) cfg.train.origin.erase(f.key);  // validation names the flag
     if (own && f.flag_also) f.flag_also(cfg);
   }
 }
@@ -497,12 +505,12 @@ nlohmann::json to_json(const RunConfig& cfg) {
 void apply_config_json(RunConfig& cfg, const nlohmann::json& j, const std::string& source) {
   ATTO_CHECK(j.is_object(), "{}: expected a JSON object at the top level", source);
   if (j.contains("task")) {
-    ATTO_CHECK(j["task"].is_string(), "{}: task {} is not gpt or seq2seq", source, j["task"].dump());
+    ATTO_CHECK(j["task"].is_string(), "{}: task {} is not gpt or seq2seq", source, json_util::excerpt(j["task"]));
     Task task;
     try {
       task = parse_task(j["task"].get<std::string>());
     } catch (const Error& e) {
-      fail("{}: task {}: {}", source, j["task"].dump(), e.what());
+      fail("{}: task {}: {}", source, json_util::excerpt(j["task"]), e.what());
     }
     if (task != cfg.task) {  // switch to that task's defaults before applying the keys
       cfg.task = task;
@@ -512,22 +520,23 @@ void apply_config_json(RunConfig& cfg, const nlohmann::json& j, const std::strin
   // One key: in its section, or (a flat key) the first section that has it.
   auto apply_key = [&](const std::string& key, const json& v, std::optional<Section> in) {
     if (key == "type" && in == Section::Model) {
-      ATTO_CHECK(v == to_string(cfg.task), "{}: model type {} does not match the task '{}'", source, v.dump(),
-                 to_string(cfg.task));
+      ATTO_CHECK(v == to_string(cfg.task), "{}: model type {} does not match the task '{}'", source,
+                 json_util::excerpt(v), to_string(cfg.task));
       return;
     }
     for (Section s : {Section::Model, Section::Data, Section::Train}) {
       if (in && *in != s) continue;
       if (const ConfigField* f = find_field(s, key, cfg.task)) return set_from_json(*f, cfg, v, source);
     }
-    fail("{}: unknown key '{}'{}", source, key, in ? fmt::format(" in section '{}'", to_string(*in)) : "");
+    fail("{}: unknown key {}{}", source, json_util::printable(key),
+         in ? fmt::format(" in section '{}'", to_string(*in)) : "");
   };
   for (const auto& [key, v] : j.items()) {
     if (key == "task") continue;  // handled above
     if (key == "format_version") {
       ATTO_CHECK(v.is_number_integer() && v.get<int>() >= 1 && v.get<int>() <= kRunFormatVersion,
-                 "{}: format_version {} is not supported by this atto (it reads up to {})", source, v.dump(),
-                 kRunFormatVersion);
+                 "{}: format_version {} is not supported by this atto (it reads up to {})", source,
+                 json_util::excerpt(v), kRunFormatVersion);
     } else if (key == "model" || key == "train" || (key == "data" && v.is_object())) {
       ATTO_CHECK(v.is_object(), "{}: section '{}' must be an object", source, key);
       const Section s = key == "model" ? Section::Model : key == "data" ? Section::Data : Section::Train;

@@ -1,8 +1,10 @@
 #include "run/run_config.h"
 
 #include <cmath>
+#include <map>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "base/hash.h"
 
 namespace atto {
@@ -54,42 +56,65 @@ std::string fingerprint_bytes(std::string_view bytes) {
 // ============================================================================================
 // Validation
 // ============================================================================================
-void TrainConfig::validate() const {
-  ATTO_CHECK(steps >= 1 || steps == kAutoInt, "--steps must be at least 1 (0 = auto), got {}", steps);
-  ATTO_CHECK(std::isfinite(time_budget) && time_budget >= 0.0, "--time must be a positive duration, got {} s",
-             time_budget);
-  ATTO_CHECK(decay_steps >= 0, "--decay-steps must be >= 0 (0 = --steps), got {}", decay_steps);
-  ATTO_CHECK(batch_size >= 1 || batch_size == kAutoInt, "--batch-size must be at least 1 (0 = auto), got {}",
-             batch_size);
-  ATTO_CHECK(grad_accum >= 1, "--grad-accum must be at least 1, got {}", grad_accum);
-  ATTO_CHECK(std::isfinite(lr) && lr >= 0.0f, "--lr must be a positive finite number (0 = auto), got {}", lr);
+std::string TrainConfig::name_of(const char* key, const char* flag) const {
+  auto it = origin.find(key);
+  return it == origin.end() ? std::string(flag) : it->second;
+}
+
+// The run's length, batch and schedule.
+void TrainConfig::validate_schedule() const {
+  auto n = [this](const char* key, const char* flag) { return name_of(key, flag); };
+  ATTO_CHECK(steps >= 1 || steps == kAutoInt, "{} must be at least 1 (0 = auto), got {}", n("steps", "--steps"), steps);
+  ATTO_CHECK(std::isfinite(time_budget) && time_budget >= 0.0, "{} must be a positive duration, got {} s",
+             n("time_budget_s", "--time"), time_budget);
+  ATTO_CHECK(decay_steps >= 0, "{} must be >= 0 (0 = --steps), got {}", n("decay_steps", "--decay-steps"), decay_steps);
+  ATTO_CHECK(batch_size >= 1 || batch_size == kAutoInt, "{} must be at least 1 (0 = auto), got {}",
+             n("batch_size", "--batch-size"), batch_size);
+  ATTO_CHECK(grad_accum >= 1, "{} must be at least 1, got {}", n("grad_accum", "--grad-accum"), grad_accum);
+  ATTO_CHECK(std::isfinite(lr) && lr >= 0.0f, "{} must be a positive finite number (0 = auto), got {}", n("lr", "--lr"),
+             lr);
   ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && (lr == kAutoLr || min_lr <= lr),
-             "--min-lr must be finite and in [0, --lr = {}], got {}", lr, min_lr);
-  ATTO_CHECK(warmup >= 0 || warmup == kAutoWarmup, "--warmup must be >= 0 (-1 = auto), got {}", warmup);
-  ATTO_CHECK(std::isfinite(weight_decay) && (weight_decay >= 0.0f || weight_decay == kAutoWeightDecay),
-             "--weight-decay must be >= 0 (-1 = auto), got {}", weight_decay);
-  ATTO_CHECK(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
-             "--beta1 and --beta2 must be in [0, 1), got {} and {}", beta1, beta2);
-  ATTO_CHECK(eps > 0.0f, "--eps must be positive, got {}", eps);
-  ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "--grad-clip must be >= 0 (0 = off), got {}", grad_clip);
-  ATTO_CHECK(threads >= 0 && threads <= 4096, "--threads must be in [0, 4096] (0 = all cores), got {}", threads);
-  ATTO_CHECK(shards >= 0, "--shards must be >= 0 (0 = auto), got {}", shards);
-  ATTO_CHECK(eval_every >= 1, "--eval-every must be at least 1, got {}", eval_every);
-  ATTO_CHECK(eval_batches >= 0, "--eval-batches must be >= 0 (0 = whole split), got {}", eval_batches);
-  ATTO_CHECK(early_stop >= 0, "--early-stop must be >= 0 (0 = off), got {}", early_stop);
-  ATTO_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
-  ATTO_CHECK(max_bad_steps >= 1, "--max-bad-steps must be at least 1, got {}", max_bad_steps);
-  ATTO_CHECK(std::isfinite(momentum) && momentum >= 0.0f && momentum < 1.0f, "--momentum must be in [0, 1), got {}",
-             momentum);
-  ATTO_CHECK(!nesterov || momentum > 0.0f, "--nesterov needs --momentum > 0");
-  ATTO_CHECK(optimizer == optim::OptimizerKind::SGD || (momentum == 0.0f && !nesterov),
-             "--momentum and --nesterov are SGD's: pass --optimizer sgd (got --optimizer {})",
-             optim::to_string(optimizer));
-  ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "--label-smoothing must be in [0, 1), got {}",
-             label_smoothing);
+             "{} must be finite and in [0, lr = {}], got {}", n("min_lr", "--min-lr"), lr, min_lr);
+  ATTO_CHECK(warmup >= 0 || warmup == kAutoWarmup, "{} must be >= 0 (-1 = auto), got {}", n("warmup", "--warmup"),
+             warmup);
+  ATTO_CHECK(eval_every >= 1, "{} must be at least 1, got {}", n("eval_every", "--eval-every"), eval_every);
+  ATTO_CHECK(eval_batches >= 0, "{} must be >= 0 (0 = whole split), got {}", n("eval_batches", "--eval-batches"),
+             eval_batches);
+  ATTO_CHECK(early_stop >= 0, "{} must be >= 0 (0 = off), got {}", n("early_stop", "--early-stop"), early_stop);
+  ATTO_CHECK(log_every >= 1, "{} must be at least 1, got {}", n("log_every", "--log-every"), log_every);
+  ATTO_CHECK(max_bad_steps >= 1, "{} must be at least 1, got {}", n("max_bad_steps", "--max-bad-steps"), max_bad_steps);
   ATTO_CHECK(batch_tokens >= 0 || batch_tokens == kAutoBatchTokens,
-             "--batch-tokens must be >= 0 (0 = --batch-size sentences, -1 = auto), got {}", batch_tokens);
-  ATTO_CHECK(eval_bleu >= -1, "--eval-bleu must be >= -1 (-1 = all, 0 = none), got {}", eval_bleu);
+             "{} must be >= 0 (0 = --batch-size sentences, -1 = auto), got {}", n("batch_tokens", "--batch-tokens"),
+             batch_tokens);
+  ATTO_CHECK(eval_bleu >= -1, "{} must be >= -1 (-1 = all, 0 = none), got {}", n("eval_bleu", "--eval-bleu"),
+             eval_bleu);
+}
+
+// The optimizer and the machine.
+void TrainConfig::validate_optimizer() const {
+  auto n = [this](const char* key, const char* flag) { return name_of(key, flag); };
+  ATTO_CHECK(std::isfinite(weight_decay) && (weight_decay >= 0.0f || weight_decay == kAutoWeightDecay),
+             "{} must be >= 0 (-1 = auto), got {}", n("weight_decay", "--weight-decay"), weight_decay);
+  ATTO_CHECK(beta1 >= 0.0f && beta1 < 1.0f, "{} must be in [0, 1), got {}", n("beta1", "--beta1"), beta1);
+  ATTO_CHECK(beta2 >= 0.0f && beta2 < 1.0f, "{} must be in [0, 1), got {}", n("beta2", "--beta2"), beta2);
+  ATTO_CHECK(std::isfinite(eps) && eps > 0.0f, "{} must be positive and finite, got {}", n("eps", "--eps"), eps);
+  ATTO_CHECK(std::isfinite(grad_clip) && grad_clip >= 0.0f, "{} must be >= 0 (0 = off), got {}",
+             n("grad_clip", "--grad-clip"), grad_clip);
+  check_threads(threads, n("threads", "--threads"));
+  ATTO_CHECK(shards >= 0, "{} must be >= 0 (0 = auto), got {}", n("shards", "--shards"), shards);
+  ATTO_CHECK(std::isfinite(momentum) && momentum >= 0.0f && momentum < 1.0f, "{} must be in [0, 1), got {}",
+             n("momentum", "--momentum"), momentum);
+  ATTO_CHECK(!nesterov || momentum > 0.0f, "{} needs {} > 0", n("nesterov", "--nesterov"), n("momentum", "--momentum"));
+  ATTO_CHECK(optimizer == optim::OptimizerKind::SGD || (momentum == 0.0f && !nesterov),
+             "{} and {} are SGD's: pass {} sgd (got {})", n("momentum", "--momentum"), n("nesterov", "--nesterov"),
+             n("optimizer", "--optimizer"), optim::to_string(optimizer));
+  ATTO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "{} must be in [0, 1), got {}",
+             n("label_smoothing", "--label-smoothing"), label_smoothing);
+}
+
+void TrainConfig::validate() const {
+  validate_schedule();
+  validate_optimizer();
   if (steps != kAutoInt && lr != kAutoLr && warmup != kAutoWarmup) lr_schedule().validate();
 }
 

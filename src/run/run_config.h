@@ -98,8 +98,18 @@ struct TrainConfig {
   int64_t eval_bleu = 0;          // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
   BestBy best_by = BestBy::Loss;  // which evaluation keeps the best checkpoint
 
-  void validate() const;                  // atto::Error naming the flag and the value (auto values pass)
+  // Where a value came from, for messages: key -> "FILE: key 'eps'" for a value read from a config
+  // file (or the C API's config_json). A key not listed was set by its flag or is the default:
+  // messages name the flag. Not part of config.json.
+  std::map<std::string, std::string> origin;
+
+  void validate() const;  // atto::Error naming the value's origin (the flag, or the file and key) and the value
   optim::LrSchedule lr_schedule() const;  // needs steps, lr and warmup resolved
+  std::string name_of(const char* key, const char* flag) const;  // origin[key], else the flag
+
+ private:
+  void validate_schedule() const;
+  void validate_optimizer() const;
 };
 
 struct RunConfig {

@@ -93,6 +93,20 @@ void set_warmup(TrainConfig& t, std::vector<std::string>& why) {
   why.push_back(fmt::format("warmup {} steps: min(100, steps / 10)", t.warmup));
 }
 
+// AdamW's decoupled decay: lines mode's many passes over short samples take more (names.txt:
+// 1.9150 and 1.9140 at 0.3 against 1.9230 and 1.9188 at 0.1, seeds 1337 and 2). SGD and Adam
+// add the decay to the gradient (L2), where PyTorch's default is none.
+void set_gpt_weight_decay(TrainConfig& t, bool tiny, bool lines, std::vector<std::string>& why) {
+  if (t.weight_decay != kAutoWeightDecay) return;
+  const bool adamw = t.optimizer == optim::OptimizerKind::AdamW;
+  t.weight_decay = !adamw ? 0.0f : lines && !tiny ? 0.3f : 0.1f;
+  why.push_back(fmt::format(
+      "weight decay {:g}: {}", t.weight_decay,
+      !adamw           ? "L2 through the gradient is off by default for " + std::string(optim::to_string(t.optimizer))
+      : lines && !tiny ? std::string("lines mode goes over short samples many times")
+                       : std::string("AdamW's usual decay")));
+}
+
 }  // namespace
 
 const std::vector<std::string>& gpt_sizes() {
@@ -119,21 +133,26 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
     why.push_back(fmt::format("d_model {}, {} layers, {} heads", m.d_model, m.n_layers, m.n_heads));
   }
   if (m.block_size == kAutoInt) {
-    m.block_size = lines ? f.min_block : std::min(r.stream_block, f.max_block);
+    // At least 1: a stream too short for any block (max_block <= 0) is then refused by the
+    // dataset's check_block_size, which names the file.
+    m.block_size = std::max<int64_t>(1, lines ? f.min_block : std::min(r.stream_block, f.max_block));
     why.push_back(lines ? fmt::format("block {}: the longest line + 1", m.block_size)
                         : fmt::format("block {}: size {}'s context{}", m.block_size, r.name,
                                       m.block_size < r.stream_block ? ", cut to what the data allows" : ""));
   }
+  // The sizes below divide by the block: a given --block-size is validated only after this (it
+  // may be 0 or negative here), so they use a block of at least 1.
+  const int64_t block = std::max<int64_t>(1, m.block_size);
   if (t.batch_size == kAutoInt) {
-    t.batch_size =
-        lines ? (tiny ? kTinyLinesBatch : kLinesBatch) : std::max<int64_t>(1, kStreamBatchTokens / m.block_size);
+    t.batch_size = lines ? (tiny ? kTinyLinesBatch : kLinesBatch) : std::max<int64_t>(1, kStreamBatchTokens / block);
     why.push_back(
         lines ? fmt::format("batch {} lines", t.batch_size)
               : fmt::format("batch {} sequences ({} tokens a step)", t.batch_size, t.batch_size * m.block_size));
   }
   if (t.steps == kAutoInt && t.time_budget == 0.0) {
     const int64_t budget = lines ? r.lines_budget : r.stream_budget;
-    t.steps = round_steps(static_cast<double>(budget) / static_cast<double>(t.batch_size * m.block_size));
+    t.steps = round_steps(static_cast<double>(budget) / (static_cast<double>(std::max<int64_t>(1, t.batch_size)) *
+                                                         static_cast<double>(block)));
     why.push_back(fmt::format("{} steps: size {}'s budget of {} tokens / {} tokens a step", t.steps, r.name,
                               count(budget), t.batch_size * m.block_size));
   }
@@ -152,18 +171,7 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
                               : lines ? "lines mode goes over short samples many times"
                                       : "stream mode"));
   }
-  if (t.weight_decay == kAutoWeightDecay) {
-    // AdamW's decoupled decay: lines mode's many passes over short samples take more (names.txt:
-    // 1.9150 and 1.9140 at 0.3 against 1.9230 and 1.9188 at 0.1, seeds 1337 and 2). SGD and Adam
-    // add the decay to the gradient (L2), where PyTorch's default is none.
-    const bool adamw = t.optimizer == optim::OptimizerKind::AdamW;
-    t.weight_decay = !adamw ? 0.0f : lines && !tiny ? 0.3f : 0.1f;
-    why.push_back(fmt::format(
-        "weight decay {:g}: {}", t.weight_decay,
-        !adamw           ? "L2 through the gradient is off by default for " + std::string(optim::to_string(t.optimizer))
-        : lines && !tiny ? std::string("lines mode goes over short samples many times")
-                         : std::string("AdamW's usual decay")));
-  }
+  set_gpt_weight_decay(t, tiny, lines, why);
   return why;
 }
 

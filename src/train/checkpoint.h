@@ -27,8 +27,24 @@ struct TrainState {
 
 void save_train_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt,
                       const TrainState& st);
-// Restores model weights, optimizer state and TrainState. Throws atto::Error, naming the file,
-// when anything is missing or malformed.
+// The TrainState in a train_state file's metadata, read strictly (the one reader of it): exactly
+// the keys atto writes; atto_format_version in [1, kRunFormatVersion]; every number parsed whole
+// as atto writes it (decimal, no '+', no leading zeros, a sign only where negatives belong) and
+// in range (step, skipped_steps >= 0; best_step in [-1, step]; evals_without_improvement in
+// [0, step]; best_val_loss finite; elapsed_seconds finite and >= 0); each RNG state exactly 4
+// unsigned words separated by single spaces, nothing after, not all zero. atto::Error names the
+// file, the key and the value.
+TrainState parse_train_state(const io::SafetensorsFile& f);
+// Restores model weights, optimizer state and TrainState (parse_train_state), after checking that
+// every tensor is finite (Adam's second moments also non-negative) and that the optimizer's step
+// count is the state's step. Throws atto::Error, naming the file (and the tensor or key), when
+// anything is missing or malformed; a missing file says that the run never saved a step.
 TrainState load_train_state(const std::string& path, nn::Module& model, optim::Optimizer& opt);
+// model.safetensors of a run being resumed (the best weights): present when the state names a best
+// step, holding exactly this model's tensors with its shapes, every value finite.
+void check_best_weights(const std::string& path, const TrainState& st, const nn::Module& model);
+// The state belongs to the run config.json describes: its step is not beyond the planned steps.
+void check_state_fits_run(const TrainState& st, const std::string& state_path, int64_t planned_steps,
+                          const std::string& config_path);
 
 }  // namespace atto

@@ -10,8 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "base/error.h"
+#include "base/files.h"
+#include "base/json.h"
 #include "io/file.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -64,10 +67,17 @@ void build_task(Session& s, bool resume) {
 void check_out_dir(const std::string& dir, bool force) {
   if (!fs::exists(dir)) return;
   ATTO_CHECK(fs::is_directory(dir), "--out {} exists and is not a directory", dir);
-  ATTO_CHECK(force || !looks_like_run(dir),
-             "--out {} already holds a run: continue it with `atto train --resume {}`, choose another --out, or "
-             "pass --force to overwrite it",
+  if (force || !looks_like_run(dir)) return;
+  // A run stopped before its first evaluation has files but no state to continue from.
+  ATTO_CHECK(fs::exists(run_path(dir, "train_state.safetensors")),
+             "--out {} holds a run that never saved a step (there is no train_state.safetensors: a run saves at each "
+             "evaluation), so it cannot be resumed: pass --force to start again into that folder, or remove it "
+             "(rm -r {})",
              dir, dir);
+  fail(
+      "--out {} already holds a run: continue it with `atto train --resume {}`, choose another --out, or pass "
+      "--force to overwrite it",
+      dir, dir);
 }
 
 void start_new(Session& s, const TrainerOptions& o) {
@@ -87,20 +97,36 @@ void start_new(Session& s, const TrainerOptions& o) {
   fs::remove(run_path(s.dir, "train_state.safetensors"));
 }
 
-// Drops metrics.jsonl lines logged after `step` (written after the last saved state).
-void truncate_metrics(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step)
-      continue;
-    kept += line + "\n";
-  }
-  io::write_file_atomic(path, kept);
+// metrics.jsonl of a run, whole ("" when there is none), by the file rule of base/files.h: a
+// regular file (not a FIFO, a device or a directory) of at most files::kMetricsCap bytes.
+std::string read_run_metrics(const std::string& path) {
+  if (fs::symlink_status(path).type() == fs::file_type::not_found) return "";
+  return files::read(path, files::kMetricsCap, "metrics.jsonl");
 }
 
+// The metrics lines up to `step` (later ones were logged after the last saved state); lines
+// that are not records are kept as they are.
+std::string metrics_up_to(const std::string& text, int64_t step) {
+  std::string kept;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    const nlohmann::json j = json_util::parse_or_discard(line);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step)
+      continue;
+    kept.append(line) += '\n';
+  }
+  return kept;
+}
+
+// Everything of the run directory is read and checked before anything in it changes: config.json
+// (the planned steps), train_state.safetensors (strictly: train/checkpoint.h), model.safetensors
+// (the best weights: this model's tensors, finite) and metrics.jsonl (readable, bounded). Then
+// stale temporary files of killed saves go, config.json takes the new values and metrics.jsonl
+// loses the lines logged after the saved step.
 void start_resume(Session& s) {
   s.cfg.train.validate();
   if (s.writer()) {
@@ -110,18 +136,24 @@ void start_resume(Session& s) {
                "cannot resume {}: the run directory is not writable ({}), and a resumed run saves its checkpoints "
                "there; copy it to a folder you can write (cp -r {} NEW) and resume the copy",
                s.dir, std::strerror(errno), s.dir);
-    io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; a live writer's stay
   }
+  const std::string cfg_path = run_path(s.dir, "config.json"), state_path = run_path(s.dir, "train_state.safetensors");
+  const int64_t planned = load_run_config(s.dir).train.steps;  // as config.json has it (before the flags)
   build_task(s, /*resume=*/true);
-  s.st = load_train_state(run_path(s.dir, "train_state.safetensors"), s.task->model(), *s.opt);
+  s.st = load_train_state(state_path, s.task->model(), *s.opt);
+  check_state_fits_run(s.st, state_path, planned, cfg_path);
+  check_best_weights(run_path(s.dir, "model.safetensors"), s.st, s.task->model());
+  const std::string metrics_path = run_path(s.dir, "metrics.jsonl");
+  const std::string metrics = s.writer() ? read_run_metrics(metrics_path) : "";
   s.data_rng.set_state(s.st.data_rng);
   s.dropout_rng.set_state(s.st.dropout_rng);
   ATTO_CHECK(s.cfg.train.steps > s.st.step,
              "--steps {} is not beyond the {} steps this run has already done: pass a larger --steps to continue",
              s.cfg.train.steps, s.st.step);
   if (!s.writer()) return;
-  io::write_json_atomic(run_path(s.dir, "config.json"), to_json(s.cfg));
-  truncate_metrics(run_path(s.dir, "metrics.jsonl"), s.st.step);
+  io::remove_stale_temp_files(s.dir);  // leftovers of killed saves; a live writer's stay
+  io::write_json_atomic(cfg_path, to_json(s.cfg));
+  io::write_file_atomic(metrics_path, metrics_up_to(metrics, s.st.step));
 }
 
 void append_metrics(const std::string& dir, const nlohmann::json& j) {

@@ -1,11 +1,14 @@
 // Gathering what the report shows: the input, one traced forward pass, the training metrics.
+#include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "autograd/tape.h"
 #include "base/error.h"
+#include "base/files.h"
+#include "base/json.h"
 #include "generate/sampler.h"
 #include "viz/report.h"
 #include "viz/report_parts.h"
@@ -105,17 +108,21 @@ ModelView collect(GPT& model, const GptTokenizer& tok, const std::string& text) 
 
 TrainingCurves read_metrics(const std::string& path, std::vector<std::string>& notes) {
   TrainingCurves c;
-  std::ifstream in(path);
-  if (!in) {
-    notes.push_back(fmt::format("{} cannot be read", path));
+  std::string text;
+  try {  // a regular file of at most kMetricsCap bytes (never a FIFO or /dev/zero)
+    text = files::read(path, files::kMetricsCap, "metrics.jsonl");
+  } catch (const Error& e) {
+    notes.push_back(fmt::format("no training curves: {}", e.what()));
     return c;
   }
-  std::string line;
   int64_t n = 0, skipped = 0;
-  while (std::getline(in, line)) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
     ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const nlohmann::json j = json_util::parse_or_discard(line);
     if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) {
       if (++skipped <= 3) notes.push_back(fmt::format("{} line {} is not a metrics record; skipped", path, n));
       continue;

@@ -270,6 +270,28 @@ TEST_F(CApi, TrainingStopsFromTheCallbackAndResumes) {
   EXPECT_THAT(atto_last_error(), HasSubstr("\"data\""));
 }
 
+// Hostile training parameters are errors naming the field or the file (issue 41, class 5):
+// n_threads -5 used to pass, a 1-byte data file ended in SIGFPE inside the automatic sizing.
+TEST_F(CApi, TrainingRefusesBadThreadsAndTooLittleData) {
+  const std::string out = *dir_ / "hostile";
+  atto_train_params p = atto_train_default_params();
+  p.config_json = config_.c_str();
+  p.out_dir = out.c_str();
+  atto_train_result r{};
+  p.n_threads = -5;
+  EXPECT_EQ(atto_train(&p, &r), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(atto_last_error(), HasSubstr("n_threads"));
+  p.n_threads = 100000;
+  EXPECT_NE(atto_train(&p, &r), ATTO_OK);
+  EXPECT_THAT(atto_last_error(), HasSubstr("n_threads must be in [0, 256]"));
+  const std::string one = dir_->write("one.txt", "a");
+  const std::string tiny = R"({"data": ")" + one + R"("})";
+  p.config_json = tiny.c_str();
+  p.n_threads = 1;
+  EXPECT_EQ(atto_train(&p, &r), ATTO_ERR_BAD_INPUT);
+  EXPECT_THAT(atto_last_error(), HasSubstr(one));
+}
+
 // A seq2seq run on the tutorial's three sentence pairs (word tokenizer).
 TEST(CApiSeq2Seq, TranslateAndLogits) {
   atto::test::TempDir dir;

@@ -96,7 +96,7 @@ TEST(ConfigFields, ConfigJsonErrorsNameTheFileAndKey) {
   EXPECT_THAT(error_of([&] {
                 apply_config_json(c, json{{"model", {{"max_len", 9}}}}, "my.json");
               }),
-              HasSubstr("unknown key 'max_len' in section 'model'"));
+              HasSubstr("unknown key \"max_len\" in section 'model'"));
   EXPECT_THAT(error_of([&] {
                 apply_config_json(c, json{{"tokenizer", "wordpiece"}}, "my.json");
               }),
