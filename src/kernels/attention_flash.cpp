@@ -65,6 +65,48 @@ void mm_block(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, co
   }
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2: 4 rows x NV 8-lane vectors (12 accumulators at most, of 16 registers). The 16-lane
+// blocks above hold up to 16 of GCC's split vectors (32 halves) and spilled them on every k,
+// which made the AVX2 build's attention ~25x slower than AVX-512's. Each C element is still one
+// in-order FMA chain over k: the same bits as the 16-lane form.
+template <int NV>
+void mm_block8(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb, float* C,
+               int64_t ldc, bool accumulate) {
+  for (int64_t r = 0; r < M; r += 4) {
+    vf8 c[4][NV];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++) c[i][v] = accumulate ? load8(C + (r + i) * ldc + v * 8) : vf8{};
+    const float* a = A + r * ars;
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < K; k++) {
+      vf8 b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++) b[v] = load8(B + k * ldb + v * 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; i++) {
+        const vf8 ai = splat8(a[i * ars + k * aks]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) c[i][v] += ai * b[v];
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++) store8(C + (r + i) * ldc + v * 8, c[i][v]);
+  }
+}
+
+void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
+        float* C, int64_t ldc, bool accumulate) {
+  int64_t n0 = 0;  // N is a multiple of 16: blocks of 24 columns, then 16 or 8
+  for (; n0 + 24 <= N; n0 += 24) mm_block8<3>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+  if (N - n0 == 16) mm_block8<2>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+  if (N - n0 == 8) mm_block8<1>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+}
+#else
 void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
         float* C, int64_t ldc, bool accumulate) {
   for (int64_t n0 = 0; n0 < N; n0 += 4 * W) {
@@ -76,6 +118,7 @@ void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t ak
     }
   }
 }
+#endif
 
 // ---- Packing and scores -------------------------------------------------------------------------
 
@@ -90,6 +133,16 @@ VINLINE void copy_row_padded(float* dst, const float* src, int64_t n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - e)) - 1u);
     _mm512_storeu_ps(dst + e, _mm512_maskz_loadu_ps(m, src + e));
   }
+#elif defined(__AVX2__)
+  int64_t e = 0;
+  for (; e + 8 <= n; e += 8) _mm256_storeu_ps(dst + e, _mm256_loadu_ps(src + e));
+  if (e < n) {  // a masked load reads (and faults on) lanes below n only
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - e)), iota);
+    _mm256_storeu_ps(dst + e, _mm256_maskload_ps(src + e, m));
+    e += 8;
+  }
+  for (; e < round_up(n, W); e += 8) _mm256_storeu_ps(dst + e, _mm256_setzero_ps());
 #else
   std::memcpy(dst, src, sizeof(float) * n);
   std::fill(dst + n, dst + round_up(n, W), 0.0f);

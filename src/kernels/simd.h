@@ -5,7 +5,8 @@
 // a call; the -Wpsabi note (a 64-byte vector return changes the ABI without AVX-512) is therefore
 // silenced here, for every file that includes this header. Without AVX-512 (AVX2 machines), GCC
 // splits each vector into two 32-byte halves: same results, same order of operations (but it
-// keeps them in memory when a loop holds many: GEMM's kernel uses 8-lane vectors there).
+// keeps them in memory when a loop holds many: GEMM's and attention's micro-kernels use the 8-lane
+// vectors below there, and transpose16 has an AVX2 form).
 //
 // Determinism: reductions (hsum) use one fixed order, so a value never depends on how work was
 // split over threads; the tail of a range goes through the same 16-lane code, padded.
@@ -94,10 +95,21 @@ VINLINE void store_part(float* p, vf16 v, int64_t n) {  // the first n (< 16) la
 }
 VINLINE vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
 
+// 8-lane vectors: one AVX2 register. Kernels whose blocks of 16-lane vectors GCC spills
+// without AVX-512 (it splits each into two halves, doubling the registers a block holds) use
+// these in AVX2 builds.
+typedef float vf8 __attribute__((vector_size(32)));
+VINLINE vf8 load8(const float* p) {
+  vf8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+VINLINE void store8(float* p, vf8 v) { std::memcpy(p, &v, sizeof(v)); }
+VINLINE vf8 splat8(float x) { return vf8{x, x, x, x, x, x, x, x}; }
+
 // Sum of the 16 lanes as a fixed pairwise tree (lane l + lane l+8, then +4, +2, +1): the same
 // order on every call, in 4 dependent adds instead of a 15-add chain. Register shuffles only:
 // splitting the vector through memory made every call wait on a store-forwarding stall.
-typedef float vf8 __attribute__((vector_size(32)));
 typedef float vf4 __attribute__((vector_size(16)));
 VINLINE float hsum(vf16 v) {
   const vf8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
@@ -186,6 +198,63 @@ VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds,
   for (int e = 0; e < ncols; e++) store(dst + e * ldd, v[e]);
 }
 #pragma GCC diagnostic pop
+#elif defined(__AVX2__)
+// AVX2: the same two functions (same results: they only move data), from 8 x 8 register
+// transposes of 8-lane halves. The scalar element-by-element loops they replace were most of
+// the AVX2 build's attention packing time.
+VINLINE void transpose8_regs(__m256 (&r)[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {  // t[i] = r_i[0], r_i+1[0], r_i[1], r_i+1[1] (per 128-bit lane)
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m256 s[8];
+  for (int g = 0; g < 8; g += 4) {  // s[g + c] (per 128-bit lane): column c of rows g..g+3
+    s[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    s[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xEE);
+    s[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    s[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+  }
+}
+VINLINE __m256 half_of(const vf16& v, int h) {
+  __m256 x;
+  std::memcpy(&x, reinterpret_cast<const char*>(&v) + 32 * h, sizeof(x));
+  return x;
+}
+VINLINE void set_half(vf16& v, int h, __m256 x) { std::memcpy(reinterpret_cast<char*>(&v) + 32 * h, &x, sizeof(x)); }
+VINLINE void transpose16_regs(vf16 (&v)[16]) {
+  __m256 q[2][2][8];  // q[row half][column half][row]
+  for (int rh = 0; rh < 2; rh++)
+    for (int ch = 0; ch < 2; ch++) {
+      for (int i = 0; i < 8; i++) q[rh][ch][i] = half_of(v[8 * rh + i], ch);
+      transpose8_regs(q[rh][ch]);  // q[rh][ch][e] = column 8 ch + e of rows 8 rh..
+    }
+  for (int ch = 0; ch < 2; ch++)
+    for (int e = 0; e < 8; e++) {
+      set_half(v[8 * ch + e], 0, q[0][ch][e]);
+      set_half(v[8 * ch + e], 1, q[1][ch][e]);
+    }
+}
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows, int64_t ncols) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int ch = 0; ch < 2 && 8 * ch < ncols; ch++) {
+    const int64_t nc = std::min<int64_t>(8, ncols - 8 * ch);
+    const __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nc)), iota);
+    for (int rh = 0; rh < 2; rh++) {
+      __m256 r[8];
+      for (int i = 0; i < 8; i++) {
+        const int64_t row = 8 * rh + i;
+        r[i] = row < nrows ? _mm256_maskload_ps(src + row * lds + 8 * ch, cm) : _mm256_setzero_ps();
+      }
+      if (8 * rh < nrows) transpose8_regs(r);
+      for (int e = 0; e < nc; e++) _mm256_storeu_ps(dst + (8 * ch + e) * ldd + 8 * rh, r[e]);
+    }
+  }
+}
 #else
 VINLINE void transpose16_regs(vf16 (&v)[16]) {
   for (int i = 0; i < 16; i++)
