@@ -75,8 +75,11 @@ Binding value(Ref ref) {
       }
     } else if constexpr (std::is_floating_point_v<T>) {
       ATTO_CHECK(v.is_number(), "expected a number");
-      const auto d = v.get<double>();  // a JSON number is finite; the member's type may not hold it
-      ATTO_CHECK(std::isfinite(static_cast<T>(d)), "out of the range of a {}-bit float", 8 * sizeof(T));
+      // A JSON number is finite, but the member's type may not hold it (nan or inf from a flag
+      // pass: validate() names the range).
+      const auto d = v.get<double>();
+      ATTO_CHECK(!std::isfinite(d) || std::isfinite(static_cast<T>(d)), "out of the range of a {}-bit float",
+                 8 * sizeof(T));
       ATTO_CHECK(d == 0.0 || static_cast<T>(d) != 0, "too small for a {}-bit float (it would be 0)", 8 * sizeof(T));
     } else {
       ATTO_CHECK(v.is_string(), "expected a string");

@@ -159,8 +159,9 @@ TrainState parse_train_state(const io::SafetensorsFile& f) {
 
 TrainState load_train_state(const std::string& path, nn::Module& model, optim::Optimizer& opt) {
   ATTO_CHECK(fs::exists(path),
-             "{} does not exist: this run never saved a step (it saves at each evaluation), so there is nothing to "
-             "resume; start it again (`atto train ... --out {} --force`, or remove the folder first)",
+             "{} does not exist: this run directory has no training state to resume from (the run never saved a "
+             "step: it saves at each evaluation); start it again (`atto train ... --out {} --force`, or remove the "
+             "folder first)",
              path, fs::path(path).parent_path().string());
   const io::SafetensorsFile f = io::load_safetensors(path);
   const TrainState st = parse_train_state(f);
