@@ -133,6 +133,37 @@ class SamplePrinter {
   bool streamed_ends_line_ = true;  // the streamed text so far ends with a newline (or is empty)
 };
 
+// The first sample of a chunk printed as its tokens are drawn (gen::TextStream: a piece never
+// ends inside a UTF-8 character), the prompt text first.
+class LiveSample {
+ public:
+  LiveSample(const GptTokenizer& tok, const std::string& prompt, SamplePrinter& printer)
+      : tok_(tok), prompt_(prompt), printer_(printer) {
+    restart();
+  }
+  bool token(int32_t t) {
+    if (!stream_->started(0)) printer_.stream_piece(prompt_);
+    return stream_->on_token(0, t);
+  }
+  void finish(const gen::Sample& s) {  // the sample ended: what was held back, then a new one
+    if (!stream_->started(0)) printer_.stream_piece(prompt_);
+    stream_->finish(0, s);
+    restart();
+  }
+
+ private:
+  void restart() {
+    stream_.emplace(tok_, 1, std::vector<std::string>{}, [this](int64_t, const std::string& piece, int32_t, bool) {
+      printer_.stream_piece(piece);
+      return true;
+    });
+  }
+  const GptTokenizer& tok_;
+  const std::string& prompt_;
+  SamplePrinter& printer_;
+  std::optional<gen::TextStream> stream_;
+};
+
 int run_sample(const SampleFlags& f) {
   if (f.n < 1) throw UsageError(fmt::format("-n must be at least 1, got {}", f.n));
   if (f.max_tokens < 0 || f.max_tokens > gen::kMaxNewTokens)
@@ -169,32 +200,15 @@ int run_sample(const SampleFlags& f) {
   SamplePrinter printer(f, lines);
   // Stream mode as plain text: each chunk's first sample is printed as its tokens come.
   const bool stream = !lines && !f.json;
-  std::optional<gen::TextStream> live;  // the chunk's first sample, as sample 0 of a stream of one
-  const auto new_live = [&] {
-    live.emplace(*lm.tokenizer, 1, std::vector<std::string>{}, [&](int64_t, const std::string& piece, int32_t, bool) {
-      printer.stream_piece(piece);
-      return true;
-    });
-  };
-  if (stream) {
-    new_live();
-    opt.on_token = [&](int64_t i, int32_t t) {
-      if (i % opt.max_batch != 0) return true;
-      if (!live->started(0)) printer.stream_piece(ps.text);
-      return live->on_token(0, t);
-    };
-  }
+  LiveSample live(*lm.tokenizer, ps.text, printer);
+  if (stream) opt.on_token = [&, batch = opt.max_batch](int64_t i, int32_t t) { return i % batch || live.token(t); };
   Rng rng(f.seed);
   gen::generate_chunks(*lm.model, ps, f.n, opt, rng, [&](const gen::SampleChunk& c) {
     std::vector<std::string> texts;
     for (const gen::Sample& s : c.samples) texts.push_back(ps.text + lm.tokenizer->decode(s.tokens));
     if (nov)
       for (const std::string& t : texts) nov->add(t);
-    if (stream) {
-      if (!live->started(0)) printer.stream_piece(ps.text);
-      live->finish(0, c.samples[0]);
-      new_live();
-    }
+    if (stream) live.finish(c.samples[0]);
     printer.chunk(c, texts, stream);
     printer.stream_start();
   });

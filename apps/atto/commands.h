@@ -49,9 +49,11 @@ inline CLI::Option* add_threads_flag(CLI::App* app, int& threads) {
       ->check(CLI::Validator(
           [](std::string& s) {
             try {
-              check_threads(std::stoll(s), "--threads");
-            } catch (const std::exception& e) {
-              return std::string(dynamic_cast<const Error*>(&e) ? e.what() : "--threads must be a whole number");
+              check_threads(std::stoll(s), "the thread count");  // CLI11 puts "--threads: " in front
+            } catch (const Error& e) {
+              return std::string(e.what());
+            } catch (const std::exception&) {
+              return std::string("the thread count must be a whole number");
             }
             return std::string();
           },

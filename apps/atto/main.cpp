@@ -69,8 +69,10 @@ int main(int argc, char** argv) {
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = root.exit(e);  // prints help, or "error: ..." for bad flags
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return root.exit(e);  // --help, --version
+    print_error(e.what());                             // a bad flag: "atto: error: --steps: ..."
+    std::fprintf(stderr, "Run with --help for the flags.\n");
+    return 2;
   }
   int code = 2;
   try {

@@ -115,6 +115,18 @@ void write_meta(const GptTokenizer& tok, const PrepareOptions& opt, const Prepar
   io::write_json_atomic(path("meta.json"), meta);
 }
 
+// Creates --out and checks that every file this writes can be written as a file: before hours of
+// encoding, not after.
+void make_out_dir(const std::string& out) {
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  ATTO_CHECK(!ec && std::filesystem::is_directory(out), "--out '{}': cannot create the folder: {}", out,
+             ec ? ec.message() : "a file of that name is in the way");
+  for (const char* name : {"train.bin", "val.bin", "meta.json", "tokenizer.json"})
+    ATTO_CHECK(!std::filesystem::is_directory(std::filesystem::path(out) / name),
+               "--out '{}': {} is a directory; remove it or pick another --out", out, name);
+}
+
 }  // namespace
 
 PrepareStats prepare_corpus(const GptTokenizer& tok, const PrepareOptions& opt) {
@@ -123,15 +135,8 @@ PrepareStats prepare_corpus(const GptTokenizer& tok, const PrepareOptions& opt) 
              opt.val_fraction);
   ATTO_CHECK(opt.chunk_bytes >= 1024, "--chunk-bytes must be at least 1024");
   const auto t0 = std::chrono::steady_clock::now();
-  std::error_code ec;
-  std::filesystem::create_directories(opt.out, ec);
-  ATTO_CHECK(!ec && std::filesystem::is_directory(opt.out), "--out '{}': cannot create the folder: {}", opt.out,
-             ec ? ec.message() : "a file of that name is in the way");
+  make_out_dir(opt.out);
   const auto path = [&](const char* name) { return (std::filesystem::path(opt.out) / name).string(); };
-  // Every file this writes must be writable as a file: checked before hours of encoding.
-  for (const char* name : {"train.bin", "val.bin", "meta.json", "tokenizer.json"})
-    ATTO_CHECK(!std::filesystem::is_directory(path(name)), "--out '{}': {} is a directory; remove it or pick another --out",
-               opt.out, name);
   TokenFileWriter train(path("train.bin"), tok.vocab_size()), val(path("val.bin"), tok.vocab_size());
   PrepareStats st;
   const int threads = std::max(1, omp_get_max_threads());

@@ -20,6 +20,7 @@
 #include <functional>
 #include <string>
 
+#include "base/limits.h"  // kMaxThreads: one cap for every command
 #include "kernels/kernels.h"
 
 namespace atto::serve {
@@ -44,7 +45,6 @@ struct ServeOptions {
 // call it. atto::Error naming the flag and its range.
 inline constexpr int kMaxSlots = 256;
 inline constexpr int64_t kMaxQueue = 1024;
-inline constexpr int kMaxThreads = 4096;  // the same cap as `atto train --threads`
 inline constexpr int64_t kMaxTokensCap = 65536;
 inline constexpr size_t kMaxBodyLimit = size_t{32} << 20;
 void check_options(const ServeOptions& opt);
