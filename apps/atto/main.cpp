@@ -20,19 +20,29 @@ namespace {
 // Debian 12's OpenBLAS 0.3.21 on an Emerald Rapids Xeon (family 6, model 207) does, and atto's
 // fp32 training then ran 5x slower (model (d): ~720 against ~3,900 tokens/s; sgemm 1024^3 33
 // against 390 GFLOP/s). On such a CPU with AVX-512 (or AVX2) atto starts itself again with
-// OPENBLAS_CORETYPE naming the kernels that fit (SkylakeX, Haswell), as a user would set it. A
-// value the user set is left alone; if the restart fails, atto goes on as it was.
+// OPENBLAS_CORETYPE naming the kernels that fit (SkylakeX, Haswell), as a user would set it.
+// An AVX2 build (x86-64-v3: AVX2, no AVX-512) takes OpenBLAS's AVX2 kernels (Haswell) on any CPU
+// unless OpenBLAS chose AVX2 kernels itself (Haswell, Zen): on an AVX-512 CPU it would otherwise
+// run OpenBLAS's AVX-512 kernels beside its own AVX2 ones, and measure as no AVX2 machine runs it.
+// A value the user set is left alone; if the restart fails, atto goes on as it was.
 void fit_openblas_kernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   const char* core = openblas_get_corename();
-  if (core == nullptr || std::string(core) != "Prescott") return;
+  if (core == nullptr) return;
+  const std::string chosen(core);
   __builtin_cpu_init();
   const char* fit = nullptr;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if (chosen == "Haswell" || chosen == "Zen") return;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) fit = "Haswell";
+#else
+  if (chosen != "Prescott") return;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd"))
     fit = "SkylakeX";
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     fit = "Haswell";
+#endif
   if (fit == nullptr) return;
   ::setenv("OPENBLAS_CORETYPE", fit, 1);
   ::execv("/proc/self/exe", argv);
