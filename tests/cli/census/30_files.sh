@@ -3,8 +3,11 @@
 # is read. Sourced by test_census.sh (census, $F, $R, $W, $ATTO, variant).
 mkfifo "$F/fifo"
 FIFO=$F/fifo
-truncate -s 100M "$F/huge.json"                    # sparse: over the 64 MiB cap of a JSON file
-variant bigtok && truncate -s 600M "$F/bigtok/tokenizer.json"   # over the 512 MiB cap of a tokenizer
+# Files over their cap (sparse), outside $F: the census checksums every file in $F around each case.
+BIG=$W/big
+mkdir -p "$BIG" && cp -r "$R" "$BIG/bigtok"
+truncate -s 100M "$BIG/huge.json"                    # over the 64 MiB cap of a JSON file
+truncate -s 600M "$BIG/bigtok/tokenizer.json"        # over the 512 MiB cap of a tokenizer file
 expect_ok "$ATTO" tokenizer train --input "$F/names.txt" --vocab-size 300 --out "$F/bpe.json"
 expect_ok "$ATTO" data prepare --tokenizer "$F/bpe.json" --input "$F/names.txt" --out "$F/prep"
 printf '{"a": 0, "b": 1}' >"$F/encoder.json"
@@ -22,7 +25,7 @@ census "train: --data is a FIFO" "$FIFO" "$ATTO" train --data "$FIFO" --out "$W/
 census "train: --config is a FIFO" "$FIFO" "$ATTO" train --data "$F/names.txt" --out "$W/f2" --config "$FIFO"
 census "train: --config is /dev/zero" "/dev/zero" "$ATTO" train --data "$F/names.txt" --out "$W/f3" --config /dev/zero
 census "train: --config is a directory" "$F/adir" "$ATTO" train --data "$F/names.txt" --out "$W/f4" --config "$F/adir"
-census "train: --config of 100 MB" "$F/huge.json" "$ATTO" train --data "$F/names.txt" --out "$W/f5" --config "$F/huge.json"
+census "train: --config of 100 MB" "$BIG/huge.json" "$ATTO" train --data "$F/names.txt" --out "$W/f5" --config "$BIG/huge.json"
 census "train: prepared corpus whose train.bin is a FIFO" "train.bin" "$ATTO" train --data "$F/prepfifo" --out "$W/f6" --steps 2
 census "train: prepared corpus whose val.bin is /dev/zero" "val.bin" "$ATTO" train --data "$F/prepzero" --out "$W/f7" --steps 2
 census "sample: config.json is a FIFO" "$F/fifocfg/config.json" "$ATTO" sample --model "$F/fifocfg"
@@ -30,7 +33,7 @@ census "sample: config.json is /dev/zero" "$F/zerocfg/config.json" "$ATTO" sampl
 census "sample: tokenizer.json is a FIFO" "$F/fifotok/tokenizer.json" "$ATTO" sample --model "$F/fifotok"
 census "sample: tokenizer.json is /dev/zero" "$F/zerotok/tokenizer.json" "$ATTO" sample --model "$F/zerotok"
 census "sample: tokenizer.json is a directory" "$F/dirtok/tokenizer.json" "$ATTO" sample --model "$F/dirtok"
-census "sample: tokenizer.json of 600 MB" "$F/bigtok/tokenizer.json" "$ATTO" sample --model "$F/bigtok"
+census "sample: tokenizer.json of 600 MB" "$BIG/bigtok/tokenizer.json" "$ATTO" sample --model "$BIG/bigtok"
 census "sample: model.safetensors is a FIFO" "$F/fifost/model.safetensors" "$ATTO" sample --model "$F/fifost"
 census "sample: model.safetensors is /dev/zero" "$F/zerost/model.safetensors" "$ATTO" sample --model "$F/zerost"
 census "sample: --model is a FIFO" "$FIFO" "$ATTO" sample --model "$FIFO"
