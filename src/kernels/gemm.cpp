@@ -222,7 +222,13 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
     kvec bv[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V - 1; v++) bv[v] = kload(b + v * KW);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    // AVX2's masked load (vmaskmovps) costs more than a plain one: whole vectors load plainly
+    // (the test is loop-invariant: GCC unswitches the loop on it).
+    bv[V - 1] = tail == KW ? kload(b + (V - 1) * KW) : kload_part(b + (V - 1) * KW, tail);
+#else
     bv[V - 1] = kload_part(b + (V - 1) * KW, tail);  // tail == KW: a whole vector
+#endif
     const float* a = A + k * aks;
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
