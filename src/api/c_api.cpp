@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
+#include "base/limits.h"
 #include "autograd/tape.h"
 #include "base/error.h"
 #include "generate/generate.h"
@@ -191,9 +193,9 @@ RunConfig train_config(const atto_train_params& p) {
   nlohmann::json j = nlohmann::json::object();
   if (p.config_json && *p.config_json) {
     try {
-      j = nlohmann::json::parse(p.config_json);
-    } catch (const nlohmann::json::exception& e) {
-      fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("config_json is not valid JSON: {}", e.what()));
+      j = json_util::parse(p.config_json, "config_json");
+    } catch (const Error& e) {
+      fail_with(ATTO_ERR_INVALID_ARGUMENT, e.what());
     }
     if (!j.is_object()) fail_with(ATTO_ERR_INVALID_ARGUMENT, "config_json must be a JSON object");
   }
@@ -306,7 +308,11 @@ atto_status atto_model_info_get(const atto_model* m, atto_model_info* out) {
 atto_status atto_model_set_threads(atto_model* m, int32_t n_threads) {
   return guarded([&] {
     need(m, "the model");
-    if (n_threads < 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("n_threads must be >= 0, got {}", n_threads));
+    try {
+      check_threads(n_threads, "n_threads");
+    } catch (const Error& e) {
+      fail_with(ATTO_ERR_INVALID_ARGUMENT, e.what());
+    }
     m->threads = n_threads;
   });
 }

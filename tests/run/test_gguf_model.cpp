@@ -172,7 +172,7 @@ TEST(GgufModel, ForeignOrDamagedFilesAreErrors) {
   tokens[1] = "ab";  // no longer one character a token: read as byte-level BPE, whose checks refuse it
   EXPECT_THAT(rewrite("tokenizer.ggml.tokens", io::GgufValue::string_array(tokens)),
               HasSubstr("the tokenizer: no token for the byte"));
-  EXPECT_THAT(rewrite("general.architecture", io::GgufValue::string("mamba")), HasSubstr("architecture is 'mamba'"));
+  EXPECT_THAT(rewrite("general.architecture", io::GgufValue::string("mamba")), HasSubstr("architecture is \"mamba\""));
 }
 
 }  // namespace
