@@ -93,7 +93,31 @@ VINLINE void store_part(float* p, vf16 v, int64_t n) {  // the first n (< 16) la
   std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
 #endif
 }
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// The 8-lane halves of a 16-lane vector (AVX2 builds). GCC lowers a 16-lane vector select
+// (c ? a : b) without AVX-512 to one scalar compare-and-blend per lane, so vmax, vmin and vexp's
+// edge cases go through the halves with AVX2's own instructions (same results: maxps(a, b) is
+// a > b ? a : b lane by lane, NaN included).
+VINLINE __m256 half_of(const vf16& v, int h) {
+  __m256 x;
+  std::memcpy(&x, reinterpret_cast<const char*>(&v) + 32 * h, sizeof(x));
+  return x;
+}
+VINLINE void set_half(vf16& v, int h, __m256 x) { std::memcpy(reinterpret_cast<char*>(&v) + 32 * h, &x, sizeof(x)); }
+VINLINE vf16 vmax(vf16 a, vf16 b) {
+  vf16 r;
+  for (int h = 0; h < 2; h++) set_half(r, h, _mm256_max_ps(half_of(a, h), half_of(b, h)));
+  return r;
+}
+VINLINE vf16 vmin(vf16 a, vf16 b) {
+  vf16 r;
+  for (int h = 0; h < 2; h++) set_half(r, h, _mm256_min_ps(half_of(a, h), half_of(b, h)));
+  return r;
+}
+#else
 VINLINE vf16 vmax(vf16 a, vf16 b) { return a > b ? a : b; }
+VINLINE vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
+#endif
 
 // 8-lane vectors: one AVX2 register. Kernels whose blocks of 16-lane vectors GCC spills
 // without AVX-512 (it splits each into two halves, doubling the registers a block holds) use
@@ -126,8 +150,6 @@ VINLINE float hmax(vf16 v) {  // max is exact: any order gives the same value
   const vf4 m4 = c > d ? c : d;
   return std::max(std::max(m4[0], m4[2]), std::max(m4[1], m4[3]));
 }
-VINLINE vf16 vmin(vf16 a, vf16 b) { return a < b ? a : b; }
-
 // exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
 VINLINE vf16 vexp(vf16 x) {
   const vf16 lo = splat(-87.0f), hi = splat(88.0f);
@@ -146,9 +168,21 @@ VINLINE vf16 vexp(vf16 x) {
   vf16 pow2;
   std::memcpy(&pow2, &bits, sizeof(pow2));
   vf16 e = y * pow2;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  vf16 out;
+  for (int h = 0; h < 2; h++) {  // the three selects below, per half
+    const __m256 xh = half_of(x, h);
+    __m256 o = _mm256_blendv_ps(half_of(e, h), _mm256_setzero_ps(), _mm256_cmp_ps(xh, half_of(lo, h), _CMP_LT_OQ));
+    o = _mm256_blendv_ps(o, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
+                         _mm256_cmp_ps(xh, _mm256_set1_ps(88.72283f), _CMP_GT_OQ));
+    set_half(out, h, _mm256_blendv_ps(o, xh, _mm256_cmp_ps(xh, xh, _CMP_UNORD_Q)));
+  }
+  return out;
+#else
   e = x < lo ? splat(0.0f) : e;
   e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
   return x != x ? x : e;  // NaN in, NaN out
+#endif
 }
 #ifdef __AVX512F__
 // dst rows e < ncols (stride ldd), 16 floats each, = column e of the nrows x ncols block at src
@@ -220,12 +254,6 @@ VINLINE void transpose8_regs(__m256 (&r)[8]) {
     r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
   }
 }
-VINLINE __m256 half_of(const vf16& v, int h) {
-  __m256 x;
-  std::memcpy(&x, reinterpret_cast<const char*>(&v) + 32 * h, sizeof(x));
-  return x;
-}
-VINLINE void set_half(vf16& v, int h, __m256 x) { std::memcpy(reinterpret_cast<char*>(&v) + 32 * h, &x, sizeof(x)); }
 VINLINE void transpose16_regs(vf16 (&v)[16]) {
   __m256 q[2][2][8];  // q[row half][column half][row]
   for (int rh = 0; rh < 2; rh++)
