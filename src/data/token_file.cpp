@@ -58,6 +58,7 @@ TokenFileWriter::~TokenFileWriter() {
 
 void TokenFileWriter::append(std::span<const int32_t> ids) {
   ATTO_CHECK(f_ != nullptr, "token file {}: append after close", path_);
+  if (ids.empty()) return;  // nothing to write (and fwrite must not see the empty buffer's null pointer)
   buf_.resize(ids.size() * static_cast<size_t>(width_));
   for (size_t i = 0; i < ids.size(); ++i) {
     ATTO_CHECK(ids[i] >= 0 && ids[i] < vocab_, "token file {}: id {} is outside the vocabulary of {}", path_, ids[i],

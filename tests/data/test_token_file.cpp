@@ -39,6 +39,7 @@ TEST(TokenFile, RoundTripsBothWidthsAndChecksIds) {
     const std::vector<int32_t> ids = {0, 1, static_cast<int32_t>(vocab - 1), 255, 256};
     w.append(ids);
     w.append(std::vector<int32_t>{7});
+    w.append(std::vector<int32_t>{});  // a chunk with no tokens (a split with no validation documents yet)
     EXPECT_THROW(w.append(std::vector<int32_t>{static_cast<int32_t>(vocab)}), Error);
     w.close();
     const TokenFileReader r(p);
