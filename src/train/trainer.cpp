@@ -223,7 +223,6 @@ double evaluate_and_save(Session& s, Progress& p) {
   } else {
     s.st.evals_without_improvement++;
   }
-  if (s.writer()) save_state(s);
   nlohmann::json line = {{"step", s.st.step}, {"val_loss", val}, {"best", best}};
   if (e.on_train_set) line["val_is_train"] = true;
   std::string metric;
@@ -235,7 +234,10 @@ double evaluate_and_save(Session& s, Progress& p) {
     line["val_" + e.metric_name] = e.metric;
     metric += fmt::format("  val {} {:.2f}", e.metric_name, e.metric);
   }
+  // The record goes before the state that claims it: a kill in between leaves a line past the
+  // saved step, which the resume cuts (metrics_up_to), never a saved step without its line.
   if (s.writer()) append_metrics(s.dir, line);
+  if (s.writer()) save_state(s);
   p.message(fmt::format("step {:>6}  {} {:.4f}{}{}", s.st.step, e.on_train_set ? "train-set loss" : "val loss", val,
                         metric, best ? "  (best, saved)" : ""));
   s.val_is_train = e.on_train_set;

@@ -24,9 +24,14 @@ for ((i = 1; i <= 20; i++)); do
   wait "$pid" 2>/dev/null
   out=$("$ATTO" score --model "$W/run" maria 2>&1)
   [ $? -eq 0 ] && ok || bad "kill $i: the run does not load: $out"
-  step=$(grep -o '"step": *[0-9]*' "$W/run/metrics.jsonl" | tail -1 | grep -o '[0-9]*$')
-  [ -n "$step" ] && [ "$step" -ge "$steps" ] && ok || bad "kill $i: step went from $steps to '$step'"
+  # The saved step (train_state's header) never goes back. (The last line of metrics.jsonl may:
+  # a kill between a step's metrics line and its save leaves a line that the resume cuts.)
+  step=$(head -c 4096 "$W/run/train_state.safetensors" | grep -ao '"step":"[0-9]*"' | grep -o '[0-9][0-9]*')
+  [ -n "$step" ] && [ "$step" -ge "$steps" ] && ok || bad "kill $i: the saved step went from $steps to '$step'"
   steps=${step:-$steps}
+  # ... and metrics.jsonl holds every step up to it.
+  last=$(grep -o '"step": *[0-9]*' "$W/run/metrics.jsonl" | tail -1 | grep -o '[0-9]*$')
+  [ -n "$last" ] && [ "$last" -ge "$steps" ] && ok || bad "kill $i: metrics.jsonl ends at step '$last' before the saved step $steps"
 done
 # After the last kill the run resumes and finishes, and no temporary file is left behind.
 out=$("$ATTO" train --resume "$W/run" --steps $((steps + 3)) 2>&1)
