@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "bench/bench.h"
 #include "commands.h"
+#include "kernels/isa.h"
 #ifdef ATTO_HAVE_MPI
 #include "dist/comm_bench.h"
 #endif
@@ -127,6 +128,7 @@ int run_train_bench(const TrainBenchFlags& f) {
   }
   fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}; {}\n", describe(o.model),
              o.batch_size, r.num_parameters, r.threads, r.shards, r.precision);
+  fmt::print("{}\n", kernels::kernels_description());
   fmt::print("{}\n", stats_line(r.step, "step"));
   fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
   fmt::print("{:<12} {:.2f} GFLOP/s ({:.4g} FLOP/token = 6 N + 12 L C T, N = {})\n", "model", r.model_gflops,
@@ -167,6 +169,7 @@ int run_generate_bench(const GenerateBenchFlags& f) {
   }
   fmt::print("atto bench generate: {}; batch {}, {} new tokens per run (KV cache); {} parameters; threads {}; {}\n",
              what, o.batch_size, o.new_tokens, r.num_parameters, r.threads, r.precision);
+  fmt::print("{}\n", kernels::kernels_description());
   if (o.prompt_tokens > 0) {
     fmt::print("{}\n", stats_line(r.prompt, fmt::format("per {}-token prompt", o.prompt_tokens).c_str()));
     fmt::print("{:<12} {:.0f} tokens/s\n", "prompt", r.prompt_tokens_per_s);
@@ -196,6 +199,7 @@ int run_gemm_bench(const GemmBenchFlags& f) {
   }
   fmt::print("atto bench gemm: C[{0}, {0}] = A[{0}, {0}] @ B[{0}, {0}]^T (kernels::gemm); threads {1}\n", r.size,
              r.threads);
+  fmt::print("{}\n", kernels::kernels_description());
   fmt::print("{}\n", stats_line(r.call, "call"));
   fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best (the peak MFU is measured against)\n", "sgemm",
              r.median_gflops, r.best_gflops);

@@ -6,10 +6,13 @@
 #include <new>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "atto/atto.hpp"
 #include "base/error.h"
 #include "base/output.h"
 #include "commands.h"
+#include "kernels/isa.h"
 
 extern "C" char* openblas_get_corename(void);  // OpenBLAS's own (cblas.h of OpenBLAS declares it)
 
@@ -19,33 +22,47 @@ namespace {
 // version older than the CPU does not know it and falls back to its Prescott (SSE3) kernels:
 // Debian 12's OpenBLAS 0.3.21 on an Emerald Rapids Xeon (family 6, model 207) does, and atto's
 // fp32 training then ran 5x slower (model (d): ~720 against ~3,900 tokens/s; sgemm 1024^3 33
-// against 390 GFLOP/s). On such a CPU with AVX-512 (or AVX2) atto starts itself again with
-// OPENBLAS_CORETYPE naming the kernels that fit (SkylakeX, Haswell), as a user would set it.
-// An AVX2 build (x86-64-v3: AVX2, no AVX-512) takes OpenBLAS's AVX2 kernels (Haswell) on any CPU
-// unless OpenBLAS chose AVX2 kernels itself (Haswell, Zen): on an AVX-512 CPU it would otherwise
-// run OpenBLAS's AVX-512 kernels beside its own AVX2 ones, and measure as no AVX2 machine runs it.
-// A value the user set is left alone; if the restart fails, atto goes on as it was.
+// against 390 GFLOP/s). On such a CPU atto starts itself again with OPENBLAS_CORETYPE naming the
+// kernels that fit the level its own kernels run at (SkylakeX for AVX-512, Haswell for AVX2), as
+// a user would set it. At the avx2 level (an AVX2 build, or ATTO_CPU=avx2) OpenBLAS takes its AVX2
+// kernels (Haswell) on any CPU unless it chose AVX2 kernels itself (Haswell, Zen): on an AVX-512
+// CPU it would otherwise run OpenBLAS's AVX-512 kernels beside atto's AVX2 ones, and measure as
+// no AVX2 machine runs. A value the user set is left alone; if the restart fails, atto goes on.
+void fit_core(char** argv, const char* core) {
+  ::setenv("OPENBLAS_CORETYPE", core, 1);
+  ::execv("/proc/self/exe", argv);
+}
+
 void fit_openblas_kernels(char** argv) {
+#if defined(__x86_64__)
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   const char* core = openblas_get_corename();
   if (core == nullptr) return;
   const std::string chosen(core);
-  __builtin_cpu_init();
-  const char* fit = nullptr;
-#if defined(__AVX2__) && !defined(__AVX512F__)
-  if (chosen == "Haswell" || chosen == "Zen") return;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) fit = "Haswell";
+  namespace k = atto::kernels;
+  k::CpuLevel level = k::cpu_level();
+  if (level == k::CpuLevel::Native) {  // a native build: its -march
+#if defined(__AVX512F__)
+    level = k::CpuLevel::Avx512;
+#elif defined(__AVX2__)
+    level = k::CpuLevel::Avx2;
 #else
-  if (chosen != "Prescott") return;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd"))
-    fit = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    fit = "Haswell";
+    if (chosen == "Prescott" && k::cpu_features().avx2) fit_core(argv, "Haswell");  // OpenBLAS's own choice
+    return;
 #endif
-  if (fit == nullptr) return;
-  ::setenv("OPENBLAS_CORETYPE", fit, 1);
-  ::execv("/proc/self/exe", argv);
+  }
+  const char* fit = nullptr;
+  if (level == k::CpuLevel::Avx2) {
+    if (chosen == "Haswell" || chosen == "Zen") return;
+    fit = "Haswell";
+  } else {
+    if (chosen != "Prescott") return;
+    fit = "SkylakeX";
+  }
+  fit_core(argv, fit);
+#else
+  (void)argv;
+#endif
 }
 
 // "atto: error: MESSAGE" on stderr, the message made safe for a terminal (base/output.h).
@@ -56,10 +73,19 @@ void print_error(std::string_view msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fit_openblas_kernels(argv);
+  try {
+    atto::kernels::cpu_level();  // the kernels' level: a bad $ATTO_CPU stops here, before anything runs
+    fit_openblas_kernels(argv);
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 2;
+  }
   CLI::App root{"atto: a small-transformer engine (train a GPT on a text file, sample from it, score text)"};
   root.require_subcommand(1);
-  root.set_version_flag("--version", "atto 0.1.0");
+  root.set_version_flag("--version", [] {
+    return fmt::format("atto {}.{}.{}\n{}", ATTO_VERSION_MAJOR, ATTO_VERSION_MINOR, ATTO_VERSION_PATCH,
+                       atto::kernels::kernels_description());
+  });
   root.footer(
       "Examples:\n"
       "  atto train --data names.txt --out runs/names\n"

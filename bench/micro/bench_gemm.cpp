@@ -114,7 +114,7 @@ void BM_LinearGelu(benchmark::State& state) {
     } else {
       atto::kernels::linear_forward(pre.data(), inp.data(), w.data(), nullptr, N, C, OC);
       atto::kernels::gelu_erf_forward(out.data(), pre.data(), N * OC);
-      atto::kernels::gelu_erf_backward(dpre.data(), dout.data(), pre.data(), N * OC, false);
+      atto::kernels::gelu_erf_backward_ex(dpre.data(), dout.data(), pre.data(), N * OC, false);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::DoNotOptimize(dpre.data());

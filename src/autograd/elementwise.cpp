@@ -208,7 +208,7 @@ Tensor gelu_erf(const Tensor& x_in) {
       if (!g) return;
       bool fresh = false;
       float* gx = detail::grad_ptr_fresh(x, &fresh);
-      kernels::gelu_erf_backward(gx, g, x.data(), x.numel(), !fresh);
+      kernels::gelu_erf_backward_ex(gx, g, x.data(), x.numel(), !fresh);
     });
   }
   return out;

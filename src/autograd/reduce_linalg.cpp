@@ -152,7 +152,7 @@ void linear_backward_from(const float* g, const LinearArgs& a) {
   bool fresh_x = false, fresh_w = false;
   float* gx = detail::grad_ptr_fresh(a.x, &fresh_x);
   float* gw = detail::grad_ptr_fresh(a.weight, &fresh_w);
-  kernels::linear_backward(gx, gw, detail::grad_ptr(a.bias), g, a.x.data(), a.weight.data(), N, C, OC, fresh_x,
+  kernels::linear_backward_ex(gx, gw, detail::grad_ptr(a.bias), g, a.x.data(), a.weight.data(), N, C, OC, fresh_x,
                            fresh_w);
 }
 

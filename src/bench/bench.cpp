@@ -329,6 +329,7 @@ nlohmann::json to_json(const StepStats& s) {
 nlohmann::json to_json(const GemmBenchResult& r) {
   return {{"size", r.size},
           {"threads", r.threads},
+          {"kernels", kernels::cpu_level_name(kernels::cpu_level())},
           {"call", to_json(r.call)},
           {"median_gflops", r.median_gflops},
           {"best_gflops", r.best_gflops},
@@ -346,6 +347,7 @@ nlohmann::json to_json(const GemmBenchResult& r) {
 nlohmann::json to_json(const TrainBenchResult& r) {
   nlohmann::json j = {{"threads", r.threads},
                       {"precision", r.precision},
+                      {"kernels", kernels::cpu_level_name(kernels::cpu_level())},
                       {"shards", r.shards},
                       {"tokens_per_step", r.tokens_per_step},
                       {"step", to_json(r.step)},
@@ -371,6 +373,7 @@ nlohmann::json to_json(const TrainBenchResult& r) {
 nlohmann::json to_json(const GenerateBenchResult& r) {
   return {{"threads", r.threads},
           {"precision", r.precision},
+                      {"kernels", kernels::cpu_level_name(kernels::cpu_level())},
           {"token", to_json(r.token)},
           {"tokens_per_s", r.tokens_per_s},
           {"num_parameters", r.num_parameters},

@@ -40,7 +40,7 @@
 #include "kernels/bf16_impl.h"
 #include "kernels/parallel.h"
 
-namespace atto::kernels::attn {
+namespace ATTO_KERNELS_NS::attn {
 
 namespace {
 

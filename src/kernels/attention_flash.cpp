@@ -30,7 +30,7 @@
 #include "kernels/attention_impl.h"
 #include "kernels/parallel.h"
 
-namespace atto::kernels::attn {
+namespace ATTO_KERNELS_NS::attn {
 
 namespace {
 

@@ -28,6 +28,7 @@
 // - Helpers below are inline: each path's file compiles its own copy, as when they were one file.
 #pragma once
 
+#include "kernels/isa.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -37,7 +38,7 @@
 #include "kernels/prefetch.h"
 #include "kernels/simd.h"
 
-namespace atto::kernels::attn {
+namespace ATTO_KERNELS_NS::attn {
 
 using namespace simd;
 

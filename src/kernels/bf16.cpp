@@ -1,10 +1,7 @@
-// atto/kernels/bf16.cpp: bf16 mixed precision's machinery: which kernels this CPU runs (cpuid,
-// the OS's register state, Linux's AMX permission), the precision scope, rounding to bf16,
-// packing B for the kernels, and the weight cache. The kernels are in gemm_bf16.cpp.
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+// atto/kernels/bf16.cpp: bf16 mixed precision's machinery: which kernels run the products (what
+// the CPU has, dispatch.cpp, within the level cpu_level() allows), the precision scope and the
+// weight cache. Built once (not per level). The kernels are in gemm_bf16.cpp, the rounding and
+// packing in bf16_pack.cpp.
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -16,66 +13,15 @@
 #include <string>
 #include <tuple>
 
-#include "kernels/bf16_impl.h"
 #include "kernels/kernels.h"
-#include "kernels/parallel.h"
 
 namespace atto::kernels {
 
 namespace {
 
-struct CpuFeatures {
-  bool avx512 = false;       // AVX512F + BW + VL, and the OS saves the 512-bit state
-  bool avx512_bf16 = false;  // vdpbf16ps
-  bool amx = false;          // AMX-TILE + AMX-BF16, and Linux granted the tile data state
-  std::string missing;       // for the error message
-};
-
-uint64_t xgetbv0() {
-  uint32_t lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (uint64_t{hi} << 32) | lo;
-}
-
-// Linux keeps the AMX tile data (8 KiB per thread) off until a process asks for it.
-bool request_amx_permission() {
-  constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
-  unsigned long mask = 0;
-  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &mask) != 0) return false;
-  return (mask >> kXfeatureXtiledata) & 1;
-}
-
-CpuFeatures detect() {
-  CpuFeatures f;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) {  // OSXSAVE
-    f.missing = "OSXSAVE";
-    return f;
-  }
-  const uint64_t xcr0 = xgetbv0();
-  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;  // SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM
-  __get_cpuid_count(7, 0, &a, &b, &c, &d);
-  const bool avx512f = b & (1u << 16), avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
-  const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
-  __get_cpuid_count(7, 1, &a, &b, &c, &d);
-  const bool bf16 = a & (1u << 5);
-  f.avx512 = avx512f && avx512bw && avx512vl && os_zmm;
-  f.avx512_bf16 = f.avx512 && bf16;
-  if (!f.avx512) f.missing = "AVX-512 (F, BW, VL)";
-  if (f.avx512 && !bf16) f.missing = "AVX512_BF16";
-  f.amx = f.avx512_bf16 && amx_bf16 && amx_tile && request_amx_permission();
-  return f;
-}
-
-const CpuFeatures& features() {
-  static const CpuFeatures f = detect();
-  return f;
-}
-
 Bf16Backend best_backend() {
-  if (features().amx) return Bf16Backend::Amx;
-  if (features().avx512_bf16) return Bf16Backend::Avx512Bf16;
+  if (bf16_supported(Bf16Backend::Amx)) return Bf16Backend::Amx;
+  if (bf16_supported(Bf16Backend::Avx512Bf16)) return Bf16Backend::Avx512Bf16;
   return Bf16Backend::None;
 }
 
@@ -108,8 +54,8 @@ thread_local Bf16WeightCache* t_cache = nullptr;
 
 bool bf16_supported(Bf16Backend b) {
   switch (b) {
-    case Bf16Backend::Amx: return features().amx;
-    case Bf16Backend::Avx512Bf16: return features().avx512_bf16;
+    case Bf16Backend::Amx: return cpu_features().amx && cpu_level_allows(CpuLevel::Amx);
+    case Bf16Backend::Avx512Bf16: return cpu_features().avx512_bf16 && cpu_level_allows(CpuLevel::Avx512Bf16);
     case Bf16Backend::None: return true;
   }
   return false;
@@ -144,7 +90,10 @@ const char* bf16_backend_name(Bf16Backend b) {
 
 void require_bf16(const char* what) {
   if (bf16_backend() != Bf16Backend::None) return;
-  throw std::runtime_error(std::string(what) + ": this CPU has no bf16 arithmetic (missing " + features().missing +
+  if (cpu_features().avx512_bf16)  // the CPU has it; $ATTO_CPU took it away
+    throw std::runtime_error(std::string(what) + ": ATTO_CPU=" + cpu_level_name(cpu_level()) +
+                             " runs no bf16 kernels (avx512bf16 or amx do); use --precision fp32 or unset ATTO_CPU");
+  throw std::runtime_error(std::string(what) + ": this CPU has no bf16 arithmetic (missing " + cpu_features().missing_bf16 +
                            "; needs AVX512_BF16, as on AMD Zen 4 or Intel Xeon 3rd generation and later, or AMX); "
                            "use --precision fp32");
 }
@@ -167,15 +116,6 @@ PrecisionScope::~PrecisionScope() {
 }
 Precision current_precision() { return t_precision; }
 Bf16WeightCache* current_weight_cache() { return t_cache; }
-
-uint16_t to_bf16(float x) { return detail::round_bf16(x); }
-
-float from_bf16(uint16_t b) {
-  const uint32_t u = uint32_t{b} << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
 
 struct Bf16WeightCache::Impl {
   mutable std::mutex mutex;

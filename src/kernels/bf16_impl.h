@@ -6,6 +6,7 @@
 // (bf16_tiles.cpp).
 #pragma once
 
+#include "kernels/isa.h"
 #include <immintrin.h>
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 #define ATTO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define ATTO_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
-namespace atto::kernels::detail {
+namespace ATTO_KERNELS_NS::detail {
 
 // Round to nearest, ties to even; NaN stays a (quiet) NaN; zero and denormals become a zero of
 // their sign (the bf16 units read denormals as zero); overflow rounds to infinity.
@@ -86,8 +87,6 @@ ATTO_AMX_TARGET inline void amx_release() { _tile_release(); }
 
 // Whether the calling thread's GEMMs run in bf16 (a BF16 PrecisionScope).
 bool bf16_active();
-// Whether the calling thread is in a RowStableScope (gemm.cpp).
-bool row_stable_active();
 // out = op + (residual or 0) + (bias or 0), op = inp[N, C] @ weight[OC, C]^T in bf16, the
 // weight packed from the scope's weight cache when there is one.
 void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,

@@ -15,7 +15,7 @@
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 
@@ -323,5 +323,14 @@ void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* 
   });
 }
 
+
+uint16_t to_bf16(float x) { return detail::round_bf16(x); }
+
+float from_bf16(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+}
 
 }  // namespace atto::kernels

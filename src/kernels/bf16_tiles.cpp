@@ -15,7 +15,7 @@
 #include "kernels/bf16_impl.h"
 #include "kernels/kernels.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 

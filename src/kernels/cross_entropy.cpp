@@ -12,7 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 bool worth_threads(int64_t N, int64_t V) { return N > 1 && N * V >= (1 << 15); }

@@ -14,7 +14,7 @@
 #include "kernels/simd.h"
 #include "tensor/rng.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 
@@ -210,10 +210,10 @@ void gelu_erf_forward(float* out, const float* inp, int64_t n) {
 }
 
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
-  gelu_erf_backward(dinp, dout, inp, n, true);
+  gelu_erf_backward_ex(dinp, dout, inp, n, true);
 }
 
-void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate) {
+void gelu_erf_backward_ex(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
     const vf16 x = ld(inp, i, cnt);
     const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;

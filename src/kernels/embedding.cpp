@@ -7,7 +7,7 @@
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 // out[n, :] = weight[ids[n], :]
 void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t N, int64_t C, int64_t V) {

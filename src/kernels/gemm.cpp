@@ -26,7 +26,7 @@
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 
@@ -499,15 +499,10 @@ void linear_forward_few_rows(float* out, const float* inp, const float* weight, 
   });
 }
 
-thread_local bool t_row_stable = false;
 // The matrix-vector path: few rows, or any number under a RowStableScope.
-bool use_dot_path(int64_t N) { return N <= kFewRows || t_row_stable; }
+bool use_dot_path(int64_t N) { return N <= kFewRows || row_stable_enabled(); }
 
 }  // namespace
-
-bool detail::row_stable_active() { return t_row_stable; }
-RowStableScope::RowStableScope() : previous_(t_row_stable) { t_row_stable = true; }
-RowStableScope::~RowStableScope() { t_row_stable = previous_; }
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC) {
@@ -566,17 +561,17 @@ void linear_gelu_backward(float* dinp, float* dweight, float* dbias, const float
     return detail::linear_backward_bf16(dinp, overwrite_dinp ? 0.0f : 1.0f, dweight, overwrite_dweight ? 0.0f : 1.0f,
                                         dbias, dout, inp, weight, N, C, OC, slope);
   gelu_erf_backward_slope(slope, dout, slope, N * OC, /*accumulate=*/false);
-  linear_backward(dinp, dweight, dbias, slope, inp, weight, N, C, OC, overwrite_dinp, overwrite_dweight);
+  linear_backward_ex(dinp, dweight, dbias, slope, inp, weight, N, C, OC, overwrite_dinp, overwrite_dweight);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC) {
-  linear_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, false, false);
+  linear_backward_ex(dinp, dweight, dbias, dout, inp, weight, N, C, OC, false, false);
 }
 
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
-                     bool overwrite_dweight) {
+void linear_backward_ex(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
+                        bool overwrite_dweight) {
   const float beta_inp = overwrite_dinp ? 0.0f : 1.0f, beta_weight = overwrite_dweight ? 0.0f : 1.0f;
   if (detail::bf16_active())  // the GEMMs and dbias, dout read once
     return detail::linear_backward_bf16(dinp, beta_inp, dweight, beta_weight, dbias, dout, inp, weight, N, C, OC);

@@ -29,7 +29,7 @@
 #include "kernels/parallel.h"
 
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 
@@ -198,7 +198,7 @@ void avx_rows(ALayout layout, float* C, int64_t ldc, int64_t rows, int64_t nj, b
 // bits never depend on the rows decoded beside it.
 constexpr int64_t kAmxMinRows = 16;
 bool uses_amx(Bf16Backend backend, int64_t M) {
-  return backend == Bf16Backend::Amx && M > kAmxMinRows && !detail::row_stable_active();
+  return backend == Bf16Backend::Amx && M > kAmxMinRows && !row_stable_enabled();
 }
 
 // The order of the tasks. A thread's tasks go across the panels of one row block, so that A's

@@ -2,7 +2,7 @@
 // tests: the plain loops of the equations, single-threaded.
 #include "kernels/kernels.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {

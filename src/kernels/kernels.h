@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/memory.h"
+#include "kernels/isa.h"
 
 namespace atto::kernels {
 
@@ -59,7 +60,9 @@ void run_shards(int shards, const std::function<void(int)>& fn);
 // independent 16-lane FMAs on registers for `seconds` (> 0); returns each thread's GFLOP/s
 // (2 FLOP per lane). No kernel can pass their sum; the blocked GEMM comes within a few percent.
 // The threads' figures differ where a machine's cores (vCPUs) do not run at the same speed.
+ATTO_ISA_BEGIN
 std::vector<double> fma_peak_gflops(double seconds);
+ATTO_ISA_END
 
 // ============================================================================================
 // GEMM
@@ -70,6 +73,7 @@ std::vector<double> fma_peak_gflops(double seconds);
 // Cache-sized products run atto's register-blocked AVX-512 kernel (one in-order FMA chain per
 // element); large ones run OpenBLAS on tiles of C fixed by (M, N, K), one single-threaded call
 // per tile (OpenBLAS's own threading is not bit-reproducible across thread counts for some K).
+ATTO_ISA_BEGIN
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -79,6 +83,7 @@ void gemm_naive(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
 void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, int64_t strideA, const float* B, int64_t ldb, int64_t strideB, float beta, float* C,
                   int64_t ldc, int64_t strideC);
+ATTO_ISA_END
 
 // ============================================================================================
 // bf16 mixed precision (as torch.autocast(dtype=bfloat16)): GEMMs take bf16 inputs, sum in fp32
@@ -186,6 +191,7 @@ class PrecisionScope {
 Precision current_precision();
 Bf16WeightCache* current_weight_cache();  // the calling thread's, or nullptr
 
+ATTO_ISA_BEGIN
 // Packs op(B) (B is [K, N], or [N, K] when transB), rounding each element to bf16.
 void pack_bf16(PackedBf16& out, bool transB, int64_t K, int64_t N, const float* B, int64_t ldb);
 // C[M, N] = alpha * op(A) @ B + beta * C, op(A)[M, K] rounded to bf16; beta == 0 overwrites.
@@ -203,6 +209,7 @@ float from_bf16(uint16_t b);  // exact
 // each of num_threads() threads runs independent bf16 dot products on registers (AMX tiles or
 // vdpbf16ps) for `seconds`; returns each thread's GFLOP/s.
 std::vector<double> bf16_peak_gflops(double seconds);
+ATTO_ISA_END
 
 // ============================================================================================
 // Linear: out[N, OC] = inp[N, C] @ weight[OC, C]^T + bias[OC]   (bias may be nullptr)
@@ -222,6 +229,8 @@ class RowStableScope {  // for the calling thread, for a scope; nests
  private:
   bool previous_;
 };
+bool row_stable_enabled();  // whether the calling thread is in a RowStableScope
+ATTO_ISA_BEGIN
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                     int64_t OC);
 // dinp += dout @ weight;  dweight += dout^T @ inp;  dbias += sum_n dout[n]
@@ -229,9 +238,9 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, int64_t N, int64_t C, int64_t OC);
 // The same with dinp (dweight) overwritten instead of accumulated into when overwrite_dinp
 // (overwrite_dweight): a gradient buffer that is new.
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
-                     bool overwrite_dweight);
+void linear_backward_ex(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, int64_t N, int64_t C, int64_t OC, bool overwrite_dinp,
+                        bool overwrite_dweight);
 // linear_gelu_forward's backward: linear_backward of dpre = dout * slope (GELU's slope from the
 // forward). slope is clobbered: in fp32 it becomes dpre; in bf16 the product is taken as the
 // operands are rounded (bf16_pack.cpp) and never stored. Bitwise what gelu_erf_backward_slope
@@ -277,7 +286,7 @@ void gelu_erf_forward(float* out, const float* inp, int64_t n);
 void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n);
 // The same, overwriting dinp instead of adding to it when accumulate is false. Phi(x) is
 // recomputed from x (a rational erf: cheaper than reading the saved output back from memory).
-void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate);
+void gelu_erf_backward_ex(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate);
 // GELU (erf) keeping its slope, for a backward that only multiplies: out = x Phi(x) and, when
 // slope is not nullptr, slope = Phi(x) + x phi(x) = dGELU/dx. out may be inp. The same bits as
 // gelu_erf_forward and the factor gelu_erf_backward multiplies dout by.
@@ -301,8 +310,8 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 // counter_uniform(seed, first + i) >= p (tensor/rng.h). The mask is not stored: backward
 // recomputes it from the seed. p in [0, 1). `first` is the index of element 0 in a larger
 // tensor whose mask this range is part of (a data-parallel shard's rows of a batch).
-void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed, uint64_t first = 0);
-void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed, uint64_t first = 0);
+void dropout_forward(float* out, const float* inp, int64_t n, float p, uint64_t seed, uint64_t first);
+void dropout_backward(float* dinp, const float* dout, int64_t n, float p, uint64_t seed, uint64_t first);
 
 // ============================================================================================
 // Rotary position embeddings (RoPE) on the Q and K blocks of a fused qkv[B, T, 3C]
@@ -364,6 +373,7 @@ void softmax_backward(float* dinp, const float* dout, const float* out, int64_t 
 // A row with every key masked gives out = 0 and lse = -inf, and no gradient.
 // lse[(b*NH + h)*Tq + i] = logsumexp_j scores[b,h,i,j], saved for backward.
 // The fast kernel never holds more than one tile of scores per thread.
+ATTO_ISA_END
 struct AttentionDims {
   int64_t B = 1, NH = 1, Tq = 1, Tk = 1, HS = 1;
   int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // 0 means NH*HS
@@ -374,6 +384,7 @@ struct AttentionDims {
   // The naive twin always accumulates.
   bool accumulate = true;
 };
+ATTO_ISA_BEGIN
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const uint8_t* key_mask,
                        const AttentionDims& dims);
 // dq, dk, dv use the same layouts (and ld) as q, k, v; they are accumulated into (or
@@ -411,6 +422,7 @@ void cross_entropy_backward_naive(float* dlogits, const float* dloss, const floa
                                   const int32_t* targets, int64_t N, int64_t V, int32_t ignore_index,
                                   float label_smoothing);
 
+ATTO_ISA_END
 // Runs f(i, begin, end) over every chunk [begin, end) of `chunk` elements (the last one shorter)
 // of each of `count` ranges of n[i] elements, the chunks dealt out over the threads; serial when
 // the ranges hold fewer than min_parallel elements in all. A range's chunks are the same whatever
@@ -418,6 +430,7 @@ void cross_entropy_backward_naive(float* dlogits, const float* dloss, const floa
 // parallel region for many small tensors (a model's parameters) instead of one each.
 void for_each_chunk(const int64_t* n, size_t count, int64_t chunk, int64_t min_parallel,
                     const std::function<void(size_t, int64_t, int64_t)>& f);
+ATTO_ISA_BEGIN
 
 // ============================================================================================
 // Optimizer updates (one pass over the parameter)
@@ -435,6 +448,7 @@ void sgd_update(float* param, float* momentum_buf, const float* grad, int64_t n,
                 float weight_decay, bool nesterov, bool first_step);
 // adam_update over several tensors in one parallel pass; tensor i has its own lr, weight decay
 // and step. Bit-identical to calling adam_update on each in turn, for any thread count.
+ATTO_ISA_END
 struct AdamTensor {
   float* param;
   float* m;
@@ -445,6 +459,7 @@ struct AdamTensor {
   float weight_decay;
   int64_t step;
 };
+ATTO_ISA_BEGIN
 void adam_update_many(const AdamTensor* t, size_t count, float beta1, float beta2, float eps, bool decoupled);
 // Sum of squares of x[n], accumulated in double over fixed chunks (deterministic).
 double sum_squares(const float* x, int64_t n);
@@ -466,4 +481,7 @@ float sum_of(const float* x, int64_t n);
 // max_i x[i]; -inf when n == 0.
 float max_of(const float* x, int64_t n);
 
+ATTO_ISA_END
 }  // namespace atto::kernels
+
+#include "kernels/dispatch.h"  // in a portable build, the names above call the chosen level's kernels

@@ -14,7 +14,7 @@
 #include "kernels/parallel.h"
 #include "kernels/simd.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 

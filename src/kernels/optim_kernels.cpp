@@ -15,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 

@@ -11,13 +11,14 @@
 // shards' own team.
 #pragma once
 
+#include "kernels/isa.h"
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 // Whether a region asked for (`want`: enough work to share) would get more than one thread.
 inline bool use_threads(bool want) { return want && omp_get_max_threads() > 1; }

@@ -12,7 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/simd.h"
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 namespace {
 

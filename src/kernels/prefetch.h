@@ -13,9 +13,10 @@
 // backward 2.52 against 2.84 with its packs, rows of q and rows of out, dq, dk, dv prefetched.
 #pragma once
 
+#include "kernels/isa.h"
 #include <cstdint>
 
-namespace atto::kernels {
+namespace ATTO_KERNELS_NS {
 
 constexpr int64_t kPrefetchRows = 8;
 

@@ -12,6 +12,7 @@
 // split over threads; the tail of a range goes through the same 16-lane code, padded.
 #pragma once
 
+#include "kernels/isa.h"
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -23,7 +24,7 @@
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-namespace atto::kernels::simd {
+namespace ATTO_KERNELS_NS::simd {
 
 // ---- 16-lane vectors (GCC vector extensions: AVX-512 with -march=native, split otherwise) ----
 typedef float vf16 __attribute__((vector_size(64)));

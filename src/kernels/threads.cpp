@@ -26,6 +26,13 @@ ThreadScope::ThreadScope(int n) : previous_(omp_get_max_threads()) {
 }
 ThreadScope::~ThreadScope() { omp_set_num_threads(previous_); }
 
+namespace {
+thread_local bool t_row_stable = false;
+}  // namespace
+bool row_stable_enabled() { return t_row_stable; }
+RowStableScope::RowStableScope() : previous_(t_row_stable) { t_row_stable = true; }
+RowStableScope::~RowStableScope() { t_row_stable = previous_; }
+
 void run_shards(int shards, const std::function<void(int)>& fn) {
   if (shards <= 0) return;
   const int total = num_threads();

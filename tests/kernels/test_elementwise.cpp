@@ -109,8 +109,8 @@ TEST(KernelActivation, GeluErfBackwardOverwriteMatchesFormula) {
     const std::vector<float> dout = randn(n, 6);
     std::vector<float> d_acc = randn(n, 7), d_over(n, NAN), d_zero(n, 0.0f);
     const std::vector<float> dinp0 = d_acc;
-    gelu_erf_backward(d_acc.data(), dout.data(), x.data(), n, true);
-    gelu_erf_backward(d_over.data(), dout.data(), x.data(), n, false);
+    gelu_erf_backward_ex(d_acc.data(), dout.data(), x.data(), n, true);
+    gelu_erf_backward_ex(d_over.data(), dout.data(), x.data(), n, false);
     gelu_erf_backward(d_zero.data(), dout.data(), x.data(), n);
     for (int64_t i = 0; i < n; i++) {
       const double xi = x[i];
@@ -132,7 +132,7 @@ TEST(KernelActivation, GeluErfSlopeIsTheBackwardsFactorBitForBit) {
     for (size_t i = 9; i < x.size() && i < 40; i++) x[i] = -14.0f + 0.5f * static_cast<float>(i - 9);
     std::vector<float> y(n), want_y(n), slope(n), want_slope(n, 0.0f), ones(n, 1.0f);
     gelu_erf_forward(want_y.data(), x.data(), n);
-    gelu_erf_backward(want_slope.data(), ones.data(), x.data(), n, false);
+    gelu_erf_backward_ex(want_slope.data(), ones.data(), x.data(), n, false);
     gelu_erf_forward_slope(y.data(), slope.data(), x.data(), n);
     ASSERT_EQ(0, std::memcmp(y.data(), want_y.data(), sizeof(float) * n)) << "n=" << n;
     ASSERT_EQ(0, std::memcmp(slope.data(), want_slope.data(), sizeof(float) * n)) << "n=" << n;
@@ -144,8 +144,8 @@ TEST(KernelActivation, GeluErfSlopeIsTheBackwardsFactorBitForBit) {
     // may round differently (the compiler fuses the old kernel's multiply and add).
     const std::vector<float> dout = randn(n, 6), dinp0 = randn(n, 7);
     std::vector<float> d_acc = dinp0, d_over(n, NAN), want_over(n, NAN), want_acc = dinp0;
-    gelu_erf_backward(want_over.data(), dout.data(), x.data(), n, false);
-    gelu_erf_backward(want_acc.data(), dout.data(), x.data(), n, true);
+    gelu_erf_backward_ex(want_over.data(), dout.data(), x.data(), n, false);
+    gelu_erf_backward_ex(want_acc.data(), dout.data(), x.data(), n, true);
     gelu_erf_backward_slope(d_acc.data(), dout.data(), slope.data(), n, true);
     gelu_erf_backward_slope(d_over.data(), dout.data(), slope.data(), n, false);
     ASSERT_EQ(0, std::memcmp(d_over.data(), want_over.data(), sizeof(float) * n)) << "n=" << n;
@@ -257,8 +257,8 @@ TEST(KernelDropout, KeepsFractionScalesAndBackwardMatchesMask) {
   const std::vector<float> x = randn(n, 1), dout = randn(n, 2);
   for (float p : {0.1f, 0.5f, 0.9f}) {
     std::vector<float> out(n), dinp(n, 0.0f);
-    dropout_forward(out.data(), x.data(), n, p, 1234);
-    dropout_backward(dinp.data(), dout.data(), n, p, 1234);
+    dropout_forward(out.data(), x.data(), n, p, 1234, 0);
+    dropout_backward(dinp.data(), dout.data(), n, p, 1234, 0);
     int64_t kept = 0;
     for (int64_t i = 0; i < n; i++) {
       const bool keep = counter_uniform(1234, static_cast<uint64_t>(i)) >= p;
@@ -271,8 +271,8 @@ TEST(KernelDropout, KeepsFractionScalesAndBackwardMatchesMask) {
   }
   // Another seed gives another mask.
   std::vector<float> a(n), b(n);
-  dropout_forward(a.data(), x.data(), n, 0.5f, 1);
-  dropout_forward(b.data(), x.data(), n, 0.5f, 2);
+  dropout_forward(a.data(), x.data(), n, 0.5f, 1, 0);
+  dropout_forward(b.data(), x.data(), n, 0.5f, 2, 0);
   EXPECT_NE(a, b);
 }
 
@@ -280,15 +280,15 @@ TEST(KernelDropout, ZeroIsIdentityAndThreadInvariant) {
   const int64_t n = 70001;
   const std::vector<float> x = randn(n, 3);
   std::vector<float> out(n), dinp(n, 1.0f);
-  dropout_forward(out.data(), x.data(), n, 0.0f, 99);
+  dropout_forward(out.data(), x.data(), n, 0.0f, 99, 0);
   expect_bit_identical(out, x, "dropout p=0");
-  dropout_backward(dinp.data(), x.data(), n, 0.0f, 99);
+  dropout_backward(dinp.data(), x.data(), n, 0.0f, 99, 0);
   for (int64_t i = 0; i < n; i++) ASSERT_EQ(dinp[i], 1.0f + x[i]);
   expect_thread_invariant(
       [&] {
         std::vector<float> o(n), d(n, 0.0f);
-        dropout_forward(o.data(), x.data(), n, 0.3f, 7);
-        dropout_backward(d.data(), x.data(), n, 0.3f, 7);
+        dropout_forward(o.data(), x.data(), n, 0.3f, 7, 0);
+        dropout_backward(d.data(), x.data(), n, 0.3f, 7, 0);
         o.insert(o.end(), d.begin(), d.end());
         return o;
       },

@@ -318,7 +318,7 @@ TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
               [&] {
                 std::vector<float> dx = dx0, dw = dw0, db = db0;
                 const PrecisionScope scope(Precision::BF16);
-                linear_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, C, OC, overwrite,
+                linear_backward_ex(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), N, C, OC, overwrite,
                                 overwrite);
                 expect_bit_identical(dx, dx_ref, "dinp, " + what);
                 expect_bit_identical(dw, dw_ref, "dweight, " + what);
@@ -330,9 +330,9 @@ TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
           // Each output alone (the others null) gets the same bits.
           std::vector<float> dx = dx0, dw = dw0, db = db0;
           const PrecisionScope scope(Precision::BF16);
-          linear_backward(dx.data(), nullptr, nullptr, g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
-          linear_backward(nullptr, dw.data(), nullptr, g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
-          linear_backward(nullptr, nullptr, db.data(), g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
+          linear_backward_ex(dx.data(), nullptr, nullptr, g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
+          linear_backward_ex(nullptr, dw.data(), nullptr, g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
+          linear_backward_ex(nullptr, nullptr, db.data(), g.data(), x.data(), w.data(), N, C, OC, overwrite, overwrite);
           expect_bit_identical(dx, dx_ref, "dinp alone, " + what);
           expect_bit_identical(dw, dw_ref, "dweight alone, " + what);
           expect_bit_identical(db, db_ref, "dbias alone, " + what);
@@ -340,7 +340,7 @@ TEST(GemmBf16, LinearBackwardMatchesTheSeparatePasses) {
           const std::vector<float> slope = randn(N * OC, 7);
           std::vector<float> gs(N * OC), gx_ref = dx0, gw_ref = dw0, gb_ref = db0;
           gelu_erf_backward_slope(gs.data(), g.data(), slope.data(), N * OC, /*accumulate=*/false);
-          linear_backward(gx_ref.data(), gw_ref.data(), gb_ref.data(), gs.data(), x.data(), w.data(), N, C, OC, overwrite,
+          linear_backward_ex(gx_ref.data(), gw_ref.data(), gb_ref.data(), gs.data(), x.data(), w.data(), N, C, OC, overwrite,
                           overwrite);
           std::vector<float> gx = dx0, gw = dw0, gb = db0, sl = slope;
           linear_gelu_backward(gx.data(), gw.data(), gb.data(), g.data(), sl.data(), x.data(), w.data(), N, C, OC,

@@ -1,0 +1,167 @@
+// Run-time dispatch (kernels/isa.h, dispatch.h): the level the kernels run at, and, in a portable
+// build, every level's table that this CPU can run computing what the naive references compute,
+// bit-identical for 1 and 2 threads within the level. (The whole suite runs at each forced level
+// in scripts/test at ATTO_CPU=avx2 besides the best.)
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/kernel_support.h"
+#include "kernels/kernels.h"
+
+#if defined(ATTO_DISPATCH)
+extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx2;
+extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx512;
+#endif
+
+namespace atto::kernels {
+namespace {
+
+using test::expect_close;
+using test::randn;
+using test::ThreadGuard;
+
+TEST(CpuLevel, IsTheBestUnlessAttoCpuLowersIt) {
+  const char* env = std::getenv("ATTO_CPU");
+  const CpuLevel l = cpu_level();
+  if (env != nullptr && *env != '\0') {
+    EXPECT_EQ(std::string(cpu_level_name(l)), env);
+  } else {
+    EXPECT_EQ(l, best_cpu_level());
+  }
+#if defined(ATTO_DISPATCH)
+  EXPECT_NE(l, CpuLevel::Native);
+  const CpuFeatures& f = cpu_features();
+  // The best level follows the features, each level needing the one below.
+  EXPECT_EQ(best_cpu_level() >= CpuLevel::Avx2, f.avx2);
+  EXPECT_EQ(best_cpu_level() >= CpuLevel::Avx512, f.avx512);
+  EXPECT_EQ(best_cpu_level() >= CpuLevel::Avx512Bf16, f.avx512_bf16);
+  if (f.avx512) {
+    EXPECT_TRUE(f.avx2);
+  }
+#else
+  EXPECT_EQ(l, CpuLevel::Native);
+#endif
+  EXPECT_THAT(kernels_description(), ::testing::HasSubstr(std::string("kernels: ") + cpu_level_name(l)));
+}
+
+TEST(CpuLevel, Bf16NeedsALevelThatHasIt) {
+  const CpuLevel l = cpu_level();
+  if (l != CpuLevel::Native && l < CpuLevel::Avx512Bf16) {
+    EXPECT_EQ(bf16_backend(), Bf16Backend::None);
+    EXPECT_FALSE(bf16_supported(Bf16Backend::Avx512Bf16));
+    EXPECT_FALSE(bf16_supported(Bf16Backend::Amx));
+  }
+  if (l == CpuLevel::Avx512Bf16) {
+    EXPECT_FALSE(bf16_supported(Bf16Backend::Amx));
+  }
+}
+
+#if defined(ATTO_DISPATCH)
+// The tables this CPU can run, with their names.
+std::vector<std::pair<const char*, const KernelTable*>> runnable_tables() {
+  std::vector<std::pair<const char*, const KernelTable*>> t = {{"avx2", &atto_kernel_table_isa_avx2}};
+  if (cpu_features().avx512) t.emplace_back("avx512", &atto_kernel_table_isa_avx512);
+  return t;
+}
+
+// f(table) at 1 and at 2 threads: the same bits.
+std::vector<float> thread_invariant(const std::function<std::vector<float>()>& f, const std::string& what) {
+  ThreadGuard guard;
+  set_num_threads(1);
+  const std::vector<float> one = f();
+  set_num_threads(2);
+  const std::vector<float> two = f();
+  test::expect_bit_identical(one, two, what + ": 1 thread against 2");
+  return one;
+}
+
+TEST(KernelTables, EveryLevelMatchesTheNaiveReferences) {
+  const int64_t M = 37, N = 53, K = 71;
+  const auto A = randn(M * K, 1), B = randn(N * K, 2), C0 = randn(M * N, 3);
+  const auto x = randn(M * N, 4), w = randn(N, 5), b = randn(N, 6);
+  for (const auto& [name, t] : runnable_tables()) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    // GEMM (the blocked kernel and its packing), beta = 1.
+    auto got = thread_invariant(
+        [&, t = t] {
+          std::vector<float> c = C0;
+          t->gemm(false, true, M, N, K, 0.5f, A.data(), K, B.data(), K, 1.0f, c.data(), N);
+          return c;
+        },
+        n + " gemm");
+    std::vector<float> want = C0;
+    t->gemm_naive(false, true, M, N, K, 0.5f, A.data(), K, B.data(), K, 1.0f, want.data(), N);
+    expect_close(got, want, 1e-5, 1e-4, n + " gemm");
+    // LayerNorm forward.
+    std::vector<float> mean(M), rstd(M), want_out(M * N);
+    got = thread_invariant(
+        [&, t = t] {
+          std::vector<float> out(M * N), mu(M), rs(M);
+          t->layernorm_forward(out.data(), mu.data(), rs.data(), x.data(), w.data(), b.data(), M, N, 1e-5f);
+          return out;
+        },
+        n + " layernorm");
+    t->layernorm_forward_naive(want_out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), M, N, 1e-5f);
+    expect_close(got, want_out, 1e-5, 1e-5, n + " layernorm");
+    // Softmax and GELU against the avx2 level's (an exp or erf off by more than an ulp or two
+    // shows).
+    got = thread_invariant(
+        [&, t = t] {
+          std::vector<float> out(M * N);
+          t->softmax_forward(out.data(), x.data(), M, N);
+          return out;
+        },
+        n + " softmax");
+    std::vector<float> ref(M * N);
+    atto_kernel_table_isa_avx2.softmax_forward(ref.data(), x.data(), M, N);
+    expect_close(got, ref, 1e-5, 1e-7, n + " softmax");
+    got.assign(M * N, 0.0f);
+    t->gelu_erf_forward(got.data(), x.data(), M * N);
+    atto_kernel_table_isa_avx2.gelu_erf_forward(ref.data(), x.data(), M * N);
+    expect_close(got, ref, 1e-5, 1e-6, n + " gelu");
+  }
+}
+
+TEST(KernelTables, EveryLevelsAttentionMatchesTheNaiveOne) {
+  AttentionDims d;
+  d.B = 2, d.NH = 3, d.Tq = 29, d.Tk = 29, d.HS = 16, d.causal = true;
+  const int64_t n = d.B * d.Tq * d.NH * d.HS;
+  const auto q = randn(n, 7), k = randn(n, 8), v = randn(n, 9), dout = randn(n, 10);
+  for (const auto& [name, t] : runnable_tables()) {
+    SCOPED_TRACE(name);
+    std::vector<float> out(n), lse(d.B * d.NH * d.Tq), want(n), want_lse(d.B * d.NH * d.Tq);
+    t->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), nullptr, d);
+    t->attention_forward_naive(want.data(), want_lse.data(), q.data(), k.data(), v.data(), nullptr, d);
+    expect_close(out, want, 1e-4, 1e-5, std::string(name) + " attention forward");
+    std::vector<float> dq(n), dk(n), dv(n), wq(n), wk(n), wv(n);
+    t->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
+                          v.data(), nullptr, d);
+    t->attention_backward_naive(wq.data(), wk.data(), wv.data(), dout.data(), want.data(), want_lse.data(), q.data(),
+                                k.data(), v.data(), nullptr, d);
+    expect_close(dq, wq, 1e-4, 1e-4, std::string(name) + " attention dq");
+    expect_close(dk, wk, 1e-4, 1e-4, std::string(name) + " attention dk");
+    expect_close(dv, wv, 1e-4, 1e-4, std::string(name) + " attention dv");
+  }
+}
+
+TEST(KernelTables, TheNamesCallTheChosenLevelsTable) {
+  const CpuLevel l = cpu_level();
+  const KernelTable* want = l == CpuLevel::Avx2 ? &atto_kernel_table_isa_avx2 : &atto_kernel_table_isa_avx512;
+  EXPECT_EQ(&kernel_table(), want);
+  // kernels::gemm converts to a plain function pointer (tests and tables of kernels take them).
+  void (*f)(float*, const float*, int64_t) = relu_forward;
+  std::vector<float> x = {-1.0f, 2.0f}, y(2);
+  f(y.data(), x.data(), 2);
+  EXPECT_EQ(y, (std::vector<float>{0.0f, 2.0f}));
+}
+#endif
+
+}  // namespace
+}  // namespace atto::kernels
