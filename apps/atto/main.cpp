@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   fit_openblas_kernels(argv);
   CLI::App root{"atto: a small-transformer engine (train a GPT on a text file, sample from it, score text)"};
   root.require_subcommand(1);
-  root.set_version_flag("--version", "atto 0.1.0");
+  root.set_version_flag("--version", std::string("atto ") + atto::version());  // = project(atto VERSION)
   root.footer(
       "Examples:\n"
       "  atto train --data names.txt --out runs/names\n"
