@@ -82,9 +82,8 @@ int main(int argc, char** argv) {
   }
   CLI::App root{"atto: a small-transformer engine (train a GPT on a text file, sample from it, score text)"};
   root.require_subcommand(1);
-  root.set_version_flag("--version", [] {
-    return fmt::format("atto {}.{}.{}\n{}", ATTO_VERSION_MAJOR, ATTO_VERSION_MINOR, ATTO_VERSION_PATCH,
-                       atto::kernels::kernels_description());
+  root.set_version_flag("--version", [] {  // the project's version, and which kernels run
+    return fmt::format("atto {}\n{}", atto::version(), atto::kernels::kernels_description());
   });
   root.footer(
       "Examples:\n"
