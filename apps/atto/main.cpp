@@ -70,16 +70,22 @@ void print_error(std::string_view msg) {
   std::fprintf(stderr, "atto: error: %s\n", atto::terminal_safe(msg).c_str());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The kernels' level (a bad $ATTO_CPU stops here, before anything runs), then OpenBLAS's.
+bool choose_kernels(char** argv) {
   try {
-    atto::kernels::cpu_level();  // the kernels' level: a bad $ATTO_CPU stops here, before anything runs
+    atto::kernels::cpu_level();
     fit_openblas_kernels(argv);
   } catch (const std::exception& e) {
     print_error(e.what());
-    return 2;
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!choose_kernels(argv)) return 2;
   CLI::App root{"atto: a small-transformer engine (train a GPT on a text file, sample from it, score text)"};
   root.require_subcommand(1);
   root.set_version_flag("--version", [] {  // the project's version, and which kernels run

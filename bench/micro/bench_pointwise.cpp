@@ -22,7 +22,7 @@ std::vector<float> randn(int64_t n, uint32_t seed) {
 
 constexpr int64_t kElems = 4096 * 768;  // e.g. B*T = 4096 rows of C = 768
 
-template <void (*F)(float*, const float*, int64_t)>
+template <auto F>  // a kernel: a function, or (portable builds) the object that dispatches it
 void BM_Unary(benchmark::State& state) {
   const auto x = randn(kElems, 1);
   std::vector<float> out(kElems);
@@ -33,7 +33,7 @@ void BM_Unary(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kElems);
 }
 
-template <void (*F)(float*, const float*, const float*, int64_t)>
+template <auto F>
 void BM_UnaryBackward(benchmark::State& state) {
   const auto x = randn(kElems, 1), dout = randn(kElems, 2);
   std::vector<float> dinp(kElems);
