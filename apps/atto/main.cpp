@@ -24,8 +24,10 @@ namespace {
 // An AVX2 build (x86-64-v3: AVX2, no AVX-512) takes OpenBLAS's AVX2 kernels (Haswell) on any CPU
 // unless OpenBLAS chose AVX2 kernels itself (Haswell, Zen): on an AVX-512 CPU it would otherwise
 // run OpenBLAS's AVX-512 kernels beside its own AVX2 ones, and measure as no AVX2 machine runs it.
-// A value the user set is left alone; if the restart fails, atto goes on as it was.
+// A value the user set is left alone; if the restart fails, atto goes on as it was. Off x86-64
+// (ARM64) OpenBLAS's own choice stands.
 void fit_openblas_kernels(char** argv) {
+#if defined(__x86_64__)
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   const char* core = openblas_get_corename();
   if (core == nullptr) return;
@@ -46,6 +48,7 @@ void fit_openblas_kernels(char** argv) {
   if (fit == nullptr) return;
   ::setenv("OPENBLAS_CORETYPE", fit, 1);
   ::execv("/proc/self/exe", argv);
+#endif
 }
 
 // "atto: error: MESSAGE" on stderr, the message made safe for a terminal (base/output.h).

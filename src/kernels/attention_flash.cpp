@@ -20,7 +20,9 @@
 // (head size rounded up to 16 lanes), so any HS, Tq, Tk and leading dimension work. Forward and
 // backward compute the scores with one function (score_tile).
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,11 @@
 // atto/kernels/bf16.cpp: bf16 mixed precision's machinery: which kernels this CPU runs (cpuid,
 // the OS's register state, Linux's AMX permission), the precision scope, rounding to bf16,
 // packing B for the kernels, and the weight cache. The kernels are in gemm_bf16.cpp.
+#if defined(__x86_64__)
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 
 #include <climits>
 #include <cstdlib>
@@ -31,6 +33,7 @@ struct CpuFeatures {
   std::string missing;       // for the error message
 };
 
+#if defined(__x86_64__)
 uint64_t xgetbv0() {
   uint32_t lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -67,6 +70,15 @@ CpuFeatures detect() {
   f.amx = f.avx512_bf16 && amx_bf16 && amx_tile && request_amx_permission();
   return f;
 }
+#else
+// The bf16 kernels are x86-64's (AVX512_BF16, AMX); elsewhere (ARM64) bf16 is refused with the
+// same message as on an x86 CPU without them (bf16_absent.cpp stands in for the kernel files).
+CpuFeatures detect() {
+  CpuFeatures f;
+  f.missing = "an x86-64 CPU: atto's bf16 kernels are x86-64 only";
+  return f;
+}
+#endif
 
 const CpuFeatures& features() {
   static const CpuFeatures f = detect();
