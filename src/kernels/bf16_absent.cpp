@@ -31,6 +31,8 @@ std::vector<double> bf16_peak_gflops(double seconds) {
 
 namespace detail {
 
+bool bf16_active() { return current_precision() == Precision::BF16; }  // never: no PrecisionScope(BF16) here
+
 void linear_forward_bf16(float* out, const float* residual, const float* inp, const float* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC) {
   require_bf16("bf16 linear");
