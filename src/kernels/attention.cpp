@@ -56,10 +56,11 @@ Problem make_problem(const AttentionDims& dims, const uint8_t* key_mask) {
 // the forward's lse came from the decode path's 16-lane partial sums: equal up to rounding, not
 // bit for bit.
 Path choose_path(const AttentionDims& d, Pass pass) {
-#if defined(__AVX2__) && !defined(__AVX512F__)
+#if (defined(__AVX2__) && !defined(__AVX512F__)) || defined(__aarch64__)
   // AVX2 builds: the tiny and short paths hold blocks of 16-lane vectors that GCC splits into
   // 8-lane halves through memory (stores and reloads on every step); the flash path's 8-lane
   // micro-kernel ran those shapes 1.0-2.8x faster (forward and backward, bench_micro, 1 thread).
+  // ARM64 builds likewise (4-lane NEON quarters; the flash path's mm_block4), unmeasured.
   if (d.Tq > attn::kDecodeMaxRows || pass == Pass::kBackward) return Path::kFlash;
 #endif
   if (d.Tq <= attn::kDecodeMaxRows) {

@@ -21,6 +21,7 @@
 // padded score columns are -inf, so padding costs work, never bits. Work is split as in the fp32
 // flash path (query tiles forward, heads backward) and every sum runs in one fixed order: the
 // bits do not depend on the thread count.
+#if defined(__x86_64__)  // the bf16 kernels are x86-64 only; elsewhere bf16_absent.cpp stands in
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -259,3 +260,4 @@ void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, con
 }
 
 }  // namespace atto::kernels::attn
+#endif  // __x86_64__

@@ -31,6 +31,7 @@
 // depend on the thread count (heads are split over threads, each head's sums in one order).
 // Operands are rounded as the flash path rounds them: q, k, v, dout, P and dS to bf16, products
 // summed in fp32, softmax and D in fp32.
+#if defined(__x86_64__)  // the bf16 kernels are x86-64 only; elsewhere bf16_absent.cpp stands in
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -333,3 +334,4 @@ void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, cons
 }
 
 }  // namespace atto::kernels::attn
+#endif  // __x86_64__

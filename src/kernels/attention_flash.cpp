@@ -20,7 +20,9 @@
 // (head size rounded up to 16 lanes), so any HS, Tq, Tk and leading dimension work. Forward and
 // backward compute the scores with one function (score_tile).
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -106,6 +108,42 @@ void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t ak
   if (N - n0 == 16) mm_block8<2>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
   if (N - n0 == 8) mm_block8<1>(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
 }
+#elif defined(__aarch64__)
+// ARM64: 4 rows x 4 NEON vectors of 4 lanes (16 accumulators of 32 registers). A 16-lane block
+// is four registers a vector, and GCC kept mm_block's 4 x 4 of them on the stack; each C element
+// is still one in-order FMA chain over k: the same bits as the 16-lane form.
+void mm_block4(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb, float* C,
+               int64_t ldc, bool accumulate) {
+  for (int64_t r = 0; r < M; r += 4) {
+    float32x4_t c[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; v++) c[i][v] = accumulate ? vld1q_f32(C + (r + i) * ldc + v * 4) : vdupq_n_f32(0.0f);
+    const float* a = A + r * ars;
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < K; k++) {
+      float32x4_t b[4];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; v++) b[v] = vld1q_f32(B + k * ldb + v * 4);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; i++) {
+        const float32x4_t ai = vdupq_n_f32(a[i * ars + k * aks]);
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) c[i][v] = vfmaq_f32(c[i][v], ai, b[v]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; v++) vst1q_f32(C + (r + i) * ldc + v * 4, c[i][v]);
+  }
+}
+
+void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
+        float* C, int64_t ldc, bool accumulate) {
+  for (int64_t n0 = 0; n0 < N; n0 += 16) mm_block4(M, K, A, ars, aks, B + n0, ldb, C + n0, ldc, accumulate);
+}
 #else
 void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
         float* C, int64_t ldc, bool accumulate) {
@@ -133,6 +171,10 @@ VINLINE void copy_row_padded(float* dst, const float* src, int64_t n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - e)) - 1u);
     _mm512_storeu_ps(dst + e, _mm512_maskz_loadu_ps(m, src + e));
   }
+#elif defined(__aarch64__)
+  int64_t e = 0;  // whole vectors, then the last 1-3 floats lane by lane (none read past n)
+  for (; e < n; e += 4) vst1q_f32(dst + e, simd::load4_part(src + e, n - e));
+  for (; e < round_up(n, W); e += 4) vst1q_f32(dst + e, vdupq_n_f32(0.0f));
 #elif defined(__AVX2__)
   int64_t e = 0;
   for (; e + 8 <= n; e += 8) _mm256_storeu_ps(dst + e, _mm256_loadu_ps(src + e));

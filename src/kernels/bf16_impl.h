@@ -7,17 +7,24 @@
 #pragma once
 
 #include "kernels/isa.h"
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/prefetch.h"
 
+#if defined(__x86_64__)
 // Functions with these attributes run only after bf16_backend() has found the instructions: the
 // rest of the binary is built for whatever -march the build chose.
 #define ATTO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define ATTO_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+#else  // no bf16 kernels off x86-64 (bf16_backend() is None): the vector forms are never called
+#define ATTO_BF16_TARGET
+#define ATTO_AMX_TARGET
+#endif
 
 namespace ATTO_KERNELS_NS::detail {
 
@@ -39,6 +46,8 @@ inline void round_bf16_row(uint16_t* dst, const float* src, int64_t n) {
 }
 
 // ---- Shared by the bf16 kernel files (gemm_bf16.cpp, bf16_tiles.cpp) ---------------------
+// (x86-64 only: elsewhere there are no bf16 kernels, and bf16_absent.cpp stands in for them.)
+#if defined(__x86_64__)
 
 // dst[i] = round(src[i]), i < n.
 ATTO_BF16_TARGET inline void round_row_avx(uint16_t* dst, const float* src, int64_t n) {
@@ -84,6 +93,10 @@ ATTO_AMX_TARGET inline void amx_configure() {
 }
 
 ATTO_AMX_TARGET inline void amx_release() { _tile_release(); }
+#else
+[[noreturn]] inline void no_bf16_vector_form() { __builtin_trap(); }
+inline void round_row_avx(uint16_t*, const float*, int64_t) { no_bf16_vector_form(); }
+#endif
 
 // Whether the calling thread's GEMMs run in bf16 (a BF16 PrecisionScope).
 bool bf16_active();

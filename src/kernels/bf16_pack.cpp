@@ -4,8 +4,11 @@
 // products and its bias in one pass (pack_dout_bf16).
 //
 // The vector forms use vcvtne2ps2bf16, which rounds as detail::round_bf16 does (nearest even,
-// denormals to signed zero, NaN quieted); they run only where bf16_backend() found AVX512_BF16.
+// denormals to signed zero, NaN quieted); they run only where bf16_backend() found AVX512_BF16
+// (x86-64 only: elsewhere the vector forms are stubs that are never called).
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -22,7 +25,9 @@ namespace {
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 bool vector_packing() { return bf16_backend() != Bf16Backend::None; }
+#if defined(__x86_64__)
 using detail::pair_rows_avx;
+#endif
 using detail::round_row_avx;
 
 // dst[i * stride + c] = src[c * 16 + i] for i, c < 16: a 16 x 16 transpose of 32-bit pairs, in
@@ -38,6 +43,7 @@ ATTO_BF16_TARGET void transpose16_avx(uint32_t* dst, int64_t stride, const uint3
 constexpr int64_t kPairBlocks = 48;
 ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const float* B, int64_t ldb, int64_t K,
                                       int64_t n0, int64_t N, int64_t nblk) {
+#if defined(__x86_64__)
   __mmask16 m[kPairBlocks];
   for (int64_t b = 0; b < kPairBlocks; b++) {
     const int64_t nn = b < nblk ? std::clamp<int64_t>(N - n0 - 16 * b, 0, 16) : 0;
@@ -56,6 +62,9 @@ ATTO_BF16_TARGET void pair_blocks_avx(uint16_t* blk0, int64_t blk_stride, const 
       _mm512_storeu_si512(blk0 + b * blk_stride + (k / 2) * 32, pair_rows_avx(a, c));
     }
   }
+#else
+  detail::no_bf16_vector_form();
+#endif
 }
 
 void transpose16(uint32_t* dst, int64_t stride, const uint32_t* src, bool vec) {
@@ -103,6 +112,7 @@ constexpr int64_t kDoutGroups = 24;
 ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, bool rows_tiled, uint16_t* cols,
                                        int64_t Kn, int64_t OCq, bool tiled, float* dbias, const float* dout,
                                        const float* scale, int64_t N, int64_t OC, int64_t g0, int64_t g1) {
+#if defined(__x86_64__)
   const int64_t G = g1 - g0;
   __mmask16 m[kDoutGroups];
   bool to_rows[kDoutGroups], to_cols[kDoutGroups];
@@ -184,6 +194,9 @@ ATTO_BF16_TARGET void pack_dout_groups(uint16_t* rows, int64_t OCp, int64_t Np, 
       _mm512_mask_storeu_ps(dbias + c0, m[g],
                             _mm512_add_ps(_mm512_maskz_loadu_ps(m[g], dbias + c0), _mm512_load_ps(acc + 16 * g)));
   }
+#else
+  detail::no_bf16_vector_form();
+#endif
 }
 
 }  // namespace

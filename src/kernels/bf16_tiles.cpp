@@ -7,6 +7,7 @@
 // AMX: C in blocks of up to 2 x 2 tiles (32 x 32), A tiles 4-5, B tiles 6-7. AVX512_BF16: 4 rows
 // x up to 4 vectors of C per block, one 32-bit broadcast of a row's pair of k and one vdpbf16ps
 // per vector. Either way each C element is one chain over K in order.
+#if defined(__x86_64__)  // the bf16 kernels are x86-64 only; elsewhere bf16_absent.cpp stands in
 #include <immintrin.h>
 
 #include <algorithm>
@@ -186,3 +187,4 @@ void TileProducts::operator()(int64_t M, int64_t N, int64_t K, const uint16_t* A
 }  // namespace detail
 
 }  // namespace atto::kernels
+#endif  // __x86_64__

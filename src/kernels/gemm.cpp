@@ -172,6 +172,23 @@ VINLINE void kstore_part(float* p, kvec v, int64_t n) {
   std::memcpy(&x, &v, sizeof(x));
   _mm256_maskstore_ps(p, kmask(n), x);
 }
+#elif defined(__aarch64__)
+// ARM64: GCC keeps vectors wider than NEON's 128 bits in memory through a loop, as it does 16
+// lanes on AVX2, so the kernel runs on 4-lane vectors (one NEON register) in 16-column
+// sub-panels; NEON has 32 registers, as AVX-512 does, so the same rows per block (24
+// accumulators). The sums are the same (one FMA per k).
+typedef float kvec __attribute__((vector_size(16)));
+constexpr int64_t KW = 4;
+constexpr int64_t kSubPanel = 16;
+template <int V>
+constexpr int rows_for() {
+  return V == 1 ? 16 : V == 2 ? 12 : V == 3 ? 8 : 6;
+}
+VINLINE kvec kload(const float* p) { return vld1q_f32(p); }
+VINLINE void kstore(float* p, kvec v) { vst1q_f32(p, v); }
+VINLINE kvec ksplat(float x) { return vdupq_n_f32(x); }
+VINLINE kvec kload_part(const float* p, int64_t n) { return simd::load4_part(p, n); }
+VINLINE void kstore_part(float* p, kvec v, int64_t n) { simd::store4_part(p, v, n); }
 #else
 using kvec = vf16;
 constexpr int64_t KW = W;
@@ -222,9 +239,9 @@ void block_kernel(int64_t K, const float* A, int64_t ars, int64_t aks, const flo
     kvec bv[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V - 1; v++) bv[v] = kload(b + v * KW);
-#if defined(__AVX2__) && !defined(__AVX512F__)
-    // AVX2's masked load (vmaskmovps) costs more than a plain one: whole vectors load plainly
-    // (the test is loop-invariant: GCC unswitches the loop on it).
+#if (defined(__AVX2__) && !defined(__AVX512F__)) || defined(__aarch64__)
+    // AVX2's masked load (vmaskmovps) costs more than a plain one, and NEON has none: whole
+    // vectors load plainly (the test is loop-invariant: GCC unswitches the loop on it).
     bv[V - 1] = tail == KW ? kload(b + (V - 1) * KW) : kload_part(b + (V - 1) * KW, tail);
 #else
     bv[V - 1] = kload_part(b + (V - 1) * KW, tail);  // tail == KW: a whole vector

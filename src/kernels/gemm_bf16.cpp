@@ -15,6 +15,7 @@
 //
 // The functions with the target attribute run only after bf16_backend() has found the
 // instructions: the rest of the binary is built for whatever -march the build chose.
+#if defined(__x86_64__)  // the bf16 kernels are x86-64 only; elsewhere bf16_absent.cpp stands in
 #include <immintrin.h>
 #include <omp.h>
 
@@ -495,3 +496,4 @@ std::vector<double> bf16_peak_gflops(double seconds) {
 }
 
 }  // namespace atto::kernels
+#endif  // __x86_64__

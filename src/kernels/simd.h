@@ -21,6 +21,9 @@
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -48,6 +51,38 @@ VINLINE vf16 load(const float* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
+#if defined(__aarch64__)
+// ARM64 (NEON: 32 registers of 4 floats). GCC splits a vf16 into four 128-bit registers for
+// arithmetic, but lowers a 16-lane select (c ? a : b) to a scalar compare-and-select per lane,
+// and load_part/store_part's generic memcpy to a library call: those go through the 4-lane
+// quarters with NEON's own instructions here, as the AVX2 build does with its 8-lane halves.
+VINLINE float32x4_t quarter_of(const vf16& v, int q) {
+  float32x4_t x;
+  std::memcpy(&x, reinterpret_cast<const char*>(&v) + 16 * q, sizeof(x));
+  return x;
+}
+VINLINE void set_quarter(vf16& v, int q, float32x4_t x) {
+  std::memcpy(reinterpret_cast<char*>(&v) + 16 * q, &x, sizeof(x));
+}
+// The first n lanes from p (all 4 when n >= 4), the others `fill`; lanes past n are not read.
+VINLINE float32x4_t load4_part(const float* p, int64_t n, float fill = 0.0f) {
+  if (n >= 4) return vld1q_f32(p);
+  float32x4_t v = vdupq_n_f32(fill);
+  if (n > 0) v = vld1q_lane_f32(p, v, 0);
+  if (n > 1) v = vld1q_lane_f32(p + 1, v, 1);
+  if (n > 2) v = vld1q_lane_f32(p + 2, v, 2);
+  return v;
+}
+VINLINE void store4_part(float* p, float32x4_t v, int64_t n) {  // the first n lanes (all 4 when n >= 4)
+  if (n >= 4) {
+    vst1q_f32(p, v);
+    return;
+  }
+  if (n > 0) vst1q_lane_f32(p, v, 0);
+  if (n > 1) vst1q_lane_f32(p + 1, v, 1);
+  if (n > 2) vst1q_lane_f32(p + 2, v, 2);
+}
+#endif
 // The first n (< 16) lanes from p, the others `fill`; lanes past n are not read.
 VINLINE vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
 #ifdef __AVX512F__
@@ -68,6 +103,10 @@ VINLINE vf16 load_part(const float* p, int64_t n, float fill = 0.0f) {
   vf16 r;
   std::memcpy(&r, &lo, sizeof(lo));
   std::memcpy(reinterpret_cast<char*>(&r) + sizeof(lo), &hi, sizeof(hi));
+  return r;
+#elif defined(__aarch64__)
+  vf16 r;
+  for (int q = 0; q < 4; q++) set_quarter(r, q, load4_part(p + 4 * q, n - 4 * q, fill));
   return r;
 #else
   vf16 v = splat(fill);
@@ -90,6 +129,8 @@ VINLINE void store_part(float* p, vf16 v, int64_t n) {  // the first n (< 16) la
   std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof(lo), sizeof(hi));
   _mm256_maskstore_ps(p, m0, lo);
   _mm256_maskstore_ps(p + 8, m1, hi);
+#elif defined(__aarch64__)
+  for (int q = 0; q < 4 && 4 * q < n; q++) store4_part(p + 4 * q, quarter_of(v, q), n - 4 * q);
 #else
   std::memcpy(p, &v, sizeof(float) * static_cast<size_t>(n));
 #endif
@@ -113,6 +154,25 @@ VINLINE vf16 vmax(vf16 a, vf16 b) {
 VINLINE vf16 vmin(vf16 a, vf16 b) {
   vf16 r;
   for (int h = 0; h < 2; h++) set_half(r, h, _mm256_min_ps(half_of(a, h), half_of(b, h)));
+  return r;
+}
+#elif defined(__aarch64__)
+// NEON: per quarter, a compare and a bit select (not fmax/fmin, which return NaN for a NaN in
+// either operand): a > b ? a : b lane by lane, as everywhere.
+VINLINE vf16 vmax(vf16 a, vf16 b) {
+  vf16 r;
+  for (int q = 0; q < 4; q++) {
+    const float32x4_t x = quarter_of(a, q), y = quarter_of(b, q);
+    set_quarter(r, q, vbslq_f32(vcgtq_f32(x, y), x, y));
+  }
+  return r;
+}
+VINLINE vf16 vmin(vf16 a, vf16 b) {
+  vf16 r;
+  for (int q = 0; q < 4; q++) {
+    const float32x4_t x = quarter_of(a, q), y = quarter_of(b, q);
+    set_quarter(r, q, vbslq_f32(vcltq_f32(x, y), x, y));
+  }
   return r;
 }
 #else
@@ -143,12 +203,18 @@ VINLINE float hsum(vf16 v) {
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 VINLINE float hmax(vf16 v) {  // max is exact: any order gives the same value
+#if defined(__aarch64__)  // the same tree through NEON quarters (an 8-lane select is scalar there)
+  const float32x4_t a0 = quarter_of(v, 0), a1 = quarter_of(v, 1), b0 = quarter_of(v, 2), b1 = quarter_of(v, 3);
+  const float32x4_t c = vbslq_f32(vcgtq_f32(a0, b0), a0, b0), d = vbslq_f32(vcgtq_f32(a1, b1), a1, b1);
+  const vf4 m4 = vbslq_f32(vcgtq_f32(c, d), c, d);
+#else
   const vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
   const vf8 b = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
   const vf8 m8 = a > b ? a : b;
   const vf4 c = __builtin_shufflevector(m8, m8, 0, 1, 2, 3);
   const vf4 d = __builtin_shufflevector(m8, m8, 4, 5, 6, 7);
   const vf4 m4 = c > d ? c : d;
+#endif
   return std::max(std::max(m4[0], m4[2]), std::max(m4[1], m4[3]));
 }
 // exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
@@ -177,6 +243,15 @@ VINLINE vf16 vexp(vf16 x) {
     o = _mm256_blendv_ps(o, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
                          _mm256_cmp_ps(xh, _mm256_set1_ps(88.72283f), _CMP_GT_OQ));
     set_half(out, h, _mm256_blendv_ps(o, xh, _mm256_cmp_ps(xh, xh, _CMP_UNORD_Q)));
+  }
+  return out;
+#elif defined(__aarch64__)
+  vf16 out;
+  for (int q = 0; q < 4; q++) {  // the three selects below, per quarter
+    const float32x4_t xq = quarter_of(x, q);
+    float32x4_t o = vbslq_f32(vcltq_f32(xq, vdupq_n_f32(-87.0f)), vdupq_n_f32(0.0f), quarter_of(e, q));
+    o = vbslq_f32(vcgtq_f32(xq, vdupq_n_f32(88.72283f)), vdupq_n_f32(std::numeric_limits<float>::infinity()), o);
+    set_quarter(out, q, vbslq_f32(vceqq_f32(xq, xq), o, xq));  // NaN in, NaN out
   }
   return out;
 #else
@@ -281,6 +356,42 @@ VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds,
       }
       if (8 * rh < nrows) transpose8_regs(r);
       for (int e = 0; e < nc; e++) _mm256_storeu_ps(dst + (8 * ch + e) * ldd + 8 * rh, r[e]);
+    }
+  }
+}
+#elif defined(__aarch64__)
+// NEON: the same two functions (same results: they only move data), from 4 x 4 register
+// transposes of 4-lane quarters (vtrn pairs, then 64-bit halves recombined).
+VINLINE void transpose4_regs(float32x4_t (&r)[4]) {
+  const float32x4x2_t a = vtrnq_f32(r[0], r[1]);  // a.val[0] = r0[0] r1[0] r0[2] r1[2], a.val[1] = r0[1] r1[1] ..
+  const float32x4x2_t b = vtrnq_f32(r[2], r[3]);
+  r[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
+  r[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
+  r[2] = vcombine_f32(vget_high_f32(a.val[0]), vget_high_f32(b.val[0]));
+  r[3] = vcombine_f32(vget_high_f32(a.val[1]), vget_high_f32(b.val[1]));
+}
+VINLINE void transpose16_regs(vf16 (&v)[16]) {
+  float32x4_t q[4][4][4];  // q[row quarter][column quarter][row]
+  for (int rq = 0; rq < 4; rq++)
+    for (int cq = 0; cq < 4; cq++) {
+      for (int i = 0; i < 4; i++) q[rq][cq][i] = quarter_of(v[4 * rq + i], cq);
+      transpose4_regs(q[rq][cq]);  // q[rq][cq][e] = column 4 cq + e of rows 4 rq..
+    }
+  for (int cq = 0; cq < 4; cq++)
+    for (int e = 0; e < 4; e++)
+      for (int rq = 0; rq < 4; rq++) set_quarter(v[4 * cq + e], rq, q[rq][cq][e]);
+}
+VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t nrows, int64_t ncols) {
+  for (int cq = 0; cq < 4 && 4 * cq < ncols; cq++) {
+    const int64_t nc = std::min<int64_t>(4, ncols - 4 * cq);
+    for (int rq = 0; rq < 4; rq++) {
+      float32x4_t r[4];
+      for (int i = 0; i < 4; i++) {
+        const int64_t row = 4 * rq + i;
+        r[i] = row < nrows ? load4_part(src + row * lds + 4 * cq, nc) : vdupq_n_f32(0.0f);
+      }
+      if (4 * rq < nrows) transpose4_regs(r);
+      for (int e = 0; e < nc; e++) vst1q_f32(dst + (4 * cq + e) * ldd + 4 * rq, r[e]);
     }
   }
 }
