@@ -9,7 +9,8 @@
 // over kStoredLosses. The curve is for this machine's CPU family (-march=native, OpenBLAS's
 // runtime kernel choice); another CPU may round differently. The sanitizer build compiles at
 // -O1, where GCC rounds kernels/elementwise.cpp differently in the last bit: there the stored
-// curve is compared to within 1e-6 (relative), and 1 vs 2 threads still exactly.
+// curve is compared to within 1e-6 (relative), and 1 vs 2 threads still exactly. So is an ARM64
+// build's (docs/cpu.md: NEON kernels, flash attention for these shapes): the curve is x86's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,7 +65,7 @@ const std::vector<float> kStoredLosses = {
     2.63042736f, 2.60928154f, 2.61193419f, 2.58765697f, 2.57131672f, 2.56878519f,
 };
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || !defined(__x86_64__)
 constexpr bool kExactBuild = false;
 #else
 constexpr bool kExactBuild = true;
