@@ -27,7 +27,6 @@
 #include "kernels/simd.h"
 
 namespace ATTO_KERNELS_NS {
-
 namespace {
 
 using simd::vf16;
