@@ -28,10 +28,12 @@ namespace {
 // kernels (Haswell) on any CPU unless it chose AVX2 kernels itself (Haswell, Zen): on an AVX-512
 // CPU it would otherwise run OpenBLAS's AVX-512 kernels beside atto's AVX2 ones, and measure as
 // no AVX2 machine runs. A value the user set is left alone; if the restart fails, atto goes on.
+#if defined(__x86_64__)
 void fit_core(char** argv, const char* core) {
   ::setenv("OPENBLAS_CORETYPE", core, 1);
   ::execv("/proc/self/exe", argv);
 }
+#endif
 
 void fit_openblas_kernels(char** argv) {
 #if defined(__x86_64__)
