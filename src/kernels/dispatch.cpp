@@ -14,12 +14,6 @@
 #include <unistd.h>
 #endif
 
-#if defined(ATTO_DISPATCH)
-// Each level's table (kernel_table.cpp, one per level's build of the kernel files).
-extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx2;
-extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx512;
-#endif
-
 namespace atto::kernels {
 
 namespace {

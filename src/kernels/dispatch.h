@@ -67,4 +67,8 @@ ATTO_KERNEL_LIST(ATTO_KERNEL_OBJECT)
 
 }  // namespace atto::kernels
 
+// Each level's table (kernel_table.cpp, one per level's build of the kernel files).
+extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx2;
+extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx512;
+
 #endif  // ATTO_DISPATCH

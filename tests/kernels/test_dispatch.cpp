@@ -14,11 +14,6 @@
 #include "kernels/kernel_support.h"
 #include "kernels/kernels.h"
 
-#if defined(ATTO_DISPATCH)
-extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx2;
-extern "C" const atto::kernels::KernelTable atto_kernel_table_isa_avx512;
-#endif
-
 namespace atto::kernels {
 namespace {
 
