@@ -406,7 +406,9 @@ TEST(KernelLinear, LinearResidualIsLinearThenAddBitForBit) {
 
 // The FMA ceiling `atto bench gemm` reports: one figure per thread, each a real rate. The upper
 // bound (10 TFLOP/s per thread, ~30x any CPU core) catches a loop the compiler worked out in
-// advance, which "measured" 50 TFLOP/s per thread before the chains were made opaque.
+// advance, which "measured" 50 TFLOP/s per thread before the chains were made opaque. The lower
+// bound (1 MFLOP/s) only says the rate is not zero: under qemu-aarch64, with another test
+// beside it, a thread measured 0.07 GFLOP/s.
 TEST(FmaPeak, OneRealRatePerThread) {
   ThreadGuard guard;
   for (int threads : {1, 2}) {
@@ -415,7 +417,7 @@ TEST(FmaPeak, OneRealRatePerThread) {
     ASSERT_EQ(g.size(), static_cast<size_t>(threads));
     for (double x : g) {
       EXPECT_TRUE(std::isfinite(x));
-      EXPECT_GT(x, 0.1) << "GFLOP/s";
+      EXPECT_GT(x, 1e-3) << "GFLOP/s";
       EXPECT_LT(x, 1e4) << "GFLOP/s";
     }
   }
