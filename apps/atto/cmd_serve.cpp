@@ -16,8 +16,8 @@ namespace atto::cli {
 namespace {
 
 // SIGTERM and SIGINT: stop accepting, finish the requests in flight, exit 0.
-std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop = true; }
+std::atomic<bool> g_serve_stop{false};
+extern "C" void on_serve_stop_signal(int) { g_serve_stop = true; }
 
 struct ServeFlags {
   serve::ServeOptions opt;
@@ -49,10 +49,10 @@ int run_serve(ServeFlags f) {
     throw UsageError(e.what());
   }
   f.opt.precision = parse_precision(f.precision);  // the engine checks that the CPU runs it
-  g_stop = false;
-  auto prev_term = std::signal(SIGTERM, on_stop_signal);
-  auto prev_int = std::signal(SIGINT, on_stop_signal);
-  const int rc = serve::run_server(f.opt, g_stop, [&](const std::string& url) {
+  g_serve_stop = false;
+  auto prev_term = std::signal(SIGTERM, on_serve_stop_signal);
+  auto prev_int = std::signal(SIGINT, on_serve_stop_signal);
+  const int rc = serve::run_server(f.opt, g_serve_stop, [&](const std::string& url) {
     const bool bf16 = f.opt.precision == kernels::Precision::BF16;
     fmt::print("atto serve: {} on {} (OpenAI API at {}/v1){}{}\n", f.opt.model, url, url,
                f.opt.api_key.empty() ? "" : "; API key required",

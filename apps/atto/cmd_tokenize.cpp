@@ -100,13 +100,13 @@ int run_tokenize(const TokenizeFlags& f) {
   return 0;
 }
 
-struct TrainFlags {
+struct TokenizerTrainFlags {
   std::vector<std::string> inputs;
   std::string out;
   BpeTrainOptions opt;
 };
 
-int run_tokenizer_train(const TrainFlags& f) {
+int run_tokenizer_train(const TokenizerTrainFlags& f) {
   std::vector<std::string> texts;
   size_t bytes = 0;
   for (const std::string& p : f.inputs) {
@@ -150,7 +150,7 @@ Command add_tokenize(CLI::App& root) {
 Command add_tokenizer(CLI::App& root) {
   CLI::App* app = root.add_subcommand("tokenizer", "Make a byte-level BPE tokenizer.json");
   app->require_subcommand(1);
-  auto tf = std::make_shared<TrainFlags>();
+  auto tf = std::make_shared<TokenizerTrainFlags>();
   CLI::App* train =
       app->add_subcommand("train", "Learn byte-level BPE merges (GPT-2's pre-tokenisation) on text files");
   train->add_option("--input", tf->inputs, "Text files")->required();
