@@ -10,7 +10,7 @@
 // accumulating dK and dV transposed (dKT[d, j] += q_d dS_j, dVT[d, j] += dO_d P_j) and
 // transposing them back at the end. No query tiles, no zero-padded head columns (head size 8
 // would pay for 16) and no score matrix in memory: at these sizes that overhead made the flash
-// path several times slower (docs/bench.md, "Attention kernels: history"). Rows go in groups of
+// path several times slower (docs/perf-log.md, "attention kernels"). Rows go in groups of
 // 4 (2 past 32 keys) that share each key and value load.
 // Forward and backward share short_scores, so the backward's exp(S - lse) sees the forward's
 // exact scores.
