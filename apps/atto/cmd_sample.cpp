@@ -18,7 +18,6 @@ namespace atto::cli {
 
 namespace {
 
-constexpr int64_t kStreamDefaultTokens = 500;
 constexpr int64_t kChunkTokens = int64_t{1} << 22;  // tokens a chunk of samples may hold (16 MiB of ids)
 
 struct SampleFlags {
@@ -26,7 +25,7 @@ struct SampleFlags {
   int64_t n = 20;
   int64_t max_tokens = 0;  // 0: block size (lines), 500 (stream)
   gen::SamplerOptions sampler;
-  uint64_t seed = 1337;
+  uint64_t seed = gen::kDefaultSampleSeed;
   int threads = 0;
   std::string precision = "fp32";
   bool report = false, json = false;
@@ -189,7 +188,7 @@ int run_sample(const SampleFlags& f) {
     fmt::print(stderr, "atto: warning: the prompt is longer than the block size {}: its first {} tokens are dropped\n",
                block, ps.cropped);
   gen::GenerateOptions opt;  // opt.max_batch: the chunk size, fixed (same seed, same samples anywhere)
-  opt.max_new_tokens = f.max_tokens > 0 ? f.max_tokens : (lines ? block : kStreamDefaultTokens);
+  opt.max_new_tokens = gen::default_max_new_tokens(f.max_tokens, lines, block);
   opt.stop_token = lines ? lm.tokenizer->boundary_id() : -1;
   opt.sampler = f.sampler;
   std::optional<NoveltyCounter> nov;
@@ -227,8 +226,8 @@ Command add_sample(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--prompt", f->prompt, "Text each sample starts with");
   app->add_option("--max-tokens", f->max_tokens,
-                  "Tokens to generate per sample at most; 0 = block size (lines) "
-                  "or 500 (stream)")
+                  fmt::format("Tokens to generate per sample at most; 0 = block size (lines) or {} (stream)",
+                              gen::kStreamSampleTokens))
       ->capture_default_str();
   app->add_option("--temperature", s.temperature, "Divide the logits by this (> 0); lower is more conservative")
       ->capture_default_str();

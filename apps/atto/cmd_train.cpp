@@ -145,10 +145,7 @@ int run_train(CLI::App* app, const TrainFlags& f) {
     throw UsageError("--time plans the number of steps itself: give --time or --steps, not both");
   apply_flags(cfg, resume, [&](const std::string& name) { return flag_text(app, f, name); });
   if (!resume) {
-    if (cfg.task == Task::Gpt && cfg.data.path.empty())
-      throw UsageError("no training data: pass --data FILE (or --resume DIR)");
-    if (cfg.task == Task::Seq2Seq && cfg.data.path.empty() && (cfg.data.src.empty() || cfg.data.tgt.empty()))
-      throw UsageError("seq2seq needs --src FILE and --tgt FILE (or --data FILE.tsv)");
+    check_new_run_inputs(cfg, [](const std::string& key) { return "--" + key + " FILE"; });
     if (f.out.empty()) throw UsageError("no output directory: pass --out DIR");
   }
   TrainerOptions opts;

@@ -54,30 +54,45 @@ inline std::vector<std::string> take(atto_strings* list, std::vector<double>* sc
   atto_strings_free(list);
   return out;
 }
+// The C API's defaults, read once: the C++ parameter structs start from them, so the two APIs
+// cannot disagree.
+inline const atto_sample_params& sample_defaults() {
+  static const atto_sample_params d = atto_sample_default_params();
+  return d;
+}
+inline const atto_translate_params& translate_defaults() {
+  static const atto_translate_params d = atto_translate_default_params();
+  return d;
+}
+inline const atto_train_params& train_defaults() {
+  static const atto_train_params d = atto_train_default_params();
+  return d;
+}
 }  // namespace api_detail
 
 inline std::string version() { return atto_version(); }
 
-// The sampler of `atto sample`; defaults are atto_sample_default_params().
+// The sampler of `atto sample`; defaults are atto_sample_default_params()'s.
 struct SampleParams {
-  float temperature = 1.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  int32_t repetition_last_n = 64;
-  bool greedy = false;
-  uint64_t seed = 1337;
-  int64_t max_tokens = 0;
+  float temperature = api_detail::sample_defaults().temperature;
+  int32_t top_k = api_detail::sample_defaults().top_k;
+  float top_p = api_detail::sample_defaults().top_p;
+  float min_p = api_detail::sample_defaults().min_p;
+  float repetition_penalty = api_detail::sample_defaults().repetition_penalty;
+  int32_t repetition_last_n = api_detail::sample_defaults().repetition_last_n;
+  bool greedy = api_detail::sample_defaults().greedy;
+  uint64_t seed = api_detail::sample_defaults().seed;
+  int64_t max_tokens = api_detail::sample_defaults().max_tokens;
   std::vector<std::string> stop;
 };
 
+// Beam search; defaults are atto_translate_default_params()'s.
 struct TranslateParams {
-  int32_t beam = 5;
-  int32_t n_best = 1;
-  float length_penalty = 0.6f;
-  float max_len_a = 1.5f;
-  int32_t max_len_b = 10;
+  int32_t beam = api_detail::translate_defaults().beam;
+  int32_t n_best = api_detail::translate_defaults().n_best;
+  float length_penalty = api_detail::translate_defaults().length_penalty;
+  float max_len_a = api_detail::translate_defaults().max_len_a;
+  int32_t max_len_b = api_detail::translate_defaults().max_len_b;
 };
 
 struct Scores {
@@ -211,12 +226,13 @@ class Model {
   atto_model* m_ = nullptr;
 };
 
+// Defaults are atto_train_default_params()'s.
 struct TrainParams {
   std::string config_json;  // the keys of config.json
   std::string out_dir;
-  bool resume = false;
-  bool force = false;
-  int32_t n_threads = 0;
+  bool resume = api_detail::train_defaults().resume;
+  bool force = api_detail::train_defaults().force;
+  int32_t n_threads = api_detail::train_defaults().n_threads;
 };
 
 // Trains (or resumes) a run. on_progress returns false to stop: the run saves its state and

@@ -131,14 +131,13 @@ void give(const T* items, size_t n, T* buffer, size_t capacity, size_t* needed, 
 }
 
 // --- generation ------------------------------------------------------------------------------
-constexpr int64_t kStreamDefaultTokens = 500;  // atto sample's default in stream mode
 
 gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_params& p) {
   gen::GenerateOptions opt;
   const bool lines = lm.tokenizer->has_boundary();
   const int64_t block = lm.config.model.block_size;
   if (p.max_tokens < 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "max_tokens must be >= 0 (0 = default)");
-  opt.max_new_tokens = p.max_tokens > 0 ? p.max_tokens : (lines ? block : kStreamDefaultTokens);
+  opt.max_new_tokens = gen::default_max_new_tokens(p.max_tokens, lines, block);
   opt.stop_token = lines ? lm.tokenizer->boundary_id() : -1;
   opt.sampler.temperature = p.temperature;
   opt.sampler.top_k = p.top_k;
@@ -201,23 +200,14 @@ RunConfig train_config(const atto_train_params& p) {
   }
   if (p.resume) {
     RunConfig cfg = load_run_config(out_dir);
-    for (const std::string& key : keys_of(j)) {
-      bool allowed = false;
-      for (const ConfigField& f : config_fields()) allowed = allowed || (key == f.key && f.on_resume);
-      if (!allowed)
-        fail_with(
-            ATTO_ERR_INVALID_ARGUMENT,
-            fmt::format("config_json key '{}' cannot be changed when resuming (the run's config.json fixes it)", key));
-    }
+    for (const std::string& key : keys_of(j))
+      if (!changeable_on_resume(key)) refuse_on_resume(fmt::format("config_json key '{}'", key), false);
     apply_config_json(cfg, j, "config_json");
     return cfg;
   }
   RunConfig cfg = default_run_config(Task::Gpt);
   apply_config_json(cfg, j, "config_json");
-  if (cfg.task == Task::Gpt && cfg.data.path.empty())
-    fail_with(ATTO_ERR_INVALID_ARGUMENT, "config_json has no \"data\": the training text file of a new run");
-  if (cfg.task == Task::Seq2Seq && cfg.data.path.empty() && (cfg.data.src.empty() || cfg.data.tgt.empty()))
-    fail_with(ATTO_ERR_INVALID_ARGUMENT, "a seq2seq run needs \"src\" and \"tgt\" (or \"data\", a .tsv file)");
+  check_new_run_inputs(cfg, [](const std::string& key) { return fmt::format("\"{}\" in config_json", key); });
   return cfg;
 }
 
@@ -380,7 +370,7 @@ atto_sample_params atto_sample_default_params(void) {
   p.repetition_penalty = d.repetition_penalty;
   p.repetition_last_n = d.repetition_last_n;
   p.greedy = d.greedy;
-  p.seed = 1337;  // atto sample's default
+  p.seed = gen::kDefaultSampleSeed;  // atto sample's default
   p.max_tokens = 0;
   p.stop = nullptr;
   p.n_stop = 0;

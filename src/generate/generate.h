@@ -53,6 +53,16 @@ namespace atto::gen {
 // a sample's tokens and text are kept until it ends, so this bounds their memory (~8 MB).
 inline constexpr int64_t kMaxNewTokens = 1'000'000;
 
+// atto sample's defaults, which the C API's atto_sample_default_params() and atto.hpp share:
+// the sampling seed, and the tokens a sample may take when none are asked for (max_tokens 0):
+// a lines-mode sample (names, words) runs to its end token or the block size, a stream-mode one
+// (prose) takes kStreamSampleTokens.
+inline constexpr uint64_t kDefaultSampleSeed = 1337;
+inline constexpr int64_t kStreamSampleTokens = 500;
+inline constexpr int64_t default_max_new_tokens(int64_t asked, bool lines, int64_t block_size) {
+  return asked > 0 ? asked : (lines ? block_size : kStreamSampleTokens);
+}
+
 struct GenerateOptions {
   int64_t max_new_tokens = 100;  // sampled tokens per sequence at most (a stop token counts)
   int32_t stop_token = -1;       // ends a sequence when sampled; -1 = none

@@ -402,10 +402,11 @@ json flag_value(const ConfigField& f, const std::string& flag, const std::string
   return json(text);
 }
 
-std::string resume_flags() {
+// What a resumed run may change, as flags ("--steps, --threads, ...") or as config keys.
+std::string resume_allowed(bool flags) {
   std::string names;
   for (const ConfigField& f : config_fields())
-    if (f.on_resume && f.flag) names += (names.empty() ? "" : ", ") + flag_name(f.flag);
+    if (f.on_resume && (!flags || f.flag)) names += (names.empty() ? "" : ", ") + (flags ? flag_name(f.flag) : f.key);
   return names;
 }
 
@@ -465,11 +466,7 @@ void apply_flags(RunConfig& cfg, bool resume,
         throw UsageError(fmt::format("{} is for --task {}; this run's task is {}", name,
                                      to_string(cfg.task == Task::Gpt ? Task::Seq2Seq : Task::Gpt),
                                      to_string(cfg.task)));
-      if (resume && !resumable)
-        throw UsageError(
-            fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); "
-                        "allowed with --resume: {}",
-                        name, resume_flags()));
+      if (resume && !resumable) refuse_on_resume(name, true);
     }
   }
   for (const ConfigField& f : config_fields()) {
@@ -558,6 +555,25 @@ RunConfig run_config_from_json(const nlohmann::json& j, const std::string& sourc
   RunConfig cfg = default_run_config(task);
   apply_config_json(cfg, j, source);
   return cfg;
+}
+
+bool changeable_on_resume(const std::string& key) {
+  for (const ConfigField& f : config_fields())
+    if (key == f.key && f.on_resume) return true;
+  return false;
+}
+
+void refuse_on_resume(const std::string& what, bool list_flags) {
+  throw UsageError(fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); allowed: {}",
+                               what, resume_allowed(list_flags)));
+}
+
+void check_new_run_inputs(const RunConfig& cfg, const std::function<std::string(const std::string& key)>& name) {
+  if (cfg.task == Task::Gpt && cfg.data.path.empty())
+    throw UsageError(fmt::format("no training data: give {} (the training text file of a new run)", name("data")));
+  if (cfg.task == Task::Seq2Seq && cfg.data.path.empty() && (cfg.data.src.empty() || cfg.data.tgt.empty()))
+    throw UsageError(fmt::format("a seq2seq run needs {} and {} (or {}, a .tsv file of pairs)", name("src"),
+                                 name("tgt"), name("data")));
 }
 
 }  // namespace atto

@@ -67,4 +67,15 @@ std::string default_text(const ConfigField& f);
 void apply_flags(RunConfig& cfg, bool resume,
                  const std::function<std::optional<std::string>(const std::string& name)>& value_of);
 
+// The rules of a new run and of a resumed one, for every caller (atto train, the C API):
+// - a resumed run's config.json fixes every key but a few (steps, threads, eval_every, ...):
+//   changeable_on_resume(key) says which; refuse_on_resume throws atto::UsageError "WHAT cannot
+//   be changed when resuming (...)", listing what may change, as flags or as config keys;
+// - a new run needs its data: a GPT "data" (the training text), a seq2seq run "src" and "tgt"
+//   (or "data", a .tsv file). `name(key)` writes a key as the caller's user gives it ("--data",
+//   or "\"data\"" in a JSON object); atto::UsageError otherwise.
+bool changeable_on_resume(const std::string& key);
+[[noreturn]] void refuse_on_resume(const std::string& what, bool list_flags);
+void check_new_run_inputs(const RunConfig& cfg, const std::function<std::string(const std::string& key)>& name);
+
 }  // namespace atto

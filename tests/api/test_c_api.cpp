@@ -101,6 +101,34 @@ TEST_F(CApi, OpenInfoAndErrors) {
                                  std::to_string(ATTO_VERSION_PATCH));
 }
 
+// The C++ parameter structs start from the C API's defaults, which are atto sample's.
+TEST(CppApi, ParameterDefaultsAreTheCApis) {
+  const atto_sample_params c = atto_sample_default_params();
+  const atto::SampleParams p;
+  EXPECT_EQ(p.temperature, c.temperature);
+  EXPECT_EQ(p.top_k, c.top_k);
+  EXPECT_EQ(p.top_p, c.top_p);
+  EXPECT_EQ(p.min_p, c.min_p);
+  EXPECT_EQ(p.repetition_penalty, c.repetition_penalty);
+  EXPECT_EQ(p.repetition_last_n, c.repetition_last_n);
+  EXPECT_EQ(p.greedy, c.greedy);
+  EXPECT_EQ(p.seed, c.seed);
+  EXPECT_EQ(p.seed, 1337u);  // atto sample --seed's default (its --help says so)
+  EXPECT_EQ(p.max_tokens, c.max_tokens);
+  const atto_translate_params ct = atto_translate_default_params();
+  const atto::TranslateParams t;
+  EXPECT_EQ(t.beam, ct.beam);
+  EXPECT_EQ(t.n_best, ct.n_best);
+  EXPECT_EQ(t.length_penalty, ct.length_penalty);
+  EXPECT_EQ(t.max_len_a, ct.max_len_a);
+  EXPECT_EQ(t.max_len_b, ct.max_len_b);
+  const atto_train_params cr = atto_train_default_params();
+  const atto::TrainParams r;
+  EXPECT_EQ(r.resume, cr.resume);
+  EXPECT_EQ(r.force, cr.force);
+  EXPECT_EQ(r.n_threads, cr.n_threads);
+}
+
 TEST_F(CApi, BrokenRunDirectoriesAreErrorsNamingTheFile) {
   atto_model* m = reinterpret_cast<atto_model*>(0x1);
   EXPECT_EQ(atto_model_open((*dir_ / "nowhere").c_str(), &m), ATTO_ERR_BAD_INPUT);

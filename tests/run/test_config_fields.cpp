@@ -191,6 +191,35 @@ TEST(ConfigFields, ResumeAllowsExactlyTheMarkedFlagsAndListsThem) {
   EXPECT_THAT(msg, HasSubstr("--eval-bleu"));  // allowed, so listed (it once was not)
 }
 
+// The C API asks the same rules by config key: the keys a resume may change are exactly the
+// marked fields', and the refusal lists them as keys, not flags.
+TEST(ConfigFields, ResumeRulesByKeyAreTheFlagsRules) {
+  for (const ConfigField& f : config_fields()) EXPECT_EQ(changeable_on_resume(f.key), f.on_resume) << f.key;
+  EXPECT_FALSE(changeable_on_resume("no_such_key"));
+  const std::string msg = usage_error_of([] { refuse_on_resume("config_json key 'lr'", false); });
+  EXPECT_THAT(msg, HasSubstr("config_json key 'lr' cannot be changed when resuming"));
+  EXPECT_THAT(msg, HasSubstr("eval_bleu"));
+  EXPECT_THAT(msg, Not(HasSubstr("--eval-bleu")));
+}
+
+// A new run's data, named as the caller's user writes a key.
+TEST(ConfigFields, NewRunNeedsItsDataNamedAsTheCallerWritesIt) {
+  const auto cli = [](const std::string& key) { return "--" + key; };
+  RunConfig g = default_run_config(Task::Gpt);
+  EXPECT_THAT(usage_error_of([&] { check_new_run_inputs(g, cli); }), HasSubstr("no training data: give --data"));
+  g.data.path = "names.txt";
+  EXPECT_NO_THROW(check_new_run_inputs(g, cli));
+  RunConfig s = default_run_config(Task::Seq2Seq);
+  s.data.src = "train.en";
+  const std::string msg = usage_error_of([&] { check_new_run_inputs(s, cli); });
+  EXPECT_THAT(msg, HasSubstr("--src and --tgt (or --data"));
+  s.data.tgt = "train.de";
+  EXPECT_NO_THROW(check_new_run_inputs(s, cli));
+  RunConfig t = default_run_config(Task::Seq2Seq);
+  t.data.path = "pairs.tsv";
+  EXPECT_NO_THROW(check_new_run_inputs(t, cli));
+}
+
 TEST(ConfigFields, HelpDefaultsAreTheTasksDefaults) {
   std::map<std::string, std::string> shown;
   for (const ConfigField& f : config_fields())
