@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "atto/atto.hpp"
@@ -105,28 +106,18 @@ TEST_F(CApi, OpenInfoAndErrors) {
 TEST(CppApi, ParameterDefaultsAreTheCApis) {
   const atto_sample_params c = atto_sample_default_params();
   const atto::SampleParams p;
-  EXPECT_EQ(p.temperature, c.temperature);
-  EXPECT_EQ(p.top_k, c.top_k);
-  EXPECT_EQ(p.top_p, c.top_p);
-  EXPECT_EQ(p.min_p, c.min_p);
-  EXPECT_EQ(p.repetition_penalty, c.repetition_penalty);
-  EXPECT_EQ(p.repetition_last_n, c.repetition_last_n);
-  EXPECT_EQ(p.greedy, c.greedy);
-  EXPECT_EQ(p.seed, c.seed);
+  EXPECT_EQ(std::tie(p.temperature, p.top_k, p.top_p, p.min_p, p.repetition_penalty, p.repetition_last_n, p.greedy,
+                     p.seed, p.max_tokens),
+            std::tie(c.temperature, c.top_k, c.top_p, c.min_p, c.repetition_penalty, c.repetition_last_n, c.greedy,
+                     c.seed, c.max_tokens));
   EXPECT_EQ(p.seed, 1337u);  // atto sample --seed's default (its --help says so)
-  EXPECT_EQ(p.max_tokens, c.max_tokens);
   const atto_translate_params ct = atto_translate_default_params();
   const atto::TranslateParams t;
-  EXPECT_EQ(t.beam, ct.beam);
-  EXPECT_EQ(t.n_best, ct.n_best);
-  EXPECT_EQ(t.length_penalty, ct.length_penalty);
-  EXPECT_EQ(t.max_len_a, ct.max_len_a);
-  EXPECT_EQ(t.max_len_b, ct.max_len_b);
+  EXPECT_EQ(std::tie(t.beam, t.n_best, t.length_penalty, t.max_len_a, t.max_len_b),
+            std::tie(ct.beam, ct.n_best, ct.length_penalty, ct.max_len_a, ct.max_len_b));
   const atto_train_params cr = atto_train_default_params();
   const atto::TrainParams r;
-  EXPECT_EQ(r.resume, cr.resume);
-  EXPECT_EQ(r.force, cr.force);
-  EXPECT_EQ(r.n_threads, cr.n_threads);
+  EXPECT_EQ(std::tie(r.resume, r.force, r.n_threads), std::tie(cr.resume, cr.force, cr.n_threads));
 }
 
 TEST_F(CApi, BrokenRunDirectoriesAreErrorsNamingTheFile) {
