@@ -501,8 +501,8 @@ atto_status atto_translate_logits(atto_model* m, const char* source, const int32
     NoGradGuard no_grad;
     const auto S = static_cast<int64_t>(src.size());
     const std::vector<uint8_t> mask(src.size(), 1);
-    Seq2Seq::Cache cache = lm.model->start_decoding(lm.model->encode(src, 1, S, mask), mask, T);
-    const Tensor out = lm.model->decode_step(tgt, 1, T, cache).contiguous();
+    Seq2Seq::Cache cache = lm.model->make_cache(lm.model->encode(src, 1, S, mask), mask, T);
+    const Tensor out = lm.model->decode_cached(tgt, 1, T, cache).contiguous();
     give(out.data() + (T - 1) * c.tgt_vocab, static_cast<size_t>(c.tgt_vocab), logits, capacity, nullptr, "the logits");
   });
 }

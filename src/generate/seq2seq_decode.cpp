@@ -202,13 +202,13 @@ std::vector<std::vector<Hypothesis>> beam_search(Seq2Seq& model, const std::vect
     beams[i].live.push_back({Hypothesis{}, i * K});
     steps = std::max(steps, beams[i].limit);
   }
-  Seq2Seq::Cache cache = model.start_decoding(model.encode(p.ids, N, p.S, p.mask), p.mask, steps);
+  Seq2Seq::Cache cache = model.make_cache(model.encode(p.ids, N, p.S, p.mask), p.mask, steps);
   std::vector<int64_t> rows(N * K);
   for (int64_t r = 0; r < N * K; ++r) rows[r] = r / K;
   cache.reorder(rows);  // K rows per source
   std::vector<int32_t> input(N * K, kBos);
   for (int64_t t = 0; t < steps; ++t) {
-    const std::vector<double> lp = log_softmax_rows(model.decode_step(input, N * K, 1, cache), N * K, V);
+    const std::vector<double> lp = log_softmax_rows(model.decode_cached(input, N * K, 1, cache), N * K, V);
     for (SourceBeam& b : beams) {
       if (b.over) continue;
       step_source(b, lp, V, K, opt.length_penalty);
@@ -260,12 +260,12 @@ std::vector<Hypothesis> greedy_decode(Seq2Seq& model, const std::vector<std::vec
   std::vector<int64_t> limit(N);
   int64_t steps = 1;
   for (int64_t i = 0; i < N; ++i) steps = std::max(steps, limit[i] = length_limit(sources[i].size(), opt, model_max));
-  Seq2Seq::Cache cache = model.start_decoding(model.encode(p.ids, N, p.S, p.mask), p.mask, steps);
+  Seq2Seq::Cache cache = model.make_cache(model.encode(p.ids, N, p.S, p.mask), p.mask, steps);
   std::vector<Hypothesis> out(N);
   std::vector<bool> done(N, false);
   std::vector<int32_t> input(N, kBos);
   for (int64_t t = 0; t < steps; ++t) {
-    const std::vector<double> lp = log_softmax_rows(model.decode_step(input, N, 1, cache), N, V);
+    const std::vector<double> lp = log_softmax_rows(model.decode_cached(input, N, 1, cache), N, V);
     for (int64_t i = 0; i < N; ++i) {
       if (done[i]) continue;
       const auto best =

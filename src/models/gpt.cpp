@@ -36,7 +36,7 @@ GPT::Transformer::Transformer(const GPTConfig& cfg, Rng& rng)
   register_module("drop", drop);
   const nn::BlockConfig bc = cfg.block_config();
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    h.push_back(std::make_unique<nn::EncoderBlock>(bc, rng));
+    h.push_back(std::make_unique<nn::Block>(bc, rng));
     register_module("h." + std::to_string(i), *h.back());
   }
   if (cfg.pre_norm) {
@@ -87,6 +87,37 @@ GPT::Cache GPT::make_cache(int64_t B, int64_t max_len) const {
   return c;
 }
 
+// Token embeddings [R, T, C] plus their positions: the rows of caches[g] at that cache's
+// length, all rows at 0 without caches (rope: none added; the attention rotates Q and K).
+Tensor GPT::embed(const std::vector<int32_t>& idx, int64_t R, int64_t T, std::span<Cache* const> caches) const {
+  Tensor x = transformer.wte.forward(idx, {R, T});
+  if (caches.size() <= 1) return add_positions(x, T, caches.empty() ? 0 : caches[0]->len);
+  if (cfg_.rope()) return x;
+  std::vector<Tensor> parts;
+  int64_t r0 = 0;
+  for (const Cache* c : caches) {
+    const int64_t rows = c->layers[0].kv.size(0);
+    parts.push_back(add_positions(slice(x, 0, r0, r0 + rows), T, c->len));
+    r0 += rows;
+  }
+  return concat(parts, 0);
+}
+
+// The one forward of the blocks, ln_f and lm_head, which every entry point ends in: x [R, T, C]
+// holds the rows of caches[0], then of caches[1], ... (no caches: training and scoring), and
+// each layer attends over its own layer of each cache.
+Tensor GPT::blocks_and_head(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer, Trace* trace) {
+  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+  std::vector<nn::KVCache*> layer(caches.size());
+  for (size_t i = 0; i < transformer.h.size(); ++i) {
+    for (size_t g = 0; g < caches.size(); ++g) layer[g] = &caches[g]->layers[i];
+    x = transformer.h[i]->forward(x, causal, layer, observer);
+  }
+  if (transformer.ln_f) x = transformer.ln_f->forward(x);
+  if (trace) trace->final_hidden = x.detach();
+  return lm_head.forward(x);  // [R, T, V]
+}
+
 Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t Tn, Cache& cache) {
   ATTO_CHECK(!grad_enabled() || !training(), "GPT::forward_cached is for inference: use NoGradGuard and eval()");
   ATTO_CHECK(B > 0 && Tn > 0 && static_cast<int64_t>(idx.size()) == B * Tn,
@@ -97,20 +128,12 @@ Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t T
              cache.len, Tn, cache.max_len);
   ATTO_CHECK(cache.layers.at(0).kv.size(0) == B, "GPT::forward_cached: B={} for a cache of {} sequences", B,
              cache.layers[0].kv.size(0));
-  if (Tn == 1) {
-    Cache* one[] = {&cache};
-    return forward_step(idx, one);
-  }
+  Cache* one[] = {&cache};
+  if (Tn == 1) return forward_step(idx, one);
   NoGradGuard no_grad;
-  Tensor x = add_positions(transformer.wte.forward(idx, {B, Tn}), Tn, cache.len);
-  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
-  for (size_t i = 0; i < transformer.h.size(); ++i) {
-    nn::KVCache* layer[] = {&cache.layers[i]};
-    x = transformer.h[i]->forward(x, causal, layer);
-  }
+  Tensor logits = blocks_and_head(embed(idx, B, Tn, one), one, nullptr, nullptr);
   cache.len += Tn;
-  if (transformer.ln_f) x = transformer.ln_f->forward(x);
-  return lm_head.forward(x);
+  return logits;
 }
 
 Tensor GPT::forward_step(const std::vector<int32_t>& idx, std::span<Cache* const> caches) {
@@ -125,44 +148,22 @@ Tensor GPT::forward_step(const std::vector<int32_t>& idx, std::span<Cache* const
              idx.size(), R);
   NoGradGuard no_grad;
   kernels::RowStableScope row_stable;
-  Tensor x = transformer.wte.forward(idx, {R, 1});
-  if (!cfg_.rope()) {  // each cache's rows at its own position
-    std::vector<Tensor> parts;
-    int64_t r0 = 0;
-    for (const Cache* c : caches) {
-      const int64_t rows = c->layers[0].kv.size(0);
-      parts.push_back(add_positions(slice(x, 0, r0, r0 + rows), 1, c->len));
-      r0 += rows;
-    }
-    x = parts.size() == 1 ? parts[0] : concat(parts, 0);
-  }
-  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
-  std::vector<nn::KVCache*> layer(caches.size());
-  for (size_t i = 0; i < transformer.h.size(); ++i) {
-    for (size_t g = 0; g < caches.size(); ++g) layer[g] = &caches[g]->layers[i];
-    x = transformer.h[i]->forward(x, causal, layer);
-  }
+  Tensor logits = blocks_and_head(embed(idx, R, 1, caches), caches, nullptr, nullptr);
   for (Cache* c : caches) c->len += 1;
-  if (transformer.ln_f) x = transformer.ln_f->forward(x);
-  return lm_head.forward(x);
+  return logits;
 }
 
 Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace* trace) {
   ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T, "GPT::forward: {} token ids for B={} T={}",
              idx.size(), B, T);
   ATTO_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length {} exceeds the block size {}", T, cfg_.block_size);
-  Tensor emb = add_positions(transformer.wte.forward(idx, {B, T}), T, 0);  // [B, T, C]
-  Tensor x = transformer.drop.forward(emb);
-  const nn::AttentionMask causal{.causal = true, .key_mask = {}};
+  Tensor emb = embed(idx, B, T, {});  // [B, T, C]
   std::optional<nn::BlockRecorder> recorder;
   if (trace) {
     trace->embeddings = emb.detach();
     recorder.emplace(trace->blocks);
   }
-  for (const auto& block : transformer.h) x = block->forward(x, causal, {}, recorder ? &*recorder : nullptr);
-  if (transformer.ln_f) x = transformer.ln_f->forward(x);
-  if (trace) trace->final_hidden = x.detach();
-  return lm_head.forward(x);  // [B, T, V]
+  return blocks_and_head(transformer.drop.forward(emb), {}, recorder ? &*recorder : nullptr, trace);
 }
 
 }  // namespace atto

@@ -104,7 +104,7 @@ class GPT : public nn::Module {
     std::unique_ptr<nn::LearnedPositions> wpe;    // PosKind::Learned
     std::unique_ptr<nn::SinusoidalPositions> pe;  // PosKind::Sinusoidal (a fixed table)
     nn::Dropout drop;
-    std::vector<std::unique_ptr<nn::EncoderBlock>> h;
+    std::vector<std::unique_ptr<nn::Block>> h;
     std::unique_ptr<nn::Norm> ln_f;  // pre-norm only
   };
   Transformer transformer;
@@ -114,6 +114,8 @@ class GPT : public nn::Module {
   // The token embeddings [B, T, C] of positions offset .. offset + T - 1 plus their position
   // vectors (learned, sinusoidal), or as they are (rope: the attention rotates Q and K).
   Tensor add_positions(const Tensor& tok, int64_t T, int64_t offset) const;
+  Tensor embed(const std::vector<int32_t>& idx, int64_t R, int64_t T, std::span<Cache* const> caches) const;
+  Tensor blocks_and_head(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer, Trace* trace);
   GPTConfig cfg_;
 };
 

@@ -50,7 +50,7 @@ Tensor Seq2Seq::Stack::embed(const std::vector<int32_t>& ids, int64_t B, int64_t
 
 Seq2Seq::EncoderStack::EncoderStack(const Seq2SeqConfig& cfg, Rng& rng) : Stack(cfg, cfg.src_vocab, rng) {
   for (int64_t i = 0; i < cfg.n_enc_layers; ++i) {
-    layers.push_back(std::make_unique<nn::EncoderBlock>(cfg.block_config(), rng));
+    layers.push_back(std::make_unique<nn::Block>(cfg.block_config(), rng));
     register_module("layers." + std::to_string(i), *layers.back());
   }
   add_final_norm(cfg);
@@ -128,7 +128,7 @@ Tensor Seq2Seq::decode(const std::vector<int32_t>& tgt, int64_t B, int64_t T, co
                                          {.causal = false, .key_mask = src_mask}, nullptr, observer));
 }
 
-Seq2Seq::Cache Seq2Seq::start_decoding(const Tensor& memory, const std::vector<uint8_t>& src_mask, int64_t max_len) {
+Seq2Seq::Cache Seq2Seq::make_cache(const Tensor& memory, const std::vector<uint8_t>& src_mask, int64_t max_len) {
   NoGradGuard no_grad;
   ATTO_CHECK(max_len > 0 && max_len <= cfg_.max_len, "Seq2Seq: decoding length {} must be in [1, max_len {}]", max_len,
              cfg_.max_len);
@@ -139,7 +139,7 @@ Seq2Seq::Cache Seq2Seq::start_decoding(const Tensor& memory, const std::vector<u
   return c;
 }
 
-Tensor Seq2Seq::decode_step(const std::vector<int32_t>& tgt, int64_t B, int64_t Tn, Cache& cache) {
+Tensor Seq2Seq::decode_cached(const std::vector<int32_t>& tgt, int64_t B, int64_t Tn, Cache& cache) {
   NoGradGuard no_grad;
   ATTO_CHECK(cache.len + Tn <= cache.max_len, "Seq2Seq: {} decoded + {} new positions exceed the decoding length {}",
              cache.len, Tn, cache.max_len);

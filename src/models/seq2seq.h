@@ -69,8 +69,9 @@ class Seq2Seq : public nn::Module {
                 const std::vector<uint8_t>& src_mask, const std::vector<uint8_t>& tgt_mask,
                 nn::BlockObserver* observer = nullptr);
 
-  // Incremental decoding: per decoder layer, the self-attention KV cache and the memory's
-  // cross-attention keys and values computed once per source.
+  // Incremental decoding, with the GPT's verbs (make_cache, then *_cached calls): per decoder
+  // layer, the self-attention KV cache and the memory's cross-attention keys and values
+  // computed once per source.
   struct Cache {
     std::vector<nn::DecoderCache> layers;
     std::vector<uint8_t> src_mask;
@@ -78,9 +79,9 @@ class Seq2Seq : public nn::Module {
     // Keep batch rows `rows` (in that order; repeats allowed), e.g. after a beam search step.
     void reorder(const std::vector<int64_t>& rows);
   };
-  Cache start_decoding(const Tensor& memory, const std::vector<uint8_t>& src_mask, int64_t max_len);
+  Cache make_cache(const Tensor& memory, const std::vector<uint8_t>& src_mask, int64_t max_len);
   // The next Tn target tokens of each of the B rows -> logits [B, Tn, V]. Under NoGradGuard.
-  Tensor decode_step(const std::vector<int32_t>& tgt, int64_t B, int64_t Tn, Cache& cache);
+  Tensor decode_cached(const std::vector<int32_t>& tgt, int64_t B, int64_t Tn, Cache& cache);
 
   const Seq2SeqConfig& config() const { return cfg_; }
 
@@ -104,7 +105,7 @@ class Seq2Seq : public nn::Module {
   // "encoder.layers.<i>": the source's self-attention blocks.
   struct EncoderStack : Stack {
     EncoderStack(const Seq2SeqConfig& cfg, Rng& rng);
-    std::vector<std::unique_ptr<nn::EncoderBlock>> layers;
+    std::vector<std::unique_ptr<nn::Block>> layers;
     Tensor forward(const std::vector<int32_t>& src, int64_t B, int64_t S, const nn::AttentionMask& mask,
                    nn::BlockObserver* observer) const;
   };

@@ -33,7 +33,7 @@ Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) {
   return project_residual(c_proj, dropout, h, residual);
 }
 
-EncoderBlock::EncoderBlock(const BlockConfig& cfg, Rng& rng)
+Block::Block(const BlockConfig& cfg, Rng& rng)
     : ln_1(cfg.norm, cfg.d_model, cfg.bias, cfg.norm_eps),
       attn(attention_config(cfg), rng),
       ln_2(cfg.norm, cfg.d_model, cfg.bias, cfg.norm_eps),
@@ -62,32 +62,42 @@ void BlockRecorder::update(Sublayer sublayer, const Tensor& added, const Tensor&
 namespace {
 using Sublayer = BlockObserver::Sublayer;
 
-// One residual sublayer: x + f(norm(x)) (pre-norm) or norm(x + f(x)) (post-norm).
-// f(input, residual, weights) returns residual + the sublayer's output (its output projection
-// adds the residual: linear_residual), and stores attention weights when asked. Observed, the
-// sublayer's output is computed alone, reported, and added here: the same bits.
-template <typename F>
-Tensor residual(const Tensor& x, const Norm& norm, bool pre_norm, BlockObserver* observer, Sublayer s, F&& f) {
-  const Tensor in = pre_norm ? norm.forward(x) : x;
-  Tensor y;
-  if (observer) {
-    Tensor w;
-    const Tensor out = f(in, Tensor(), s == Sublayer::FeedForward ? nullptr : &w);
-    observer->update(s, out.detach(), w);
-    y = add(x, out);
-  } else {
-    y = f(in, x, nullptr);
+// One residual sublayer: x + f(norm(x)) (pre-norm) or norm(x + f(x)) (post-norm), bound once
+// per block call to the norm placement and the observer, so that a block's forward reads as its
+// equations. f(input, residual, weights) returns residual + the sublayer's output (its output
+// projection adds the residual: linear_residual), and stores attention weights when asked.
+// Observed, the sublayer's output is computed alone, reported, and added here: the same bits.
+class Sublayers {
+ public:
+  Sublayers(bool pre_norm, BlockObserver* observer) : pre_norm_(pre_norm), observer_(observer) {}
+  template <typename F>
+  Tensor operator()(const Tensor& x, const Norm& norm, Sublayer s, F&& f) const {
+    const Tensor in = pre_norm_ ? norm.forward(x) : x;
+    Tensor y;
+    if (observer_) {
+      Tensor w;
+      const Tensor out = f(in, Tensor(), s == Sublayer::FeedForward ? nullptr : &w);
+      observer_->update(s, out.detach(), w);
+      y = add(x, out);
+    } else {
+      y = f(in, x, nullptr);
+    }
+    return pre_norm_ ? y : norm.forward(y);
   }
-  return pre_norm ? y : norm.forward(y);
-}
+
+ private:
+  bool pre_norm_;
+  BlockObserver* observer_;
+};
 }  // namespace
 
-Tensor EncoderBlock::forward(const Tensor& x, const AttentionMask& mask, KVCaches caches, BlockObserver* observer) {
+Tensor Block::forward(const Tensor& x, const AttentionMask& mask, KVCaches caches, BlockObserver* observer) {
   if (observer) observer->input(x.detach());
-  const Tensor h =
-      residual(x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
-               [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, mask, r, caches, w); });
-  return residual(h, ln_2, pre_norm_, observer, Sublayer::FeedForward,
+  const Sublayers residual(pre_norm_, observer);
+  const Tensor h = residual(x, ln_1, Sublayer::SelfAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
+    return attn.forward(a, mask, r, caches, w);
+  });
+  return residual(h, ln_2, Sublayer::FeedForward,
                   [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }
 
@@ -113,14 +123,14 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Attent
   KVCache* self_cache[] = {cache ? &cache->self : nullptr};
   const KVCaches self_caches = cache ? KVCaches(self_cache) : KVCaches();
   const Tensor* memory_kv = cache ? &cache->memory_kv : nullptr;
-  Tensor h = residual(
-      x, ln_1, pre_norm_, observer, Sublayer::SelfAttention,
-      [&](const Tensor& a, const Tensor& r, Tensor* w) { return attn.forward(a, self_mask, r, self_caches, w); });
-  h = residual(h, ln_2, pre_norm_, observer, Sublayer::CrossAttention,
-               [&](const Tensor& a, const Tensor& r, Tensor* w) {
-                 return cross_attn.forward(a, memory, memory_mask, r, memory_kv, w);
-               });
-  return residual(h, ln_3, pre_norm_, observer, Sublayer::FeedForward,
+  const Sublayers residual(pre_norm_, observer);
+  Tensor h = residual(x, ln_1, Sublayer::SelfAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
+    return attn.forward(a, self_mask, r, self_caches, w);
+  });
+  h = residual(h, ln_2, Sublayer::CrossAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
+    return cross_attn.forward(a, memory, memory_mask, r, memory_kv, w);
+  });
+  return residual(h, ln_3, Sublayer::FeedForward,
                   [&](const Tensor& a, const Tensor& r, Tensor*) { return mlp.forward(a, r); });
 }
 

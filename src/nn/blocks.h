@@ -1,7 +1,7 @@
 // atto/nn/blocks.h: the position-wise feed-forward network and the transformer blocks.
 //
 //   nn::BlockConfig cfg{.d_model = 64, .n_heads = 4, .d_ff = 256};
-//   nn::EncoderBlock block(cfg, rng);              // also the GPT block (with a causal mask)
+//   nn::Block block(cfg, rng);                     // the GPT's and the encoder's layer
 //   Tensor y = block.forward(x, {.causal = true});
 //   nn::DecoderBlock dec(cfg, rng);
 //   Tensor z = dec.forward(y, memory, {.causal = true, .key_mask = tgt_pad}, {.key_mask = src_pad});
@@ -116,10 +116,11 @@ struct DecoderCache {
   Tensor memory_kv;
 };
 
-// Self-attention + FFN: the encoder block, and the GPT block when the mask is causal.
-class EncoderBlock : public Module {
+// Self-attention + FFN: the GPT's layer (with a causal mask) and the encoder's (with the source's
+// padding mask).
+class Block : public Module {
  public:
-  EncoderBlock(const BlockConfig& cfg, Rng& rng);
+  Block(const BlockConfig& cfg, Rng& rng);
   // With a cache: inference (see SelfAttention::forward).
   Tensor forward(const Tensor& x, const AttentionMask& mask, KVCaches caches = {}, BlockObserver* observer = nullptr);
   Norm ln_1;

@@ -564,8 +564,8 @@ bool changeable_on_resume(const std::string& key) {
 }
 
 void refuse_on_resume(const std::string& what, bool list_flags) {
-  throw UsageError(fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); allowed: {}",
-                               what, resume_allowed(list_flags)));
+  throw UsageError(fmt::format("{} cannot be changed when resuming (the run's config.json fixes it); allowed {}: {}",
+                               what, list_flags ? "with --resume" : "when resuming", resume_allowed(list_flags)));
 }
 
 void check_new_run_inputs(const RunConfig& cfg, const std::function<std::string(const std::string& key)>& name) {

@@ -63,18 +63,18 @@ TEST(Seq2Seq, CachedDecodingEqualsFullDecoder) {
     const auto tgt = ids(B * T, 3, 11);
     Tensor memory = m.encode(src, B, S, src_mask);
     Tensor full = m.decode(tgt, B, T, memory, src_mask, {});
-    Seq2Seq::Cache cache = m.start_decoding(memory, src_mask, T);
+    Seq2Seq::Cache cache = m.make_cache(memory, src_mask, T);
     for (int64_t t = 0; t < T; ++t) {
       std::vector<int32_t> step = {tgt[t], tgt[T + t]};
-      Tensor l = m.decode_step(step, B, 1, cache);
+      Tensor l = m.decode_cached(step, B, 1, cache);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t v = 0; v < 11; ++v) ASSERT_NEAR(l.at({b, 0, v}), full.at({b, t, v}), 1e-5) << pre << " " << t;
     }
     // Reordering the cache (beam search) permutes rows consistently.
-    Seq2Seq::Cache c2 = m.start_decoding(memory, src_mask, T);
-    m.decode_step({tgt[0], tgt[T]}, B, 1, c2);
+    Seq2Seq::Cache c2 = m.make_cache(memory, src_mask, T);
+    m.decode_cached({tgt[0], tgt[T]}, B, 1, c2);
     c2.reorder({1, 1});
-    Tensor l2 = m.decode_step({tgt[T + 1], tgt[T + 1]}, B, 1, c2);
+    Tensor l2 = m.decode_cached({tgt[T + 1], tgt[T + 1]}, B, 1, c2);
     for (int64_t v = 0; v < 11; ++v) {
       EXPECT_NEAR(l2.at({0, 0, v}), full.at({1, 1, v}), 1e-5);
       EXPECT_NEAR(l2.at({1, 0, v}), full.at({1, 1, v}), 1e-5);

@@ -30,7 +30,7 @@ void check_both_layouts(const std::string& name, const nn::Module& m, const std:
 TEST(Modules, ParameterNamesFollowPyTorch) {
   Rng rng(0);
   nn::BlockConfig cfg{.d_model = 8, .n_heads = 2, .d_ff = 16};
-  nn::EncoderBlock enc(cfg, rng);
+  nn::Block enc(cfg, rng);
   EXPECT_EQ(names(enc),
             (std::vector<std::string>{"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
                                       "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
@@ -102,7 +102,7 @@ TEST(Modules, BlockGradientsPreAndPostNorm) {
   for (bool pre : {true, false}) {
     Rng rng(4);
     nn::BlockConfig cfg{.d_model = 4, .n_heads = 2, .d_ff = 8, .pre_norm = pre};
-    nn::EncoderBlock enc(cfg, rng);
+    nn::Block enc(cfg, rng);
     const nn::AttentionMask pad{.key_mask = {1, 1, 1, 0, 1, 1}};
     check_both_layouts(
         pre ? "encoder_pre" : "encoder_post", enc, [&](const Tensor& x) { return enc.forward(x, pad); },
@@ -128,7 +128,7 @@ TEST(Modules, TracingABlockDoesNotChangeItsOutput) {
   for (bool pre : {true, false}) {
     Rng rng(16);
     nn::BlockConfig cfg{.d_model = 32, .n_heads = 4, .d_ff = 64, .pre_norm = pre};
-    nn::EncoderBlock enc(cfg, rng);
+    nn::Block enc(cfg, rng);
     nn::DecoderBlock dec(cfg, rng);
     const Tensor x = randn({3, 20, 32}, 17), memory = randn({3, 9, 32}, 18);
     const nn::AttentionMask causal{.causal = true, .key_mask = {}};
@@ -200,7 +200,7 @@ TEST(Modules, ConfigurationErrorsNameTheValues) {
 TEST(Modules, StateDictRoundTripAndErrors) {
   Rng rng(7);
   nn::BlockConfig cfg{.d_model = 4, .n_heads = 2, .d_ff = 8};
-  nn::EncoderBlock a(cfg, rng), b(cfg, rng);
+  nn::Block a(cfg, rng), b(cfg, rng);
   b.load_state_dict(a.state_dict(), "test");
   for (size_t i = 0; i < a.state_dict().size(); ++i)
     EXPECT_EQ(a.state_dict()[i].second.to_vector(), b.state_dict()[i].second.to_vector());

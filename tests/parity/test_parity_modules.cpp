@@ -157,7 +157,7 @@ void run_ffn(const ModuleRef& ref) {
 
 void run_encoder(const ModuleRef& ref) {
   Rng rng(1);
-  nn::EncoderBlock m(block_config(ref), rng);
+  nn::Block m(block_config(ref), rng);
   Inputs in{{"x", ref.input("x")}};
   const nn::AttentionMask mask{.causal = ref.meta_bool("causal"), .key_mask = optional_mask(ref, "key_mask")};
   run_module(ref, m, in, [&] { return m.forward(in[0].second, mask); });
