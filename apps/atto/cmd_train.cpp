@@ -162,7 +162,7 @@ int run_train(CLI::App* app, const TrainFlags& f) {
   SigintScope sigint(opts.dist.collective != nullptr);
   TrainResult r;
   try {
-    r = train_gpt(cfg, opts);
+    r = train_run(cfg, opts);
   } catch (const std::exception& e) {
     if (opts.dist.collective == nullptr) throw;
     opts.dist.collective->abort(e.what());  // every rank must end: MPI_Abort, not a lone exit

@@ -540,7 +540,7 @@ atto_status atto_train(const atto_train_params* params, atto_train_result* resul
     }
     cfg.train.validate();  // before the threads are made
     kernels::ThreadScope threads(cfg.train.threads);
-    const TrainResult r = train_gpt(cfg, o);
+    const TrainResult r = train_run(cfg, o);
     if (result) {
       result->steps = r.steps;
       result->best_val_loss = r.best_val_loss;

@@ -10,8 +10,11 @@
 // - All arrays are dense row-major unless a leading dimension (ld*) is given.
 // - Backward functions ACCUMULATE into their gradient outputs (+=). A gradient output that is
 //   nullptr is not wanted and is skipped.
-// - Every fast kernel has a *_naive twin with the same signature: the plain loops of the
-//   equations, single-threaded, used as the reference in tests.
+// - The kernels whose fast forms are blocked, tiled or fused (GEMM, bf16 GEMM, linear, LayerNorm,
+//   RMSNorm, attention, cross-entropy) have a *_naive twin with the same signature: the plain
+//   loops of the equations, single-threaded, the reference in tests. The others (activations,
+//   softmax, rotary positions, embedding, optimiser steps) are tested against their formulas,
+//   evaluated in double precision where they compute.
 // - Multi-threaded with OpenMP. Results are bit-identical for any thread count: work is split
 //   over independent outputs, and reductions run over fixed chunks combined in a fixed order.
 // - Dimension letters: N rows (B*T), C channels, OC output channels, V vocabulary,

@@ -2,7 +2,7 @@
 //
 //   dist::MpiCollective world;                   // src/dist (built with MPI): mpirun's ranks
 //   TrainerOptions o{.out_dir = "runs/x", .collective = &world};
-//   train_gpt(cfg, o);                           // every rank calls it; rank 0 writes the run
+//   train_run(cfg, o);                           // every rank calls it; rank 0 writes the run
 //
 // The trainer and DataParallel speak only this interface; the MPI implementation lives in
 // src/dist, outside libatto, so the library and a build without MPI never link it. With no

@@ -417,7 +417,7 @@ void record_end(const Session& s, TrainResult& r) {
 
 }  // namespace
 
-TrainResult train_gpt(RunConfig cfg, const TrainerOptions& o) {
+TrainResult train_run(RunConfig cfg, const TrainerOptions& o) {
   const auto t_start = Clock::now();
   Progress p(o.dist.collective == nullptr || o.dist.collective->rank() == 0 ? o.progress : nullptr);  // rank 0's
   TrainResult r;

@@ -2,10 +2,10 @@
 //
 //   RunConfig cfg;
 //   cfg.data.path = "names.txt";
-//   TrainResult r = train_gpt(cfg, {.out_dir = "runs/names"});
+//   TrainResult r = train_run(cfg, {.out_dir = "runs/names"});
 //   fmt::print("best val loss {:.4f} at step {}\n", r.best_val_loss, r.best_step);
 //
-//   train_gpt(cfg_with_more_steps, {.out_dir = "runs/names", .resume = true});   // exact resume
+//   train_run(cfg_with_more_steps, {.out_dir = "runs/names", .resume = true});   // exact resume
 //
 // One step: grad_accum micro-batches (forward, cross-entropy, backward), then a finite check
 // (a NaN or Inf loss or gradient skips the step: the weights never see it), gradient clipping,
@@ -45,13 +45,13 @@ struct TrainerOptions {
   std::FILE* progress = stderr;  // progress and status; nullptr = silent
   // When it becomes true (set from another thread, or from a signal handler: the CLI's Ctrl-C),
   // training stops at the end of the current step and saves its state; --resume continues.
-  // train_gpt installs no signal handler and leaves the thread count as it finds it (the CLI
+  // train_run installs no signal handler and leaves the thread count as it finds it (the CLI
   // sets kernels::set_num_threads from the config's threads).
   const std::atomic<bool>* stop = nullptr;
   // Called after every logged step and every evaluation (the library API's progress callback;
   // it stops a run through `stop`).
   std::function<void(const TrainProgress&)> on_progress = nullptr;
-  // Several processes (mpirun): every rank calls train_gpt with the same configuration; each
+  // Several processes (mpirun): every rank calls train_run with the same configuration; each
   // runs its shards of every batch, the gradients are summed across the ranks, and rank 0 alone
   // writes the run directory and reports progress (train/collective.h, docs/distributed.md).
   DistOptions dist{};
@@ -71,11 +71,13 @@ struct TrainResult {
   int64_t num_parameters = 0;
   bool val_is_train = false;     // "validation" scored the training set: the corpus was too small to split
   double time_budget = 0.0;      // --time, when this invocation planned the run for it
-  double planned_seconds = 0.0;  // the plan's end, from the start of train_gpt
-  double total_seconds = 0.0;    // wall time of train_gpt, data reading and planning included
+  double planned_seconds = 0.0;  // the plan's end, from the start of train_run
+  double total_seconds = 0.0;    // wall time of train_run, data reading and planning included
 };
 
-TrainResult train_gpt(RunConfig cfg, const TrainerOptions& opts);
+// Trains (or, with opts.resume, continues) the run cfg describes: a GPT or a seq2seq model
+// (cfg.task).
+TrainResult train_run(RunConfig cfg, const TrainerOptions& opts);
 
 // Mean cross-entropy (nats per counted target) of a GPT over a split, as the trainer's
 // evaluation computes it: every target once, batches of B x T, at most max_batches (0 = all).

@@ -45,7 +45,7 @@ std::string tiny_gpt_run(const TempDir& dir, PosKind pos = PosKind::Learned) {
   c.train.eval_every = 3;
   c.train.threads = 1;
   const std::string run = dir / (pos == PosKind::Learned ? "run" : "run_sin");
-  train_gpt(c, {.out_dir = run, .progress = nullptr});
+  train_run(c, {.out_dir = run, .progress = nullptr});
   return run;
 }
 
@@ -156,7 +156,7 @@ TEST(LoadRun, StaleTempFilesAreRemovedWhenARunIsOpened) {
   io::write_file_atomic(stale, "partial");
   RunConfig c = load_run_config(run);
   c.train.steps = 4;
-  train_gpt(c, {.out_dir = run, .resume = true, .progress = nullptr});
+  train_run(c, {.out_dir = run, .resume = true, .progress = nullptr});
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(live));
 }
@@ -323,7 +323,7 @@ TEST(TrainState, AFailedResumeChangesNothing) {
     for (const auto& entry : fs::directory_iterator(run)) before[entry.path()] = bytes_of(entry.path());
     RunConfig c = load_run_config(run);
     c.train.steps = 2000;
-    const std::string e = error_of([&] { train_gpt(c, {.out_dir = run, .resume = true, .progress = nullptr}); });
+    const std::string e = error_of([&] { train_run(c, {.out_dir = run, .resume = true, .progress = nullptr}); });
     EXPECT_THAT(e, HasSubstr(state + ": metadata 'step'"));
     std::map<std::string, std::string> after;
     for (const auto& entry : fs::directory_iterator(run)) after[entry.path()] = bytes_of(entry.path());
@@ -339,10 +339,10 @@ TEST(TrainState, ARunThatNeverSavedAStepSaysWhatToDo) {
   fs::remove(run_path(run, "model.safetensors"));
   RunConfig c = load_run_config(run);
   c.train.steps = 6;
-  EXPECT_THAT(error_of([&] { train_gpt(c, {.out_dir = run, .resume = true, .progress = nullptr}); }),
+  EXPECT_THAT(error_of([&] { train_run(c, {.out_dir = run, .resume = true, .progress = nullptr}); }),
               HasSubstr("never saved a step"));
   RunConfig fresh = c;
-  const std::string e = error_of([&] { train_gpt(fresh, {.out_dir = run, .progress = nullptr}); });
+  const std::string e = error_of([&] { train_run(fresh, {.out_dir = run, .progress = nullptr}); });
   EXPECT_THAT(e, HasSubstr("never saved a step"));
   EXPECT_THAT(e, HasSubstr("--force"));
   EXPECT_THAT(e, ::testing::Not(HasSubstr("--resume")));

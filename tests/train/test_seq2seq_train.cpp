@@ -50,7 +50,7 @@ TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
   c.train.eval_bleu = 0;
   c.train.best_by = BestBy::Loss;
   c.train.threads = 1;
-  train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
+  train_run(c, {.out_dir = dir / "run", .progress = nullptr});
   LoadedSeq2Seq lm = load_seq2seq_run(dir / "run");
   EXPECT_EQ(translate_lines(lm, en, 1), es);
   EXPECT_EQ(translate_lines(lm, en, 3), es);
@@ -80,7 +80,7 @@ TEST(SlowSeq2SeqTraining, ReversesDigitSequences) {
   c.train.eval_every = c.train.steps;
   c.train.eval_bleu = 0;
   c.train.best_by = BestBy::Loss;
-  train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
+  train_run(c, {.out_dir = dir / "run", .progress = nullptr});
   LoadedSeq2Seq lm = load_seq2seq_run(dir / "run");
   std::vector<std::string> src, want;
   for (const auto& [s, t] : test) src.push_back(s), want.push_back(t);

@@ -65,15 +65,15 @@ TEST(Trainer, ResumeIsBitExact) {
   TempDir dir;
   const std::string data = write_names(dir);
   RunConfig straight = tiny_config(data);
-  train_gpt(straight, {.out_dir = dir / "straight", .progress = nullptr});
+  train_run(straight, {.out_dir = dir / "straight", .progress = nullptr});
 
   RunConfig first = tiny_config(data);
   first.train.steps = 100;
   first.train.decay_steps = 200;  // the same schedule as the straight run
-  train_gpt(first, {.out_dir = dir / "split", .progress = nullptr});
+  train_run(first, {.out_dir = dir / "split", .progress = nullptr});
   RunConfig again = load_run_config(dir / "split");
   again.train.steps = 200;
-  const TrainResult r = train_gpt(again, {.out_dir = dir / "split", .resume = true, .progress = nullptr});
+  const TrainResult r = train_run(again, {.out_dir = dir / "split", .resume = true, .progress = nullptr});
   EXPECT_EQ(r.steps, 200);
 
   const auto a = weights(dir / "straight/train_state.safetensors");
@@ -87,25 +87,25 @@ TEST(Trainer, ResumeIsBitExact) {
 }
 
 // The stop flag (the CLI's Ctrl-C) ends training after the current step with the state saved, and
-// the resumed run ends where an uninterrupted one does. train_gpt leaves the thread count alone.
+// the resumed run ends where an uninterrupted one does. train_run leaves the thread count alone.
 TEST(Trainer, StopFlagSavesTheStateAndResumeFinishesTheRun) {
   TempDir dir;
   const std::string data = write_names(dir);
   kernels::set_num_threads(1);
   RunConfig c = tiny_config(data);
-  c.train.threads = 2;  // recorded in config.json; the CLI applies it, train_gpt does not
+  c.train.threads = 2;  // recorded in config.json; the CLI applies it, train_run does not
   std::atomic<bool> stop{true};
-  const TrainResult r = train_gpt(c, {.out_dir = dir / "stopped", .progress = nullptr, .stop = &stop});
+  const TrainResult r = train_run(c, {.out_dir = dir / "stopped", .progress = nullptr, .stop = &stop});
   EXPECT_EQ(kernels::num_threads(), 1);
   kernels::set_num_threads(0);
   EXPECT_TRUE(r.interrupted);
   EXPECT_EQ(r.steps, 1);
   EXPECT_TRUE(fs::exists(dir / "stopped/train_state.safetensors"));
   const TrainResult done =
-      train_gpt(load_run_config(dir / "stopped"), {.out_dir = dir / "stopped", .resume = true, .progress = nullptr});
+      train_run(load_run_config(dir / "stopped"), {.out_dir = dir / "stopped", .resume = true, .progress = nullptr});
   EXPECT_FALSE(done.interrupted);
   EXPECT_EQ(done.steps, 200);
-  train_gpt(tiny_config(data), {.out_dir = dir / "straight", .progress = nullptr});
+  train_run(tiny_config(data), {.out_dir = dir / "straight", .progress = nullptr});
   EXPECT_EQ(weights(dir / "straight/train_state.safetensors"), weights(dir / "stopped/train_state.safetensors"));
 }
 
@@ -114,7 +114,7 @@ TEST(Trainer, KeepsBestCheckpointAndWritesMetrics) {
   RunConfig c = tiny_config(write_names(dir));
   c.train.steps = 60;
   c.train.eval_every = 20;
-  const TrainResult r = train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
+  const TrainResult r = train_run(c, {.out_dir = dir / "run", .progress = nullptr});
   EXPECT_LT(r.best_val_loss, std::log(27.0));  // better than uniform
   for (const char* f : {"config.json", "tokenizer.json", "model.safetensors", "train_state.safetensors"})
     EXPECT_TRUE(fs::exists(dir / (std::string("run/") + f))) << f;
@@ -136,10 +136,10 @@ TEST(Trainer, RefusesToOverwriteARunAndResumeNeedsState) {
   TempDir dir;
   RunConfig c = tiny_config(write_names(dir));
   c.train.steps = 5;
-  train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
+  train_run(c, {.out_dir = dir / "run", .progress = nullptr});
   const auto before = weights(dir / "run/model.safetensors");
   try {
-    train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
+    train_run(c, {.out_dir = dir / "run", .progress = nullptr});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("already holds a run"), std::string::npos) << e.what();
@@ -148,7 +148,7 @@ TEST(Trainer, RefusesToOverwriteARunAndResumeNeedsState) {
   fs::remove(dir / "run/train_state.safetensors");
   RunConfig again = load_run_config(dir / "run");
   again.train.steps = 10;
-  EXPECT_THROW(train_gpt(again, {.out_dir = dir / "run", .resume = true, .progress = nullptr}), Error);
+  EXPECT_THROW(train_run(again, {.out_dir = dir / "run", .resume = true, .progress = nullptr}), Error);
 }
 
 TEST(Trainer, DivergenceStopsWithoutCorruptingCheckpoints) {
@@ -162,7 +162,7 @@ TEST(Trainer, DivergenceStopsWithoutCorruptingCheckpoints) {
   c.train.lr = 1e30f;  // blows the weights up within a few steps
   c.train.grad_clip = 0.0f;
   try {
-    train_gpt(c, {.out_dir = dir / "run", .progress = nullptr});
+    train_run(c, {.out_dir = dir / "run", .progress = nullptr});
     FAIL() << "training with lr 1e30 did not stop";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("diverged"), std::string::npos) << e.what();

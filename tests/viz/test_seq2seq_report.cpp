@@ -60,7 +60,7 @@ class Seq2SeqReport : public ::testing::Test {
     c.train.eval_bleu = 0;
     c.train.best_by = BestBy::Loss;
     c.train.threads = 1;
-    train_gpt(c, {.out_dir = run(), .progress = nullptr});
+    train_run(c, {.out_dir = run(), .progress = nullptr});
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string run() { return (dir_ / "run").string(); }
