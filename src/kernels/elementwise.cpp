@@ -1,8 +1,9 @@
 // atto/kernels/elementwise.cpp: pointwise ops (add, bias, activations, dropout) and the
 // vectorised exp they share with softmax, cross-entropy and attention.
 //
-// Every element goes through the same 16-lane code (the tail is padded, never a scalar
-// epilogue), so an element's value does not depend on how the range was split over threads.
+// Every element goes through the same vector code at the build's native width (simd::vn; the
+// tail is a partial vector, never a scalar epilogue), so an element's value does not depend on
+// how the range was split over threads, nor on the width: each lane sees the same operations.
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +21,7 @@ namespace {
 
 using namespace simd;
 
-VINLINE vf16 vsigmoid(vf16 x) { return 1.0f / (1.0f + vexp(-x)); }
+VINLINE vn vsigmoid(vn x) { return 1.0f / (1.0f + vexp(-x)); }
 
 // erf(x) as a rational function, odd degree 13 over even degree 8 in x, on x clamped to [-4, 4]
 // (erf(4) = 1 - 1.5e-8 is 1 in float): the minimax fit Eigen and XLA use for float erf, absolute
@@ -28,28 +29,28 @@ VINLINE vf16 vsigmoid(vf16 x) { return 1.0f / (1.0f + vexp(-x)); }
 // One division and 12 multiply-adds: 2.4x faster than the erfc-with-exp form this replaced,
 // which made GELU an eighth of a small model's training step. The result is clamped to
 // [-1, 1], so Phi below is never negative.
-VINLINE vf16 verf(vf16 x) {
-  x = vmin(vmax(x, splat(-4.0f)), splat(4.0f));
-  const vf16 x2 = x * x;
-  vf16 p = splat(-2.72614225801306e-10f);
+VINLINE vn verf(vn x) {
+  x = vmin(vmax(x, vsplat<vn>(-4.0f)), vsplat<vn>(4.0f));
+  const vn x2 = x * x;
+  vn p = vsplat<vn>(-2.72614225801306e-10f);
   p = p * x2 + 2.77068142495902e-08f;
   p = p * x2 - 2.10102402082508e-06f;
   p = p * x2 - 5.69250639462346e-05f;
   p = p * x2 - 7.34990630326855e-04f;
   p = p * x2 - 2.95459980854025e-03f;
   p = p * x2 - 1.60960333262415e-02f;
-  vf16 q = splat(-1.45660718464996e-05f);
+  vn q = vsplat<vn>(-1.45660718464996e-05f);
   q = q * x2 - 2.13374055278905e-04f;
   q = q * x2 - 1.68282697438203e-03f;
   q = q * x2 - 7.37332916720468e-03f;
   q = q * x2 - 1.42647390514189e-02f;
-  return vmin(vmax(x * p / q, splat(-1.0f)), splat(1.0f));
+  return vmin(vmax(x * p / q, vsplat<vn>(-1.0f)), vsplat<vn>(1.0f));
 }
 
 // Phi(x) = 0.5 (1 + erf(x / sqrt 2)), the standard normal CDF, to an absolute 2e-7. Like
 // PyTorch's own vectorised GELU, it keeps no relative accuracy deep in the lower tail (Phi(-5) =
 // 2.9e-7): GELU's value and slope there are below 2e-6 in absolute terms.
-VINLINE vf16 vnormal_cdf(vf16 x) { return 0.5f + 0.5f * verf(x * 0.70710678118654752f); }
+VINLINE vn vnormal_cdf(vn x) { return 0.5f + 0.5f * verf(x * 0.70710678118654752f); }
 
 // f(i0, i1) over [0, n) in one contiguous range per thread; serial when n < min_parallel.
 template <class F>
@@ -65,17 +66,17 @@ template <class G>
 void map_vectors(int64_t n, int64_t min_parallel, G g) {
   parallel_ranges(n, min_parallel, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
-    for (; i + W <= i1; i += W) g(i, W);
+    for (; i + WN <= i1; i += WN) g(i, WN);
     if (i < i1) g(i, i1 - i);
   });
 }
 
-VINLINE vf16 ld(const float* p, int64_t i, int64_t cnt) { return cnt == W ? load(p + i) : load_part(p + i, cnt); }
-VINLINE void st(float* p, int64_t i, int64_t cnt, vf16 v) {
-  if (cnt == W) {
-    store(p + i, v);
+VINLINE vn ld(const float* p, int64_t i, int64_t cnt) { return cnt == WN ? loadn(p + i) : loadn_part(p + i, cnt); }
+VINLINE void st(float* p, int64_t i, int64_t cnt, vn v) {
+  if (cnt == WN) {
+    storen(p + i, v);
   } else {
-    store_part(p + i, v, cnt);
+    storen_part(p + i, v, cnt);
   }
 }
 
@@ -88,38 +89,53 @@ constexpr float kGeluCoef = 0.044715f;
 // Shared helpers
 // ============================================================================================
 
+// The three reductions below hold their 16-lane accumulator as kParts native vectors (simd.h):
+// the same lanes, the same sums in the same order, the same bits as one vn.
 float exp_shift_sum(float* out, const float* x, int64_t n, float shift) {
-  vf16 acc = splat(0.0f);
-  const vf16 s = splat(shift);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    const vf16 e = vexp(load(x + i) - s);
-    if (out != nullptr) store(out + i, e);
-    acc += e;
+  vn acc[kParts];
+  for (vn& a : acc) a = vsplat<vn>(0.0f);
+  const vn s = vsplat<vn>(shift);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; i += W) {
+    for (int k = 0; k < kParts; k++) {
+      const int64_t j = i + k * WN, cnt = n - j;
+      if (cnt <= 0) break;  // the lanes past n would add exp(-inf) = 0
+      const vn e = vexp((cnt >= WN ? loadn(x + j) : loadn_part(x + j, cnt, ninf)) - s);
+      if (out != nullptr) {
+        if (cnt >= WN)
+          storen(out + j, e);
+        else
+          storen_part(out + j, e, cnt);
+      }
+      acc[k] += e;
+    }
   }
-  if (i < n) {
-    const vf16 e = vexp(load_part(x + i, n - i, -std::numeric_limits<float>::infinity()) - s);
-    if (out != nullptr) store_part(out + i, e, n - i);
-    acc += e;
-  }
-  return hsum(acc);
+  return hsum_parts(acc);
 }
 
 float sum_of(const float* x, int64_t n) {
-  vf16 acc = splat(0.0f);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc += load(x + i);
-  if (i < n) acc += load_part(x + i, n - i);
-  return hsum(acc);
+  vn acc[kParts];
+  for (vn& a : acc) a = vsplat<vn>(0.0f);
+  for (int64_t i = 0; i < n; i += W)
+    for (int k = 0; k < kParts; k++) {
+      const int64_t j = i + k * WN, cnt = n - j;
+      if (cnt <= 0) break;
+      acc[k] += cnt >= WN ? loadn(x + j) : loadn_part(x + j, cnt);
+    }
+  return hsum_parts(acc);
 }
 
 float max_of(const float* x, int64_t n) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  vf16 m = splat(ninf);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) m = vmax(m, load(x + i));
-  if (i < n) m = vmax(m, load_part(x + i, n - i, ninf));
-  return hmax(m);
+  vn m[kParts];
+  for (vn& a : m) a = vsplat<vn>(ninf);
+  for (int64_t i = 0; i < n; i += W)
+    for (int k = 0; k < kParts; k++) {
+      const int64_t j = i + k * WN, cnt = n - j;
+      if (cnt <= 0) break;
+      m[k] = vmax(m[k], cnt >= WN ? loadn(x + j) : loadn_part(x + j, cnt, ninf));
+    }
+  return hmax_parts(m);
 }
 
 // ============================================================================================
@@ -180,8 +196,8 @@ void relu_backward(float* dinp, const float* dout, const float* inp, int64_t n) 
 // 0.5 x (1 + tanh(u)) = x * sigmoid(2u),  u = sqrt(2/pi) (x + 0.044715 x^3)
 void gelu_tanh_forward(float* out, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
-    const vf16 u = kSqrt2OverPi * (x + kGeluCoef * x * x * x);
+    const vn x = ld(inp, i, cnt);
+    const vn u = kSqrt2OverPi * (x + kGeluCoef * x * x * x);
     st(out, i, cnt, x * vsigmoid(2.0f * u));
   });
 }
@@ -190,12 +206,12 @@ void gelu_tanh_forward(float* out, const float* inp, int64_t n) {
 //      = s + 2 x s (1 - s) u'  with s = sigmoid(2u)
 void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
-    const vf16 x2 = x * x;
-    const vf16 u = kSqrt2OverPi * (x + kGeluCoef * x2 * x);
-    const vf16 du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * x2);
-    const vf16 s = vsigmoid(2.0f * u);
-    const vf16 grad = s + 2.0f * x * s * (1.0f - s) * du;
+    const vn x = ld(inp, i, cnt);
+    const vn x2 = x * x;
+    const vn u = kSqrt2OverPi * (x + kGeluCoef * x2 * x);
+    const vn du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * x2);
+    const vn s = vsigmoid(2.0f * u);
+    const vn grad = s + 2.0f * x * s * (1.0f - s) * du;
     st(dinp, i, cnt, ld(dinp, i, cnt) + ld(dout, i, cnt) * grad);
   });
 }
@@ -204,7 +220,7 @@ void gelu_tanh_backward(float* dinp, const float* dout, const float* inp, int64_
 // pi)
 void gelu_erf_forward(float* out, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
+    const vn x = ld(inp, i, cnt);
     st(out, i, cnt, x * vnormal_cdf(x));
   });
 }
@@ -215,9 +231,9 @@ void gelu_erf_backward(float* dinp, const float* dout, const float* inp, int64_t
 
 void gelu_erf_backward_ex(float* dinp, const float* dout, const float* inp, int64_t n, bool accumulate) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
-    const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
-    vf16 d = ld(dout, i, cnt) * (vnormal_cdf(x) + x * pdf);
+    const vn x = ld(inp, i, cnt);
+    const vn pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
+    vn d = ld(dout, i, cnt) * (vnormal_cdf(x) + x * pdf);
     if (accumulate) d += ld(dinp, i, cnt);
     st(dinp, i, cnt, d);
   });
@@ -227,11 +243,11 @@ void gelu_erf_backward_ex(float* dinp, const float* dout, const float* inp, int6
 // same expressions as gelu_erf_forward and gelu_erf_backward, so the same bits). In place when
 // out == inp.
 VINLINE void gelu_erf_slope_vec(float* out, float* slope, const float* inp, int64_t i, int64_t cnt) {
-  const vf16 x = ld(inp, i, cnt);
-  const vf16 cdf = vnormal_cdf(x);
+  const vn x = ld(inp, i, cnt);
+  const vn cdf = vnormal_cdf(x);
   st(out, i, cnt, x * cdf);
   if (slope != nullptr) {
-    const vf16 pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
+    const vn pdf = vexp(-0.5f * x * x) * 0.39894228040143268f;
     st(slope, i, cnt, cdf + x * pdf);
   }
 }
@@ -245,7 +261,7 @@ void gelu_erf_slope_rows(float* x, float* slope, int64_t ld, int64_t rows, int64
     float* row = x + r * ld;
     float* srow = slope != nullptr ? slope + r * ld : nullptr;
     int64_t i = 0;
-    for (; i + W <= cols; i += W) gelu_erf_slope_vec(row, srow, row, i, W);
+    for (; i + WN <= cols; i += WN) gelu_erf_slope_vec(row, srow, row, i, WN);
     if (i < cols) gelu_erf_slope_vec(row, srow, row, i, cols - i);
   }
 }
@@ -255,8 +271,8 @@ void gelu_erf_bias_slope(float* x, float* slope, const float* bias, int64_t N, i
     for (int64_t r = r0; r < r1; r++) {
       float* row = x + r * C;
       float* srow = slope != nullptr ? slope + r * C : nullptr;
-      for (int64_t i = 0; i < C; i += W) {
-        const int64_t cnt = std::min<int64_t>(W, C - i);
+      for (int64_t i = 0; i < C; i += WN) {
+        const int64_t cnt = std::min<int64_t>(WN, C - i);
         st(row, i, cnt, ld(row, i, cnt) + ld(bias, i, cnt));
         gelu_erf_slope_vec(row, srow, row, i, cnt);
       }
@@ -266,7 +282,7 @@ void gelu_erf_bias_slope(float* x, float* slope, const float* bias, int64_t N, i
 
 void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope, int64_t n, bool accumulate) {
   map_vectors(n, kCheap, [&](int64_t i, int64_t cnt) {
-    vf16 d = ld(dout, i, cnt) * ld(slope, i, cnt);
+    vn d = ld(dout, i, cnt) * ld(slope, i, cnt);
     if (accumulate) d += ld(dinp, i, cnt);
     st(dinp, i, cnt, d);
   });
@@ -275,15 +291,15 @@ void gelu_erf_backward_slope(float* dinp, const float* dout, const float* slope,
 // silu(x) = x s, s = sigmoid(x);  d/dx = s (1 + x (1 - s))
 void silu_forward(float* out, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
+    const vn x = ld(inp, i, cnt);
     st(out, i, cnt, x * vsigmoid(x));
   });
 }
 
 void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 x = ld(inp, i, cnt);
-    const vf16 s = vsigmoid(x);
+    const vn x = ld(inp, i, cnt);
+    const vn s = vsigmoid(x);
     st(dinp, i, cnt, ld(dinp, i, cnt) + ld(dout, i, cnt) * s * (1.0f + x * (1.0f - s)));
   });
 }
@@ -291,15 +307,15 @@ void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n) 
 // out = silu(gate) * up;  dgate += dout * up * silu'(gate);  dup += dout * silu(gate)
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 g = ld(gate, i, cnt);
+    const vn g = ld(gate, i, cnt);
     st(out, i, cnt, g * vsigmoid(g) * ld(up, i, cnt));
   });
 }
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
   map_vectors(n, kMath, [&](int64_t i, int64_t cnt) {
-    const vf16 g = ld(gate, i, cnt), d = ld(dout, i, cnt);
-    const vf16 s = vsigmoid(g);
+    const vn g = ld(gate, i, cnt), d = ld(dout, i, cnt);
+    const vn s = vsigmoid(g);
     if (dgate != nullptr) st(dgate, i, cnt, ld(dgate, i, cnt) + d * ld(up, i, cnt) * s * (1.0f + g * (1.0f - s)));
     if (dup != nullptr) st(dup, i, cnt, ld(dup, i, cnt) + d * g * s);
   });

@@ -217,24 +217,37 @@ VINLINE float hmax(vf16 v) {  // max is exact: any order gives the same value
 #endif
   return std::max(std::max(m4[0], m4[2]), std::max(m4[1], m4[3]));
 }
-// exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
-VINLINE vf16 vexp(vf16 x) {
-  const vf16 lo = splat(-87.0f), hi = splat(88.0f);
-  const vf16 xc = vmin(vmax(x, lo), hi);
-  const vf16 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const vf16 n = (xc * 1.44269504088896341f + magic) - magic;
-  const vf16 r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  vf16 p = splat(1.9875691500e-4f);
+// A broadcast in any vector type (GCC folds the loop into one broadcast instruction).
+template <class V>
+VINLINE V vsplat(float x) {
+  V v;
+  for (size_t l = 0; l < sizeof(V) / sizeof(float); l++) v[l] = x;
+  return v;
+}
+
+// exp(x), Cephes polynomial, ~1 ulp, before the edge cases: x clamped to [-87, 88] by the caller.
+template <class V>
+VINLINE V vexp_core(V xc) {
+  using VI = decltype(xc < xc);  // the integer vector of V's shape
+  const V magic = vsplat<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const V n = (xc * 1.44269504088896341f + magic) - magic;
+  const V r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  V p = vsplat<V>(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const vf16 y = p * r * r + r + 1.0f;
-  const vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
-  vf16 pow2;
+  const V y = p * r * r + r + 1.0f;
+  const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
+  V pow2;
   std::memcpy(&pow2, &bits, sizeof(pow2));
-  vf16 e = y * pow2;
+  return y * pow2;
+}
+// exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
+VINLINE vf16 vexp(vf16 x) {
+  const vf16 lo = splat(-87.0f), hi = splat(88.0f);
+  vf16 e = vexp_core(vmin(vmax(x, lo), hi));
 #if defined(__AVX2__) && !defined(__AVX512F__)
   vf16 out;
   for (int h = 0; h < 2; h++) {  // the three selects below, per half
@@ -260,6 +273,91 @@ VINLINE vf16 vexp(vf16 x) {
   return x != x ? x : e;  // NaN in, NaN out
 #endif
 }
+
+// ---- Native-width vectors: one register of the build's float vector ----
+// Where GCC must split a 16-lane vector (AVX2: two halves, ARM64: four quarters) it keeps the
+// vector in memory whenever it crosses a select, a partial load or store, or a call: GELU's
+// forward ran at 1/11 of the AVX-512 build's rate on AVX2, where the width explains 1/2. The
+// lane-wise kernels (elementwise.cpp) compute in `vn`: vf16 on AVX-512 (nothing changes there),
+// vf8 on AVX2, vf4 on ARM64. Each lane sees the same operations in the same order at every
+// width, so a lane-wise result has the same bits; reductions keep vf16's tree (hsum_parts).
+#if defined(__AVX512F__) || !(defined(__AVX2__) || defined(__aarch64__))
+using vn = vf16;
+VINLINE vn loadn(const float* p) { return load(p); }
+VINLINE void storen(float* p, vn v) { store(p, v); }
+VINLINE vn loadn_part(const float* p, int64_t n, float fill = 0.0f) { return load_part(p, n, fill); }
+VINLINE void storen_part(float* p, vn v, int64_t n) { store_part(p, v, n); }
+#elif defined(__AVX2__)
+using vn = vf8;
+VINLINE vn loadn(const float* p) { return load8(p); }
+VINLINE void storen(float* p, vn v) { store8(p, v); }
+VINLINE __m256i first_lanes8(int64_t n) {  // lanes < n set (none when n <= 0)
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+// The first n (< 8) lanes, the others `fill`; lanes past n are not read (or written).
+VINLINE vn loadn_part(const float* p, int64_t n, float fill = 0.0f) {
+  const __m256i m = first_lanes8(n);
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+VINLINE void storen_part(float* p, vn v, int64_t n) { _mm256_maskstore_ps(p, first_lanes8(n), v); }
+#else
+using vn = vf4;
+VINLINE vn loadn(const float* p) { return vld1q_f32(p); }
+VINLINE void storen(float* p, vn v) { vst1q_f32(p, v); }
+VINLINE vn loadn_part(const float* p, int64_t n, float fill = 0.0f) { return load4_part(p, n, fill); }
+VINLINE void storen_part(float* p, vn v, int64_t n) { store4_part(p, v, n); }
+#endif
+constexpr int64_t WN = static_cast<int64_t>(sizeof(vn) / sizeof(float));
+constexpr int kParts = static_cast<int>(W / WN);  // native vectors per 16 lanes
+
+// Selects at the native width (one instruction there); vf16 keeps its own overloads above.
+template <class V>
+VINLINE V vmax(V a, V b) {
+  return a > b ? a : b;
+}
+template <class V>
+VINLINE V vmin(V a, V b) {
+  return a < b ? a : b;
+}
+template <class V>
+VINLINE V vexp(V x) {  // vexp(vf16)'s values, at V's width
+  const V lo = vsplat<V>(-87.0f);
+  V e = vexp_core(vmin(vmax(x, lo), vsplat<V>(88.0f)));
+  e = x < lo ? vsplat<V>(0.0f) : e;
+  e = x > vsplat<V>(88.72283f) ? vsplat<V>(std::numeric_limits<float>::infinity()) : e;
+  return x != x ? x : e;  // NaN in, NaN out
+}
+// hsum and hmax of the 16 lanes held as kParts native vectors (lanes 0.. in part 0): hsum's
+// tree exactly (lane l + lane l+8, then +4, +2, +1), so the same sum as one vf16 would give.
+template <int K>
+VINLINE float hsum_parts(const vn (&p)[K]) {
+  static_assert(K == kParts);
+  if constexpr (K == 1) {
+    return hsum(p[0]);
+  } else if constexpr (K == 2) {
+    const vf8 s8 = p[0] + p[1];
+    const vf4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  } else {
+    const vf4 s4 = (p[0] + p[2]) + (p[1] + p[3]);
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+  }
+}
+template <int K>
+VINLINE float hmax_parts(const vn (&p)[K]) {  // max is exact: any order gives the same value
+  static_assert(K == kParts);
+  if constexpr (K == 1) {
+    return hmax(p[0]);
+  } else {
+    vn m = p[0];
+    for (int k = 1; k < K; k++) m = vmax(m, p[k]);
+    float r = m[0];
+    for (int64_t l = 1; l < WN; l++) r = std::max(r, m[l]);
+    return r;
+  }
+}
+
 #ifdef __AVX512F__
 // dst rows e < ncols (stride ldd), 16 floats each, = column e of the nrows x ncols block at src
 // (row stride lds); lanes past nrows are 0. nrows, ncols <= 16. A 16 x 16 register transpose in
