@@ -20,15 +20,33 @@ namespace {
 
 using namespace simd;
 
-// The 16 lanes of p at c (< C), lanes at or past C are `fill` (and not read).
-VINLINE vf16 ldv(const float* p, int64_t c, int64_t C, float fill = 0.0f) {
-  return c + W <= C ? load(p + c) : load_part(p + c, C - c, fill);
+// LayerNorm works at the native vector width (simd::vn; a 16-lane vector that GCC splits went
+// through memory on every partial load and store). Its row sums are 16-lane accumulators held as
+// kParts native vectors: lane l sums the columns c = l mod 16 and hsum_parts adds the lanes in
+// hsum's tree, so the sums have the same bits at every width.
+
+// The native vector of p at c (< C); lanes at or past C are `fill` (and not read).
+VINLINE vn ldv(const float* p, int64_t c, int64_t C, float fill = 0.0f) {
+  return c + WN <= C ? loadn(p + c) : loadn_part(p + c, C - c, fill);
 }
-VINLINE void stv(float* p, int64_t c, int64_t C, vf16 v) {
-  if (c + W <= C)
-    store(p + c, v);
+VINLINE void stv(float* p, int64_t c, int64_t C, vn v) {
+  if (c + WN <= C)
+    storen(p + c, v);
   else
-    store_part(p + c, v, C - c);
+    storen_part(p + c, v, C - c);
+}
+// f(k, c) for each native block c < C of a row, in order, with k = the accumulator part it
+// adds into. (Lanes of the last 16-lane block past C, which added exact zeros in the 16-lane
+// form, are not visited.)
+template <class F>
+VINLINE void for_parts(int64_t C, F f) {
+  for (int64_t c0 = 0; c0 < C; c0 += W) {
+#pragma GCC unroll 4
+    for (int k = 0; k < kParts; k++) {
+      if (c0 + k * WN >= C) break;
+      f(k, c0 + k * WN);
+    }
+  }
 }
 
 // sum_{i < n} term(i) with 16 interleaved partial sums (lane l takes i = l mod 16), combined
@@ -73,20 +91,20 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   const bool par = worth_threads(N, C);
   parallel_for(N, par, [&](int64_t n) {
     const float* x = inp + n * C;
-    vf16 acc = splat(0.0f);
-    for (int64_t c = 0; c < C; c += W) acc += ldv(x, c, C);
-    const float m = hsum(acc) / static_cast<float>(C);
+    vn acc[kParts] = {};
+    for_parts(C, [&](int k, int64_t c) { acc[k] += ldv(x, c, C); });
+    const float m = hsum_parts(acc) / static_cast<float>(C);
     // Padded lanes read x = m: they add exact zeros to the variance.
-    vf16 acc2 = splat(0.0f);
-    for (int64_t c = 0; c < C; c += W) {
-      const vf16 d = ldv(x, c, C, m) - m;
-      acc2 += d * d;
-    }
-    const float var = hsum(acc2) / static_cast<float>(C);
+    vn acc2[kParts] = {};
+    for_parts(C, [&](int k, int64_t c) {
+      const vn d = ldv(x, c, C, m) - m;
+      acc2[k] += d * d;
+    });
+    const float var = hsum_parts(acc2) / static_cast<float>(C);
     const float s = 1.0f / std::sqrt(var + eps);
     float* o = out + n * C;
-    for (int64_t c = 0; c < C; c += W) {
-      const vf16 y = (ldv(x, c, C, m) - m) * s * ldv(weight, c, C);
+    for (int64_t c = 0; c < C; c += WN) {
+      const vn y = (ldv(x, c, C, m) - m) * s * ldv(weight, c, C);
       stv(o, c, C, bias != nullptr ? y + ldv(bias, c, C) : y);
     }
     if (mean != nullptr) mean[n] = m;
@@ -112,21 +130,21 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       const float* d = dout + n * C;
       const float m = mean[n], s = rstd[n];
       // Padded lanes read d = 0 and x = m: they add exact zeros.
-      vf16 acc1 = splat(0.0f), acc2 = splat(0.0f);
-      for (int64_t c = 0; c < C; c += W) {
-        const vf16 dv = ldv(d, c, C), norm = (ldv(x, c, C, m) - m) * s;
+      vn acc1[kParts] = {}, acc2[kParts] = {};
+      for_parts(C, [&](int k, int64_t c) {
+        const vn dv = ldv(d, c, C), norm = (ldv(x, c, C, m) - m) * s;
         if (w_acc != nullptr) stv(w_acc, c, C, ldv(w_acc, c, C) + dv * norm);
         if (b_acc != nullptr) stv(b_acc, c, C, ldv(b_acc, c, C) + dv);
-        const vf16 dw = dv * ldv(weight, c, C);
-        acc1 += dw;
-        acc2 += dw * norm;
-      }
+        const vn dw = dv * ldv(weight, c, C);
+        acc1[k] += dw;
+        acc2[k] += dw * norm;
+      });
       if (dinp == nullptr) continue;
-      const float dmean = hsum(acc1) / static_cast<float>(C);
-      const float dnorm_norm = hsum(acc2) / static_cast<float>(C);
+      const float dmean = hsum_parts(acc1) / static_cast<float>(C);
+      const float dnorm_norm = hsum_parts(acc2) / static_cast<float>(C);
       float* di = dinp + n * C;
-      for (int64_t c = 0; c < C; c += W) {
-        const vf16 dw = ldv(d, c, C) * ldv(weight, c, C), norm = (ldv(x, c, C, m) - m) * s;
+      for (int64_t c = 0; c < C; c += WN) {
+        const vn dw = ldv(d, c, C) * ldv(weight, c, C), norm = (ldv(x, c, C, m) - m) * s;
         stv(di, c, C, ldv(di, c, C) + s * (dw - dmean - norm * dnorm_norm));
       }
     }

@@ -105,7 +105,7 @@ TEST(KernelTables, EveryLevelMatchesTheNaiveReferences) {
         n + " layernorm");
     t->layernorm_forward_naive(want_out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), M, N, 1e-5f);
     expect_close(got, want_out, 1e-5, 1e-5, n + " layernorm");
-    // The lane-wise kernels and the reductions built on exp_shift_sum, sum_of and max_of compute
+    // The lane-wise kernels, LayerNorm and the reductions built on exp_shift_sum, sum_of and max_of compute
     // at each level's own vector width with the same operations per lane (simd::vn) and the
     // same 16-lane sum tree: the avx2 level's bits at every level.
     const auto same_as_avx2 = [&](const char* what, const std::function<void(const KernelTable&, float*)>& f) {
@@ -120,6 +120,13 @@ TEST(KernelTables, EveryLevelMatchesTheNaiveReferences) {
                  [&](const KernelTable& k, float* o) { k.gelu_erf_backward_ex(o, C0.data(), x.data(), M * N, true); });
     same_as_avx2("gelu_tanh_backward",
                  [&](const KernelTable& k, float* o) { k.gelu_tanh_backward(o, C0.data(), x.data(), M * N); });
+    // LayerNorm's forward and its weight and bias gradients (its dinp is not compared: GCC fuses
+    // that expression's multiply-adds differently at the two widths, an ulp apart).
+    same_as_avx2("layernorm", [&](const KernelTable& k, float* o) {
+      std::vector<float> mu(M), rs(M);
+      k.layernorm_forward(o, mu.data(), rs.data(), x.data(), w.data(), b.data(), M, N, 1e-5f);
+      k.layernorm_backward(nullptr, o, o + N, C0.data(), x.data(), w.data(), mu.data(), rs.data(), M, N);
+    });
     same_as_avx2("silu", [&](const KernelTable& k, float* o) { k.silu_forward(o, x.data(), M * N); });
     same_as_avx2("sums", [&](const KernelTable& k, float* o) {
       for (int64_t r = 0; r < M; r++) {  // lengths from 1 to 53: full and partial 16-lane blocks
