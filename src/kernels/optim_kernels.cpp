@@ -79,19 +79,38 @@ AdamScalars adam_scalars(float lr, float beta1, float beta2, float eps, float we
 }
 
 // Elements [begin, end). This file compiles without FP contraction, so every operation rounds
-// on its own and vector and scalar code (a loop's tail) give the same bits.
-void adam_range(const AdamScalars& k, float* param, float* m, float* v, const float* grad, int64_t begin, int64_t end) {
+// on its own and vector and scalar code (a loop's tail) give the same bits. The scalars are
+// locals, the arrays restrict and the two choices template arguments: with the scalars read
+// through a reference that a store might alias, and the choices tested per element, GCC left
+// the AVX2 build's loop scalar (3x the AVX-512 build's optimizer step on (c)).
+template <bool kL2, bool kDecoupled>
+void adam_loop(const AdamScalars& k, float* __restrict param, float* __restrict m, float* __restrict v,
+               const float* __restrict grad, int64_t begin, int64_t end) {
+  const float beta1 = k.beta1, beta2 = k.beta2, eps = k.eps, neg_step = k.neg_step_size, bc2_sqrt = k.bc2_sqrt;
+  const float omb1 = k.one_minus_b1, omb2 = k.one_minus_b2, l2 = k.l2, decay = k.decay;
   for (int64_t i = begin; i < end; ++i) {
     float p = param[i];
-    const float g = k.l2 != 0.0f ? grad[i] + k.l2 * p : grad[i];
-    if (k.decoupled) p = p * k.decay;
-    const float mi = m[i] * k.beta1 + k.one_minus_b1 * g;
-    const float vi = v[i] * k.beta2 + k.one_minus_b2 * (g * g);
+    const float g = kL2 ? grad[i] + l2 * p : grad[i];
+    if (kDecoupled) p = p * decay;
+    const float mi = m[i] * beta1 + omb1 * g;
+    const float vi = v[i] * beta2 + omb2 * (g * g);
     m[i] = mi;
     v[i] = vi;
-    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
-    param[i] = p + k.neg_step_size * (mi / denom);
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    param[i] = p + neg_step * (mi / denom);
   }
+}
+
+void adam_range(const AdamScalars& k, float* param, float* m, float* v, const float* grad, int64_t begin, int64_t end) {
+  const bool l2 = k.l2 != 0.0f;
+  if (l2 && k.decoupled)
+    adam_loop<true, true>(k, param, m, v, grad, begin, end);
+  else if (l2)
+    adam_loop<true, false>(k, param, m, v, grad, begin, end);
+  else if (k.decoupled)
+    adam_loop<false, true>(k, param, m, v, grad, begin, end);
+  else
+    adam_loop<false, false>(k, param, m, v, grad, begin, end);
 }
 
 }  // namespace
