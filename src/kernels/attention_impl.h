@@ -122,25 +122,32 @@ void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, con
 
 // ---- Row helpers used by several paths ----------------------------------------------------------
 
+// The row helpers below compute at the native vector width (simd::vn: a split 16-lane vector
+// goes through memory on AVX2 and ARM64), their sums as 16-lane accumulators in kParts native
+// vectors added in hsum's tree: the same bits at every level.
+
 // s = exp(s - shift) in place for n floats (a multiple of 16); returns the sum (lane partial
 // sums, then the fixed tree). Inlined so that the exps of consecutive rows overlap in the
 // pipeline (a call per row left them serialised).
 VINLINE float row_exp_sum(float* s, int64_t n, float shift) {
-  const vf16 sh = splat(shift);
-  vf16 acc = splat(0.0f);
-  for (int64_t j = 0; j < n; j += W) {
-    const vf16 e = vexp(load(s + j) - sh);
-    store(s + j, e);
-    acc += e;
-  }
-  return hsum(acc);
+  const vn sh = vsplat<vn>(shift);
+  vn acc[kParts] = {};
+  for (int64_t j = 0; j < n; j += W)
+    for (int k = 0; k < kParts; k++) {
+      const vn e = vexp(loadn(s + j + k * WN) - sh);
+      storen(s + j + k * WN, e);
+      acc[k] += e;
+    }
+  return hsum_parts(acc);
 }
 
 // Row maximum of n floats (a multiple of 16).
 VINLINE float row_max(const float* s, int64_t n) {
-  vf16 m = load(s);
-  for (int64_t j = W; j < n; j += W) m = vmax(m, load(s + j));
-  return hmax(m);
+  vn m[kParts];
+  for (int k = 0; k < kParts; k++) m[k] = loadn(s + k * WN);
+  for (int64_t j = W; j < n; j += W)
+    for (int k = 0; k < kParts; k++) m[k] = vmax(m[k], loadn(s + j + k * WN));
+  return hmax_parts(m);
 }
 
 // One key tile's online-softmax step for rows [0, nq) of S (row stride lds, n columns, n a
@@ -193,22 +200,25 @@ inline void softmax_backward_rows(float* P, float* dS, int64_t ld, int64_t n, in
       std::fill(ds, ds + n, 0.0f);
       continue;
     }
-    const vf16 lv = splat(l), Di = splat(D[i]), sc = splat(scale);
-    for (int64_t j = 0; j < n; j += W) {
-      const vf16 pv = vexp(load(pr + j) - lv);
-      store(pr + j, pv);
-      store(ds + j, sc * pv * (load(ds + j) - Di));
+    const vn lv = vsplat<vn>(l), Di = vsplat<vn>(D[i]), sc = vsplat<vn>(scale);
+    for (int64_t j = 0; j < n; j += WN) {
+      const vn pv = vexp(loadn(pr + j) - lv);
+      storen(pr + j, pv);
+      storen(ds + j, sc * pv * (loadn(ds + j) - Di));
     }
   }
 }
 
 // <a, b> over HS floats: 16-lane partial sums, masked tail, then the fixed tree.
 VINLINE float dot_hs(const float* a, const float* b, int64_t HS) {
-  vf16 acc{};
-  int64_t e = 0;
-  for (; e + W <= HS; e += W) acc += load(a + e) * load(b + e);
-  if (e < HS) acc += load_part(a + e, HS - e) * load_part(b + e, HS - e);
-  return hsum(acc);
+  vn acc[kParts] = {};
+  for (int64_t e = 0; e < HS; e += W)
+    for (int k = 0; k < kParts; k++) {
+      const int64_t j = e + k * WN, cnt = HS - j;
+      if (cnt <= 0) break;
+      acc[k] += cnt >= WN ? loadn(a + j) * loadn(b + j) : loadn_part(a + j, cnt) * loadn_part(b + j, cnt);
+    }
+  return hsum_parts(acc);
 }
 
 // dst[HS, bk] (row stride ldd) = the transpose of n rows of HS floats (row stride ld), zero
@@ -246,14 +256,14 @@ inline void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_
     float* d = dst + r * ld;
     if (r + kPrefetchRows < n) prefetch_run(d + kPrefetchRows * ld, HS, /*write=*/true);
     const float* x = src + r * HSp;
-    for (int64_t e = 0; e < HS; e += W) {
-      const int64_t cnt = std::min<int64_t>(W, HS - e);
-      vf16 v = load(x + e);  // src rows are HSp (a multiple of 16) floats
-      if (accumulate) v += cnt == W ? load(d + e) : load_part(d + e, cnt);
-      if (cnt == W) {
-        store(d + e, v);
+    for (int64_t e = 0; e < HS; e += WN) {
+      const int64_t cnt = std::min<int64_t>(WN, HS - e);
+      vn v = loadn(x + e);  // src rows are HSp (a multiple of 16) floats
+      if (accumulate) v += cnt == WN ? loadn(d + e) : loadn_part(d + e, cnt);
+      if (cnt == WN) {
+        storen(d + e, v);
       } else {
-        store_part(d + e, v, cnt);
+        storen_part(d + e, v, cnt);
       }
     }
   }
