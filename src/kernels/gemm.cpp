@@ -1,9 +1,9 @@
 // atto/kernels/gemm.cpp: GEMM (a register-blocked kernel for cache-sized products, OpenBLAS
 // with deterministic tiling for large ones) and the linear layer.
 //
-// Products with M*N*K <= 2^29 and K <= 2048 (every GEMM of the benchmark's models (a) to (c),
-// and (d)'s d_model x d_model ones, not its 4x-wide MLP products) run atto's own AVX-512 kernel
-// (gemm_blocked): on such shapes OpenBLAS spent much of its time packing operands.
+// Products with K <= 2048 and M*N*K <= 2^32 with AVX-512 (every GEMM of the benchmark's models
+// (a) to (d)), 2^29 with AVX2 (not (d)'s 4x-wide MLP products), run atto's own register-blocked
+// kernel (gemm_blocked): on such shapes OpenBLAS spent much of its time packing operands.
 // Each C element is one in-order FMA chain over k, so the bits never depend on the thread count.
 //
 // Determinism of the OpenBLAS path. OpenBLAS 0.3.21 with 2 threads does not give the same bits
@@ -41,7 +41,14 @@ constexpr double kMinTileFlops = 8.0 * 1024 * 1024;
 constexpr int64_t kMaxTiles = 16;
 constexpr int64_t kMinTileEdge = 32;                    // tiles are not cut below 32 x 32
 constexpr int64_t kTileAlign = 16;                      // tile edges are multiples of 16 (OpenBLAS unroll)
-constexpr double kBlockedMaxMNK = 512.0 * 1024 * 1024;  // larger products go to OpenBLAS
+// Larger products go to OpenBLAS: with AVX-512 the blocked kernel held ~200 GFLOP/s a thread to
+// 1024^3, OpenBLAS ~100; with AVX2 it fell below OpenBLAS past 2^29 (docs/perf-log.md 2026-11-29).
+#if defined(__AVX512F__)
+constexpr double kBlockedMaxMNK = 4.0 * 1024 * 1024 * 1024;
+#else
+constexpr double kBlockedMaxMNK = 512.0 * 1024 * 1024;
+#endif
+constexpr double kBlockedMaxPackedNK = 4.0 * 1024 * 1024;  // past 2^29: B^T's packed copy <= 16 MB
 constexpr double kBlockedParFlops = 256.0 * 1024;       // smaller blocked products: 1 thread
 
 int64_t max_tiles() {
@@ -53,8 +60,7 @@ int64_t max_tiles() {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// C is cut into tm x tn tiles of mb x nb (the last ones smaller). A function of the shape only.
-struct Tiles {
+struct Tiles {  // C in tm x tn tiles of mb x nb (the last ones smaller); a function of the shape
   int64_t tm = 1, tn = 1, mb = 0, nb = 0;
 };
 
@@ -90,10 +96,9 @@ void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
               static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
-// One cblas_sgemm that OpenBLAS runs on one thread. The OpenMP build of OpenBLAS uses one
-// thread when called inside an active parallel region, when OpenMP allows one thread, or when
-// M*N*K <= kOpenblasSerialMNK; otherwise (a single tile of a large, narrow product) a team of
-// two is opened and only its first thread calls.
+// One cblas_sgemm that OpenBLAS runs on one thread (the OpenMP build of OpenBLAS uses one inside
+// a parallel region, with one OpenMP thread, or when M*N*K <= kOpenblasSerialMNK; otherwise a
+// team of two is opened and only its first thread calls).
 
 void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -121,9 +126,8 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 }
 
 // ---- Cache-sized products: a register-blocked AVX-512 kernel, no packing of A ----------------
-// For the small shapes of small models ([1024, 32] @ [32, 96], weight gradients [32, 1024] @
-// [1024, 32]), OpenBLAS spends much of its time packing both operands into its panel layout and
-// in its driver. Here each task computes R rows x up to 64 columns of C in registers: for each k
+// On small models' shapes OpenBLAS spends much of its time packing both operands and in its
+// driver. Here each task computes R rows x up to 64 columns of C in registers: for each k
 // it loads V vectors of row k of op(B) and broadcasts R elements of column k of op(A), so
 // neither operand needs packing when op(B) is B itself (row-major rows of B are vectors, and
 // op(A) is read through strides either way). Only op(B) = B^T (a linear layer's forward,
@@ -172,10 +176,8 @@ VINLINE void kstore_part(float* p, kvec v, int64_t n) {
   _mm256_maskstore_ps(p, kmask(n), x);
 }
 #elif defined(__aarch64__)
-// ARM64: GCC keeps vectors wider than NEON's 128 bits in memory through a loop, as it does 16
-// lanes on AVX2, so the kernel runs on 4-lane vectors (one NEON register) in 16-column
-// sub-panels; NEON has 32 registers, as AVX-512 does, so the same rows per block (24
-// accumulators). The sums are the same (one FMA per k).
+// ARM64: as on AVX2, 4-lane vectors (one NEON register) in 16-column sub-panels; NEON has 32
+// registers, as AVX-512 does, so the same rows per block (24 accumulators). Same sums.
 typedef float kvec __attribute__((vector_size(16)));
 constexpr int64_t KW = 4;
 constexpr int64_t kSubPanel = 16;
@@ -203,9 +205,8 @@ VINLINE kvec kload_part(const float* p, int64_t n) { return simd::load_part(p, n
 VINLINE void kstore_part(float* p, kvec v, int64_t n) { simd::store_part(p, v, n); }
 #endif
 
-// What happens to a block's sums: C = alpha * acc + beta * C (+ bias[j] when bias is set; a
-// linear layer's forward, beta = 0) (+ residual[i, j] when residual is set, last: a residual
-// connection's add after the linear layer, in the same order as the two ops).
+// What happens to a block's sums: C = alpha * acc + beta * C (+ bias[j] when set: a linear forward,
+// beta = 0) (+ residual[i, j] when set, last: a residual add after the linear, in the ops' order).
 struct Epilogue {
   float alpha = 1.0f, beta = 0.0f;
   const float* bias = nullptr;      // indexed by the column of C
@@ -315,11 +316,11 @@ void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t a
   }
 }
 
-// Whether gemm takes the register-blocked path: a [K, 64] panel of op(B) stays in L2
-// (K <= 2048: 512 KB) and the product is small enough that OpenBLAS's packing is a large share.
+// Whether gemm takes the register-blocked path: a [K, 64] panel of op(B) stays in L2 (K <= 2048:
+// 512 KB) and the product is small enough that OpenBLAS's packing is a large share.
 bool use_blocked(int64_t M, int64_t N, int64_t K) {
-  const double mnk = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  return K <= 2048 && mnk <= kBlockedMaxMNK;
+  const double nk = static_cast<double>(N) * static_cast<double>(K), mnk = static_cast<double>(M) * nk;
+  return K <= 2048 && mnk <= kBlockedMaxMNK && (mnk <= 512.0 * 1024 * 1024 || nk <= kBlockedMaxPackedNK);
 }
 
 // Packs rows [k0, k1) of op(B) = B^T into column panels: panel p holds columns [64 p, 64 p + 64)
@@ -449,10 +450,9 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 namespace {
 
 // ---- A few rows (decoding): out[n, o] = <inp[n], weight[o]> + bias[o] -------------------------
-// One token per sequence makes N tiny: a matrix-vector product that only streams the weights
-// ((d)'s layers: 19-31 GB/s through gemm, 44-55 GB/s here). Every output is one dot product in a
-// fixed order (two 16-lane accumulators over alternate 16-float blocks, the tail in the second,
-// the fixed hsum tree, + bias), whatever N and the thread count.
+// One token per sequence: a matrix-vector product that streams the weights ((d): 19-31 GB/s
+// through gemm, 44-55 here). Each output is one dot product in a fixed order (two 16-lane
+// accumulators over alternate 16-float blocks, the tail in the second, hsum's tree, + bias).
 constexpr int64_t kFewRows = 8;               // N at most this takes the matrix-vector path
 constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread does it all
 
