@@ -1,18 +1,14 @@
 // atto/kernels/gemm.cpp: GEMM (a register-blocked kernel for cache-sized products, OpenBLAS
 // with deterministic tiling for large ones) and the linear layer.
 //
-// Products with K <= 2048 and M*N*K <= 2^32 with AVX-512 (every GEMM of the benchmark's models
-// (a) to (d)), 2^29 with AVX2 (not (d)'s 4x-wide MLP products), run atto's own register-blocked
-// kernel (gemm_blocked): on such shapes OpenBLAS spent much of its time packing operands.
-// Each C element is one in-order FMA chain over k, so the bits never depend on the thread count.
+// Products with K <= 2048 and M*N*K <= 2^32 with AVX-512, 2^29 with AVX2 (use_blocked) run atto's
+// register-blocked kernel (gemm_blocked), where OpenBLAS spent much of its time packing operands.
+// Each C element is one in-order FMA chain over k: the bits never depend on the thread count.
 //
-// Determinism of the OpenBLAS path. OpenBLAS 0.3.21 with 2 threads does not give the same bits
-// as with 1 thread for some shapes (K not a multiple of its K-block, e.g. K = 777, 1031, 4097:
-// the threaded driver splits K differently). So gemm never lets OpenBLAS thread: C is cut into
-// tiles whose sizes depend on (M, N, K) only (and, past 2 threads, on the thread count: see
-// max_tiles), each tile is one single-threaded cblas_sgemm over the full K, and OpenMP spreads
-// the tiles over threads. A C element is then always computed by the same call with the same
-// operands, for 1 or 2 threads alike.
+// Determinism of the OpenBLAS path: OpenBLAS 0.3.21 with 2 threads splits K differently from 1
+// thread for some shapes (K = 777, 1031, 4097), so gemm never lets it thread: C is cut into tiles
+// whose sizes depend on (M, N, K) only (past 2 threads, on the thread count too: max_tiles), each
+// one single-threaded cblas_sgemm over the full K, spread over threads by OpenMP.
 
 #include <cblas.h>
 #include <omp.h>
@@ -56,7 +52,6 @@ int64_t max_tiles() {
   while (t < kMaxTiles && t < omp_get_max_threads()) t *= 2;
   return t;
 }
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -99,7 +94,6 @@ void sgemm_call(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float
 // One cblas_sgemm that OpenBLAS runs on one thread (the OpenMP build of OpenBLAS uses one inside
 // a parallel region, with one OpenMP thread, or when M*N*K <= kOpenblasSerialMNK; otherwise a
 // team of two is opened and only its first thread calls).
-
 void sgemm_single_thread(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const double mnk = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
@@ -450,36 +444,42 @@ void gemm_batched(int64_t batch, bool transA, bool transB, int64_t M, int64_t N,
 namespace {
 
 // ---- A few rows (decoding): out[n, o] = <inp[n], weight[o]> + bias[o] -------------------------
-// One token per sequence: a matrix-vector product that streams the weights ((d): 19-31 GB/s
-// through gemm, 44-55 here). Each output is one dot product in a fixed order (two 16-lane
-// accumulators over alternate 16-float blocks, the tail in the second, hsum's tree, + bias).
+// One token per sequence: a matrix-vector product streaming the weights ((d): 44-55 GB/s, 19-31
+// through gemm). Each output: one dot product in a fixed order (16-lane accumulators over
+// alternate 16-float blocks, the tail in the second, hsum's tree, + bias).
 constexpr int64_t kFewRows = 8;               // N at most this takes the matrix-vector path
 constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread does it all
 
-// out[g * ldo] = <x[g * C ..], w> + b for g < G: the weight row is loaded once per 16 floats
-// and used for all G rows (G <= 4: 8 accumulators). Each output's order is that of G = 1.
+// out[g * ldo] = <x[g * C ..], w> + b for g < G <= 4: the weight row is loaded once per 16 floats
+// for all G rows; each output's order is that of G = 1. The 16-lane accumulators are kParts
+// native vectors (simd::vn; split vf16s went through memory: AVX2 decoding ran at 1/3 of AVX-512).
 template <int G>
 VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, float b, int64_t C) {
-  vf16 a0[G], a1[G];
-  for (int g = 0; g < G; g++) a0[g] = a1[g] = vf16{};
+  using simd::kParts, simd::loadn, simd::loadn_part, simd::vn, simd::WN;
+  vn a0[G][kParts] = {}, a1[G][kParts] = {};
   int64_t c = 0;
-  for (; c + 2 * W <= C; c += 2 * W) {
-    const vf16 w0 = simd::load(w + c), w1 = simd::load(w + c + W);
-    for (int g = 0; g < G; g++) {
-      a0[g] += simd::load(x + g * C + c) * w0;
-      a1[g] += simd::load(x + g * C + c + W) * w1;
+  for (; c + 2 * W <= C; c += 2 * W)
+    for (int k = 0; k < kParts; k++) {
+      const vn w0 = loadn(w + c + k * WN), w1 = loadn(w + c + W + k * WN);
+      for (int g = 0; g < G; g++) {
+        a0[g][k] += loadn(x + g * C + c + k * WN) * w0;
+        a1[g][k] += loadn(x + g * C + c + W + k * WN) * w1;
+      }
     }
+  for (int k = 0; k < kParts && c + W <= C; k++) {
+    const vn w0 = loadn(w + c + k * WN);
+    for (int g = 0; g < G; g++) a0[g][k] += loadn(x + g * C + c + k * WN) * w0;
   }
-  if (c + W <= C) {
-    const vf16 w0 = simd::load(w + c);
-    for (int g = 0; g < G; g++) a0[g] += simd::load(x + g * C + c) * w0;
-    c += W;
+  if (c + W <= C) c += W;
+  for (int k = 0; k < kParts && c + k * WN < C; k++) {  // the tail, in a1; lanes past C add nothing
+    const int64_t at = c + k * WN, cnt = C - at;
+    const vn w1 = cnt >= WN ? loadn(w + at) : loadn_part(w + at, cnt);
+    for (int g = 0; g < G; g++) a1[g][k] += (cnt >= WN ? loadn(x + g * C + at) : loadn_part(x + g * C + at, cnt)) * w1;
   }
-  if (c < C) {
-    const vf16 w1 = simd::load_part(w + c, C - c);
-    for (int g = 0; g < G; g++) a1[g] += simd::load_part(x + g * C + c, C - c) * w1;
+  for (int g = 0; g < G; g++) {
+    for (int k = 0; k < kParts; k++) a0[g][k] += a1[g][k];
+    out[g * ldo] = simd::hsum_parts(a0[g]) + b;
   }
-  for (int g = 0; g < G; g++) out[g * ldo] = simd::hsum(a0[g] + a1[g]) + b;
 }
 
 // The rows n..n+G-1 (G = min(4, N - n)) against weight row o.
@@ -495,9 +495,9 @@ VINLINE void dot_group(float* out, int64_t OC, const float* inp, const float* we
   }
 }
 
-// Up to kFewRows rows: each thread walks its run of weight rows once, one row at a time (one
-// sequential stream), dotted with every input row. More rows (a server's decode batch): blocks of
-// kDotBlock weight rows, each against groups of 4 input rows. Every output: the same chain.
+// Up to kFewRows rows: each thread walks its run of weight rows once (one sequential stream),
+// dotted with every input row; more (a server's decode batch): blocks of kDotBlock weight rows
+// against groups of 4 input rows. Every output: the same chain.
 constexpr int64_t kDotBlock = 16;
 void linear_forward_few_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
                              int64_t OC) {

@@ -105,9 +105,9 @@ TEST(KernelTables, EveryLevelMatchesTheNaiveReferences) {
         n + " layernorm");
     t->layernorm_forward_naive(want_out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), M, N, 1e-5f);
     expect_close(got, want_out, 1e-5, 1e-5, n + " layernorm");
-    // The lane-wise kernels, LayerNorm and the reductions built on exp_shift_sum, sum_of and max_of compute
-    // at each level's own vector width with the same operations per lane (simd::vn) and the
-    // same 16-lane sum tree: the avx2 level's bits at every level.
+    // The lane-wise kernels, LayerNorm, decoding's dot products and the reductions built on
+    // exp_shift_sum, sum_of and max_of compute at each level's own vector width with the same
+    // operations per lane (simd::vn) and the same 16-lane sum tree: the avx2 level's bits.
     const auto same_as_avx2 = [&](const char* what, const std::function<void(const KernelTable&, float*)>& f) {
       std::vector<float> mine(M * N, 0.25f), ref(M * N, 0.25f);
       f(*t, mine.data());
@@ -126,6 +126,10 @@ TEST(KernelTables, EveryLevelMatchesTheNaiveReferences) {
       std::vector<float> mu(M), rs(M);
       k.layernorm_forward(o, mu.data(), rs.data(), x.data(), w.data(), b.data(), M, N, 1e-5f);
       k.layernorm_backward(nullptr, o, o + N, C0.data(), x.data(), w.data(), mu.data(), rs.data(), M, N);
+    });
+    same_as_avx2("decoding's matrix-vector product", [&](const KernelTable& k, float* o) {
+      for (int64_t rows = 1; rows <= 3; rows++)  // rows x K inputs against M weight rows of K
+        k.linear_forward(o + 120 * (rows - 1), B.data(), A.data(), b.data(), rows, K, M);
     });
     same_as_avx2("silu", [&](const KernelTable& k, float* o) { k.silu_forward(o, x.data(), M * N); });
     same_as_avx2("sums", [&](const KernelTable& k, float* o) {
