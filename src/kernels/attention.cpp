@@ -45,7 +45,7 @@ Problem make_problem(const AttentionDims& dims, const uint8_t* key_mask) {
   return p;
 }
 
-// The path for shape d, in order (bounds in attention_impl.h; AVX2 builds: decode or flash):
+// The path for shape d, in order (bounds in attention_impl.h; AVX2 and ARM64 builds: no short):
 //   decode  Tq <= kDecodeMaxRows                                  (forward only)
 //   tiny    1 <= Tk <= kTinyMaxKeys  and HS <= kTinyMaxHeadSize   (Tq > kDecodeMaxRows)
 //   short   1 <= Tk <= kShortMaxKeys and HS <= kShortMaxHeadSize
@@ -56,20 +56,21 @@ Problem make_problem(const AttentionDims& dims, const uint8_t* key_mask) {
 // the forward's lse came from the decode path's 16-lane partial sums: equal up to rounding, not
 // bit for bit.
 Path choose_path(const AttentionDims& d, Pass pass) {
-#if (defined(__AVX2__) && !defined(__AVX512F__)) || defined(__aarch64__)
-  // AVX2 builds: the tiny and short paths hold blocks of 16-lane vectors that GCC splits into
-  // 8-lane halves through memory (stores and reloads on every step); the flash path's 8-lane
-  // micro-kernel ran those shapes 1.0-2.8x faster (forward and backward, bench_micro, 1 thread).
-  // ARM64 builds likewise (4-lane NEON quarters; the flash path's mm_block4), unmeasured.
-  if (d.Tq > attn::kDecodeMaxRows || pass == Pass::kBackward) return Path::kFlash;
-#endif
   if (d.Tq <= attn::kDecodeMaxRows) {
     if (pass == Pass::kForward) return Path::kDecode;
   } else if (d.Tk >= 1 && d.Tk <= attn::kTinyMaxKeys && d.HS <= attn::kTinyMaxHeadSize) {
-    return Path::kTiny;
+    return Path::kTiny;  // at the native width on every level
   }
+#if (defined(__AVX2__) && !defined(__AVX512F__)) || defined(__aarch64__)
+  // AVX2 builds: the short path holds blocks of 16-lane vectors that GCC splits into 8-lane
+  // halves through memory (stores and reloads on every step); the flash path's 8-lane
+  // micro-kernel ran those shapes 1.0-2.8x faster (forward and backward, bench_micro, 1 thread).
+  // ARM64 builds likewise (4-lane NEON quarters; the flash path's mm_block4), unmeasured.
+  return Path::kFlash;
+#else
   if (d.Tk >= 1 && d.Tk <= attn::kShortMaxKeys && d.HS <= attn::kShortMaxHeadSize) return Path::kShort;
   return Path::kFlash;
+#endif
 }
 
 }  // namespace

@@ -52,10 +52,10 @@ using namespace simd;
 // path (or the flash path past the short path's bounds), never the tiny one.
 constexpr int64_t kDecodeMaxRows = 4;
 // The tiny path (query rows in lanes) keeps a block's scores as one vector per key, in arrays of
-// kTinyMaxKeys, and moves rows in and out by 16 x 16 register transposes: a row's head columns
-// must fit one vector.
+// kTinyMaxKeys, and moves rows in and out by WN x WN register transposes (16 / WN per row of
+// 16 head columns); the same bounds at every level.
 constexpr int64_t kTinyMaxKeys = 64;
-constexpr int64_t kTinyMaxHeadSize = W;
+constexpr int64_t kTinyMaxHeadSize = 16;
 // The short path (keys in lanes) holds a row's scores in at most 4 vectors and a row of the
 // output (or of dQ) in at most 4 vectors.
 constexpr int64_t kShortMaxKeys = 64;

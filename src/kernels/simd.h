@@ -507,4 +507,25 @@ VINLINE void transpose16(float* dst, int64_t ldd, const float* src, int64_t lds,
     for (int64_t i = 0; i < W; i++) dst[e * ldd + i] = i < nrows ? src[i * lds + e] : 0.0f;
 }
 #endif
+
+// v[i] lane j <-> v[j] lane i: a WN x WN transpose of native vectors in registers (the 16 x 16,
+// 8 x 8 or 4 x 4 one above).
+VINLINE void transposen_regs(vn (&v)[WN]) {
+#if defined(__AVX512F__) || !(defined(__AVX2__) || defined(__aarch64__))
+  transpose16_regs(v);
+#else
+#if defined(__AVX2__)
+  __m256 r[8];
+#else
+  float32x4_t r[4];
+#endif
+  for (int i = 0; i < WN; i++) r[i] = v[i];
+#if defined(__AVX2__)
+  transpose8_regs(r);
+#else
+  transpose4_regs(r);
+#endif
+  for (int i = 0; i < WN; i++) v[i] = r[i];
+#endif
+}
 }  // namespace atto::kernels::simd
