@@ -20,13 +20,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   atto_model* model = NULL;
+  atto_context* ctx = NULL; /* runs the model: one per thread that generates */
   atto_model_info info;
   atto_strings* samples = NULL;
   atto_sample_params params = atto_sample_default_params();
   params.seed = strtoull(argv[3], NULL, 10);
   if (atto_model_open(argv[1], &model) != ATTO_OK || atto_model_info_get(model, &info) != ATTO_OK ||
-      atto_generate(model, argc == 5 ? argv[4] : "", atoll(argv[2]), &params, show_piece, NULL, &samples) != ATTO_OK) {
+      atto_context_new(model, NULL, &ctx) != ATTO_OK ||
+      atto_generate(ctx, argc == 5 ? argv[4] : "", atoll(argv[2]), &params, show_piece, NULL, &samples) != ATTO_OK) {
     fprintf(stderr, "sample: %s\n", atto_last_error());
+    atto_context_free(ctx);
     atto_model_free(model);
     return 1;
   }
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
       printf("%s%s----------\n", s, len == 0 || s[len - 1] != '\n' ? "\n" : "");
   }
   atto_strings_free(samples);
+  atto_context_free(ctx);
   atto_model_free(model);
   return 0;
 }

@@ -33,6 +33,8 @@ def load(path):
     lib.atto_model_open.argtypes = [C.c_char_p, C.POINTER(C.c_void_p)]
     lib.atto_model_info_get.argtypes = [C.c_void_p, C.POINTER(ModelInfo)]
     lib.atto_model_free.argtypes = [C.c_void_p]
+    lib.atto_context_new.argtypes = [C.c_void_p, C.c_void_p, C.POINTER(C.c_void_p)]
+    lib.atto_context_free.argtypes = [C.c_void_p]
     lib.atto_generate.argtypes = [C.c_void_p, C.c_char_p, C.c_int64, C.POINTER(SampleParams), TOKEN_CALLBACK,
                                   C.c_void_p, C.POINTER(C.c_void_p)]
     lib.atto_strings_count.argtypes = [C.c_void_p]
@@ -59,13 +61,14 @@ def main(argv):
         sys.stderr.buffer.write(b"[%d] %s\n" % (index, C.string_at(piece, length)))
         return True  # False would end this sample here
 
-    model, samples, info = C.c_void_p(), C.c_void_p(), ModelInfo()
+    model, ctx, samples, info = C.c_void_p(), C.c_void_p(), C.c_void_p(), ModelInfo()
     params = lib.atto_sample_default_params()
     params.seed = seed
     try:
         if (lib.atto_model_open(os.fsencode(run_dir), C.byref(model)) != 0
                 or lib.atto_model_info_get(model, C.byref(info)) != 0
-                or lib.atto_generate(model, os.fsencode(prompt), n, C.byref(params), show_piece, None,
+                or lib.atto_context_new(model, None, C.byref(ctx)) != 0  # runs the model
+                or lib.atto_generate(ctx, os.fsencode(prompt), n, C.byref(params), show_piece, None,
                                      C.byref(samples)) != 0):
             sys.stderr.write("sample.py: %s\n" % lib.atto_last_error().decode("utf-8", "replace"))
             return 1
@@ -81,6 +84,7 @@ def main(argv):
         return 0
     finally:
         lib.atto_strings_free(samples)
+        lib.atto_context_free(ctx)
         lib.atto_model_free(model)
 
 

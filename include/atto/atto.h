@@ -5,12 +5,15 @@
  *     fprintf(stderr, "%s\n", atto_last_error());
  *     return 1;
  *   }
+ *   atto_context* c = NULL;                              // per-user state: threads (and caches)
+ *   atto_context_new(m, NULL, &c);
  *   atto_sample_params p = atto_sample_default_params();
  *   p.seed = 1337;
  *   atto_strings* out = NULL;
- *   atto_generate(m, "", 5, &p, NULL, NULL, &out);      // 5 samples, as `atto sample -n 5`
+ *   atto_generate(c, "", 5, &p, NULL, NULL, &out);      // 5 samples, as `atto sample -n 5`
  *   for (size_t i = 0; i < atto_strings_count(out); ++i) printf("%s\n", atto_strings_get(out, i, NULL));
  *   atto_strings_free(out);
+ *   atto_context_free(c);
  *   atto_model_free(m);
  *
  * Rules (docs/api.md has the details and a table of every function)
@@ -21,9 +24,14 @@
  *   frees it with atto_X_free (free functions accept NULL). Strings and arrays read from a
  *   handle (atto_strings_get, atto_scores's arrays) live as long as that handle. Input pointers
  *   are only read during the call.
- * - Threads: a handle is used by one thread at a time; different handles (even on the same run
- *   directory) may be used from different threads at once and give the same results as one at a
- *   time. The kernels' thread count is a property of the handle (atto_model_set_threads, the
+ * - Models and contexts (as llama.h): an atto_model holds the weights and tokenizers, loaded
+ *   once and never changed after atto_model_open; an atto_context holds one user's state (the
+ *   kernels' thread count) and runs the model (generate, score, logits, translate). Any number of
+ *   contexts may share one model, each used from its own thread at the same time, giving the
+ *   same results as one at a time; the model's own functions (info, tokenize, ...) may be called
+ *   from any thread at any time. A context is used by one thread at a time, and its model must
+ *   outlive it.
+ * - Threads: the kernels' thread count is a property of the context (atto_context_params, the
  *   training parameters), set for the duration of each call on the calling thread only: the API
  *   never changes process-wide state (thread counts, signal handlers).
  * - Reproducibility: the same seed and parameters give the same tokens, whatever the thread
@@ -36,10 +44,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
+/* ATTO_SHARED: the library is (being) built or used as a shared library (libatto.so, atto.dll),
+ * which CMake's atto::atto target sets for its users; ATTO_BUILD: atto's own sources are being
+ * compiled. The static library (atto::atto_static) needs neither. */
+#if defined(ATTO_SHARED)
+#if defined(_WIN32) && !defined(__MINGW32__)
+#if defined(ATTO_BUILD)
 #define ATTO_API __declspec(dllexport)
-#elif defined(__GNUC__)
+#else
+#define ATTO_API __declspec(dllimport)
+#endif
+#else
 #define ATTO_API __attribute__((visibility("default")))
+#endif
 #else
 #define ATTO_API
 #endif
@@ -49,7 +66,7 @@ extern "C" {
 #endif
 
 #define ATTO_VERSION_MAJOR 0
-#define ATTO_VERSION_MINOR 9
+#define ATTO_VERSION_MINOR 10
 #define ATTO_VERSION_PATCH 0
 
 typedef enum atto_status {
@@ -67,7 +84,7 @@ typedef enum atto_task { ATTO_TASK_GPT = 0, ATTO_TASK_SEQ2SEQ = 1 } atto_task;
 typedef enum atto_vocab { ATTO_VOCAB_SOURCE = 0, ATTO_VOCAB_TARGET = 1 } atto_vocab;
 #define ATTO_VOCAB_GPT ATTO_VOCAB_SOURCE
 
-/* "0.9.0" */
+/* "0.10.0" */
 ATTO_API const char* atto_version(void);
 /* The message of the last failed call on this thread ("" when none). */
 ATTO_API const char* atto_last_error(void);
@@ -109,8 +126,6 @@ typedef struct atto_model_info {
 ATTO_API atto_status atto_model_open(const char* run_dir, atto_model** out);
 ATTO_API void atto_model_free(atto_model* m);
 ATTO_API atto_status atto_model_info_get(const atto_model* m, atto_model_info* out);
-/* Threads the model's kernels use during calls on this handle; 0 = all cores (the default). */
-ATTO_API atto_status atto_model_set_threads(atto_model* m, int32_t n_threads);
 
 /* Text to token ids, as the model's training did (no <eos> added). Writes at most `capacity`
  * ids; *n_tokens gets the number of ids of the text. When capacity is too small the call
@@ -129,6 +144,23 @@ ATTO_API atto_status atto_token_to_piece(const atto_model* m, atto_vocab vocab, 
                                          size_t capacity, size_t* len);
 /* Whether the token is a special one (GPT lines mode: <eos>; seq2seq: <pad>, <bos>, <eos>, <unk>). */
 ATTO_API bool atto_token_is_special(const atto_model* m, atto_vocab vocab, int32_t token);
+
+/* ----------------------------------------------------------------------------------------------
+ * Contexts: one user's state for running a model (see the rules at the top).
+ * -------------------------------------------------------------------------------------------- */
+typedef struct atto_context atto_context;
+
+typedef struct atto_context_params {
+  int32_t n_threads; /* threads the kernels use during this context's calls; 0 = all cores */
+} atto_context_params;
+
+ATTO_API atto_context_params atto_context_default_params(void);
+/* A new context on model m (params may be NULL: the defaults). m must outlive the context. */
+ATTO_API atto_status atto_context_new(const atto_model* m, const atto_context_params* params, atto_context** out);
+ATTO_API void atto_context_free(atto_context* c);
+/* The model the context runs (NULL for a NULL context). */
+ATTO_API const atto_model* atto_context_model(const atto_context* c);
+ATTO_API atto_status atto_context_set_threads(atto_context* c, int32_t n_threads);
 
 /* ----------------------------------------------------------------------------------------------
  * Generation (GPT): the sampler of `atto sample`.
@@ -159,7 +191,7 @@ typedef bool (*atto_token_callback)(int64_t index, const char* piece, size_t len
  * exactly those of `atto sample --prompt PROMPT -n N` with the same parameters and seed. Each
  * string of *out is the prompt followed by the sample's text (up to its first stop string);
  * `on_token` (may be NULL) streams the new text. */
-ATTO_API atto_status atto_generate(atto_model* m, const char* prompt, int64_t n_samples,
+ATTO_API atto_status atto_generate(atto_context* c, const char* prompt, int64_t n_samples,
                                    const atto_sample_params* params, atto_token_callback on_token, void* user,
                                    atto_strings** out);
 
@@ -175,12 +207,12 @@ typedef struct atto_scores {
 } atto_scores;
 
 /* Fills *out (free its arrays with atto_scores_free). */
-ATTO_API atto_status atto_score(atto_model* m, const char* text, size_t text_len, atto_scores* out);
+ATTO_API atto_status atto_score(atto_context* c, const char* text, size_t text_len, atto_scores* out);
 ATTO_API void atto_scores_free(atto_scores* s);
 
 /* Next-token logits after a token sequence (GPT: `tokens` is the context, at most `context`
  * tokens; seq2seq: use atto_translate_logits). `logits` receives vocab_size floats. */
-ATTO_API atto_status atto_logits(atto_model* m, const int32_t* tokens, size_t n_tokens, float* logits, size_t capacity);
+ATTO_API atto_status atto_logits(atto_context* c, const int32_t* tokens, size_t n_tokens, float* logits, size_t capacity);
 
 /* ----------------------------------------------------------------------------------------------
  * Translation (seq2seq): greedy or beam search, as `atto translate`.
@@ -197,12 +229,12 @@ ATTO_API atto_translate_params atto_translate_default_params(void);
 
 /* Translates n sources; *out holds n * n_best strings: source i's hypotheses at i * n_best + j,
  * best first, each with its score. An empty source gives empty hypotheses. */
-ATTO_API atto_status atto_translate(atto_model* m, const char* const* sources, size_t n_sources,
+ATTO_API atto_status atto_translate(atto_context* c, const char* const* sources, size_t n_sources,
                                     const atto_translate_params* params, atto_strings** out);
 
 /* The decoder's next-token logits (tgt_vocab_size floats) for a source text and a target prefix
  * of token ids (without <bos>). */
-ATTO_API atto_status atto_translate_logits(atto_model* m, const char* source, const int32_t* prefix, size_t n_prefix,
+ATTO_API atto_status atto_translate_logits(atto_context* c, const char* source, const int32_t* prefix, size_t n_prefix,
                                            float* logits, size_t capacity);
 
 /* ----------------------------------------------------------------------------------------------

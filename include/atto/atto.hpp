@@ -5,6 +5,7 @@
 //   p.seed = 1337;
 //   for (const std::string& s : m.generate("", 5, p)) std::cout << s << "\n";
 //   atto::Scores sc = m.score("emma");                 // per-token log-probabilities
+//   atto::Context c = m.new_context(2);                // another thread's own context, 2 threads
 //
 //   atto::TrainParams t;                               // train a run, then load it
 //   t.config_json = R"({"data": "names.txt", "steps": 200})";
@@ -12,12 +13,14 @@
 //   atto::train(t, [](const atto_train_progress& p) { return true; });
 //
 // Header-only over the C functions (link atto::atto); every failing call throws atto::Exception
-// (status() and what(): the C API's message). A Model is movable, not copyable, and used by one
-// thread at a time (docs/api.md).
+// (status() and what(): the C API's message). Model and Context are movable, not copyable; a
+// Model's own calls (generate, score, ...) go through its one Context, used by one thread at a
+// time; more threads each take a Context of their own on the same Model (docs/api.md).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -110,59 +113,29 @@ struct Translation {
 // Streams new text of sample `index`; return false to end that sample.
 using TokenCallback = std::function<bool(int64_t index, std::string_view piece, int32_t token)>;
 
-class Model {
+// Runs a model (atto_context): generate, score, logits, translate, with one user's state (the
+// kernels' thread count). Any number of Contexts may share one Model, each used by its own thread
+// at the same time; a Context is used by one thread at a time and its Model must outlive it.
+class Context {
  public:
-  explicit Model(const std::string& run_dir) { api_detail::check(atto_model_open(run_dir.c_str(), &m_)); }
-  ~Model() { atto_model_free(m_); }
-  Model(Model&& o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
-  Model& operator=(Model&& o) noexcept {
+  explicit Context(const atto_model* m, int32_t n_threads = 0) {
+    atto_context_params p = atto_context_default_params();
+    p.n_threads = n_threads;
+    api_detail::check(atto_context_new(m, &p, &c_));
+  }
+  ~Context() { atto_context_free(c_); }
+  Context(Context&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Context& operator=(Context&& o) noexcept {
     if (this != &o) {
-      atto_model_free(m_);
-      m_ = std::exchange(o.m_, nullptr);
+      atto_context_free(c_);
+      c_ = std::exchange(o.c_, nullptr);
     }
     return *this;
   }
-  Model(const Model&) = delete;
-  Model& operator=(const Model&) = delete;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
-  atto_model_info info() const {
-    atto_model_info i{};
-    api_detail::check(atto_model_info_get(m_, &i));
-    return i;
-  }
-  void set_threads(int32_t n) { api_detail::check(atto_model_set_threads(m_, n)); }
-
-  std::vector<int32_t> tokenize(std::string_view text, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
-    size_t n = 0;
-    atto_status s = atto_tokenize(m_, vocab, text.data(), text.size(), nullptr, 0, &n);
-    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
-    std::vector<int32_t> ids(n);
-    api_detail::check(atto_tokenize(m_, vocab, text.data(), text.size(), ids.data(), ids.size(), &n));
-    return ids;
-  }
-  std::string detokenize(std::span<const int32_t> ids, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
-    size_t len = 0;
-    atto_status s = atto_detokenize(m_, vocab, ids.data(), ids.size(), nullptr, 0, &len);
-    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
-    std::string text(len + 1, '\0');
-    api_detail::check(atto_detokenize(m_, vocab, ids.data(), ids.size(), text.data(), text.size(), &len));
-    text.resize(len);
-    return text;
-  }
-
-  // One token's text; special tokens by name ("<eos>").
-  std::string token_text(int32_t token, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
-    size_t len = 0;
-    atto_status s = atto_token_to_piece(m_, vocab, token, nullptr, 0, &len);
-    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
-    std::string text(len + 1, '\0');
-    api_detail::check(atto_token_to_piece(m_, vocab, token, text.data(), text.size(), &len));
-    text.resize(len);
-    return text;
-  }
-  bool is_special(int32_t token, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
-    return atto_token_is_special(m_, vocab, token);
-  }
+  void set_threads(int32_t n) { api_detail::check(atto_context_set_threads(c_, n)); }
 
   // n samples continuing prompt: exactly `atto sample --prompt PROMPT -n N` with the same params.
   std::vector<std::string> generate(std::string_view prompt, int64_t n, const SampleParams& p = {},
@@ -186,14 +159,14 @@ class Model {
     auto trampoline = [](int64_t i, const char* piece, size_t len, int32_t token, void* user) {
       return (*static_cast<const TokenCallback*>(user))(i, std::string_view(piece, len), token);
     };
-    api_detail::check(atto_generate(m_, prompt_text.c_str(), n, &c, on_token ? +trampoline : nullptr,
+    api_detail::check(atto_generate(c_, prompt_text.c_str(), n, &c, on_token ? +trampoline : nullptr,
                                     const_cast<TokenCallback*>(&on_token), &out));
     return api_detail::take(out);
   }
 
   Scores score(std::string_view text) {
     atto_scores s{};
-    api_detail::check(atto_score(m_, text.data(), text.size(), &s));
+    api_detail::check(atto_score(c_, text.data(), text.size(), &s));
     Scores r{std::vector<int32_t>(s.tokens, s.tokens + s.n), std::vector<double>(s.logprobs, s.logprobs + s.n),
              s.total_nll, s.mean_nll};
     atto_scores_free(&s);
@@ -201,8 +174,10 @@ class Model {
   }
 
   std::vector<float> logits(std::span<const int32_t> tokens) {
-    std::vector<float> out(static_cast<size_t>(info().vocab_size));
-    api_detail::check(atto_logits(m_, tokens.data(), tokens.size(), out.data(), out.size()));
+    atto_model_info i{};
+    api_detail::check(atto_model_info_get(atto_context_model(c_), &i));
+    std::vector<float> out(static_cast<size_t>(i.vocab_size));
+    api_detail::check(atto_logits(c_, tokens.data(), tokens.size(), out.data(), out.size()));
     return out;
   }
 
@@ -212,7 +187,7 @@ class Model {
     for (const std::string& s : sources) src.push_back(s.c_str());
     const atto_translate_params c{p.beam, p.n_best, p.length_penalty, p.max_len_a, p.max_len_b};
     atto_strings* out = nullptr;
-    api_detail::check(atto_translate(m_, src.data(), src.size(), &c, &out));
+    api_detail::check(atto_translate(c_, src.data(), src.size(), &c, &out));
     std::vector<double> scores;
     const std::vector<std::string> texts = api_detail::take(out, &scores);
     std::vector<std::vector<Translation>> r(sources.size());
@@ -220,10 +195,86 @@ class Model {
     return r;
   }
 
-  atto_model* handle() { return m_; }
+  atto_context* handle() { return c_; }
 
  private:
-  atto_model* m_ = nullptr;
+  atto_context* c_ = nullptr;
+};
+
+// A trained run directory, opened read-only (atto_model), with a Context of its own for the
+// one-thread case: m.generate(...) is m.context().generate(...). For several threads, give each
+// its own m.new_context().
+class Model {
+ public:
+  explicit Model(const std::string& run_dir) : m_(open(run_dir)), ctx_(m_.get()) {}
+
+  atto_model_info info() const {
+    atto_model_info i{};
+    api_detail::check(atto_model_info_get(m_.get(), &i));
+    return i;
+  }
+
+  std::vector<int32_t> tokenize(std::string_view text, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    size_t n = 0;
+    atto_status s = atto_tokenize(m_.get(), vocab, text.data(), text.size(), nullptr, 0, &n);
+    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
+    std::vector<int32_t> ids(n);
+    api_detail::check(atto_tokenize(m_.get(), vocab, text.data(), text.size(), ids.data(), ids.size(), &n));
+    return ids;
+  }
+  std::string detokenize(std::span<const int32_t> ids, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    size_t len = 0;
+    atto_status s = atto_detokenize(m_.get(), vocab, ids.data(), ids.size(), nullptr, 0, &len);
+    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
+    std::string text(len + 1, '\0');
+    api_detail::check(atto_detokenize(m_.get(), vocab, ids.data(), ids.size(), text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+
+  // One token's text; special tokens by name ("<eos>").
+  std::string token_text(int32_t token, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    size_t len = 0;
+    atto_status s = atto_token_to_piece(m_.get(), vocab, token, nullptr, 0, &len);
+    if (s != ATTO_ERR_BUFFER_TOO_SMALL) api_detail::check(s);
+    std::string text(len + 1, '\0');
+    api_detail::check(atto_token_to_piece(m_.get(), vocab, token, text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+  bool is_special(int32_t token, atto_vocab vocab = ATTO_VOCAB_SOURCE) const {
+    return atto_token_is_special(m_.get(), vocab, token);
+  }
+
+  // A new context on this model (this Model must outlive it).
+  Context new_context(int32_t n_threads = 0) const { return Context(m_.get(), n_threads); }
+  Context& context() { return ctx_; }
+
+  // The model's own context's calls.
+  void set_threads(int32_t n) { ctx_.set_threads(n); }
+  std::vector<std::string> generate(std::string_view prompt, int64_t n, const SampleParams& p = {},
+                                    const TokenCallback& on_token = nullptr) {
+    return ctx_.generate(prompt, n, p, on_token);
+  }
+  Scores score(std::string_view text) { return ctx_.score(text); }
+  std::vector<float> logits(std::span<const int32_t> tokens) { return ctx_.logits(tokens); }
+  std::vector<std::vector<Translation>> translate(std::span<const std::string> sources, const TranslateParams& p = {}) {
+    return ctx_.translate(sources, p);
+  }
+
+  const atto_model* handle() const { return m_.get(); }
+
+ private:
+  struct Free {
+    void operator()(atto_model* m) const { atto_model_free(m); }
+  };
+  static atto_model* open(const std::string& run_dir) {
+    atto_model* m = nullptr;
+    api_detail::check(atto_model_open(run_dir.c_str(), &m));
+    return m;
+  }
+  std::unique_ptr<atto_model, Free> m_;  // declared first: destroyed after the context
+  Context ctx_;
 };
 
 // Defaults are atto_train_default_params()'s.

@@ -23,10 +23,15 @@
 #include "run/run_dir.h"
 #include "train/trainer.h"
 
+// Loaded once, never changed afterwards: contexts on other threads read it at the same time.
 struct atto_model {
   atto::Task task = atto::Task::Gpt;
   std::optional<atto::LoadedModel> gpt;
   std::optional<atto::LoadedSeq2Seq> s2s;
+};
+
+struct atto_context {
+  const atto_model* model = nullptr;
   int32_t threads = 0;
 };
 
@@ -86,16 +91,21 @@ const char* need_str(const char* s, const char* what) {
   return s;
 }
 
-LoadedModel& need_gpt(atto_model* m, const char* fn) {
-  need(m, "the model");
+const atto_model& model_of(const atto_context* c) {
+  need(c, "the context");
+  return *c->model;
+}
+
+const LoadedModel& need_gpt(const atto_context* c, const char* fn) {
+  const atto_model* m = &model_of(c);
   if (!m->gpt)
     fail_with(ATTO_ERR_INVALID_ARGUMENT,
               fmt::format("{}: this model is an encoder-decoder (seq2seq); use atto_translate", fn));
   return *m->gpt;
 }
 
-LoadedSeq2Seq& need_s2s(atto_model* m, const char* fn) {
-  need(m, "the model");
+const LoadedSeq2Seq& need_s2s(const atto_context* c, const char* fn) {
+  const atto_model* m = &model_of(c);
   if (!m->s2s)
     fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{}: this model is a GPT; use atto_generate or atto_score", fn));
   return *m->s2s;
@@ -113,6 +123,14 @@ int64_t vocab_size_of(const atto_model& m, atto_vocab vocab) {
     return m.gpt->tokenizer->vocab_size();
   }
   return tokenizer_of(m, vocab).vocab_size();
+}
+
+void check_context_threads(int32_t n_threads) {
+  try {
+    check_threads(n_threads, "n_threads");
+  } catch (const Error& e) {
+    fail_with(ATTO_ERR_INVALID_ARGUMENT, e.what());
+  }
 }
 
 std::string_view text_of(const char* text, size_t len, const char* what) {
@@ -150,9 +168,9 @@ gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_p
   return opt;
 }
 
-void run_generate(atto_model* m, const char* prompt, int64_t n, const atto_sample_params& p, atto_token_callback cb,
+void run_generate(atto_context* c, const char* prompt, int64_t n, const atto_sample_params& p, atto_token_callback cb,
                   void* user, atto_strings** out) {
-  LoadedModel& lm = need_gpt(m, "atto_generate");
+  const LoadedModel& lm = need_gpt(c, "atto_generate");
   if (n < 1) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("n_samples must be at least 1, got {}", n));
   if (p.n_stop > 0 && !p.stop) fail_with(ATTO_ERR_INVALID_ARGUMENT, "stop is NULL but n_stop > 0");
   std::vector<std::string> stop_list;
@@ -161,7 +179,7 @@ void run_generate(atto_model* m, const char* prompt, int64_t n, const atto_sampl
   const gen::PromptSet ps = gen::make_prompt_set(*lm.tokenizer, prompt ? prompt : "", lm.config.model.block_size);
   auto result = std::make_unique<atto_strings>();
   Rng rng(p.seed);
-  kernels::ThreadScope threads(m->threads);
+  kernels::ThreadScope threads(c->threads);
   const auto samples = gen::generate_text(
       *lm.model, *lm.tokenizer, ps, n, opt, stop_list, rng, [&](int64_t i, const std::string& piece, int32_t t, bool) {
         return cb == nullptr || piece.empty() || cb(i, piece.data(), piece.size(), t, user);
@@ -215,7 +233,7 @@ RunConfig train_config(const atto_train_params& p) {
 
 extern "C" {
 
-const char* atto_version(void) { return "0.9.0"; }
+const char* atto_version(void) { return "0.10.0"; }
 const char* atto_last_error(void) { return g_last_error.c_str(); }
 
 const char* atto_status_name(atto_status s) {
@@ -295,15 +313,35 @@ atto_status atto_model_info_get(const atto_model* m, atto_model_info* out) {
   });
 }
 
-atto_status atto_model_set_threads(atto_model* m, int32_t n_threads) {
+atto_context_params atto_context_default_params(void) {
+  atto_context_params p{};
+  p.n_threads = 0;
+  return p;
+}
+
+atto_status atto_context_new(const atto_model* m, const atto_context_params* params, atto_context** out) {
+  if (out) *out = nullptr;
   return guarded([&] {
+    need(out, "out");
     need(m, "the model");
-    try {
-      check_threads(n_threads, "n_threads");
-    } catch (const Error& e) {
-      fail_with(ATTO_ERR_INVALID_ARGUMENT, e.what());
-    }
-    m->threads = n_threads;
+    const atto_context_params p = params ? *params : atto_context_default_params();
+    auto c = std::make_unique<atto_context>();
+    c->model = m;
+    check_context_threads(p.n_threads);
+    c->threads = p.n_threads;
+    *out = c.release();
+  });
+}
+
+void atto_context_free(atto_context* c) { delete c; }
+
+const atto_model* atto_context_model(const atto_context* c) { return c ? c->model : nullptr; }
+
+atto_status atto_context_set_threads(atto_context* c, int32_t n_threads) {
+  return guarded([&] {
+    need(c, "the context");
+    check_context_threads(n_threads);
+    c->threads = n_threads;
   });
 }
 
@@ -377,23 +415,23 @@ atto_sample_params atto_sample_default_params(void) {
   return p;
 }
 
-atto_status atto_generate(atto_model* m, const char* prompt, int64_t n_samples, const atto_sample_params* params,
+atto_status atto_generate(atto_context* c, const char* prompt, int64_t n_samples, const atto_sample_params* params,
                           atto_token_callback on_token, void* user, atto_strings** out) {
   if (out) *out = nullptr;
   return guarded([&] {
     need(out, "out");
     const atto_sample_params p = params ? *params : atto_sample_default_params();
-    run_generate(m, prompt, n_samples, p, on_token, user, out);
+    run_generate(c, prompt, n_samples, p, on_token, user, out);
   });
 }
 
-atto_status atto_score(atto_model* m, const char* text, size_t text_len, atto_scores* out) {
+atto_status atto_score(atto_context* c, const char* text, size_t text_len, atto_scores* out) {
   if (out) *out = atto_scores{};
   return guarded([&] {
-    LoadedModel& lm = need_gpt(m, "atto_score");
+    const LoadedModel& lm = need_gpt(c, "atto_score");
     atto_scores& s = need(out, "out");
     const std::string_view t = text_of(text, text_len, "text");
-    kernels::ThreadScope threads(m->threads);
+    kernels::ThreadScope threads(c->threads);
     const gen::ScoreResult r = gen::score_text(*lm.model, *lm.tokenizer, t);
     const size_t n = r.targets.size();
     auto tokens = std::make_unique<int32_t[]>(n + 1);
@@ -415,9 +453,9 @@ void atto_scores_free(atto_scores* s) {
   *s = atto_scores{};
 }
 
-atto_status atto_logits(atto_model* m, const int32_t* tokens, size_t n_tokens, float* logits, size_t capacity) {
+atto_status atto_logits(atto_context* ctx, const int32_t* tokens, size_t n_tokens, float* logits, size_t capacity) {
   return guarded([&] {
-    LoadedModel& lm = need_gpt(m, "atto_logits");
+    const LoadedModel& lm = need_gpt(ctx, "atto_logits");
     const GPTConfig& c = lm.model->config();
     if (n_tokens == 0 || !tokens) fail_with(ATTO_ERR_INVALID_ARGUMENT, "atto_logits needs at least one token");
     if (static_cast<int64_t>(n_tokens) > c.block_size)
@@ -428,7 +466,7 @@ atto_status atto_logits(atto_model* m, const int32_t* tokens, size_t n_tokens, f
       if (ids[i] < 0 || ids[i] >= c.vocab_size)
         fail_with(ATTO_ERR_INVALID_ARGUMENT,
                   fmt::format("token {} at position {} is outside [0, {})", ids[i], i, c.vocab_size));
-    kernels::ThreadScope threads(m->threads);
+    kernels::ThreadScope threads(ctx->threads);
     NoGradGuard no_grad;
     const Tensor out = lm.model->forward(ids, 1, static_cast<int64_t>(n_tokens)).contiguous();
     const float* last = out.data() + (static_cast<int64_t>(n_tokens) - 1) * c.vocab_size;
@@ -447,11 +485,11 @@ atto_translate_params atto_translate_default_params(void) {
   return p;
 }
 
-atto_status atto_translate(atto_model* m, const char* const* sources, size_t n_sources,
+atto_status atto_translate(atto_context* c, const char* const* sources, size_t n_sources,
                            const atto_translate_params* params, atto_strings** out) {
   if (out) *out = nullptr;
   return guarded([&] {
-    LoadedSeq2Seq& lm = need_s2s(m, "atto_translate");
+    const LoadedSeq2Seq& lm = need_s2s(c, "atto_translate");
     need(out, "out");
     if (!sources && n_sources > 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "sources is NULL");
     const atto_translate_params p = params ? *params : atto_translate_default_params();
@@ -464,7 +502,7 @@ atto_status atto_translate(atto_model* m, const char* const* sources, size_t n_s
     opt.validate();
     std::vector<std::vector<int32_t>> ids;
     for (size_t i = 0; i < n_sources; ++i) ids.push_back(lm.src_tok->encode(need_str(sources[i], "a source")));
-    kernels::ThreadScope threads(m->threads);
+    kernels::ThreadScope threads(c->threads);
     const auto results = gen::translate_all(*lm.model, ids, opt, 32);  // atto translate's --batch-size
     auto r = std::make_unique<atto_strings>();
     for (const auto& hyps : results) {
@@ -478,10 +516,10 @@ atto_status atto_translate(atto_model* m, const char* const* sources, size_t n_s
   });
 }
 
-atto_status atto_translate_logits(atto_model* m, const char* source, const int32_t* prefix, size_t n_prefix,
+atto_status atto_translate_logits(atto_context* ctx, const char* source, const int32_t* prefix, size_t n_prefix,
                                   float* logits, size_t capacity) {
   return guarded([&] {
-    LoadedSeq2Seq& lm = need_s2s(m, "atto_translate_logits");
+    const LoadedSeq2Seq& lm = need_s2s(ctx, "atto_translate_logits");
     const Seq2SeqConfig& c = lm.model->config();
     std::vector<int32_t> src = lm.src_tok->encode(need_str(source, "source"));
     if (src.empty()) fail_with(ATTO_ERR_INVALID_ARGUMENT, "the source is empty");
@@ -497,7 +535,7 @@ atto_status atto_translate_logits(atto_model* m, const char* source, const int32
     const auto T = static_cast<int64_t>(tgt.size());
     if (T > c.max_len)
       fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("the prefix exceeds the model's max_len {}", c.max_len));
-    kernels::ThreadScope threads(m->threads);
+    kernels::ThreadScope threads(ctx->threads);
     NoGradGuard no_grad;
     const auto S = static_cast<int64_t>(src.size());
     const std::vector<uint8_t> mask(src.size(), 1);

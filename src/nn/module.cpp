@@ -67,7 +67,9 @@ int64_t Module::num_parameters() const {
 }
 
 void Module::train(bool on) {
-  training_ = on;
+  // Written only when it changes: generation's eval() on a loaded model (already in eval mode)
+  // then only reads, so contexts on other threads may run the same model at once.
+  if (training_ != on) training_ = on;
   for (auto& [name, child] : children_) child->train(on);
 }
 

@@ -83,18 +83,35 @@ TEST_F(CApi, OpenInfoAndErrors) {
   EXPECT_EQ(info.vocab_size, lm.config.model.vocab_size);
   EXPECT_EQ(info.context, lm.config.model.block_size);
   EXPECT_EQ(info.n_params, lm.model->num_parameters());
+  // A context on it; bad contexts.
+  atto_context* c = reinterpret_cast<atto_context*>(0x1);
+  EXPECT_EQ(atto_context_new(nullptr, nullptr, &c), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(c, nullptr);
+  atto_context_params cp = atto_context_default_params();
+  EXPECT_EQ(cp.n_threads, 0);
+  cp.n_threads = -1;
+  EXPECT_EQ(atto_context_new(m, &cp, &c), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(atto_last_error(), HasSubstr("n_threads"));
+  ASSERT_EQ(atto_context_new(m, nullptr, &c), ATTO_OK) << atto_last_error();
+  EXPECT_EQ(atto_context_model(c), m);
+  EXPECT_EQ(atto_context_model(nullptr), nullptr);
+  EXPECT_EQ(atto_context_set_threads(c, -3), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(atto_context_set_threads(c, 1), ATTO_OK);
   // Wrong task, NULL arguments.
   atto_strings* out = nullptr;
-  EXPECT_EQ(atto_translate(m, nullptr, 0, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(atto_translate(c, nullptr, 0, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(atto_last_error(), HasSubstr("this model is a GPT"));
   EXPECT_EQ(atto_generate(nullptr, "", 1, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(atto_last_error(), HasSubstr("the context is NULL"));
   EXPECT_EQ(out, nullptr);
-  EXPECT_EQ(atto_generate(m, "", 0, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(atto_generate(c, "", 0, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(atto_last_error(), HasSubstr("n_samples must be at least 1"));
   atto_sample_params bad = atto_sample_default_params();
   bad.temperature = -1.0f;
-  EXPECT_EQ(atto_generate(m, "", 1, &bad, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(atto_generate(c, "", 1, &bad, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(atto_last_error(), HasSubstr("temperature"));
+  atto_context_free(c);
+  atto_context_free(nullptr);
   atto_model_free(m);
   atto_model_free(nullptr);
   EXPECT_STREQ(atto_status_name(ATTO_ERR_BAD_INPUT), "ATTO_ERR_BAD_INPUT");
@@ -175,7 +192,7 @@ TEST_F(CApi, ScoresMatchTheLibraryAndTheLogits) {
   EXPECT_NEAR(std::log(std::exp(static_cast<double>(logits[s.tokens[0]])) / z), s.logprobs[0], 1e-4);
   float few[2];
   const int32_t ctx[] = {0};
-  EXPECT_EQ(atto_logits(m.handle(), ctx, 1, few, 2), ATTO_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(atto_logits(m.context().handle(), ctx, 1, few, 2), ATTO_ERR_BUFFER_TOO_SMALL);
 }
 
 TEST_F(CApi, GenerateIsReproducibleAndStreams) {
@@ -220,24 +237,41 @@ TEST_F(CApi, StopStringsAndCallbacksEndASample) {
   EXPECT_EQ(two, full.substr(0, 2));
 }
 
-TEST_F(CApi, TwoThreadsOnTwoHandlesGiveTheSameResultsAsOneAtATime) {
+// One model (weights loaded once), three contexts with 1, 2 and 1 kernel threads, used from three
+// threads at once while a fourth tokenizes through the model: the same results as one at a time.
+TEST_F(CApi, ContextsOnOneModelRunOnThreadsAtOnceWithTheResultsOfOneAtATime) {
   atto::SampleParams p;
   p.seed = 9;
-  atto::Model m1(run_dir()), m2(run_dir());
-  m1.set_threads(1);
-  m2.set_threads(2);
-  const auto ref_a = m1.generate("", 16, p);
-  const auto ref_s = m2.score("jolie").logprobs;
-  std::vector<std::string> got_a;
+  const atto::Model m(run_dir());
+  atto::Context c1 = m.new_context(1), c2 = m.new_context(2), c3 = m.new_context(1);
+  const auto ref_a = c1.generate("", 16, p);
+  const auto ref_s = c2.score("jolie").logprobs;
+  atto::SampleParams q = p;
+  q.seed = 10;
+  q.temperature = 0.7f;
+  const auto ref_b = c3.generate("ma", 8, q);
+  const auto ref_ids = m.tokenize("mariel");
+  std::vector<std::string> got_a, got_b;
   std::vector<double> got_s;
+  std::vector<int32_t> got_ids;
   for (int round = 0; round < 3; ++round) {
-    std::thread t1([&] { got_a = m1.generate("", 16, p); });
-    std::thread t2([&] { got_s = m2.score("jolie").logprobs; });
+    std::thread t1([&] { got_a = c1.generate("", 16, p); });
+    std::thread t2([&] { got_s = c2.score("jolie").logprobs; });
+    std::thread t3([&] { got_b = c3.generate("ma", 8, q); });
+    std::thread t4([&] { got_ids = m.tokenize("mariel"); });
     t1.join();
     t2.join();
+    t3.join();
+    t4.join();
     EXPECT_EQ(got_a, ref_a);
     EXPECT_EQ(got_s, ref_s);
+    EXPECT_EQ(got_b, ref_b);
+    EXPECT_EQ(got_ids, ref_ids);
   }
+  // A second model of the same run gives the same samples (nothing of the first leaks into it).
+  atto::Model m2(run_dir());
+  m2.set_threads(2);
+  EXPECT_EQ(m2.generate("", 16, p), ref_a);
 }
 
 TEST_F(CApi, TrainingStopsFromTheCallbackAndResumes) {
@@ -341,13 +375,13 @@ TEST(CApiSeq2Seq, TranslateAndLogits) {
   EXPECT_EQ(t[2][0].text, "");
   // Greedy's first token is the argmax of the decoder's logits after <bos>.
   std::vector<float> logits(static_cast<size_t>(info.tgt_vocab_size));
-  ASSERT_EQ(atto_translate_logits(m.handle(), "hello messi", nullptr, 0, logits.data(), logits.size()), ATTO_OK)
+  ASSERT_EQ(atto_translate_logits(m.context().handle(), "hello messi", nullptr, 0, logits.data(), logits.size()), ATTO_OK)
       << atto_last_error();
   const auto best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   EXPECT_EQ(m.detokenize(std::vector<int32_t>{best}, ATTO_VOCAB_TARGET), "hola");
   EXPECT_EQ(m.tokenize("hola", ATTO_VOCAB_TARGET), std::vector<int32_t>{best});
   atto_strings* out = nullptr;
-  EXPECT_EQ(atto_generate(m.handle(), "", 1, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(atto_generate(m.context().handle(), "", 1, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(atto_last_error(), HasSubstr("encoder-decoder"));
 }
 
