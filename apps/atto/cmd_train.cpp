@@ -168,10 +168,9 @@ int run_train(CLI::App* app, const TrainFlags& f) {
     opts.dist.collective->abort(e.what());  // every rank must end: MPI_Abort, not a lone exit
   }
   if (world != nullptr && world->rank() > 0) return 0;  // rank 0 reports
-  const bool by_bleu = cfg.task == Task::Seq2Seq && cfg.train.best_by == BestBy::Bleu && cfg.train.eval_bleu != 0;
   fmt::print("trained {} steps in {:.1f}s ({:.0f} tokens/s): best {} {} {:.4f} at step {}; run saved in {}\n", r.steps,
              r.seconds, r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.val_is_train ? "training-set" : "val",
-             by_bleu ? "BLEU" : "loss", by_bleu ? -r.best_val_loss : r.best_val_loss, r.best_step, opts.out_dir);
+             r.metric == Metric::Bleu ? "BLEU" : "loss", r.best_score, r.best_step, opts.out_dir);
   if (r.time_budget > 0)
     fmt::print("time budget {}: the run took {} (planned {})\n", format_duration(r.time_budget),
                format_duration(r.total_seconds), format_duration(r.planned_seconds));

@@ -37,9 +37,9 @@ int train_and_generate(const std::string& data, const std::string& out_dir) {
     std::printf("\n");
     return true;  // false would stop here (the run is saved; resume it with TrainParams::resume)
   });
-  std::printf("trained %lld steps in %.2f s: %lld parameters, best val loss %.4f at step %lld\n",
-              static_cast<long long>(r.steps), r.seconds, static_cast<long long>(r.n_params), r.best_val_loss,
-              static_cast<long long>(r.best_step));
+  std::printf("trained %lld steps in %.2f s: %lld parameters, best %s %.4f at step %lld\n",
+              static_cast<long long>(r.steps), r.seconds, static_cast<long long>(r.n_params),
+              r.metric == ATTO_METRIC_BLEU ? "BLEU" : "val loss", r.best_score, static_cast<long long>(r.best_step));
 
   atto::Model model(out_dir);
   model.set_threads(1);

@@ -240,12 +240,17 @@ ATTO_API atto_status atto_translate_logits(atto_context* c, const char* source, 
 /* ----------------------------------------------------------------------------------------------
  * Training: `atto train` as a call.
  * -------------------------------------------------------------------------------------------- */
+/* What a run's best checkpoint is chosen by (config.json's best_by): the validation loss, lower
+ * is better; or BLEU on the validation pairs (seq2seq with eval_bleu on), higher is better. */
+typedef enum atto_metric { ATTO_METRIC_VAL_LOSS = 0, ATTO_METRIC_BLEU = 1 } atto_metric;
+
 typedef struct atto_train_progress {
   int64_t step;         /* optimizer steps done */
   int64_t total_steps;  /* of the run */
   double train_loss;    /* mean loss of the last logged steps */
   double val_loss;      /* the evaluation of this step; NaN when this step did not evaluate */
-  double best_val_loss; /* best so far (seq2seq by BLEU: -BLEU) */
+  double best_score;    /* the best checkpoint's evaluation so far, in `metric`'s units */
+  atto_metric metric;   /* what best_score is */
   double elapsed_s;     /* wall time of this call */
   double tokens_per_s;
 } atto_train_progress;
@@ -269,7 +274,8 @@ typedef struct atto_train_params {
 
 typedef struct atto_train_result {
   int64_t steps;        /* step count at the end */
-  double best_val_loss; /* seq2seq by BLEU: -BLEU */
+  double best_score;    /* the best checkpoint's evaluation, in `metric`'s units */
+  atto_metric metric;   /* what best_score is: the validation loss or BLEU */
   int64_t best_step;
   double last_train_loss;
   double seconds;

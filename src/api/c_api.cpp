@@ -192,6 +192,8 @@ void run_generate(atto_context* c, const char* prompt, int64_t n, const atto_sam
 }
 
 // --- training --------------------------------------------------------------------------------
+atto_metric metric_of(Metric m) { return m == Metric::Bleu ? ATTO_METRIC_BLEU : ATTO_METRIC_VAL_LOSS; }
+
 // The keys of a JSON object, sections flattened.
 std::vector<std::string> keys_of(const nlohmann::json& j) {
   std::vector<std::string> keys;
@@ -564,8 +566,8 @@ atto_status atto_train(const atto_train_params* params, atto_train_result* resul
     o.stop = &stop;
     if (p.on_progress) {
       o.on_progress = [&](const TrainProgress& t) {
-        const atto_train_progress c{t.step,          t.total_steps, t.train_loss,  t.val_loss,
-                                    t.best_val_loss, t.elapsed_s,   t.tokens_per_s};
+        const atto_train_progress c{t.step,       t.total_steps,     t.train_loss,   t.val_loss,
+                                    t.best_score, metric_of(t.metric), t.elapsed_s, t.tokens_per_s};
         if (!p.on_progress(&c, p.user)) stop = true;
       };
     }
@@ -581,7 +583,8 @@ atto_status atto_train(const atto_train_params* params, atto_train_result* resul
     const TrainResult r = train_run(cfg, o);
     if (result) {
       result->steps = r.steps;
-      result->best_val_loss = r.best_val_loss;
+      result->best_score = r.best_score;
+      result->metric = metric_of(r.metric);
       result->best_step = r.best_step;
       result->last_train_loss = r.last_train_loss;
       result->seconds = r.seconds;

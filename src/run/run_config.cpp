@@ -131,6 +131,11 @@ optim::LrSchedule TrainConfig::lr_schedule() const {
 
 const char* to_string(BestBy b) { return b == BestBy::Bleu ? "bleu" : "loss"; }
 
+Metric best_metric(const RunConfig& cfg) {
+  const bool bleu = cfg.task == Task::Seq2Seq && cfg.train.best_by == BestBy::Bleu && cfg.train.eval_bleu != 0;
+  return bleu ? Metric::Bleu : Metric::ValLoss;
+}
+
 BestBy parse_best_by(const std::string& s) {
   if (s == "loss") return BestBy::Loss;
   if (s == "bleu") return BestBy::Bleu;

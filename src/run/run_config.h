@@ -49,6 +49,9 @@ Task parse_task(const std::string& s);  // atto::Error listing the names
 // or (seq2seq) the validation BLEU. Named "loss" and "bleu" in config.json and --best-by.
 enum class BestBy { Loss, Bleu };
 const char* to_string(BestBy b);
+// What a run's best checkpoint is chosen by: the validation loss (lower is better) or BLEU
+// (higher is better; seq2seq with best_by bleu and eval_bleu on).
+enum class Metric { ValLoss, Bleu };
 kernels::Precision parse_precision(const std::string& s);  // atto::Error naming --precision
 BestBy parse_best_by(const std::string& s);                // atto::Error listing the names
 
@@ -119,6 +122,9 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
 };
+
+// What the run's best checkpoint is chosen by (best_by, for a seq2seq run with eval_bleu on).
+Metric best_metric(const RunConfig& cfg);
 
 // The defaults of a task: seq2seq follows the paper (Adam 0.9/0.98/1e-9 with inverse-square-root
 // warmup, label smoothing 0.1, dropout 0.1, post-norm, sinusoidal positions).

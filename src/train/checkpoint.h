@@ -17,8 +17,9 @@ struct TrainState {
   int64_t step = 0;                       // optimizer steps done
   std::array<uint64_t, 4> data_rng{};     // batch sampling
   std::array<uint64_t, 4> dropout_rng{};  // dropout masks
-  double best_val_loss =
-      0.0;  // the best validation loss (or minus the best metric with --best-by bleu); valid when best_step >= 0
+  // The best evaluation as a loss, lower is better: the validation loss, or minus BLEU when the
+  // run keeps its best by BLEU (best_score turns it back); valid when best_step >= 0.
+  double best_val_loss = 0.0;
   int64_t best_step = -1;
   int64_t evals_without_improvement = 0;
   int64_t skipped_steps = 0;  // non-finite steps skipped so far

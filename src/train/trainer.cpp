@@ -202,6 +202,9 @@ double train_step(Session& s, float lr, int64_t& tokens) {
 }
 
 // Evaluates, keeps the best checkpoint, saves the training state. Returns the val loss.
+// The state's best (stored as a loss, lower is better) in the metric's own units.
+double best_score(const TrainState& st, Metric m) { return m == Metric::Bleu ? -st.best_val_loss : st.best_val_loss; }
+
 double evaluate_and_save(Session& s, Progress& p) {
   if (s.dist.collective != nullptr) check_weights_agree(*s.dist.collective, s.task->model(), s.st.step);
   const Evaluation e = s.task->evaluate();
@@ -409,7 +412,8 @@ void skip_bad_step(Session& s, Progress& p, int64_t bad_streak) {
 
 void record_end(const Session& s, TrainResult& r) {
   r.steps = s.st.step;
-  r.best_val_loss = s.st.best_val_loss;
+  r.metric = best_metric(s.cfg);
+  r.best_score = best_score(s.st, r.metric);
   r.best_step = s.st.best_step;
   r.skipped_steps = s.st.skipped_steps;
   r.val_is_train = s.val_is_train;
@@ -456,7 +460,8 @@ TrainResult train_run(RunConfig cfg, const TrainerOptions& o) {
                      .total_steps = t.steps,
                      .train_loss = loss,
                      .val_loss = evaluating ? val : std::nan(""),
-                     .best_val_loss = s.st.best_val_loss,
+                     .best_score = best_score(s.st, best_metric(s.cfg)),
+                     .metric = best_metric(s.cfg),
                      .elapsed_s = log.seconds(),
                      .tokens_per_s = log.tokens_per_s()});
     if (evaluating && t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {

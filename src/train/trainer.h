@@ -3,7 +3,7 @@
 //   RunConfig cfg;
 //   cfg.data.path = "names.txt";
 //   TrainResult r = train_run(cfg, {.out_dir = "runs/names"});
-//   fmt::print("best val loss {:.4f} at step {}\n", r.best_val_loss, r.best_step);
+//   fmt::print("best {} {:.4f} at step {}\n", r.metric == Metric::Bleu ? "BLEU" : "val loss", r.best_score, r.best_step);
 //
 //   train_run(cfg_with_more_steps, {.out_dir = "runs/names", .resume = true});   // exact resume
 //
@@ -33,7 +33,8 @@ struct TrainProgress {
   int64_t step = 0, total_steps = 0;
   double train_loss = 0.0;     // this step's loss
   double val_loss = 0.0;       // NaN when this step did not evaluate
-  double best_val_loss = 0.0;  // seq2seq by BLEU: -BLEU
+  double best_score = 0.0;     // the best evaluation so far, in `metric`'s units
+  Metric metric = Metric::ValLoss;
   double elapsed_s = 0.0;      // this invocation's wall time
   double tokens_per_s = 0.0;   // since the previous logged step
 };
@@ -61,7 +62,8 @@ struct TrainResult {
   int64_t steps = 0;  // step count at the end
   double last_train_loss = 0.0;
   double last_val_loss = 0.0;
-  double best_val_loss = 0.0;
+  double best_score = 0.0;  // the best checkpoint's evaluation, in `metric`'s units
+  Metric metric = Metric::ValLoss;
   int64_t best_step = -1;
   int64_t skipped_steps = 0;
   bool early_stopped = false;

@@ -359,7 +359,32 @@ TEST(CApiSeq2Seq, TranslateAndLogits) {
   tp.config_json = cfg;
   tp.out_dir = dir / "run";
   tp.n_threads = 1;
-  atto::train(tp);
+  const atto_train_result tr = atto::train(tp);
+  EXPECT_EQ(tr.metric, ATTO_METRIC_VAL_LOSS);  // best_by loss: the best is a loss
+  EXPECT_GT(tr.best_score, 0.0);
+  EXPECT_LT(tr.best_score, std::log(12.0));
+  {  // best_by bleu: the best is BLEU itself (0-100, higher is better), in progress and result
+    atto::TrainParams bp = tp;
+    std::string c2 = cfg;
+    c2.replace(c2.find(R"("steps": 150)"), 12, R"("steps": 40, "eval_every": 20)");
+    c2.replace(c2.find(R"("eval_bleu": 0)"), 14, R"("eval_bleu": 3)");
+    c2.replace(c2.find(R"("best_by": "loss")"), 17, R"("best_by": "bleu")");
+    bp.config_json = c2;
+    bp.out_dir = dir / "run_bleu";
+    std::vector<std::pair<atto_metric, double>> seen;
+    const atto_train_result br = atto::train(bp, [&](const atto_train_progress& pr) {
+      if (!std::isnan(pr.val_loss)) seen.emplace_back(pr.metric, pr.best_score);
+      return true;
+    });
+    EXPECT_EQ(br.metric, ATTO_METRIC_BLEU);
+    EXPECT_GE(br.best_score, 0.0);
+    EXPECT_LE(br.best_score, 100.0 + 1e-9);  // (100 computed through exp and log)
+    ASSERT_FALSE(seen.empty());
+    for (const auto& [metric, score] : seen) {
+      EXPECT_EQ(metric, ATTO_METRIC_BLEU);
+      EXPECT_LE(score, br.best_score);  // the best so far never exceeds the final best
+    }
+  }
   atto::Model m(dir / "run");
   const atto_model_info info = m.info();
   EXPECT_EQ(info.task, ATTO_TASK_SEQ2SEQ);

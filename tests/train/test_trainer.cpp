@@ -115,7 +115,8 @@ TEST(Trainer, KeepsBestCheckpointAndWritesMetrics) {
   c.train.steps = 60;
   c.train.eval_every = 20;
   const TrainResult r = train_run(c, {.out_dir = dir / "run", .progress = nullptr});
-  EXPECT_LT(r.best_val_loss, std::log(27.0));  // better than uniform
+  EXPECT_EQ(r.metric, Metric::ValLoss);
+  EXPECT_LT(r.best_score, std::log(27.0));  // better than uniform
   for (const char* f : {"config.json", "tokenizer.json", "model.safetensors", "train_state.safetensors"})
     EXPECT_TRUE(fs::exists(dir / (std::string("run/") + f))) << f;
   std::ifstream m(dir / "run/metrics.jsonl");
