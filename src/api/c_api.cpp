@@ -547,10 +547,7 @@ atto_status atto_translate_logits(atto_context* ctx, const char* source, const i
   });
 }
 
-atto_train_params atto_train_default_params(void) {
-  atto_train_params p{};
-  return p;
-}
+atto_train_params atto_train_default_params(void) { return atto_train_params{}; }
 
 atto_status atto_train(const atto_train_params* params, atto_train_result* result) {
   if (result) *result = atto_train_result{};

@@ -421,6 +421,19 @@ void record_end(const Session& s, TrainResult& r) {
 
 }  // namespace
 
+// The library's progress callback, after a logged step or an evaluation (val: NaN when none).
+void report_progress(const Session& s, const TrainerOptions& o, const StepLog& log, double loss, double val) {
+  const Metric m = best_metric(s.cfg);
+  o.on_progress({.step = s.st.step,
+                 .total_steps = s.cfg.train.steps,
+                 .train_loss = loss,
+                 .val_loss = val,
+                 .best_score = best_score(s.st, m),
+                 .metric = m,
+                 .elapsed_s = log.seconds(),
+                 .tokens_per_s = log.tokens_per_s()});
+}
+
 TrainResult train_run(RunConfig cfg, const TrainerOptions& o) {
   const auto t_start = Clock::now();
   Progress p(o.dist.collective == nullptr || o.dist.collective->rank() == 0 ? o.progress : nullptr);  // rank 0's
@@ -455,15 +468,7 @@ TrainResult train_run(RunConfig cfg, const TrainerOptions& o) {
       s.st.elapsed_seconds = log.run_elapsed();
       val = r.last_val_loss = evaluate_and_save(s, p);
     }
-    if (o.on_progress && (logged || evaluating))
-      o.on_progress({.step = s.st.step,
-                     .total_steps = t.steps,
-                     .train_loss = loss,
-                     .val_loss = evaluating ? val : std::nan(""),
-                     .best_score = best_score(s.st, best_metric(s.cfg)),
-                     .metric = best_metric(s.cfg),
-                     .elapsed_s = log.seconds(),
-                     .tokens_per_s = log.tokens_per_s()});
+    if (o.on_progress && (logged || evaluating)) report_progress(s, o, log, loss, evaluating ? val : std::nan(""));
     if (evaluating && t.early_stop > 0 && s.st.evals_without_improvement >= t.early_stop) {
       r.early_stopped = true;
       p.message(fmt::format("early stop: {} evaluations without improvement", t.early_stop));
