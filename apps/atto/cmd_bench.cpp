@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "kernels/isa.h"
 #ifdef ATTO_HAVE_MPI
-#include "dist/comm_bench.h"
+#include "mpi/comm_bench.h"
 #endif
 #include "run/run_config.h"
 
@@ -229,16 +229,16 @@ int run_gemm_bench(const GemmBenchFlags& f) {
 #ifdef ATTO_HAVE_MPI
 // mpirun -np N atto bench comm: the gradient sum across ranks, exact exchange vs MPI_Allreduce.
 int run_comm_bench(int runs, const std::vector<int64_t>& extra) {
-  if (!dist::launched_by_mpirun())
+  if (!mpi::launched_by_mpirun())
     throw UsageError("atto bench comm measures ranks: run it as mpirun -np N atto bench comm");
-  const std::unique_ptr<dist::MpiCollective> c = dist::MpiCollective::init();
+  const std::unique_ptr<mpi::MpiCollective> c = mpi::MpiCollective::init();
   if (c->size() < 2) throw UsageError("atto bench comm needs at least 2 ranks (mpirun -np 2 ...)");
   // Gradient sizes (parameters, tied embeddings, vocabulary 65) of bench/e2e's models (c) and
   // (d), and of GPT-2 small (124M).
-  std::vector<dist::CommBenchSize> sizes = {
+  std::vector<mpi::CommBenchSize> sizes = {
       {"(c) d128 L4", 809856}, {"(d) d384 L6", 10770816}, {"gpt2 124M", 124439808}};
   for (int64_t n : extra) sizes.push_back({fmt::format("{} floats", n), n});
-  const auto results = dist::bench_comm(*c, sizes, runs);
+  const auto results = mpi::bench_comm(*c, sizes, runs);
   if (c->rank() != 0) return 0;
   fmt::print("{} ranks on {}; median of {} runs; bandwidth = gradient bytes / time\n", c->size(), c->host(), runs);
   fmt::print("{:<14} {:>12} {:>14} {:>10} {:>16} {:>10} {:>8}\n", "gradient", "MB", "exact ms", "GB/s",

@@ -154,7 +154,7 @@ int run_eval(const EvalFlags& f) {
   // (stream), with the model's vocabulary; unknown characters are an error naming them.
   TextFile whole = file;
   auto data = make_dataset(whole, *lm.tokenizer, mode, {.split_seed = lm.config.data.split_seed});
-  const int64_t T = lm.config.model.block_size;
+  const int64_t T = lm.config.gpt.block_size;
   data->check_block_size(T);
   double total = 0.0;
   int64_t count = 0, bytes = 0;

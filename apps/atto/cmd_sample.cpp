@@ -177,7 +177,7 @@ int run_sample(const SampleFlags& f) {
   if (f.report && !lines)
     throw UsageError("--report compares samples with the training lines: it needs a lines-mode model, and " + f.model +
                      " was trained in stream mode");
-  const int64_t block = lm.config.model.block_size;
+  const int64_t block = lm.config.gpt.block_size;
   gen::PromptSet ps;
   try {
     ps = gen::make_prompt_set(*lm.tokenizer, f.prompt, block);

@@ -18,7 +18,7 @@
 #include "train/progress.h"
 #include "train/trainer.h"
 #ifdef ATTO_HAVE_MPI
-#include "dist/mpi_collective.h"
+#include "mpi/mpi_collective.h"
 #endif
 
 namespace atto::cli {
@@ -97,12 +97,12 @@ std::optional<std::string> flag_text(const CLI::App* app, const TrainFlags& f, c
 // auto: the cores it is bound to, or this host's cores shared among its ranks.
 std::unique_ptr<Collective> open_world(const TrainFlags& f, int threads) {
 #ifdef ATTO_HAVE_MPI
-  if (!dist::launched_by_mpirun()) return nullptr;
-  std::unique_ptr<Collective> w = dist::MpiCollective::init();
+  if (!mpi::launched_by_mpirun()) return nullptr;
+  std::unique_ptr<Collective> w = mpi::MpiCollective::init();
   w->timeout_s = f.dist_timeout;
   if (threads == 0) {
     const int procs = omp_get_num_procs(), cores = static_cast<int>(std::thread::hardware_concurrency());
-    kernels::set_num_threads(procs < cores ? procs : std::max(1, cores / dist::local_ranks()));
+    kernels::set_num_threads(procs < cores ? procs : std::max(1, cores / mpi::local_ranks()));
   }
   return w;
 #else

@@ -153,7 +153,7 @@ void give(const T* items, size_t n, T* buffer, size_t capacity, size_t* needed, 
 gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_params& p) {
   gen::GenerateOptions opt;
   const bool lines = lm.tokenizer->has_boundary();
-  const int64_t block = lm.config.model.block_size;
+  const int64_t block = lm.config.gpt.block_size;
   if (p.max_tokens < 0) fail_with(ATTO_ERR_INVALID_ARGUMENT, "max_tokens must be >= 0 (0 = default)");
   opt.max_new_tokens = gen::default_max_new_tokens(p.max_tokens, lines, block);
   opt.stop_token = lines ? lm.tokenizer->boundary_id() : -1;
@@ -176,7 +176,7 @@ void run_generate(atto_context* c, const char* prompt, int64_t n, const atto_sam
   std::vector<std::string> stop_list;
   for (size_t i = 0; i < p.n_stop; ++i) stop_list.emplace_back(need_str(p.stop[i], "a stop string"));
   gen::GenerateOptions opt = generate_options(lm, p);
-  const gen::PromptSet ps = gen::make_prompt_set(*lm.tokenizer, prompt ? prompt : "", lm.config.model.block_size);
+  const gen::PromptSet ps = gen::make_prompt_set(*lm.tokenizer, prompt ? prompt : "", lm.config.gpt.block_size);
   auto result = std::make_unique<atto_strings>();
   Rng rng(p.seed);
   kernels::ThreadScope threads(c->threads);

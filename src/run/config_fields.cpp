@@ -29,7 +29,7 @@ struct Binding {
 // Where a member lives: `ref(cfg)` is a reference to it. `both` picks the model of the run's task.
 template <typename T>
 auto gpt(T GPTConfig::*m) {
-  return [m](RunConfig& c) -> T& { return c.model.*m; };
+  return [m](RunConfig& c) -> T& { return c.gpt.*m; };
 }
 template <typename T>
 auto s2s(T Seq2SeqConfig::*m) {
@@ -37,7 +37,7 @@ auto s2s(T Seq2SeqConfig::*m) {
 }
 template <typename T>
 auto both(T GPTConfig::*g, T Seq2SeqConfig::*s) {
-  return [g, s](RunConfig& c) -> T& { return c.task == Task::Seq2Seq ? c.seq2seq.*s : c.model.*g; };
+  return [g, s](RunConfig& c) -> T& { return c.task == Task::Seq2Seq ? c.seq2seq.*s : c.gpt.*g; };
 }
 template <typename T>
 auto data(T DataConfig::*m) {

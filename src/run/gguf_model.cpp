@@ -368,7 +368,7 @@ namespace {
 // The run configuration a GGUF file describes (and its vocabulary and architecture).
 RunConfig config_of(const io::GgufFile& f, const GptTokenizer& tok, Arch& arch) {
   RunConfig cfg = default_run_config(Task::Gpt);
-  cfg.model = read_gpt_config(f, tok.vocab_size(), arch);
+  cfg.gpt = read_gpt_config(f, tok.vocab_size(), arch);
   cfg.data.path = f.path;
   return cfg;
 }
@@ -388,11 +388,11 @@ LoadedModel load_gguf(const std::string& path) {
   Arch arch;
   lm.config = config_of(f, *lm.tokenizer, arch);
   Rng rng(0);  // overwritten by the file's weights
-  lm.model = std::make_unique<GPT>(lm.config.model, rng);
+  lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<float> parts;  // the row blocks of one atto tensor, gathered in order
   std::vector<int64_t> shape;
-  for (const TensorMap& m : tensor_names(lm.config.model, arch)) {
+  for (const TensorMap& m : tensor_names(lm.config.gpt, arch)) {
     const io::GgufTensorInfo* t = f.find(m.gguf);
     ATTO_CHECK(t != nullptr, "{}: the GGUF file has no tensor {}", path, m.gguf);
     std::vector<float> v = f.tensor_f32(m.gguf);
@@ -407,7 +407,7 @@ LoadedModel load_gguf(const std::string& path) {
     shape[0] += t->shape[0];
     if (m.part + 1 == m.parts) tensors.emplace_back(m.atto, Tensor::from_vector(shape, parts));
   }
-  if (lm.config.model.tie_weights) tensors.emplace_back("lm_head.weight", tensors[0].second);
+  if (lm.config.gpt.tie_weights) tensors.emplace_back("lm_head.weight", tensors[0].second);
   lm.model->load_state_dict(tensors, path);
   lm.model->eval();
   return lm;

@@ -161,7 +161,7 @@ RunConfig default_run_config(Task task) {
   c.task = task;
   // What the data decides (train/auto_config.h): model size, context, batch, steps, lr, warmup,
   // dropout and (GPT) weight decay.
-  GPTConfig& m = c.model;
+  GPTConfig& m = c.gpt;
   m.d_model = m.n_heads = m.n_layers = m.block_size = kAutoInt;
   m.dropout = kAutoDropout;
   Seq2SeqConfig& s = c.seq2seq;

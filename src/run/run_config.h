@@ -117,7 +117,7 @@ struct TrainConfig {
 
 struct RunConfig {
   Task task = Task::Gpt;
-  GPTConfig model;        // task gpt
+  GPTConfig gpt;          // task gpt: the GPT's configuration (config.json's "model" section)
   Seq2SeqConfig seq2seq;  // task seq2seq
   DataConfig data;
   TrainConfig train;

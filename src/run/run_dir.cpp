@@ -184,13 +184,13 @@ LoadedModel load_run(const std::string& dir) {
              to_string(lm.config.task), dir);
   io::remove_stale_temp_files(dir);  // leftovers of killed saves; best effort (a read-only run still loads)
   lm.tokenizer = load_tokenizer(dir);
-  ATTO_CHECK(lm.tokenizer->vocab_size() == lm.config.model.vocab_size,
+  ATTO_CHECK(lm.tokenizer->vocab_size() == lm.config.gpt.vocab_size,
              "{}: tokenizer.json has {} tokens but config.json says vocab_size {}", dir, lm.tokenizer->vocab_size(),
-             lm.config.model.vocab_size);
-  const io::SafetensorsFile weights = read_checked_weights(dir, check_gpt_config, lm.config.model);
+             lm.config.gpt.vocab_size);
+  const io::SafetensorsFile weights = read_checked_weights(dir, check_gpt_config, lm.config.gpt);
   check_finite_weights(weights);
   Rng rng(0);  // the weights are overwritten by the checkpoint
-  lm.model = std::make_unique<GPT>(lm.config.model, rng);
+  lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
   load_weights_from(weights, *lm.model);
   lm.model->eval();
   return lm;

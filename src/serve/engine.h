@@ -62,7 +62,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
   const std::string& id() const { return id_; }
-  int64_t context() const { return lm_.config.model.block_size; }
+  int64_t context() const { return lm_.config.gpt.block_size; }
   // RequestError 400 naming `param` for characters the vocabulary lacks or a prompt longer than
   // the context.
   PreparedPrompt prepare(const std::string& prompt, const char* param) const;

@@ -122,7 +122,7 @@ std::string seq2seq_size_for(int64_t train_tokens) { return rung_for(kSeq2SeqRun
 
 std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f) {
   std::vector<std::string> why;
-  GPTConfig& m = cfg.model;
+  GPTConfig& m = cfg.gpt;
   TrainConfig& t = cfg.train;
   const GptRung& r = choose_rung(kGptRungs, t, f.train_tokens, "GPT", why);
   const bool tiny = std::string(r.name) == "tiny", lines = f.mode == DataMode::Lines;

@@ -1,11 +1,11 @@
 // atto/train/collective.h: what data-parallel training needs from the processes it runs in.
 //
-//   dist::MpiCollective world;                   // src/dist (built with MPI): mpirun's ranks
+//   mpi::MpiCollective world;                   // src/mpi (built with MPI): mpirun's ranks
 //   TrainerOptions o{.out_dir = "runs/x", .collective = &world};
 //   train_run(cfg, o);                           // every rank calls it; rank 0 writes the run
 //
 // The trainer and DataParallel speak only this interface; the MPI implementation lives in
-// src/dist, outside libatto, so the library and a build without MPI never link it. With no
+// src/mpi, outside libatto, so the library and a build without MPI never link it. With no
 // collective (nullptr) training is one process, as before.
 //
 // Point-to-point messages are nonblocking (a Request to poll), so that the gradient exchange's

@@ -56,7 +56,7 @@ class GptTask final : public TrainTask {
       open_text(cfg, dir, resume);
     }
     byte_lengths_ = token_byte_lengths(*tok_);
-    GPTConfig& m = cfg.model;
+    GPTConfig& m = cfg.gpt;
     const GptDataFacts facts{.mode = cfg.data.mode,
                              .train_tokens = data_->num_tokens(Split::Train),
                              .min_block = data_->min_block_size(),
@@ -105,7 +105,7 @@ class GptTask final : public TrainTask {
   // moments, a gradient per extra shard, and a batch's activations, ~20 floats per token, layer
   // and width plus the logits and their gradient) against the machine's memory.
   static void check_memory(const RunConfig& cfg) {
-    const GPTConfig& m = cfg.model;
+    const GPTConfig& m = cfg.gpt;
     const double C = static_cast<double>(m.d_model), L = static_cast<double>(m.n_layers);
     const double ff = m.d_ff > 0 ? static_cast<double>(m.d_ff) : 4 * C;
     const double params = static_cast<double>(m.vocab_size + m.block_size) * C + L * (4 * C * C + 2 * C * ff + 10 * C);
@@ -125,7 +125,7 @@ class GptTask final : public TrainTask {
   const std::vector<std::string>& auto_notes() const override { return auto_notes_; }
 
   double forward_backward(Rng& data_rng, float loss_scale) override {
-    const Batch b = data_->sample_batch(data_rng, cfg_.train.batch_size, cfg_.model.block_size);
+    const Batch b = data_->sample_batch(data_rng, cfg_.train.batch_size, cfg_.gpt.block_size);
     last_tokens_ = b.B * b.T;
     return gpt_forward_backward(*dp_, b.x, b.y, b.B, b.T, loss_scale);
   }
@@ -133,7 +133,7 @@ class GptTask final : public TrainTask {
 
   Evaluation evaluate() override {
     Evaluation e;
-    e.loss = evaluate_loss(*model_, *data_, Split::Val, cfg_.train.batch_size, cfg_.model.block_size,
+    e.loss = evaluate_loss(*model_, *data_, Split::Val, cfg_.train.batch_size, cfg_.gpt.block_size,
                            cfg_.train.eval_batches, &byte_lengths_, &e.bits_per_byte);
     e.on_train_set = data_->val_is_train();
     return e;
@@ -147,8 +147,8 @@ class GptTask final : public TrainTask {
                           data_->size(Split::Train), unit)
             : fmt::format("{} train / {} val {}", data_->size(Split::Train), data_->size(Split::Val), unit);
     return fmt::format("GPT, {} parameters, {} data, {} vocabulary {}, block {}, {}, {} batch shard{}",
-                       model_->num_parameters(), to_string(cfg_.data.mode), tok_->kind(), cfg_.model.vocab_size,
-                       cfg_.model.block_size, split, dp_->shards(), dp_->shards() == 1 ? "" : "s");
+                       model_->num_parameters(), to_string(cfg_.data.mode), tok_->kind(), cfg_.gpt.vocab_size,
+                       cfg_.gpt.block_size, split, dp_->shards(), dp_->shards() == 1 ? "" : "s");
   }
 
   void write_files(const std::string& dir) const override {

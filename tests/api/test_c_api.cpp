@@ -80,8 +80,8 @@ TEST_F(CApi, OpenInfoAndErrors) {
   EXPECT_EQ(info.d_model, 16);
   EXPECT_EQ(info.n_layers, 1);
   const atto::LoadedModel lm = atto::load_run(run_dir());
-  EXPECT_EQ(info.vocab_size, lm.config.model.vocab_size);
-  EXPECT_EQ(info.context, lm.config.model.block_size);
+  EXPECT_EQ(info.vocab_size, lm.config.gpt.vocab_size);
+  EXPECT_EQ(info.context, lm.config.gpt.block_size);
   EXPECT_EQ(info.n_params, lm.model->num_parameters());
   // A context on it; bad contexts.
   atto_context* c = reinterpret_cast<atto_context*>(0x1);

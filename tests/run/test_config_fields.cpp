@@ -67,7 +67,7 @@ TEST(ConfigFields, ConfigJsonRoundTripsEveryKeyOfBothTasks) {
     c.train.lr = 0.25f;
     c.data.tokenizer = TokenizerKind::Spm;
     c.train.best_by = BestBy::Bleu;
-    c.model.pre_norm = c.seq2seq.pre_norm = false;
+    c.gpt.pre_norm = c.seq2seq.pre_norm = false;
     const json j = to_json(c);
     EXPECT_EQ(j["task"], to_string(task));
     const RunConfig back = run_config_from_json(j, "config.json");
@@ -116,10 +116,10 @@ TEST(ConfigFields, FlagsSetTheirKeyForTheRunsTask) {
                      {"--bias", "false"},
                      {"--lr", "3e-4"},
                      {"--seed", "7"}}));
-  EXPECT_EQ(g.model.d_model, 96);
-  EXPECT_EQ(g.model.n_layers, 3);
-  EXPECT_EQ(g.model.activation, nn::Activation::SwiGLU);
-  EXPECT_FALSE(g.model.bias);
+  EXPECT_EQ(g.gpt.d_model, 96);
+  EXPECT_EQ(g.gpt.n_layers, 3);
+  EXPECT_EQ(g.gpt.activation, nn::Activation::SwiGLU);
+  EXPECT_FALSE(g.gpt.bias);
   EXPECT_FLOAT_EQ(g.train.lr, 3e-4f);
   EXPECT_EQ(g.train.seed, 7u);
 
@@ -133,7 +133,7 @@ TEST(ConfigFields, FlagsSetTheirKeyForTheRunsTask) {
                      {"--shared-vocab", "true"},
                      {"--tokenizer", "word"}}));
   EXPECT_EQ(s.seq2seq.d_model, 64);
-  EXPECT_EQ(s.model.d_model, default_run_config(Task::Seq2Seq).model.d_model);  // the GPT side is untouched
+  EXPECT_EQ(s.gpt.d_model, default_run_config(Task::Seq2Seq).gpt.d_model);  // the GPT side is untouched
   EXPECT_EQ(s.seq2seq.n_enc_layers, 3);
   EXPECT_EQ(s.seq2seq.n_dec_layers, 2);
   EXPECT_TRUE(s.data.shared_vocab);

@@ -20,7 +20,7 @@ LoadedModel random_model(const std::string& text, bool boundary, nn::Activation 
   LoadedModel lm;
   lm.tokenizer = std::make_shared<CharTokenizer>(CharTokenizer::build(text, {.boundary = boundary}));
   lm.config = default_run_config(Task::Gpt);
-  GPTConfig& c = lm.config.model;
+  GPTConfig& c = lm.config.gpt;
   c.vocab_size = lm.tokenizer->vocab_size();
   c.block_size = 12;
   c.d_model = 32;
@@ -49,8 +49,8 @@ TEST(GgufModel, F32ExportReadsBackBitExact) {
     const std::string path = dir / "m.gguf";
     export_gguf(lm, path, io::GgmlType::F32);
     LoadedModel back = load_gguf(path);
-    EXPECT_EQ(back.config.model.activation, nn::Activation::GELU);  // atto.ffn: the form it trained with
-    EXPECT_EQ(back.config.model.tie_weights, tie);
+    EXPECT_EQ(back.config.gpt.activation, nn::Activation::GELU);  // atto.ffn: the form it trained with
+    EXPECT_EQ(back.config.gpt.tie_weights, tie);
     EXPECT_EQ(back.tokenizer->to_json(), lm.tokenizer->to_json());
     const std::vector<int32_t> ids = lm.tokenizer->encode("zoëem");
     EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
@@ -69,9 +69,9 @@ TEST(GgufModel, BpeVocabularyReadsBackTheSameTokenizer) {
     auto bpe = std::make_shared<BpeTokenizer>(
         BpeTokenizer::train(texts, {.vocab_size = 280, .min_frequency = 2, .end_of_text = eot}));
     lm.tokenizer = bpe;
-    lm.config.model.vocab_size = bpe->vocab_size();
+    lm.config.gpt.vocab_size = bpe->vocab_size();
     Rng rng(3);
-    lm.model = std::make_unique<GPT>(lm.config.model, rng);
+    lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
     export_gguf(lm, dir / "bpe.gguf", io::GgmlType::F32);
     LoadedModel back = load_gguf(dir / "bpe.gguf");
     EXPECT_STREQ(back.tokenizer->kind(), "bpe");
@@ -112,12 +112,12 @@ TEST(GgufModel, EveryCharacterIsOneByteLevelToken) {
 TEST(GgufModel, LlamaLayoutExportsAsLlama) {
   test::TempDir dir;
   LoadedModel lm = random_model("emma\nolivia\nzoë\n", true, nn::Activation::SwiGLU, false, false);
-  GPTConfig c = lm.config.model;
+  GPTConfig c = lm.config.gpt;
   c.norm = nn::NormKind::RMSNorm;
   c.pos = PosKind::Rope;
   c.d_ff = 48;
   Rng rng(3);
-  lm.config.model = c;
+  lm.config.gpt = c;
   lm.model = std::make_unique<GPT>(c, rng);
   lm.model->eval();
   export_gguf(lm, dir / "l.gguf", io::GgmlType::F32);
@@ -127,7 +127,7 @@ TEST(GgufModel, LlamaLayoutExportsAsLlama) {
   EXPECT_EQ(f.find("blk.1.attn_k.weight")->shape, (std::vector<int64_t>{32, 32}));
   EXPECT_EQ(f.find("position_embd.weight"), nullptr);
   LoadedModel back = load_gguf(dir / "l.gguf");
-  EXPECT_EQ(back.config.model.pos, PosKind::Rope);
+  EXPECT_EQ(back.config.gpt.pos, PosKind::Rope);
   const std::vector<int32_t> ids = lm.tokenizer->encode("zoëem");
   EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
 }
@@ -135,13 +135,13 @@ TEST(GgufModel, LlamaLayoutExportsAsLlama) {
 TEST(GgufModel, OtherLayoutsAreRefusedNamingThem) {
   test::TempDir dir;
   LoadedModel lm = random_model("abc\n", true);
-  GPTConfig c = lm.config.model;
+  GPTConfig c = lm.config.gpt;
   c.norm = nn::NormKind::RMSNorm;
   Rng rng(1);
   LoadedModel rms;
   rms.tokenizer = lm.tokenizer;
   rms.config = lm.config;
-  rms.config.model = c;
+  rms.config.gpt = c;
   rms.model = std::make_unique<GPT>(c, rng);
   const std::string msg = error_of([&] { export_gguf(rms, dir / "x.gguf", io::GgmlType::F32); });
   EXPECT_THAT(msg, HasSubstr("pre-norm, rmsnorm, gelu, learned positions"));

@@ -22,15 +22,15 @@ TEST(AutoConfig, NamesGetTheSmallModelInLinesMode) {
   RunConfig c = default_run_config(Task::Gpt);
   const auto why = resolve_gpt_auto(c, names_facts());
   EXPECT_EQ(c.train.size, "small");
-  EXPECT_EQ(c.model.d_model, 128);
-  EXPECT_EQ(c.model.n_layers, 6);
-  EXPECT_EQ(c.model.n_heads, 4);
-  EXPECT_EQ(c.model.block_size, 16);  // longest line + 1
+  EXPECT_EQ(c.gpt.d_model, 128);
+  EXPECT_EQ(c.gpt.n_layers, 6);
+  EXPECT_EQ(c.gpt.n_heads, 4);
+  EXPECT_EQ(c.gpt.block_size, 16);  // longest line + 1
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.steps, 11700);     // 12M tokens / (64 x 16), to 100
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);  // lines mode
   EXPECT_EQ(c.train.warmup, 100);
-  EXPECT_FLOAT_EQ(c.model.dropout, 0.2f);
+  EXPECT_FLOAT_EQ(c.gpt.dropout, 0.2f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.3f);  // lines mode, AdamW
   EXPECT_GE(why.size(), 7u);                    // one reason per choice
   EXPECT_NO_THROW(c.train.validate());
@@ -41,11 +41,11 @@ TEST(AutoConfig, ProseGetsAStreamContextAndTokenBatches) {
   RunConfig c = default_run_config(Task::Gpt);
   resolve_gpt_auto(c, shakespeare_facts());
   EXPECT_EQ(c.train.size, "small");
-  EXPECT_EQ(c.model.block_size, 64);
+  EXPECT_EQ(c.gpt.block_size, 64);
   EXPECT_EQ(c.train.batch_size, 32);  // 2048 tokens a step
   EXPECT_EQ(c.train.steps, 3900);     // 8M tokens / 2048
   EXPECT_FLOAT_EQ(c.train.lr, 1e-3f);
-  EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
+  EXPECT_FLOAT_EQ(c.gpt.dropout, 0.1f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
   // SGD adds the decay to the gradient: none unless given; a given value is kept.
   RunConfig sgd = default_run_config(Task::Gpt);
@@ -71,45 +71,45 @@ TEST(AutoConfig, SizeFollowsTheCorpus) {
   RunConfig c = default_run_config(Task::Gpt);
   resolve_gpt_auto(c, {.mode = DataMode::Lines, .train_tokens = 40, .min_block = 17, .max_block = INT64_MAX});
   EXPECT_EQ(c.train.size, "tiny");
-  EXPECT_EQ(c.model.d_model, 32);
-  EXPECT_FLOAT_EQ(c.model.dropout, 0.0f);
+  EXPECT_EQ(c.gpt.d_model, 32);
+  EXPECT_FLOAT_EQ(c.gpt.dropout, 0.0f);
   EXPECT_FLOAT_EQ(c.train.weight_decay, 0.1f);
   EXPECT_FLOAT_EQ(c.train.lr, 2e-3f);
   EXPECT_GE(c.train.steps, 500);
   // A short stream: the context is cut to what the data allows.
   RunConfig s = default_run_config(Task::Gpt);
   resolve_gpt_auto(s, {.mode = DataMode::Stream, .train_tokens = 5000, .min_block = 1, .max_block = 40});
-  EXPECT_EQ(s.model.block_size, 32);
+  EXPECT_EQ(s.gpt.block_size, 32);
   RunConfig s2 = default_run_config(Task::Gpt);
   resolve_gpt_auto(s2, {.mode = DataMode::Stream, .train_tokens = 30'000, .min_block = 1, .max_block = 40});
-  EXPECT_EQ(s2.model.block_size, 40);
+  EXPECT_EQ(s2.gpt.block_size, 40);
 }
 
 TEST(AutoConfig, EveryGivenFieldWins) {
   RunConfig c = default_run_config(Task::Gpt);
-  c.model.d_model = 48;  // not a multiple of the rung's 4 heads? it is: 48 / 4
-  c.model.n_heads = 3;
-  c.model.dropout = 0.0f;
+  c.gpt.d_model = 48;  // not a multiple of the rung's 4 heads? it is: 48 / 4
+  c.gpt.n_heads = 3;
+  c.gpt.dropout = 0.0f;
   c.train.steps = 123;
   c.train.lr = 5e-4f;
   c.train.batch_size = 7;
-  c.model.block_size = 20;
+  c.gpt.block_size = 20;
   resolve_gpt_auto(c, names_facts());
-  EXPECT_EQ(c.model.d_model, 48);
-  EXPECT_EQ(c.model.n_heads, 3);
-  EXPECT_EQ(c.model.n_layers, 6);  // left out: the rung's
-  EXPECT_FLOAT_EQ(c.model.dropout, 0.0f);
+  EXPECT_EQ(c.gpt.d_model, 48);
+  EXPECT_EQ(c.gpt.n_heads, 3);
+  EXPECT_EQ(c.gpt.n_layers, 6);  // left out: the rung's
+  EXPECT_FLOAT_EQ(c.gpt.dropout, 0.0f);
   EXPECT_EQ(c.train.steps, 123);
   EXPECT_EQ(c.train.warmup, 12);  // min(100, 123 / 10)
   EXPECT_FLOAT_EQ(c.train.lr, 5e-4f);
   EXPECT_EQ(c.train.batch_size, 7);
-  EXPECT_EQ(c.model.block_size, 20);
+  EXPECT_EQ(c.gpt.block_size, 20);
   // An explicit size picks that rung whatever the data.
   RunConfig big = default_run_config(Task::Gpt);
   big.train.size = "medium";
   resolve_gpt_auto(big, names_facts());
-  EXPECT_EQ(big.model.d_model, 256);
-  EXPECT_EQ(big.model.n_layers, 6);
+  EXPECT_EQ(big.gpt.d_model, 256);
+  EXPECT_EQ(big.gpt.n_layers, 6);
   RunConfig bad = default_run_config(Task::Gpt);
   bad.train.size = "huge";
   try {
@@ -120,9 +120,9 @@ TEST(AutoConfig, EveryGivenFieldWins) {
   }
   // A plain RunConfig{} has concrete values: nothing is auto.
   RunConfig plain;
-  const GPTConfig before = plain.model;
+  const GPTConfig before = plain.gpt;
   EXPECT_TRUE(resolve_gpt_auto(plain, names_facts()).size() == 1u);  // only the size note
-  EXPECT_EQ(plain.model.d_model, before.d_model);
+  EXPECT_EQ(plain.gpt.d_model, before.d_model);
   EXPECT_EQ(plain.train.steps, RunConfig{}.train.steps);
 }
 

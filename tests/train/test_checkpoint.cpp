@@ -36,10 +36,10 @@ std::string tiny_gpt_run(const TempDir& dir, PosKind pos = PosKind::Learned) {
   io::write_file_atomic(dir / "names.txt", text);
   RunConfig c;
   c.data.path = dir / "names.txt";
-  c.model.n_layers = 2;
-  c.model.n_heads = 2;
-  c.model.d_model = 16;
-  c.model.pos = pos;
+  c.gpt.n_layers = 2;
+  c.gpt.n_heads = 2;
+  c.gpt.d_model = 16;
+  c.gpt.pos = pos;
   c.train.batch_size = 8;
   c.train.steps = 3;
   c.train.eval_every = 3;
@@ -194,7 +194,7 @@ struct Restorable {
   optim::AdamW opt;
   explicit Restorable(const std::string& run)
       : cfg(load_run_config(run)),
-        model(cfg.model, rng),
+        model(cfg.gpt, rng),
         opt(optim::default_param_groups(model.named_parameters(), cfg.train.weight_decay),
             {cfg.train.beta1, cfg.train.beta2, cfg.train.eps}) {}
 };

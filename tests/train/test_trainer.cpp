@@ -39,10 +39,10 @@ std::string write_names(const TempDir& dir) {
 RunConfig tiny_config(const std::string& data) {
   RunConfig c;
   c.data.path = data;
-  c.model.n_layers = 2;
-  c.model.n_heads = 2;
-  c.model.d_model = 16;
-  c.model.dropout = 0.1f;  // exercises the dropout RNG across the resume
+  c.gpt.n_layers = 2;
+  c.gpt.n_heads = 2;
+  c.gpt.d_model = 16;
+  c.gpt.dropout = 0.1f;  // exercises the dropout RNG across the resume
   c.train.batch_size = 8;
   c.train.steps = 200;
   c.train.warmup = 10;
@@ -155,7 +155,7 @@ TEST(Trainer, RefusesToOverwriteARunAndResumeNeedsState) {
 TEST(Trainer, DivergenceStopsWithoutCorruptingCheckpoints) {
   TempDir dir;
   RunConfig c = tiny_config(write_names(dir));
-  c.model.dropout = 0.0f;
+  c.gpt.dropout = 0.0f;
   c.train.steps = 200;
   c.train.eval_every = 1;
   c.train.warmup = 0;

@@ -1,11 +1,11 @@
-#include "dist/comm_bench.h"
+#include "mpi/comm_bench.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "train/grad_exchange.h"
 
-namespace atto::dist {
+namespace atto::mpi {
 
 namespace {
 
@@ -66,4 +66,4 @@ std::vector<CommBenchResult> bench_comm(MpiCollective& c, const std::vector<Comm
   return out;
 }
 
-}  // namespace atto::dist
+}  // namespace atto::mpi

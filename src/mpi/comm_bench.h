@@ -1,4 +1,4 @@
-// atto/dist/comm_bench.h: `mpirun -np N atto bench comm`: the time to sum a model's gradients
+// atto/mpi/comm_bench.h: `mpirun -np N atto bench comm`: the time to sum a model's gradients
 // across the ranks, by the exact exchange training uses (GradExchange: the chain in shard order,
 // then a broadcast) and by a plain MPI_Allreduce, for gradient sizes of the models in
 // docs/distributed.md's scaling table.
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/mpi_collective.h"
+#include "mpi/mpi_collective.h"
 
-namespace atto::dist {
+namespace atto::mpi {
 
 struct CommBenchSize {
   std::string name;
@@ -27,4 +27,4 @@ struct CommBenchResult {
 // Times each size `runs` times (after one warm-up) on every rank; rank 0's medians.
 std::vector<CommBenchResult> bench_comm(MpiCollective& c, const std::vector<CommBenchSize>& sizes, int runs);
 
-}  // namespace atto::dist
+}  // namespace atto::mpi

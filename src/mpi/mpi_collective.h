@@ -1,6 +1,6 @@
-// atto/dist/mpi_collective.h: train/collective.h over Open MPI, for `mpirun -np N atto train`.
+// atto/mpi/mpi_collective.h: train/collective.h over Open MPI, for `mpirun -np N atto train`.
 //
-//   if (dist::launched_by_mpirun()) world = dist::MpiCollective::init();   // MPI_Init_thread
+//   if (mpi::launched_by_mpirun()) world = mpi::MpiCollective::init();   // MPI_Init_thread
 //   opts.dist.collective = world.get();
 //
 // Built only when CMake finds MPI (option ATTO_MPI); linked into the atto program, not libatto.
@@ -16,7 +16,7 @@
 
 #include "train/collective.h"
 
-namespace atto::dist {
+namespace atto::mpi {
 
 // Whether an MPI launcher (Open MPI's mpirun, or a PMI/PMIx one) started this process.
 bool launched_by_mpirun();
@@ -46,4 +46,4 @@ class MpiCollective final : public Collective {
   std::string host_;
 };
 
-}  // namespace atto::dist
+}  // namespace atto::mpi

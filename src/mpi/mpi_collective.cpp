@@ -1,4 +1,4 @@
-#include "dist/mpi_collective.h"
+#include "mpi/mpi_collective.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 
-namespace atto::dist {
+namespace atto::mpi {
 
 namespace {
 
@@ -152,4 +152,4 @@ void MpiCollective::abort(const std::string& why) {
   std::_Exit(1);
 }
 
-}  // namespace atto::dist
+}  // namespace atto::mpi
