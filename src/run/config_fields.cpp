@@ -234,8 +234,9 @@ std::vector<ConfigField> data_rows() {
           choice(data(&DataConfig::tokenizer), parse_tokenizer_kind, [](TokenizerKind k) { return to_string(k); }))
           .flag("--tokenizer",
                 "GPT: char, bpe (byte-level BPE) or spm, learned on the data; seq2seq: char, word or spm"),
-      Row("vocab_size", S::Data, kBoth, value(data(&DataConfig::vocab_size)))
-          .flag("--vocab-size", "bpe: tokens (0 = 2000); spm: pieces (0 = 8000); word: cap (0 = all)"),
+      Row("tokenizer_vocab_size", S::Data, kBoth, value(data(&DataConfig::tokenizer_vocab_size)))
+          .flag("--tokenizer-vocab-size,--vocab-size",
+                "The tokenizer's size: bpe tokens (0 = 2000); spm pieces (0 = 8000); word: cap (0 = all)"),
       Row("shared_vocab", S::Data, kS2S, value(data(&DataConfig::shared_vocab)))
           .flag("--shared-vocab", "seq2seq: one vocabulary and embedding for both sides"),
   };
@@ -518,7 +519,9 @@ void apply_config_json(RunConfig& cfg, const nlohmann::json& j, const std::strin
     }
   }
   // One key: in its section, or (a flat key) the first section that has it.
-  auto apply_key = [&](const std::string& key, const json& v, std::optional<Section> in) {
+  auto apply_key = [&](std::string key, const json& v, std::optional<Section> in) {
+    // config.json of atto 0.9 and earlier: the data section's vocab_size was the tokenizer's.
+    if (key == "vocab_size" && in == Section::Data) key = "tokenizer_vocab_size";
     if (key == "type" && in == Section::Model) {
       ATTO_CHECK(v == to_string(cfg.task), "{}: model type {} does not match the task '{}'", source,
                  json_util::excerpt(v), to_string(cfg.task));

@@ -64,7 +64,9 @@ struct DataConfig {
   // explicit validation files, and the subword model.
   std::string src, tgt, valid_src, valid_tgt;
   TokenizerKind tokenizer = TokenizerKind::Char;
-  int64_t vocab_size = 0;     // spm: pieces; word: cap (0 = all)
+  // The tokenizer to learn: bpe tokens, spm pieces, word cap (0 = the default; word: all). The
+  // model's own vocab_size (GPTConfig) follows from the tokenizer it gets.
+  int64_t tokenizer_vocab_size = 0;
   bool shared_vocab = false;  // one tokenizer (and embedding) for both languages
 };
 

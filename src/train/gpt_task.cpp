@@ -79,7 +79,7 @@ class GptTask final : public TrainTask {
     check_fingerprint(cfg, fingerprint_bytes(file_.text), resume);
     cfg.data.mode = resolve_mode(file_, cfg.data.mode);
     tok_ = resume ? load_tokenizer(dir)
-                  : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.vocab_size);
+                  : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.tokenizer_vocab_size);
     data_ = make_dataset(file_, *tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
   }
   // Or a corpus of `atto data prepare` (token files, mapped): its own tokenizer, stream mode.
@@ -177,8 +177,8 @@ std::unique_ptr<TrainTask> make_gpt_task(RunConfig& cfg, const std::string& dir,
 
 std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng,
                                      const DistOptions& dist) {
-  ATTO_CHECK(cfg.data.vocab_size >= 0, "--vocab-size must be >= 0 (0 = the tokenizer's default), got {}",
-             cfg.data.vocab_size);
+  ATTO_CHECK(cfg.data.tokenizer_vocab_size >= 0, "--vocab-size must be >= 0 (0 = the tokenizer's default), got {}",
+             cfg.data.tokenizer_vocab_size);
   if (cfg.task == Task::Seq2Seq) return make_seq2seq_task(cfg, dir, resume, init_rng, dist);
   return make_gpt_task(cfg, dir, resume, init_rng, dist);
 }

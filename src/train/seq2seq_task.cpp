@@ -36,7 +36,7 @@ std::string corpus_fingerprint(const ParallelCorpus& c) {
 TokenizerOptions tokenizer_options(const DataConfig& d) {
   TokenizerOptions o;
   o.type = d.tokenizer;
-  o.vocab_size = d.vocab_size;
+  o.vocab_size = d.tokenizer_vocab_size;
   if (o.type == TokenizerKind::Spm && o.vocab_size <= 0) o.vocab_size = 8000;
   return o;
 }

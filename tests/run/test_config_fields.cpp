@@ -107,6 +107,31 @@ TEST(ConfigFields, ConfigJsonErrorsNameTheFileAndKey) {
               HasSubstr("use gpt or seq2seq"));
 }
 
+// The tokenizer's size and the model's vocabulary are two keys (data.tokenizer_vocab_size,
+// model.vocab_size); atto 0.9's config.json called the first data.vocab_size, and still reads.
+TEST(ConfigFields, TheTokenizersSizeAndTheModelsVocabularyAreTwoKeys) {
+  RunConfig c = default_run_config(Task::Gpt);
+  apply_config_json(c, json::parse(R"({"data": {"tokenizer_vocab_size": 300}, "model": {"vocab_size": 70}})"), "t");
+  EXPECT_EQ(c.data.tokenizer_vocab_size, 300);
+  EXPECT_EQ(c.gpt.vocab_size, 70);
+  const json j = to_json(c);
+  EXPECT_EQ(j["data"]["tokenizer_vocab_size"], 300);
+  EXPECT_FALSE(j["data"].contains("vocab_size"));
+  EXPECT_EQ(j["model"]["vocab_size"], 70);
+  RunConfig flat = default_run_config(Task::Gpt);  // flat keys (the C API's config_json)
+  apply_config_json(flat, json::parse(R"({"tokenizer_vocab_size": 500, "vocab_size": 80})"), "t");
+  EXPECT_EQ(flat.data.tokenizer_vocab_size, 500);
+  EXPECT_EQ(flat.gpt.vocab_size, 80);
+  RunConfig old = default_run_config(Task::Gpt);
+  apply_config_json(old, json::parse(R"({"format_version": 1, "data": {"vocab_size": 400}})"), "t");
+  EXPECT_EQ(old.data.tokenizer_vocab_size, 400);
+  EXPECT_EQ(old.gpt.vocab_size, default_run_config(Task::Gpt).gpt.vocab_size);
+  // Both flags set it: --tokenizer-vocab-size (the key's name) and --vocab-size.
+  RunConfig f = default_run_config(Task::Gpt);
+  apply_flags(f, false, flags({{"--tokenizer-vocab-size", "600"}}));
+  EXPECT_EQ(f.data.tokenizer_vocab_size, 600);
+}
+
 TEST(ConfigFields, FlagsSetTheirKeyForTheRunsTask) {
   RunConfig g = default_run_config(Task::Gpt);
   apply_flags(g, false,
