@@ -216,7 +216,7 @@ VINLINE float dot_hs(const float* a, const float* b, int64_t HS) {
     for (int k = 0; k < kParts; k++) {
       const int64_t j = e + k * WN, cnt = HS - j;
       if (cnt <= 0) break;
-      acc[k] += cnt >= WN ? loadn(a + j) * loadn(b + j) : loadn_part(a + j, cnt) * loadn_part(b + j, cnt);
+      acc[k] += loadn_upto(a + j, cnt) * loadn_upto(b + j, cnt);
     }
   return hsum_parts(acc);
 }
@@ -259,12 +259,8 @@ inline void add_rows(float* dst, int64_t ld, const float* src, int64_t n, int64_
     for (int64_t e = 0; e < HS; e += WN) {
       const int64_t cnt = std::min<int64_t>(WN, HS - e);
       vn v = loadn(x + e);  // src rows are HSp (a multiple of 16) floats
-      if (accumulate) v += cnt == WN ? loadn(d + e) : loadn_part(d + e, cnt);
-      if (cnt == WN) {
-        storen(d + e, v);
-      } else {
-        storen_part(d + e, v, cnt);
-      }
+      if (accumulate) v += loadn_upto(d + e, cnt);
+      storen_upto(d + e, v, cnt);
     }
   }
 }

@@ -101,7 +101,7 @@ VINLINE void tiny_load_transposed(vn* xt, const float* x, int64_t ld, int64_t n,
     const int64_t nc = std::min(WN, HS - e0);
     vn v[WN];
     for (int64_t i = 0; i < WN; i++)
-      v[i] = i >= n ? vn{} : nc == WN ? loadn(x + i * ld + e0) : loadn_part(x + i * ld + e0, nc);
+      v[i] = i < n ? loadn_upto(x + i * ld + e0, nc) : vn{};
     transposen_regs(v);
     for (int64_t e = 0; e < nc; e++) xt[e0 + e] = v[e];
   }
@@ -122,11 +122,7 @@ VINLINE void tiny_store_rows(float* dst, int64_t ld, const vn* xt, int64_t n, in
     transposen_regs(v);
     for (int64_t i = 0; i < n; i++) {
       float* di = dst + i * ld + e0;
-      if (nc == WN) {
-        storen(di, accumulate ? v[i] + loadn(di) : v[i]);
-      } else {
-        storen_part(di, accumulate ? v[i] + loadn_part(di, nc) : v[i], nc);
-      }
+      storen_upto(di, accumulate ? v[i] + loadn_upto(di, nc) : v[i], nc);
     }
   }
 }

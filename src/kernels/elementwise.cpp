@@ -71,14 +71,8 @@ void map_vectors(int64_t n, int64_t min_parallel, G g) {
   });
 }
 
-VINLINE vn ld(const float* p, int64_t i, int64_t cnt) { return cnt == WN ? loadn(p + i) : loadn_part(p + i, cnt); }
-VINLINE void st(float* p, int64_t i, int64_t cnt, vn v) {
-  if (cnt == WN) {
-    storen(p + i, v);
-  } else {
-    storen_part(p + i, v, cnt);
-  }
-}
+VINLINE vn ld(const float* p, int64_t i, int64_t cnt) { return loadn_upto(p + i, cnt); }
+VINLINE void st(float* p, int64_t i, int64_t cnt, vn v) { storen_upto(p + i, v, cnt); }
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCoef = 0.044715f;
@@ -100,13 +94,8 @@ float exp_shift_sum(float* out, const float* x, int64_t n, float shift) {
     for (int k = 0; k < kParts; k++) {
       const int64_t j = i + k * WN, cnt = n - j;
       if (cnt <= 0) break;  // the lanes past n would add exp(-inf) = 0
-      const vn e = vexp((cnt >= WN ? loadn(x + j) : loadn_part(x + j, cnt, ninf)) - s);
-      if (out != nullptr) {
-        if (cnt >= WN)
-          storen(out + j, e);
-        else
-          storen_part(out + j, e, cnt);
-      }
+      const vn e = vexp(loadn_upto(x + j, cnt, ninf) - s);
+      if (out != nullptr) storen_upto(out + j, e, cnt);
       acc[k] += e;
     }
   }
@@ -120,7 +109,7 @@ float sum_of(const float* x, int64_t n) {
     for (int k = 0; k < kParts; k++) {
       const int64_t j = i + k * WN, cnt = n - j;
       if (cnt <= 0) break;
-      acc[k] += cnt >= WN ? loadn(x + j) : loadn_part(x + j, cnt);
+      acc[k] += loadn_upto(x + j, cnt);
     }
   return hsum_parts(acc);
 }
@@ -133,7 +122,7 @@ float max_of(const float* x, int64_t n) {
     for (int k = 0; k < kParts; k++) {
       const int64_t j = i + k * WN, cnt = n - j;
       if (cnt <= 0) break;
-      m[k] = vmax(m[k], cnt >= WN ? loadn(x + j) : loadn_part(x + j, cnt, ninf));
+      m[k] = vmax(m[k], loadn_upto(x + j, cnt, ninf));
     }
   return hmax_parts(m);
 }

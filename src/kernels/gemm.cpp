@@ -25,8 +25,7 @@
 namespace ATTO_KERNELS_NS {
 namespace {
 
-using simd::vf16;
-using simd::W;
+using simd::vf16, simd::W;
 
 // Tiles are large because every tile call packs its own panels of A and B (docs/bench.md has
 // the measurements): past OpenBLAS's own serial threshold (M*N*K > 65536 * 4) at least 2 tiles
@@ -39,12 +38,13 @@ constexpr int64_t kMinTileEdge = 32;                    // tiles are not cut bel
 constexpr int64_t kTileAlign = 16;                      // tile edges are multiples of 16 (OpenBLAS unroll)
 // Larger products go to OpenBLAS: with AVX-512 the blocked kernel held ~200 GFLOP/s a thread to
 // 1024^3, OpenBLAS ~100; with AVX2 it fell below OpenBLAS past 2^29 (docs/perf-log.md 2026-11-29).
+constexpr double kBlockedAnyNK = 512.0 * 1024 * 1024;  // 2^29: up to here, whatever B^T's size
 #if defined(__AVX512F__)
 constexpr double kBlockedMaxMNK = 4.0 * 1024 * 1024 * 1024;
 #else
-constexpr double kBlockedMaxMNK = 512.0 * 1024 * 1024;
+constexpr double kBlockedMaxMNK = kBlockedAnyNK;
 #endif
-constexpr double kBlockedMaxPackedNK = 4.0 * 1024 * 1024;  // past 2^29: B^T's packed copy <= 16 MB
+constexpr double kBlockedMaxPackedNK = 4.0 * 1024 * 1024;  // past it: B^T's packed copy <= 16 MB
 constexpr double kBlockedParFlops = 256.0 * 1024;       // smaller blocked products: 1 thread
 
 int64_t max_tiles() {
@@ -314,7 +314,7 @@ void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t a
 // 512 KB) and the product is small enough that OpenBLAS's packing is a large share.
 bool use_blocked(int64_t M, int64_t N, int64_t K) {
   const double nk = static_cast<double>(N) * static_cast<double>(K), mnk = static_cast<double>(M) * nk;
-  return K <= 2048 && mnk <= kBlockedMaxMNK && (mnk <= 512.0 * 1024 * 1024 || nk <= kBlockedMaxPackedNK);
+  return K <= 2048 && mnk <= kBlockedMaxMNK && (mnk <= kBlockedAnyNK || nk <= kBlockedMaxPackedNK);
 }
 
 // Packs rows [k0, k1) of op(B) = B^T into column panels: panel p holds columns [64 p, 64 p + 64)
@@ -455,7 +455,7 @@ constexpr int64_t kFewRowsParMacs = 1 << 15;  // below this many MACs one thread
 // native vectors (simd::vn; split vf16s went through memory: AVX2 decoding ran at 1/3 of AVX-512).
 template <int G>
 VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, float b, int64_t C) {
-  using simd::kParts, simd::loadn, simd::loadn_part, simd::vn, simd::WN;
+  using simd::kParts, simd::loadn, simd::loadn_upto, simd::vn, simd::WN;
   vn a0[G][kParts] = {}, a1[G][kParts] = {};
   int64_t c = 0;
   for (; c + 2 * W <= C; c += 2 * W)
@@ -473,8 +473,8 @@ VINLINE void dot_rows(float* out, int64_t ldo, const float* x, const float* w, f
   if (c + W <= C) c += W;
   for (int k = 0; k < kParts && c + k * WN < C; k++) {  // the tail, in a1; lanes past C add nothing
     const int64_t at = c + k * WN, cnt = C - at;
-    const vn w1 = cnt >= WN ? loadn(w + at) : loadn_part(w + at, cnt);
-    for (int g = 0; g < G; g++) a1[g][k] += (cnt >= WN ? loadn(x + g * C + at) : loadn_part(x + g * C + at, cnt)) * w1;
+    const vn w1 = loadn_upto(w + at, cnt);
+    for (int g = 0; g < G; g++) a1[g][k] += loadn_upto(x + g * C + at, cnt) * w1;
   }
   for (int g = 0; g < G; g++) {
     for (int k = 0; k < kParts; k++) a0[g][k] += a1[g][k];

@@ -27,14 +27,9 @@ using namespace simd;
 
 // The native vector of p at c (< C); lanes at or past C are `fill` (and not read).
 VINLINE vn ldv(const float* p, int64_t c, int64_t C, float fill = 0.0f) {
-  return c + WN <= C ? loadn(p + c) : loadn_part(p + c, C - c, fill);
+  return loadn_upto(p + c, C - c, fill);
 }
-VINLINE void stv(float* p, int64_t c, int64_t C, vn v) {
-  if (c + WN <= C)
-    storen(p + c, v);
-  else
-    storen_part(p + c, v, C - c);
-}
+VINLINE void stv(float* p, int64_t c, int64_t C, vn v) { storen_upto(p + c, v, C - c); }
 // f(k, c) for each native block c < C of a row, in order, with k = the accumulator part it
 // adds into. (Lanes of the last 16-lane block past C, which added exact zeros in the 16-lane
 // form, are not visited.)

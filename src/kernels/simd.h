@@ -244,6 +244,13 @@ VINLINE V vexp_core(V xc) {
   std::memcpy(&pow2, &bits, sizeof(pow2));
   return y * pow2;
 }
+// exp's edge cases on vexp_core's value e: 0 below -87, +inf past 88.72283, NaN stays NaN.
+template <class V>
+VINLINE V vexp_edges(V x, V e) {
+  e = x < vsplat<V>(-87.0f) ? vsplat<V>(0.0f) : e;
+  e = x > vsplat<V>(88.72283f) ? vsplat<V>(std::numeric_limits<float>::infinity()) : e;
+  return x != x ? x : e;  // NaN in, NaN out
+}
 // exp(x), Cephes polynomial, ~1 ulp; exp(-inf) = 0, inputs below -87 give 0, NaN stays NaN.
 VINLINE vf16 vexp(vf16 x) {
   const vf16 lo = splat(-87.0f), hi = splat(88.0f);
@@ -268,9 +275,7 @@ VINLINE vf16 vexp(vf16 x) {
   }
   return out;
 #else
-  e = x < lo ? splat(0.0f) : e;
-  e = x > splat(88.72283f) ? splat(std::numeric_limits<float>::infinity()) : e;
-  return x != x ? x : e;  // NaN in, NaN out
+  return vexp_edges(x, e);
 #endif
 }
 
@@ -311,6 +316,19 @@ VINLINE void storen_part(float* p, vn v, int64_t n) { store4_part(p, v, n); }
 constexpr int64_t WN = static_cast<int64_t>(sizeof(vn) / sizeof(float));
 constexpr int kParts = static_cast<int>(W / WN);  // native vectors per 16 lanes
 
+// The first cnt lanes at p (a whole vector when cnt >= WN), the others `fill`; nothing past cnt
+// is read (or written).
+VINLINE vn loadn_upto(const float* p, int64_t cnt, float fill = 0.0f) {
+  return cnt >= WN ? loadn(p) : loadn_part(p, cnt, fill);
+}
+VINLINE void storen_upto(float* p, vn v, int64_t cnt) {
+  if (cnt >= WN) {
+    storen(p, v);
+  } else {
+    storen_part(p, v, cnt);
+  }
+}
+
 // Selects at the native width (one instruction there); vf16 keeps its own overloads above.
 template <class V>
 VINLINE V vmax(V a, V b) {
@@ -322,11 +340,7 @@ VINLINE V vmin(V a, V b) {
 }
 template <class V>
 VINLINE V vexp(V x) {  // vexp(vf16)'s values, at V's width
-  const V lo = vsplat<V>(-87.0f);
-  V e = vexp_core(vmin(vmax(x, lo), vsplat<V>(88.0f)));
-  e = x < lo ? vsplat<V>(0.0f) : e;
-  e = x > vsplat<V>(88.72283f) ? vsplat<V>(std::numeric_limits<float>::infinity()) : e;
-  return x != x ? x : e;  // NaN in, NaN out
+  return vexp_edges(x, vexp_core(vmin(vmax(x, vsplat<V>(-87.0f)), vsplat<V>(88.0f))));
 }
 // hsum and hmax of the 16 lanes held as kParts native vectors (lanes 0.. in part 0): hsum's
 // tree exactly (lane l + lane l+8, then +4, +2, +1), so the same sum as one vf16 would give.
