@@ -46,31 +46,21 @@ void forward_row(float* out, float* lse, const float* q, const float* k, const f
   std::fill(s + n, s + nv, kNegInf);  // exp gives exact zeros there
   const float l = row_exp_sum(s, nv, m);
   const float inv = 1.0f / l;
-  // out = sum_j p_j v_j, 64 columns (4 vectors) at a time.
+  // out = sum_j p_j v_j, 64 columns (4 * kParts native vectors) at a time: each column one chain
+  // over j in order, so the same bits at every width.
+  constexpr int kV = 4 * kParts;
   for (int64_t e0 = 0; e0 < d.HS; e0 += 4 * W) {
     const int64_t ne = std::min<int64_t>(4 * W, d.HS - e0);
-    vf16 acc[4] = {};
+    vn acc[kV] = {};
     for (int64_t j = 0; j < n; j++) {
       if (s[j] == 0.0f) continue;  // masked (or underflowed) keys add nothing
-      const vf16 pj = splat(s[j]);
+      const vn pj = vsplat<vn>(s[j]);
       const float* vj = vb + j * d.ldv + e0;
-      for (int c = 0; c < 4; c++) {
-        const int64_t at = c * W;
-        if (at + W <= ne) {
-          acc[c] += pj * load(vj + at);
-        } else if (at < ne) {
-          acc[c] += pj * load_part(vj + at, ne - at);
-        }
-      }
+      for (int c = 0; c < kV; c++)
+        if (c * WN < ne) acc[c] += pj * loadn_upto(vj + c * WN, ne - c * WN);
     }
-    for (int c = 0; c < 4; c++) {
-      const int64_t at = c * W;
-      if (at + W <= ne) {
-        store(o + e0 + at, acc[c] * inv);
-      } else if (at < ne) {
-        store_part(o + e0 + at, acc[c] * inv, ne - at);
-      }
-    }
+    for (int c = 0; c < kV; c++)
+      if (c * WN < ne) storen_upto(o + e0 + c * WN, acc[c] * inv, ne - c * WN);
   }
   *row_lse = m + std::log(l);
 }

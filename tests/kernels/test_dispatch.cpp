@@ -173,6 +173,21 @@ TEST(KernelTables, EveryLevelsAttentionMatchesTheNaiveOne) {
       EXPECT_EQ(*got[i], first[i]) << name << ": output " << i << " differs from the first level's bits";
     }
   }
+  // Decoding rows (Tq <= 4: the decode path) over a longer cache, head size 72 (a 64-column block
+  // and a tail): the weighted sum is one chain per column at every width, the same bits too.
+  AttentionDims e;
+  e.B = 2, e.NH = 2, e.Tq = 3, e.Tk = 41, e.HS = 72, e.causal = true;
+  const int64_t nq = e.B * e.Tq * e.NH * e.HS, nk = e.B * e.Tk * e.NH * e.HS;
+  const auto q2 = randn(nq, 11), k2 = randn(nk, 12), v2 = randn(nk, 13);
+  std::vector<float> first_out;
+  for (const auto& [name, t] : runnable_tables()) {
+    std::vector<float> out(nq), lse(e.B * e.NH * e.Tq), want(nq), want_lse(e.B * e.NH * e.Tq);
+    t->attention_forward(out.data(), lse.data(), q2.data(), k2.data(), v2.data(), nullptr, e);
+    t->attention_forward_naive(want.data(), want_lse.data(), q2.data(), k2.data(), v2.data(), nullptr, e);
+    expect_close(out, want, 1e-4, 1e-5, std::string(name) + " decode attention");
+    if (first_out.empty()) first_out = out;
+    EXPECT_EQ(out, first_out) << name << ": decode attention differs from the first level's bits";
+  }
 }
 
 TEST(KernelTables, TheNamesCallTheChosenLevelsTable) {
