@@ -138,7 +138,18 @@ void start_resume(Session& s) {
                s.dir, std::strerror(errno), s.dir);
   }
   const std::string cfg_path = run_path(s.dir, "config.json"), state_path = run_path(s.dir, "train_state.safetensors");
-  const int64_t planned = load_run_config(s.dir).train.steps;  // as config.json has it (before the flags)
+  const RunConfig saved = load_run_config(s.dir);  // as config.json has it (before the flags)
+  // The saved best is a loss or minus BLEU: a resume that switched between them would compare
+  // validation losses with BLEU scores.
+  const Metric was = best_metric(saved), now = best_metric(s.cfg);
+  if (was != now)
+    throw UsageError(fmt::format(
+        "{} {}: this run keeps its best checkpoint by {} (best_by {}, eval_bleu {}), and a resumed run must "
+        "keep it so: resume with {} {}",
+        s.cfg.train.name_of("eval_bleu", "--eval-bleu"), s.cfg.train.eval_bleu,
+        was == Metric::Bleu ? "BLEU" : "validation loss", to_string(saved.train.best_by), saved.train.eval_bleu,
+        s.cfg.train.name_of("eval_bleu", "--eval-bleu"), was == Metric::Bleu ? "above 0" : "0"));
+  const int64_t planned = saved.train.steps;
   build_task(s, /*resume=*/true);
   s.st = load_train_state(state_path, s.task->model(), *s.opt);
   check_state_fits_run(s.st, state_path, planned, cfg_path);

@@ -23,26 +23,36 @@ std::vector<std::string> translate_lines(LoadedSeq2Seq& lm, const std::vector<st
   for (const auto& h : gen::translate_batch(*lm.model, src, o)) out.push_back(lm.tgt_tok->decode(h[0].tokens));
   return out;
 }
-}  // namespace
+const std::vector<std::string> kToyEn = {"hello my name", "hello messi", "my name is messi"};
+const std::vector<std::string> kToyEs = {"hola mi nombre", "hola messi", "mi nombre es messi"};
 
-TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
-  TempDir dir;
-  const std::vector<std::string> en = {"hello my name", "hello messi", "my name is messi"};
-  const std::vector<std::string> es = {"hola mi nombre", "hola messi", "mi nombre es messi"};
+// A seq2seq run on `reps` copies of the toy pairs (word tokenizer, 2 heads, no dropout, 1 thread).
+RunConfig toy_run(const TempDir& dir, int reps, int64_t d_model, int64_t layers) {
   std::string src, tgt;
-  for (int rep = 0; rep < 4; ++rep)  // a few copies so the seeded validation split leaves all three in training
-    for (size_t i = 0; i < en.size(); ++i) src += en[i] + "\n", tgt += es[i] + "\n";
+  for (int rep = 0; rep < reps; ++rep)
+    for (size_t i = 0; i < kToyEn.size(); ++i) src += kToyEn[i] + "\n", tgt += kToyEs[i] + "\n";
   io::write_file_atomic(dir / "toy.en", src);
   io::write_file_atomic(dir / "toy.es", tgt);
   RunConfig c = default_run_config(Task::Seq2Seq);
   c.data.src = dir / "toy.en";
   c.data.tgt = dir / "toy.es";
   c.data.tokenizer = TokenizerKind::Word;
-  c.seq2seq.d_model = 32;
+  c.seq2seq.d_model = d_model;
   c.seq2seq.n_heads = 2;
-  c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = 2;
+  c.seq2seq.n_enc_layers = c.seq2seq.n_dec_layers = layers;
   c.seq2seq.max_len = 8;
   c.seq2seq.dropout = 0.0f;
+  c.train.threads = 1;
+  return c;
+}
+}  // namespace
+
+TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
+  TempDir dir;
+  const std::vector<std::string>& en = kToyEn;
+  const std::vector<std::string>& es = kToyEs;
+  // A few copies so that the seeded validation split leaves all three in training.
+  RunConfig c = toy_run(dir, 4, 32, 2);
   c.train.steps = 150;
   c.train.warmup = 20;
   c.train.lr = 3e-3f;
@@ -54,6 +64,30 @@ TEST(Seq2SeqTraining, LearnsTheToyEnglishSpanishSet) {
   LoadedSeq2Seq lm = load_seq2seq_run(dir / "run");
   EXPECT_EQ(translate_lines(lm, en, 1), es);
   EXPECT_EQ(translate_lines(lm, en, 3), es);
+}
+
+// A run that keeps its best checkpoint by BLEU cannot resume with BLEU off (nor the reverse): its
+// saved best (minus BLEU) would be compared with validation losses. Refused before any change.
+TEST(Seq2SeqTraining, ResumeKeepsTheMetricOfTheBestCheckpoint) {
+  TempDir dir;
+  RunConfig c = toy_run(dir, 1, 16, 1);
+  c.train.steps = 10;
+  c.train.eval_every = 10;
+  c.train.eval_bleu = 3;
+  c.train.best_by = BestBy::Bleu;
+  const TrainResult r = train_run(c, {.out_dir = dir / "run", .progress = nullptr});
+  EXPECT_EQ(r.metric, Metric::Bleu);
+  const std::string before = io::read_file(dir / "run/config.json");
+  RunConfig off = c;
+  off.train.steps = 20;
+  off.train.eval_bleu = 0;
+  const std::string msg = test::error_of([&] { train_run(off, {.out_dir = dir / "run", .resume = true, .progress = nullptr}); });
+  EXPECT_NE(msg.find("keeps its best checkpoint by BLEU"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--eval-bleu above 0"), std::string::npos) << msg;
+  EXPECT_EQ(io::read_file(dir / "run/config.json"), before);  // nothing changed
+  RunConfig on = c;  // the same metric resumes
+  on.train.steps = 20;
+  EXPECT_EQ(train_run(on, {.out_dir = dir / "run", .resume = true, .progress = nullptr}).steps, 20);
 }
 
 // The ctest budget: >= 95% exact-match accuracy on held-out reversals. 700 steps at
