@@ -30,6 +30,7 @@ Command add_translate(CLI::App& root);
 Command add_inspect(CLI::App& root);
 Command add_bench(CLI::App& root);
 Command add_export(CLI::App& root);
+Command add_import(CLI::App& root);
 Command add_serve(CLI::App& root);
 Command add_tokenize(CLI::App& root);
 Command add_tokenizer(CLI::App& root);

@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
       atto::cli::add_eval(root),  atto::cli::add_inspect(root),  atto::cli::add_translate(root),
       atto::cli::add_data(root),  atto::cli::add_bench(root),    atto::cli::add_export(root),
       atto::cli::add_serve(root), atto::cli::add_tokenize(root), atto::cli::add_tokenizer(root),
+      atto::cli::add_import(root),
   };
   try {
     root.parse(argc, argv);

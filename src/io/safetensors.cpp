@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <set>
 
@@ -358,9 +359,23 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   h.path = path;
   for (const Entry& e : parse_header(path, std::string_view(head).substr(8, n), size - 8 - n, h.metadata)) {
     h.names.push_back(e.name);
-    h.tensors.emplace(e.name, TensorInfo{e.dtype.name, e.shape});
+    h.tensors.emplace(e.name, TensorInfo{e.dtype.name, e.shape, 8 + n + e.begin, e.end - e.begin});
   }
   return h;
+}
+
+Tensor read_safetensors_tensor(const SafetensorsHeader& h, const std::string& name) {
+  const TensorInfo* t = h.find(name);
+  ATTO_CHECK(t != nullptr, "tensor '{}' not found in '{}'", name, h.path);
+  const auto d =
+      std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](const DtypeInfo& i) { return t->dtype == i.name; });
+  ATTO_CHECK(d != std::end(kDtypes), "'{}': tensor '{}' has dtype '{}'", h.path, name, t->dtype);
+  std::string buf(t->bytes, '\0');
+  std::ifstream in(h.path, std::ios::binary);
+  if (in) in.seekg(static_cast<std::streamoff>(t->offset));
+  if (in) in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  if (!in) bad(h.path, "tensor '{}' could not be read (the file became shorter since its header was read?)", name);
+  return decode(Entry{name, *d, t->shape, 0, t->bytes}, reinterpret_cast<const unsigned char*>(buf.data()));
 }
 
 SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }

@@ -60,6 +60,7 @@ SafetensorsFile load_safetensors(const std::string& path);
 struct TensorInfo {
   std::string dtype;  // "F32", "F16", "BF16" or "F64"
   Shape shape;
+  uint64_t offset = 0, bytes = 0;  // where its data lies in the file (from the file's start)
 };
 
 // A file's header without its data: only the first 8 + N bytes are read (the data section's
@@ -79,6 +80,10 @@ struct SafetensorsHeader {
   }
 };
 SafetensorsHeader read_safetensors_header(const std::string& path);
+// One tensor of a file whose header was read, as float32: only that tensor's bytes are read, so
+// a large file is handled one tensor at a time. atto::Error naming the file and the tensor when
+// it is not in the header or the file became shorter since.
+Tensor read_safetensors_tensor(const SafetensorsHeader& h, const std::string& name);
 
 // Parses an in-memory safetensors image; `path` is only used in error messages.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path);

@@ -350,3 +350,26 @@ TEST(Safetensors, HeaderWithoutData) {
   expect_error([&] { io::read_safetensors_header(p); }, {p, "byte limit"});
   expect_error([] { io::read_safetensors_header("/dev/zero"); }, {"/dev/zero", "not a regular file"});
 }
+
+// One tensor read by its header's offsets: the same values as a full load, F16 converted; a file
+// cut short since the header was read is an error naming the file and the tensor.
+TEST(Safetensors, OneTensorAtATime) {
+  ScratchDir dir;
+  const std::string p = dir.file("t.safetensors");
+  const Tensor w = Tensor::from_vector({2, 3}, {1, -2, 3.5f, 4, 5, 6});
+  io::save_safetensors(p, {{"b", Tensor::ones({2})}, {"w", w}});
+  const io::SafetensorsHeader h = io::read_safetensors_header(p);
+  EXPECT_EQ(h.find("w")->bytes, 24u);
+  const Tensor got = io::read_safetensors_tensor(h, "w");
+  EXPECT_EQ(got.shape(), (Shape{2, 3}));
+  EXPECT_EQ(std::vector<float>(got.data(), got.data() + 6), std::vector<float>({1, -2, 3.5f, 4, 5, 6}));
+  expect_error([&] { io::read_safetensors_tensor(h, "absent"); }, {p, "absent"});
+  // F16 1.0 and -2.0 (0x3C00, 0xC000).
+  io::write_file_atomic(p, raw_file(R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
+                                    std::string("\x00\x3C\x00\xC0", 4)));
+  const io::SafetensorsHeader h16 = io::read_safetensors_header(p);
+  const Tensor half = io::read_safetensors_tensor(h16, "h");
+  EXPECT_EQ(std::vector<float>(half.data(), half.data() + 2), std::vector<float>({1.0f, -2.0f}));
+  io::write_file_atomic(p, io::read_file(p).substr(0, 10));
+  expect_error([&] { io::read_safetensors_tensor(h16, "h"); }, {p, "tensor 'h' could not be read"});
+}
