@@ -308,6 +308,11 @@ std::vector<ConfigField> optimisation_rows() {
 std::vector<ConfigField> run_control_rows() {
   using S = Section;
   return {
+      Row("init_from", S::Train, kGpt, value(train(&TrainConfig::init_from)))
+          .flag("--init-from",
+                "Fine-tune: start from this model (an atto run directory, a Hugging Face GPT-2 directory or a GGUF "
+                "file): its architecture, tokenizer and weights; the optimizer starts fresh")
+          .shows("none"),
       Row("seed", S::Train, kBoth, value(train(&TrainConfig::seed)))
           .flag("--seed", "Seed of the initial weights, batches and dropout"),
       Row("threads", S::Train, kBoth, value(train(&TrainConfig::threads)))

@@ -355,23 +355,50 @@ void write_run(const LoadedModel& lm, const std::string& out) {
 
 }  // namespace
 
+namespace {
+
+// An atto run directory: config.json with a format_version beside tokenizer.json (a Hugging Face
+// checkpoint's config.json has none; it may have a tokenizer.json too).
+bool is_atto_run(const std::string& dir) {
+  const std::string cfg = run_path(dir, "config.json");
+  if (!fs::is_regular_file(cfg) || !fs::exists(run_path(dir, "tokenizer.json"))) return false;
+  const nlohmann::json j = nlohmann::json::parse(io::read_file(cfg), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("format_version");
+}
+
+}  // namespace
+
+LoadedModel load_model_source(const std::string& source, const std::string& flag, std::string* kind) {
+  ATTO_CHECK(!source.empty(), "{} needs a path", flag);
+  ATTO_CHECK(fs::exists(source), "{} {}: no such file or directory", flag, source);
+  auto says = [&](const char* k) {
+    if (kind) *kind = k;
+  };
+  if (fs::is_regular_file(source) && io::is_gguf_file(source)) {
+    LoadedModel lm = load_gguf(source);
+    says("GGUF");
+    const bool bpe = std::string(lm.tokenizer->kind()) == "bpe";
+    lm.config.data.tokenizer = bpe ? TokenizerKind::Bpe : TokenizerKind::Char;
+    lm.config.data.mode = lm.tokenizer->has_boundary() ? DataMode::Lines : DataMode::Stream;
+    return lm;
+  }
+  ATTO_CHECK(fs::is_directory(source),
+             "{} {} is neither a directory (an atto run or a Hugging Face GPT-2 checkpoint) nor a GGUF file: not a "
+             "model",
+             flag, source);
+  if (is_atto_run(source)) {
+    says("atto run");
+    return load_run(source);
+  }
+  says("Hugging Face GPT-2");
+  return load_hf_gpt2(source);
+}
+
 ImportSummary import_run(const std::string& from, const std::string& out, bool force) {
   ATTO_CHECK(!out.empty(), "no output directory: pass --out DIR");
   check_out(from, out, force);
   ImportSummary s;
-  LoadedModel lm;
-  if (fs::is_regular_file(from) && io::is_gguf_file(from)) {
-    lm = load_gguf(from);
-    s.source = "GGUF";
-    const bool bpe = std::string(lm.tokenizer->kind()) == "bpe";
-    lm.config.data.tokenizer = bpe ? TokenizerKind::Bpe : TokenizerKind::Char;
-    lm.config.data.mode = lm.tokenizer->has_boundary() ? DataMode::Lines : DataMode::Stream;
-  } else {
-    ATTO_CHECK(fs::is_directory(from),
-               "--from {} is neither a directory (a Hugging Face GPT-2 checkpoint) nor a GGUF file", from);
-    lm = load_hf_gpt2(from);
-    s.source = "Hugging Face GPT-2";
-  }
+  const LoadedModel lm = load_model_source(from, "--from", &s.source);
   s.parameters = lm.model->num_parameters();
   s.tied = lm.config.gpt.tie_weights;
   write_run(lm, out);

@@ -32,13 +32,19 @@ namespace atto {
 // The checkpoint directory `dir`, validated (see above).
 LoadedModel load_hf_gpt2(const std::string& dir);
 
+// What `atto import --from` and `atto train --init-from` read: an atto run directory (load_run), a
+// GGUF file (load_gguf; its tokenizer kind and data mode set from its vocabulary) or a Hugging
+// Face GPT-2 directory (load_hf_gpt2). Errors name `flag` and the path. `kind` (when given)
+// receives "atto run", "GGUF" or "Hugging Face GPT-2".
+LoadedModel load_model_source(const std::string& source, const std::string& flag, std::string* kind = nullptr);
+
 struct ImportSummary {
-  std::string source;  // "Hugging Face GPT-2" or "GGUF"
+  std::string source;  // "Hugging Face GPT-2", "GGUF" or "atto run"
   int64_t parameters = 0;
   bool tied = true;
 };
 
-// Reads `from` (a Hugging Face GPT-2 directory, or a GGUF file: load_gguf) and writes the run
+// Reads `from` (load_model_source: a Hugging Face GPT-2 directory, a GGUF file or an atto run) and writes the run
 // directory `out` (config.json, tokenizer.json, model.safetensors). An `out` that already holds a
 // run needs `force` (the old run's train_state.safetensors and metrics.jsonl are removed then);
 // nothing is written before `from` has been read and validated whole.

@@ -102,6 +102,9 @@ struct TrainConfig {
   int64_t batch_tokens = 0;       // seq2seq: padded tokens per batch (0: use batch_size sentences)
   int64_t eval_bleu = 0;          // seq2seq: validation sentences decoded for BLEU (0 = none, -1 = all)
   BestBy best_by = BestBy::Loss;  // which evaluation keeps the best checkpoint
+  // A new GPT run's starting model (fine-tuning, docs/finetune.md): an atto run directory, a Hugging
+  // Face GPT-2 directory or a GGUF file. Its architecture, tokenizer and weights are the run's.
+  std::string init_from;
 
   // Where a value came from, for messages: key -> "FILE: key 'eps'" for a value read from a config
   // file (or the C API's config_json). A key not listed was set by its flag or is the default:

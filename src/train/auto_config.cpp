@@ -107,6 +107,19 @@ void set_gpt_weight_decay(TrainConfig& t, bool tiny, bool lines, std::vector<std
                        : std::string("AdamW's usual decay")));
 }
 
+// The GPT's lr by width. Lines mode's short samples take a larger step at d_model 128 (names.txt:
+// 2e-3 reached 1.921 where 1e-3 reached 1.930, docs/defaults.md). Fine-tuning starts from trained
+// weights: a tenth of the from-scratch step keeps what they know (docs/finetune.md).
+void set_gpt_lr(TrainConfig& t, int64_t d_model, bool lines, bool fine_tune, std::vector<std::string>& why) {
+  const float scratch = d_model <= 64 || (lines && d_model <= 128) ? 2e-3f : d_model <= 128 ? 1e-3f : 6e-4f;
+  t.lr = fine_tune ? scratch / 10.0f : scratch;
+  t.min_lr = std::min(t.min_lr, t.lr / 10.0f);
+  const char* mode = lines ? " in lines mode" : "";
+  why.push_back(fine_tune ? fmt::format("lr {:g}: fine-tuning, a tenth of d_model {}'s from-scratch {:g}{}", t.lr,
+                                        d_model, scratch, mode)
+                          : fmt::format("lr {:g}: d_model {}{}", t.lr, d_model, mode));
+}
+
 }  // namespace
 
 const std::vector<std::string>& gpt_sizes() {
@@ -118,6 +131,11 @@ const std::vector<std::string>& seq2seq_sizes() {
   return v;
 }
 std::string gpt_size_for(int64_t train_tokens) { return rung_for(kGptRungs, train_tokens).name; }
+std::string gpt_size_of(const GPTConfig& m) {
+  for (const GptRung& r : kGptRungs)
+    if (r.d_model == m.d_model && r.n_layers == m.n_layers && r.n_heads == m.n_heads) return r.name;
+  return "";
+}
 std::string seq2seq_size_for(int64_t train_tokens) { return rung_for(kSeq2SeqRungs, train_tokens).name; }
 
 std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f) {
@@ -156,14 +174,12 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
     why.push_back(fmt::format("{} steps: size {}'s budget of {} tokens / {} tokens a step", t.steps, r.name,
                               count(budget), t.batch_size * m.block_size));
   }
-  if (t.lr == kAutoLr) {
-    // Lines mode's short samples take a larger step at d_model 128 (names.txt: 2e-3 reached 1.921
-    // where 1e-3 reached 1.930, docs/defaults.md).
-    t.lr = m.d_model <= 64 || (lines && m.d_model <= 128) ? 2e-3f : m.d_model <= 128 ? 1e-3f : 6e-4f;
-    t.min_lr = std::min(t.min_lr, t.lr / 10.0f);
-    why.push_back(fmt::format("lr {:g}: d_model {}{}", t.lr, m.d_model, lines ? " in lines mode" : ""));
-  }
+  if (t.lr == kAutoLr) set_gpt_lr(t, m.d_model, lines, f.fine_tune, why);
   if (t.steps != kAutoInt) set_warmup(t, why);
+  if (m.dropout == kAutoDropout && f.fine_tune) {
+    m.dropout = 0.0f;
+    why.push_back("dropout 0: fine-tuning (as nanoGPT's finetune recipe; give --dropout to regularise)");
+  }
   if (m.dropout == kAutoDropout) {
     m.dropout = tiny ? 0.0f : lines ? 0.2f : 0.1f;
     why.push_back(fmt::format("dropout {:g}: {}", m.dropout,

@@ -20,6 +20,7 @@
 // rung (at most what the data allows), batch 2048 tokens / block. steps = budget / (batch x
 // block), rounded to 100 (>= 500): a default run takes a few minutes on a 2-core machine.
 // lr 2e-3 at d_model <= 64 (lines mode: <= 128), 1e-3 at 128, 6e-4 above; warmup min(100, steps / 10).
+// Fine-tuning (--init-from): a tenth of that lr (GPT-2 124M, d_model 768: 6e-5), and dropout 0.
 // Dropout: 0 for tiny corpora (they should be learned by heart), 0.2 in lines mode (many epochs
 // over short samples overfit), 0.1 in stream mode.
 //
@@ -45,6 +46,7 @@ struct GptDataFacts {
   int64_t train_tokens = 0;         // characters in the training split (+ one end token per line)
   int64_t min_block = 1;            // smallest usable block (lines: longest line + 1)
   int64_t max_block = 0;            // largest usable block (stream: shortest split - 1)
+  bool fine_tune = false;           // --init-from: lr a tenth of the rule below, dropout 0
 };
 
 struct Seq2SeqDataFacts {
@@ -56,6 +58,7 @@ struct Seq2SeqDataFacts {
 const std::vector<std::string>& gpt_sizes();
 const std::vector<std::string>& seq2seq_sizes();
 std::string gpt_size_for(int64_t train_tokens);
+std::string gpt_size_of(const GPTConfig& m);  // the rung with m's d_model, layers and heads; "" if none
 std::string seq2seq_size_for(int64_t train_tokens);
 
 // Fill every auto field of cfg (its task's fields) from the facts; returns one line per choice

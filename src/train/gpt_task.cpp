@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "base/error.h"
 #include "data/dataset.h"
@@ -12,6 +13,7 @@
 #include "train/auto_config.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
+#include "train/init_from.h"
 #include "train/task.h"
 #include "train/trainer.h"
 
@@ -50,23 +52,32 @@ class GptTask final : public TrainTask {
   GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng, const DistOptions& dist) : cfg_(cfg) {
     ATTO_CHECK(cfg.data.tokenizer != TokenizerKind::Word, "--tokenizer {}: a GPT uses char, bpe or spm",
                to_string(cfg.data.tokenizer));
+    std::optional<LoadedModel> source;  // fine-tuning: a new run from a model (train/init_from.h)
+    if (!resume && !cfg.train.init_from.empty()) source = adopt_init_from(cfg);
     if (is_prepared_corpus(cfg.data.path)) {
+      ATTO_CHECK(!source,
+                 "--data {} is a prepared corpus, tokenized with its own tokenizer: --init-from needs the text "
+                 "(tokenized with the model's tokenizer)",
+                 cfg.data.path);
       open_prepared(cfg, dir, resume);
     } else {
-      open_text(cfg, dir, resume);
+      open_text(cfg, dir, resume, source ? source->tokenizer : nullptr);
     }
     byte_lengths_ = token_byte_lengths(*tok_);
     GPTConfig& m = cfg.gpt;
     const GptDataFacts facts{.mode = cfg.data.mode,
                              .train_tokens = data_->num_tokens(Split::Train),
                              .min_block = data_->min_block_size(),
-                             .max_block = data_->max_block_size()};
+                             .max_block = data_->max_block_size(),
+                             .fine_tune = source.has_value()};
     auto_notes_ = resolve_gpt_auto(cfg, facts);  // what the user left out (a resumed run has none)
     data_->check_block_size(m.block_size);
     m.vocab_size = tok_->vocab_size();
     m.validate();
     check_memory(cfg);
     model_ = std::make_unique<GPT>(m, init_rng);
+    if (source) copy_source_weights(*source->model, *model_, cfg.train.init_from);
+    source.reset();
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
         *model_, resolve_shards(cfg.train.shards, cfg.train.batch_size, dist.ranks()),
@@ -74,12 +85,21 @@ class GptTask final : public TrainTask {
   }
 
   // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).
-  void open_text(RunConfig& cfg, const std::string& dir, bool resume) {
+  // Fine-tuning passes the source model's tokenizer.
+  void open_text(RunConfig& cfg, const std::string& dir, bool resume, std::shared_ptr<const GptTokenizer> given) {
     file_ = read_text_file(cfg.data.path);
     check_fingerprint(cfg, fingerprint_bytes(file_.text), resume);
     cfg.data.mode = resolve_mode(file_, cfg.data.mode);
-    tok_ = resume ? load_tokenizer(dir)
-                  : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.tokenizer_vocab_size);
+    if (given && cfg.data.mode == DataMode::Lines && !given->has_boundary())
+      throw UsageError(fmt::format(
+          "--data {} is lines data, but the tokenizer of --init-from {} has no boundary token to end a line: "
+          "train with --mode stream",
+          cfg.data.path, cfg.train.init_from));
+    if (given)
+      tok_ = std::move(given);
+    else
+      tok_ = resume ? load_tokenizer(dir)
+                    : build_gpt_tokenizer(file_, cfg.data.mode, cfg.data.tokenizer, cfg.data.tokenizer_vocab_size);
     data_ = make_dataset(file_, *tok_, cfg.data.mode, {.split_seed = cfg.data.split_seed});
   }
   // Or a corpus of `atto data prepare` (token files, mapped): its own tokenizer, stream mode.
@@ -146,7 +166,8 @@ class GptTask final : public TrainTask {
             ? fmt::format("all {} {} trained on (too few to hold any out: validation scores the training set)",
                           data_->size(Split::Train), unit)
             : fmt::format("{} train / {} val {}", data_->size(Split::Train), data_->size(Split::Val), unit);
-    return fmt::format("GPT, {} parameters, {} data, {} vocabulary {}, block {}, {}, {} batch shard{}",
+    const std::string from = cfg_.train.init_from.empty() ? "" : ", fine-tuned from " + cfg_.train.init_from;
+    return fmt::format("GPT{}, {} parameters, {} data, {} vocabulary {}, block {}, {}, {} batch shard{}", from,
                        model_->num_parameters(), to_string(cfg_.data.mode), tok_->kind(), cfg_.gpt.vocab_size,
                        cfg_.gpt.block_size, split, dp_->shards(), dp_->shards() == 1 ? "" : "s");
   }
@@ -159,7 +180,7 @@ class GptTask final : public TrainTask {
  private:
   RunConfig& cfg_;
   TextFile file_;
-  std::unique_ptr<GptTokenizer> tok_;
+  std::shared_ptr<const GptTokenizer> tok_;
   std::vector<int32_t> byte_lengths_;  // per token id: the bytes of text it stands for
   std::unique_ptr<TextDataset> data_;
   std::unique_ptr<GPT> model_;
@@ -179,7 +200,11 @@ std::unique_ptr<TrainTask> make_task(RunConfig& cfg, const std::string& dir, boo
                                      const DistOptions& dist) {
   ATTO_CHECK(cfg.data.tokenizer_vocab_size >= 0, "--vocab-size must be >= 0 (0 = the tokenizer's default), got {}",
              cfg.data.tokenizer_vocab_size);
-  if (cfg.task == Task::Seq2Seq) return make_seq2seq_task(cfg, dir, resume, init_rng, dist);
+  if (cfg.task == Task::Seq2Seq) {
+    ATTO_CHECK(cfg.train.init_from.empty(), "init_from {}: fine-tuning is for a GPT run (--task gpt)",
+               cfg.train.init_from);
+    return make_seq2seq_task(cfg, dir, resume, init_rng, dist);
+  }
   return make_gpt_task(cfg, dir, resume, init_rng, dist);
 }
 

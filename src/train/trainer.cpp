@@ -306,7 +306,7 @@ int64_t steps_that_fit(const Probe& pr, double seconds) {
 // schedule runs to the planned last step.
 double plan_time_budget(RunConfig& cfg, const std::string& dir, Clock::time_point t_start, Progress& p) {
   const double budget = cfg.train.time_budget;
-  const bool auto_size = cfg.train.size == "auto";
+  const bool auto_size = cfg.train.size == "auto" && cfg.train.init_from.empty();  // fine-tuning: SOURCE's size
   const std::vector<std::string>& sizes = cfg.task == Task::Seq2Seq ? seq2seq_sizes() : gpt_sizes();
   auto probe_size = [&](const std::string& size) {
     RunConfig c = cfg;

@@ -4,8 +4,12 @@
 #   ok / bad "why"                 count a check (bad prints the failure)
 #   expect_ok cmd...               the command exits 0
 #   expect_fail "text" cmd...      the command exits non-zero and its stderr contains text
+#   py EXPR FILE                   print the Python expression EXPR of d, FILE's JSON
 #   write_names [N] >FILE          N (400) pseudo-names from syllables, deterministic
 #   write_toy DIR                  DIR/toy.src and DIR/toy.tgt: the tutorial's 3 sentence pairs
+#   write_hf_gpt2 DIR              DIR: the reduced GPT-2 checkpoint in Hugging Face's layout that
+#                                  tests/parity/ref_hf_gpt2.py --checkpoint-only writes (needs $SRC;
+#                                  $ATTO_PYTHON or /usr/bin/python3); the script exits 1 if it fails
 #   $LIMIT_AS                      'ulimit -v 4000000;' (4 GB of address space) for a bash -c line,
 #                                  empty when $ATTO is built with AddressSanitizer (its shadow
 #                                  memory reserves terabytes of address space at start-up)
@@ -32,6 +36,7 @@ expect_fail() {
   if ! grep -qF -- "$want" <<<"$out"; then bad "message of '$*' lacks '$want': $out"; return; fi
   ok
 }
+py() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
 write_names() {
   local s=(ma ri an el jo li sa on ka te) i j n w x=7
   for ((i = 0; i < ${1:-400}; i++)); do
@@ -43,6 +48,14 @@ write_names() {
 write_toy() {
   printf 'hello my name\nhello messi\nmy name is messi\n' >"$1/toy.src"
   printf 'hola mi nombre\nhola messi\nmi nombre es messi\n' >"$1/toy.tgt"
+}
+write_hf_gpt2() {
+  local out
+  if ! out=$("${ATTO_PYTHON:-/usr/bin/python3}" "$SRC/tests/parity/ref_hf_gpt2.py" --case prefix --out "$W/ref.st" \
+    --dir "$1" --checkpoint-only 2>&1); then
+    echo "FAIL: ref_hf_gpt2.py --checkpoint-only: $out"
+    exit 1
+  fi
 }
 finish() {
   echo "$1: $pass passed, $fail failed"

@@ -7,15 +7,9 @@
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
-PY=${ATTO_PYTHON:-/usr/bin/python3}
-py() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
 
 HF=$W/hf
-if ! out=$("$PY" "$SRC/tests/parity/ref_hf_gpt2.py" --case prefix --out "$W/ref.st" --dir "$HF" \
-  --checkpoint-only 2>&1); then
-  echo "FAIL: ref_hf_gpt2.py --checkpoint-only: $out"
-  exit 1
-fi
+write_hf_gpt2 "$HF"
 
 expect_ok "$ATTO" import --from "$HF" --out "$W/run"
 for f in config.json tokenizer.json model.safetensors; do

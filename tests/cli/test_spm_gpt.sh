@@ -5,7 +5,6 @@
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
-py() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$2"; }
 
 for i in $(seq 1 300); do printf 'The cat sat on the mat %d times,  and the dog ate %d bones; caf\xc3\xa9.\n\n' $i $((i * 7 % 13)); done >"$W/prose.txt"
 T="--d-model 32 --n-heads 2 --n-layers 2 --block-size 32 --threads 1 --lr 0.01 -q"

@@ -10,28 +10,33 @@
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
+#include "run/run_dir.h"
 #include "support.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace atto;
+using atto::test::error_of;
+using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 namespace {
 
 using atto::test::TempDir;
 
-// A small names-like file the test makes itself.
-std::string write_names(const TempDir& dir) {
+// A small names-like file the test makes itself; `seed` and `max_syll` make another text of the same
+// characters.
+std::string write_names(const TempDir& dir, const char* file = "names.txt", uint64_t seed = 5, int lines = 300,
+                        int max_syll = 3) {
   const char* syll[] = {"ma", "ri", "an", "el", "jo", "li", "sa", "on", "ka", "te"};
   std::string text;
-  Rng r(5);
-  for (int i = 0; i < 300; ++i) {
-    const int n = 1 + static_cast<int>(r.below(3));
+  Rng r(seed);
+  for (int i = 0; i < lines; ++i) {
+    const int n = 1 + static_cast<int>(r.below(static_cast<uint64_t>(max_syll)));
     for (int j = 0; j < n; ++j) text += syll[r.below(10)];
     text += "\n";
   }
-  const std::string path = dir / "names.txt";
+  const std::string path = dir / file;
   io::write_file_atomic(path, text);
   return path;
 }
@@ -57,6 +62,38 @@ std::vector<std::pair<std::string, std::vector<float>>> weights(const std::strin
   std::vector<std::pair<std::string, std::vector<float>>> out;
   for (const auto& n : f.names) out.emplace_back(n, f.get(n).to_vector());
   return out;
+}
+
+// A new run as `atto train` makes it: the defaults, then the few keys a user gives.
+RunConfig new_run(const std::string& data, int64_t steps) {
+  RunConfig c = default_run_config(Task::Gpt);
+  c.data.path = data;
+  c.train.steps = steps;
+  c.train.batch_size = 8;
+  c.train.warmup = 5;
+  c.train.eval_every = steps;
+  c.train.log_every = steps;
+  c.train.threads = 1;
+  return c;
+}
+
+// Run A: size tiny (d_model 32, 2 layers, 4 heads), 100 steps on names.
+TrainResult train_source(const TempDir& dir, const std::string& data) {
+  RunConfig a = new_run(data, 100);
+  a.train.size = "tiny";
+  a.gpt.dropout = 0.0f;
+  return train_run(a, {.out_dir = dir / "A", .progress = nullptr});
+}
+
+// A fine-tuning run from A with a learning rate too small to move any weight (0 means auto).
+RunConfig frozen(const TempDir& dir, const std::string& data) {
+  RunConfig b = new_run(data, 1);
+  b.train.init_from = dir / "A";
+  b.train.lr = 1e-30f;
+  b.train.min_lr = 0.0f;
+  b.train.warmup = 0;
+  b.train.schedule = optim::ScheduleKind::Constant;
+  return b;
 }
 
 }  // namespace
@@ -173,4 +210,99 @@ TEST(Trainer, DivergenceStopsWithoutCorruptingCheckpoints) {
     for (const auto& [name, v] : weights(dir / f))
       for (float x : v) ASSERT_TRUE(std::isfinite(x)) << f << " " << name;
   }
+}
+
+// Fine-tuning (--init-from): the run starts from a model's weights, architecture and tokenizer.
+TEST(Finetune, StartsFromTheSourceAndLearnsFasterThanFromScratch) {
+  TempDir dir;
+  const std::string names = write_names(dir);
+  const TrainResult a = train_source(dir, names);
+
+  // lr ~0 for one step: the weights are A's, bit for bit, and so is the validation loss.
+  const TrainResult b = train_run(frozen(dir, names), {.out_dir = dir / "B", .progress = nullptr});
+  EXPECT_TRUE(weights(dir / "A/model.safetensors") == weights(dir / "B/model.safetensors"));
+  EXPECT_EQ(b.best_score, a.best_score);
+  const RunConfig saved = load_run_config(dir / "B");
+  EXPECT_EQ(saved.train.init_from, std::string(dir / "A"));
+  EXPECT_EQ(saved.gpt.d_model, 32);
+  EXPECT_EQ(saved.gpt.dropout, 0.0f);  // fine-tuning's default
+
+  // A different text of the same characters: the loss at step 0 is A's on it.
+  const std::string other = write_names(dir, "other.txt", 11, 200, 2);
+  const double start = train_run(frozen(dir, other), {.out_dir = dir / "C0", .progress = nullptr}).best_score;
+  constexpr int64_t kSteps = 30;
+  RunConfig ft = new_run(other, kSteps);
+  ft.train.init_from = dir / "A";
+  ft.train.lr = 1e-3f;
+  const TrainResult tuned = train_run(ft, {.out_dir = dir / "C", .progress = nullptr});
+  EXPECT_LT(tuned.last_val_loss, start);
+  RunConfig scratch = new_run(other, kSteps);
+  scratch.train.size = "tiny";
+  scratch.gpt.dropout = 0.0f;
+  const TrainResult fresh = train_run(scratch, {.out_dir = dir / "S", .progress = nullptr});
+  EXPECT_LT(tuned.last_val_loss, fresh.last_val_loss);
+
+  // Resume of a fine-tuned run is bit-exact (and never reads A again: it is gone).
+  RunConfig half = ft;
+  half.train.steps = kSteps / 2;
+  half.train.decay_steps = kSteps;
+  RunConfig straight = ft;
+  straight.train.decay_steps = kSteps;
+  train_run(straight, {.out_dir = dir / "straight", .progress = nullptr});
+  train_run(half, {.out_dir = dir / "split", .progress = nullptr});
+  std::filesystem::rename(dir / "A", dir / "A.moved");
+  RunConfig again = load_run_config(dir / "split");
+  again.train.steps = kSteps;
+  train_run(again, {.out_dir = dir / "split", .resume = true, .progress = nullptr});
+  EXPECT_TRUE(weights(dir / "straight/train_state.safetensors") == weights(dir / "split/train_state.safetensors"));
+}
+
+TEST(Finetune, RefusesWhatConflictsWithTheSource) {
+  TempDir dir;
+  const std::string names = write_names(dir);
+  train_source(dir, names);
+  const std::string a = dir / "A";
+  auto run = [&](const std::function<void(RunConfig&)>& change, const char* out) {
+    RunConfig c = frozen(dir, names);
+    change(c);
+    return train_run(c, {.out_dir = dir / out, .progress = nullptr});
+  };
+  EXPECT_THAT(error_of([&] { run([](RunConfig& c) { c.gpt.d_model = 64; }, "x"); }),
+              HasSubstr("--d-model 64 conflicts with --init-from " + a + " (d_model 32): leave it out"));
+  EXPECT_THAT(error_of([&] { run([](RunConfig& c) { c.data.tokenizer = TokenizerKind::Bpe; }, "x"); }),
+              HasSubstr("--tokenizer bpe conflicts with --init-from " + a));
+  EXPECT_THAT(error_of([&] { run([](RunConfig& c) { c.train.size = "small"; }, "x"); }),
+              HasSubstr("--size small conflicts with --init-from " + a));
+  EXPECT_THAT(error_of([&] { run([](RunConfig& c) { c.data.tokenizer_vocab_size = 3; }, "x"); }),
+              HasSubstr("--vocab-size 3 conflicts with --init-from " + a));
+  EXPECT_THAT(error_of([&] { run([](RunConfig& c) { c.gpt.n_layers = 3; }, "x"); }), HasSubstr("--n-layers 3"));
+  // The same values are accepted.
+  EXPECT_NO_THROW(run(
+      [](RunConfig& c) {
+        c.gpt.d_model = 32;
+        c.gpt.n_heads = 4;
+        c.train.size = "tiny";
+        c.data.tokenizer = TokenizerKind::Char;
+      },
+      "same"));
+  // A source that is not there, or not a model.
+  EXPECT_THAT(error_of([&] { run([&](RunConfig& c) { c.train.init_from = dir / "nothing"; }, "x"); }),
+              HasSubstr(std::string(dir / "nothing")));
+  EXPECT_THAT(error_of([&] { run([&](RunConfig& c) { c.train.init_from = names; }, "x"); }),
+              HasSubstr("--init-from " + names + " is neither a directory"));
+  std::filesystem::create_directories(dir / "empty");
+  EXPECT_THAT(error_of([&] { run([&](RunConfig& c) { c.train.init_from = dir / "empty"; }, "x"); }),
+              HasSubstr(std::string(dir / "empty")));
+  // A character the source's tokenizer lacks is named.
+  io::write_file_atomic(dir / "z.txt", "mari\nzoe\n");
+  EXPECT_THAT(error_of([&] { run([&](RunConfig& c) { c.data.path = dir / "z.txt"; }, "x"); }),
+              HasSubstr("'z' (U+007A) at line 2 column 1"));
+  // Lines data needs a boundary token: a stream-mode source's char tokenizer has none.
+  RunConfig stream = new_run(names, 5);
+  stream.data.mode = DataMode::Stream;
+  stream.train.size = "tiny";
+  train_run(stream, {.out_dir = dir / "stream", .progress = nullptr});
+  EXPECT_THAT(error_of([&] { run([&](RunConfig& c) { c.train.init_from = dir / "stream"; }, "x"); }),
+              HasSubstr("has no boundary token to end a line: train with --mode stream"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "x/config.json"));
 }

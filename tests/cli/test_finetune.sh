@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# atto train --init-from: fine-tune an imported GPT-2 checkpoint (the reduced one that
+# tests/parity/ref_hf_gpt2.py --checkpoint-only writes) on a small text. The run directory is
+# complete, records init_from and SOURCE's architecture, `atto sample` loads it, and its loss on
+# the text is below the imported model's; a model flag that conflicts with SOURCE exits 2 naming it.
+ATTO=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+source "$SRC/tests/cli/lib.sh"
+
+# SOURCE: the checkpoint imported as a run (docs/finetune.md: import, then fine-tune).
+write_hf_gpt2 "$W/hf" && expect_ok "$ATTO" import --from "$W/hf" --out "$W/gpt2"
+for i in $(seq 1 80); do echo "the hat in the hut is the hat that the rat sat in, and the hut has a hat in it."; done \
+  >"$W/text.txt"
+
+expect_ok "$ATTO" train --init-from "$W/gpt2" --data "$W/text.txt" --out "$W/ft" --steps 30 --eval-every 10 \
+  --lr 3e-3 --threads 2 --quiet
+for f in config.json tokenizer.json model.safetensors train_state.safetensors metrics.jsonl; do
+  [ -s "$W/ft/$f" ] && ok || bad "the fine-tuned run has no $f"
+done
+[ "$(py 'd["train"]["init_from"]' "$W/ft/config.json")" == "$W/gpt2" ] && ok || bad "config.json lacks init_from"
+[ "$(py 'd["model"]["d_model"], d["model"]["block_size"], d["model"]["ffn"]' "$W/ft/config.json")" == \
+  "32 16 gelu_tanh" ] && ok || bad "the architecture is not SOURCE's: $(cat "$W/ft/config.json")"
+cmp -s "$W/gpt2/tokenizer.json" "$W/ft/tokenizer.json" && ok || bad "the tokenizer is not SOURCE's"
+out=$("$ATTO" sample --model "$W/ft" -n 1 --max-tokens 5 --seed 1 --prompt "the hat" 2>&1)
+[ $? -eq 0 ] && [[ "$out" == "the hat"* ]] && ok || bad "atto sample on the fine-tuned run: $out"
+# The validation loss went down: the imported model's on the text, then the fine-tuned one's.
+loss() { "$ATTO" eval --model "$1" --data "$W/text.txt" 2>&1 | awk '$1 == "loss" { print $2 }'; }
+before=$(loss "$W/gpt2")
+after=$(loss "$W/ft")
+python3 -c "import sys; sys.exit(0 if float('$after') < float('$before') else 1)" 2>/dev/null && ok ||
+  bad "fine-tuning did not lower the loss: $before -> $after"
+
+# A conflicting model flag: exit status 2, the flag and both values named, nothing written.
+"$ATTO" train --init-from "$W/gpt2" --data "$W/text.txt" --out "$W/bad" --d-model 64 2>"$W/err.txt"
+rc=$?
+[ $rc -eq 2 ] && ok || bad "--d-model 64 with --init-from exits $rc, not 2"
+grep -qF -- "--d-model 64 conflicts with --init-from $W/gpt2 (d_model 32): leave it out" "$W/err.txt" && ok ||
+  bad "message: $(cat "$W/err.txt")"
+[ ! -e "$W/bad/config.json" ] && ok || bad "a refused run wrote $W/bad"
+expect_fail "cannot be changed when resuming" "$ATTO" train --resume "$W/ft" --init-from "$W/gpt2" --steps 40
+
+finish finetune
