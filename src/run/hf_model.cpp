@@ -258,12 +258,7 @@ std::shared_ptr<BpeTokenizer> read_tokenizer(const std::string& dir, int64_t V, 
 
 Tensor read_finite(const io::SafetensorsHeader& h, const std::string& name) {
   Tensor t = io::read_safetensors_tensor(h, name);
-  const float* p = t.data();
-  const float* bad = std::find_if(p, p + t.numel(), [](float x) { return !std::isfinite(x); });
-  ATTO_CHECK(bad == p + t.numel(),
-             "{}: tensor '{}' holds non-finite values ({} at element {} of {}): the checkpoint is damaged; download it "
-             "again",
-             h.path, name, *bad, bad - p, t.numel());
+  check_finite_tensor(t, h.path, name, "the checkpoint is damaged; download it again");
   return t;
 }
 

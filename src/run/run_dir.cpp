@@ -37,16 +37,18 @@ void load_model_weights(const std::string& path, nn::Module& model) {
   load_weights_from(io::load_safetensors(path), model);
 }
 
+void check_finite_tensor(const Tensor& t, const std::string& path, const std::string& name, const char* what_to_do) {
+  const float* p = t.data();
+  const float* bad = std::find_if(p, p + t.numel(), [](float x) { return !std::isfinite(x); });
+  ATTO_CHECK(bad == p + t.numel(), "{}: tensor '{}' holds non-finite values ({} at element {} of {}): {}", path, name,
+             *bad, bad - p, t.numel(), what_to_do);
+}
+
 void check_finite_weights(const io::SafetensorsFile& f) {
-  for (const std::string& name : f.names) {
-    const Tensor& t = f.get(name);
-    const float* p = t.data();
-    const float* bad = std::find_if(p, p + t.numel(), [](float x) { return !std::isfinite(x); });
-    ATTO_CHECK(bad == p + t.numel(),
-               "{}: tensor '{}' holds non-finite values ({} at element {} of {}): the weights are damaged, and the "
-               "model would produce non-finite logits; retrain, or restore the file from a copy",
-               f.path, name, *bad, bad - p, t.numel());
-  }
+  for (const std::string& name : f.names)
+    check_finite_tensor(f.get(name), f.path, name,
+                        "the weights are damaged, and the model would produce non-finite logits; retrain, or restore "
+                        "the file from a copy");
 }
 
 RunConfig load_run_config(const std::string& dir) {

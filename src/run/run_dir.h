@@ -29,10 +29,11 @@ std::string run_path(const std::string& dir, const char* file);  // dir + "/" + 
 
 void save_model_weights(const std::string& path, const nn::Module& model);
 void load_model_weights(const std::string& path, nn::Module& model);
-// Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it.
-// load_run refuses such weights: a NaN can vanish inside a forward pass (attention treats a row
-// of NaN scores as fully masked), so checking the logits alone let `atto sample` print text
-// from a damaged checkpoint.
+// Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it (and,
+// for one tensor, what to do). load_run refuses such weights: a NaN can vanish inside a forward
+// pass (attention treats a row of NaN scores as fully masked), so checking the logits alone
+// would let `atto sample` print text from a damaged checkpoint.
+void check_finite_tensor(const Tensor& t, const std::string& path, const std::string& name, const char* what_to_do);
 void check_finite_weights(const io::SafetensorsFile& f);
 
 // A trained GPT ready for sampling, scoring and evaluation.
