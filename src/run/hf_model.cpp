@@ -357,8 +357,12 @@ namespace {
 bool is_atto_run(const std::string& dir) {
   const std::string cfg = run_path(dir, "config.json");
   if (!fs::is_regular_file(cfg) || !fs::exists(run_path(dir, "tokenizer.json"))) return false;
-  const nlohmann::json j = nlohmann::json::parse(io::read_file(cfg), nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("format_version");
+  try {  // through the JSON reader's size and depth limits; a config.json it refuses is not a run's
+    const nlohmann::json j = io::read_json(cfg);
+    return j.is_object() && j.contains("format_version");
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 }  // namespace
