@@ -1,11 +1,14 @@
-// atto export: a trained GPT as a GGUF file for llama.cpp (docs/gguf.md).
+// atto export: a trained GPT as a GGUF file for llama.cpp (docs/gguf.md), or as a Hugging Face
+// GPT-2 checkpoint directory (--format hf: docs/import.md).
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/error.h"
 #include "commands.h"
 #include "run/gguf_model.h"
+#include "run/hf_export.h"
 
 namespace atto::cli {
 
@@ -13,7 +16,23 @@ namespace {
 
 struct ExportFlags {
   std::string model, out, format = "gguf", type = "f32";
+  bool force = false;  // --format hf: overwrite a non-empty --out directory
+  bool merge_lora = false;
 };
+
+// load_run merges a LoRA run's adapters into its base; writing that out is asked for by name.
+LoadedModel load_for_export(const ExportFlags& f) {
+  LoadedModel lm = load_run(f.model);
+  if (!lm.lora_adapter.empty() && !f.merge_lora)
+    throw UsageError(fmt::format(
+        "--model {} is a LoRA run (adapters in {} over the frozen base in model.safetensors): pass --merge-lora to "
+        "write the model with the adapters merged into its weights",
+        f.model, lm.lora_adapter));
+  if (lm.lora_adapter.empty() && f.merge_lora)
+    throw UsageError(fmt::format("--merge-lora: --model {} has no LoRA adapter (it was not trained with --lora-rank)",
+                                 f.model));
+  return lm;
+}
 
 io::GgmlType parse_type(const std::string& s) {
   if (s == "f32") return io::GgmlType::F32;
@@ -22,11 +41,25 @@ io::GgmlType parse_type(const std::string& s) {
   throw UsageError(fmt::format("--type must be f32, f16 or q8_0, got '{}'", s));
 }
 
+int run_export_hf(const ExportFlags& f) {
+  if (f.type != "f32")
+    throw UsageError(
+        fmt::format("--type {} applies to --format gguf only: --format hf writes float32 weights", f.type));
+  if (f.out.empty()) throw UsageError("no output directory: pass --out DIR");
+  LoadedModel lm = load_for_export(f);
+  const HfExportSummary s = export_hf(lm, f.out, f.force, f.model);
+  if (!s.tokenizer_note.empty()) fmt::print("{}\n", s.tokenizer_note);
+  fmt::print("wrote {} ({}; {} parameters, {} head): Hugging Face's GPT-2 (GPT2LMHeadModel)\n", f.out,
+             fmt::join(s.files, ", "), s.parameters, s.tied ? "tied" : "untied");
+  return 0;
+}
+
 int run_export(const ExportFlags& f) {
-  if (f.format != "gguf") throw UsageError(fmt::format("--format must be gguf, got '{}'", f.format));
+  if (f.format == "hf") return run_export_hf(f);
+  if (f.format != "gguf") throw UsageError(fmt::format("--format must be gguf or hf, got '{}'", f.format));
   const io::GgmlType type = parse_type(f.type);
   if (f.out.empty()) throw UsageError("no output file: pass --out FILE.gguf");
-  LoadedModel lm = load_run(f.model);
+  LoadedModel lm = load_for_export(f);
   const std::string arch = export_gguf(lm, f.out, type);
   fmt::print("wrote {} ({}, {} parameters, {:.1f} MB): llama.cpp's {} architecture\n", f.out, f.type,
              lm.model->num_parameters(), static_cast<double>(std::filesystem::file_size(f.out)) / 1e6, arch);
@@ -36,13 +69,23 @@ int run_export(const ExportFlags& f) {
 }  // namespace
 
 Command add_export(CLI::App& root) {
-  CLI::App* app = root.add_subcommand("export", "Write a trained GPT as a GGUF file that llama.cpp runs");
+  CLI::App* app = root.add_subcommand(
+      "export",
+      "Write a trained GPT as a GGUF file that llama.cpp runs, or (--format hf) as a Hugging Face GPT-2 "
+      "directory that transformers loads");
   auto f = std::make_shared<ExportFlags>();
   app->add_option("--model", f->model, "Run directory of a trained GPT")->required();
-  app->add_option("--out", f->out, "The GGUF file to write");
-  app->add_option("--format", f->format, "gguf")->capture_default_str();
-  app->add_option("--type", f->type, "f32, f16 or q8_0 (for the weight matrices; norms and biases stay f32)")
+  app->add_option("--out", f->out, "The GGUF file to write (--format hf: the directory)");
+  app->add_option("--format", f->format,
+                  "gguf (llama.cpp) or hf (Hugging Face GPT-2: model.safetensors, config.json, vocab.json, "
+                  "merges.txt; GPT-2's architecture only)")
       ->capture_default_str();
+  app->add_option("--type", f->type,
+                  "gguf: f32, f16 or q8_0 (for the weight matrices; norms and biases stay f32); hf: f32 only")
+      ->capture_default_str();
+  app->add_flag("--force", f->force, "--format hf: write into an --out directory that is not empty");
+  app->add_flag("--merge-lora", f->merge_lora,
+                "A LoRA run (--lora-rank): write its base with the adapters merged in (W + alpha/rank * B A)");
   return {app, [f] { return run_export(*f); }};
 }
 

@@ -1,5 +1,8 @@
 #include "models/gpt.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -20,6 +23,34 @@ void GPTConfig::validate() const {
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
   ATTO_CHECK(pos != PosKind::Rope || (d_model / n_heads) % 2 == 0,
              "GPT config: rotary positions need an even head size, got d_model / n_heads = {} / {}", d_model, n_heads);
+  ATTO_CHECK(lora_rank >= 0 && lora_rank <= d_model,
+             "GPT config: lora_rank must be in [0, d_model = {}] (0: no adapters), got {}", d_model, lora_rank);
+  ATTO_CHECK(std::isfinite(lora_alpha) && lora_alpha >= 0.0f,
+             "GPT config: lora_alpha must be >= 0 (0: the rank), got {}", lora_alpha);
+  if (lora_rank > 0) (void)lora_layer_names();  // checks lora_targets
+}
+
+std::vector<std::string> GPTConfig::lora_layer_names() const {
+  static const std::pair<const char*, const char*> kTargets[] = {
+      {"qkv", "attn.c_attn"}, {"proj", "attn.c_proj"}, {"fc", "mlp.c_fc"}, {"fc2", "mlp.c_proj"}};
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos <= lora_targets.size()) {
+    size_t end = lora_targets.find(',', pos);
+    if (end == std::string::npos) end = lora_targets.size();
+    const std::string t = lora_targets.substr(pos, end - pos);
+    pos = end + 1;
+    const auto* it = std::find_if(std::begin(kTargets), std::end(kTargets), [&](const auto& k) { return t == k.first; });
+    ATTO_CHECK(it != std::end(kTargets),
+               "GPT config: lora_targets \"{}\": \"{}\" is not a target; use a comma-separated list of qkv, proj, fc "
+               "and fc2",
+               lora_targets, t);
+    ATTO_CHECK(std::find(names.begin(), names.end(), it->second) == names.end(),
+               "GPT config: lora_targets \"{}\" names {} twice", lora_targets, t);
+    names.push_back(it->second);
+    if (t == "fc" && activation == nn::Activation::SwiGLU) names.push_back("mlp.c_fc2");
+  }
+  return names;
 }
 
 nn::BlockConfig GPTConfig::block_config() const { return nn::block_config_of(*this, d_model, n_heads); }
@@ -51,6 +82,34 @@ GPT::GPT(const GPTConfig& cfg, Rng& rng)
   if (cfg.tie_weights) lm_head.weight = transformer.wte.weight;  // one tensor, two names
   register_module("lm_head", lm_head);
   init_gpt2(rng);
+  if (!cfg.lora()) return;
+  // The adapters come after the base initialisation (its random numbers stay the same), and
+  // every parameter but theirs is frozen.
+  for (auto& p : named_parameters()) p.tensor.set_requires_grad(false);
+  for (auto& [name, layer] : lora_layers()) layer->add_lora(cfg.lora_rank, cfg.lora_scale(), rng);
+}
+
+std::vector<std::pair<std::string, nn::Linear*>> GPT::lora_layers() const {
+  if (!cfg_.lora()) return {};
+  return block_layers(cfg_.lora_layer_names());
+}
+
+std::vector<std::pair<std::string, nn::Linear*>> GPT::block_layers(const std::vector<std::string>& names) const {
+  std::vector<std::pair<std::string, nn::Linear*>> out;
+  for (size_t i = 0; i < transformer.h.size(); ++i) {
+    nn::Block& b = *transformer.h[i];
+    for (const std::string& n : names) {
+      nn::Linear* l = n == "attn.c_attn"  ? &b.attn.c_attn
+                      : n == "attn.c_proj" ? &b.attn.c_proj
+                      : n == "mlp.c_fc"    ? &b.mlp.c_fc
+                      : n == "mlp.c_fc2"   ? b.mlp.c_fc2.get()
+                      : n == "mlp.c_proj"  ? &b.mlp.c_proj
+                                           : nullptr;
+      ATTO_CHECK(l != nullptr, "GPT: no Linear layer {} in block {}", n, i);
+      out.emplace_back(fmt::format("transformer.h.{}.{}", i, n), l);
+    }
+  }
+  return out;
 }
 
 void GPT::init_gpt2(Rng& rng) {

@@ -23,6 +23,8 @@
 
 #include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/blocks.h"
@@ -53,10 +55,21 @@ struct GPTConfig {
   float dropout = 0.0f;
   bool tie_weights = true;
   PosKind pos = PosKind::Learned;
+  // LoRA adapters (nn::Linear::add_lora) on the layers lora_targets names, comma-separated:
+  // qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc, and mlp.c_fc2 of SwiGLU: the FFN's
+  // first layer), fc2 (mlp.c_proj: its second). With lora_rank > 0 every other parameter is
+  // frozen (requires_grad false). lora_alpha 0 means lora_rank (scale alpha / rank = 1).
+  int64_t lora_rank = 0;
+  float lora_alpha = 0.0f;
+  std::string lora_targets = "qkv";
 
   void validate() const;  // atto::Error naming the offending field and value
   nn::BlockConfig block_config() const;
   bool rope() const { return pos == PosKind::Rope; }
+  bool lora() const { return lora_rank > 0; }
+  float lora_scale() const { return (lora_alpha > 0.0f ? lora_alpha : static_cast<float>(lora_rank)) / lora_rank; }
+  // The Linear layers lora_targets names in one block, by their names in it ("attn.c_attn", ...).
+  std::vector<std::string> lora_layer_names() const;
 };
 
 class GPT : public nn::Module {
@@ -96,6 +109,12 @@ class GPT : public nn::Module {
   // Applies GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases,
   // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layers)).
   void init_gpt2(Rng& rng);
+
+  // The Linear layers that carry adapters (empty without LoRA), named as in state_dict()
+  // ("transformer.h.0.attn.c_attn").
+  std::vector<std::pair<std::string, nn::Linear*>> lora_layers() const;
+  // Every block's Linear layers of the given names in a block (GPTConfig::lora_layer_names).
+  std::vector<std::pair<std::string, nn::Linear*>> block_layers(const std::vector<std::string>& names) const;
 
   // Submodules, named as in nanoGPT ("transformer.wte", "transformer.h.<i>", ...).
   struct Transformer : nn::Module {

@@ -26,7 +26,9 @@ Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) {
   Tensor h;
   switch (act_) {
     case Activation::ReLU: h = relu(c_fc.forward(x)); break;
-    case Activation::GELU: h = linear_gelu(x, c_fc.weight, c_fc.bias); break;  // one fused op
+    case Activation::GELU:  // one fused op, unless an adapter adds to the pre-activation
+      h = c_fc.has_lora() ? gelu(c_fc.forward(x), GeluApprox::Erf) : linear_gelu(x, c_fc.weight, c_fc.bias);
+      break;
     case Activation::GELUTanh: h = gelu(c_fc.forward(x), GeluApprox::Tanh); break;
     case Activation::SwiGLU: h = swiglu(c_fc.forward(x), c_fc2->forward(x)); break;
   }

@@ -1,5 +1,6 @@
 #include "nn/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace atto::nn {
@@ -14,6 +15,40 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool use_bias, Rng& rn
     bias = Tensor::rand({out_features}, rng, -bound, bound);
     register_parameter("bias", bias, ParamKind::Bias);
   }
+}
+
+void Linear::add_lora(int64_t rank, float scale, Rng& rng) {
+  ATTO_CHECK(!has_lora(), "add_lora: this Linear already has an adapter");
+  const int64_t in = weight.size(1), out = weight.size(0);
+  ATTO_CHECK(rank > 0 && rank <= std::min(in, out), "LoRA rank {} must be in [1, {}] for a {} x {} weight", rank,
+             std::min(in, out), out, in);
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  lora_A = Tensor::rand({rank, in}, rng, -bound, bound);
+  lora_B = Tensor::zeros({out, rank});
+  lora_scale = scale;
+  register_parameter("lora_A.weight", lora_A, ParamKind::Weight);
+  register_parameter("lora_B.weight", lora_B, ParamKind::Weight);
+}
+
+Tensor Linear::with_lora(const Tensor& x, const Tensor& y) const {
+  if (!has_lora()) return y;
+  // The rank-r activation is scaled (r numbers a row), then B's product adds onto y.
+  return linear_residual(scale(linear(x, lora_A, Tensor()), lora_scale), lora_B, Tensor(), y);
+}
+
+void merge_lora(Tensor& weight, const Tensor& a, const Tensor& b, float scale) {
+  const int64_t out = weight.size(0), in = weight.size(1), r = a.size(0);
+  ATTO_CHECK(a.shape() == Shape({r, in}) && b.shape() == Shape({out, r}),
+             "merge_lora: adapter A {} and B {} do not fit the weight {}", shape_str(a.shape()), shape_str(b.shape()),
+             shape_str(weight.shape()));
+  const Tensor ac = contiguous(a), bc = contiguous(b);
+  float* w = weight.data();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) {
+      double d = 0.0;
+      for (int64_t k = 0; k < r; ++k) d += static_cast<double>(bc.data()[o * r + k]) * ac.data()[k * in + i];
+      w[o * in + i] = static_cast<float>(w[o * in + i] + scale * d);
+    }
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Rng& rng) {

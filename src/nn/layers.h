@@ -18,14 +18,28 @@ namespace atto::nn {
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng);
-  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor forward(const Tensor& x) const { return with_lora(x, linear(x, weight, bias)); }
   // residual + forward(x) as one op (linear_residual): the residual connection after a projection.
   Tensor forward_residual(const Tensor& x, const Tensor& residual) const {
-    return linear_residual(x, weight, bias, residual);
+    return with_lora(x, linear_residual(x, weight, bias, residual));
   }
+
+  // LoRA (Hu et al. 2021, as PEFT builds it): forward(x) gains scale * (x A^T) B^T, with
+  // parameters "lora_A.weight" [rank, in] (PyTorch's Linear initialisation) and "lora_B.weight"
+  // [out, rank] (zeros, so the layer starts as it was). The caller freezes the rest.
+  void add_lora(int64_t rank, float scale, Rng& rng);
+  bool has_lora() const { return lora_A.defined(); }
+  // y + scale * (x A^T) B^T; y as it is without an adapter.
+  Tensor with_lora(const Tensor& x, const Tensor& y) const;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], or undefined
+  Tensor lora_A, lora_B;
+  float lora_scale = 0.0f;
 };
+
+// weight += scale * B A (weight [out, in], a [rank, in], b [out, rank]): a LoRA adapter merged
+// into the weight it adapts. Accumulates in double per element; one rounding into weight.
+void merge_lora(Tensor& weight, const Tensor& a, const Tensor& b, float scale);
 
 class Embedding : public Module {
  public:

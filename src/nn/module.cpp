@@ -31,18 +31,26 @@ NamedParameters Module::named_parameters() const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
-  std::vector<std::tuple<std::string, Tensor*, ParamKind>> all;
-  collect("", all);
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& [name, t, kind] : all) out.emplace_back(name, *t);
+NamedParameters Module::trainable_parameters() const {
+  NamedParameters out = named_parameters();
+  std::erase_if(out, [](const NamedParameter& p) { return !p.tensor.requires_grad(); });
   return out;
 }
 
-void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source) {
+std::vector<std::pair<std::string, Tensor>> Module::state_dict(Which which) const {
+  std::vector<std::tuple<std::string, Tensor*, ParamKind>> all;
+  collect("", all);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, t, kind] : all)
+    if (which == Which::All || t->requires_grad() == (which == Which::Trainable)) out.emplace_back(name, *t);
+  return out;
+}
+
+void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source,
+                             Which which) {
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : tensors) by_name[name] = &t;
-  const auto own = state_dict();
+  const auto own = state_dict(which);
   for (const auto& [name, t] : tensors) {
     bool known = false;
     for (const auto& o : own) known = known || o.first == name;
@@ -63,6 +71,12 @@ void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& 
 int64_t Module::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : named_parameters()) n += p.tensor.numel();
+  return n;
+}
+
+int64_t Module::num_trainable_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : trainable_parameters()) n += p.tensor.numel();
   return n;
 }
 
@@ -97,7 +111,7 @@ void Module::alias_parameters(const Module& src) {
     auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first.same(source); });
     if (it == made.end()) {
       Tensor alias = src_t->detach();
-      alias.set_requires_grad(true);
+      alias.set_requires_grad(src_t->requires_grad());  // frozen stays frozen
       made.emplace_back(*src_t, alias);
       it = made.end() - 1;
     }

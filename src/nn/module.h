@@ -41,11 +41,19 @@ class Module {
 
   // Every parameter under its full name, each tensor once (a tied weight keeps its first name).
   NamedParameters named_parameters() const;
+  // Those that train: requires_grad (a frozen one, as under LoRA, does not). What the optimizer
+  // steps and the gradient exchange sums.
+  NamedParameters trainable_parameters() const;
+  // Which parameters a state dict holds: all, those that train, or the frozen ones.
+  enum class Which { All, Trainable, Frozen };
   // Every (name, tensor) pair, tied tensors under each of their names: what a checkpoint holds.
-  std::vector<std::pair<std::string, Tensor>> state_dict() const;
-  // Copies values into the parameters by name; every parameter must be present with its shape.
-  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source);
+  std::vector<std::pair<std::string, Tensor>> state_dict(Which which = Which::All) const;
+  // Copies values into the parameters by name; every parameter of `which` must be present with
+  // its shape, and no other.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& source,
+                       Which which = Which::All);
   int64_t num_parameters() const;
+  int64_t num_trainable_parameters() const;
 
   // Makes every parameter of this module a view of the same-named parameter of `src` (a
   // module of the same structure): the same values, no copy, and a gradient of its own.

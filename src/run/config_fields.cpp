@@ -209,6 +209,16 @@ std::vector<ConfigField> model_rows() {
   };
 }
 
+// LoRA fine-tuning (GPTConfig::lora_rank): model keys, since the adapters are part of the model.
+std::vector<ConfigField> lora_rows() {
+  return {Row("lora_rank", Section::Model, kGpt, value(gpt(&GPTConfig::lora_rank)))
+              .flag("--lora-rank", "LoRA: rank-R adapters over --init-from's frozen weights; 0 = full fine-tuning"),
+          Row("lora_alpha", Section::Model, kGpt, value(gpt(&GPTConfig::lora_alpha)))
+              .flag("--lora-alpha", "LoRA: the adapters' scale is alpha / rank; 0 = the rank (scale 1)"),
+          Row("lora_targets", Section::Model, kGpt, value(gpt(&GPTConfig::lora_targets)))
+              .flag("--lora-targets", "LoRA: layers to adapt, any of qkv, proj (attention), fc, fc2 (feed-forward)")};
+}
+
 std::vector<ConfigField> data_rows() {
   using S = Section;
   return {
@@ -433,6 +443,7 @@ const char* to_string(Section s) {
 const std::vector<ConfigField>& config_fields() {
   static const std::vector<ConfigField> table = [] {
     std::vector<ConfigField> all = model_rows();
+    for (auto& f : lora_rows()) all.push_back(std::move(f));
     for (auto rows : {data_rows(), optimisation_rows(), run_control_rows()})
       all.insert(all.end(), rows.begin(), rows.end());
     return all;

@@ -349,6 +349,9 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType
   w.add("general.name", GgufValue::string("atto"));
   w.add("general.file_type", GgufValue::u32(file_type(type)));
   w.add("general.alignment", GgufValue::u32(32));
+  // How the model reads text (atto eval scores a file that way); other programs ignore it.
+  if (lm.config.data.mode != DataMode::Auto)
+    w.add("atto.data.mode", GgufValue::string(to_string(lm.config.data.mode)));
   add_hparams(w, c, arch);
   add_vocabulary(w, *lm.tokenizer);
   w.add("atto.ffn", GgufValue::string(to_string(c.activation)));
@@ -370,6 +373,16 @@ RunConfig config_of(const io::GgufFile& f, const GptTokenizer& tok, Arch& arch) 
   RunConfig cfg = default_run_config(Task::Gpt);
   cfg.gpt = read_gpt_config(f, tok.vocab_size(), arch);
   cfg.data.path = f.path;
+  cfg.data.tokenizer = parse_tokenizer_kind(tok.kind());
+  // The data mode atto's export records; in another program's file, lines for a character
+  // vocabulary with a boundary token (atto's lines runs), stream otherwise (GPT-2's, llama's).
+  cfg.data.mode = tok.has_boundary() && cfg.data.tokenizer == TokenizerKind::Char ? DataMode::Lines : DataMode::Stream;
+  if (f.has("atto.data.mode")) {
+    const std::string m = f.get("atto.data.mode").as_string(f.path + ": atto.data.mode");
+    ATTO_CHECK(m == "lines" || m == "stream", "{}: atto.data.mode is {}, not lines or stream", f.path,
+               json_util::printable(m));
+    cfg.data.mode = m == "lines" ? DataMode::Lines : DataMode::Stream;
+  }
   return cfg;
 }
 

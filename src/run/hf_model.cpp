@@ -374,12 +374,8 @@ LoadedModel load_model_source(const std::string& source, const std::string& flag
     if (kind) *kind = k;
   };
   if (fs::is_regular_file(source) && io::is_gguf_file(source)) {
-    LoadedModel lm = load_gguf(source);
     says("GGUF");
-    const bool bpe = std::string(lm.tokenizer->kind()) == "bpe";
-    lm.config.data.tokenizer = bpe ? TokenizerKind::Bpe : TokenizerKind::Char;
-    lm.config.data.mode = lm.tokenizer->has_boundary() ? DataMode::Lines : DataMode::Stream;
-    return lm;
+    return load_gguf(source);  // its tokenizer kind and data mode from its vocabulary
   }
   ATTO_CHECK(fs::is_directory(source),
              "{} {} is neither a directory (an atto run or a Hugging Face GPT-2 checkpoint) nor a GGUF file: not a "

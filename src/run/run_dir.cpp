@@ -11,6 +11,7 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "run/gguf_model.h"
+#include "run/lora.h"
 
 namespace atto {
 
@@ -18,23 +19,34 @@ namespace fs = std::filesystem;
 
 std::string run_path(const std::string& dir, const char* file) { return (fs::path(dir) / file).string(); }
 
-void save_model_weights(const std::string& path, const nn::Module& model) {
-  io::save_safetensors(path, model.state_dict(),
+const char* best_weights_file(const nn::Module& model) {
+  return model.state_dict(nn::Module::Which::Frozen).empty() ? "model.safetensors" : kAdapterFile;
+}
+
+void save_model_weights(const std::string& path, const nn::Module& model, nn::Module::Which which) {
+  io::save_safetensors(path, model.state_dict(which),
                        {{"format", "pt"}, {"atto_format_version", std::to_string(kRunFormatVersion)}});
+}
+
+void save_best_weights(const std::string& dir, const nn::Module& model) {
+  const char* file = best_weights_file(model);
+  save_model_weights(run_path(dir, file), model,
+                     file == std::string(kAdapterFile) ? nn::Module::Which::Trainable : nn::Module::Which::All);
 }
 
 namespace {
 
-void load_weights_from(const io::SafetensorsFile& f, nn::Module& model) {
+void load_weights_from(const io::SafetensorsFile& f, nn::Module& model,
+                       nn::Module::Which which = nn::Module::Which::All) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& name : f.names) tensors.emplace_back(name, f.get(name));
-  model.load_state_dict(tensors, f.path);
+  model.load_state_dict(tensors, f.path, which);
 }
 
 }  // namespace
 
-void load_model_weights(const std::string& path, nn::Module& model) {
-  load_weights_from(io::load_safetensors(path), model);
+void load_model_weights(const std::string& path, nn::Module& model, nn::Module::Which which) {
+  load_weights_from(io::load_safetensors(path), model, which);
 }
 
 void check_finite_tensor(const Tensor& t, const std::string& path, const std::string& name, const char* what_to_do) {
@@ -192,8 +204,16 @@ LoadedModel load_run(const std::string& dir) {
   const io::SafetensorsFile weights = read_checked_weights(dir, check_gpt_config, lm.config.gpt);
   check_finite_weights(weights);
   Rng rng(0);  // the weights are overwritten by the checkpoint
+  const GPTConfig with_lora = lm.config.gpt;
+  lm.config.gpt.lora_rank = 0;  // a LoRA run: model.safetensors is the base, the adapter merges in
+  lm.config.gpt.lora_alpha = 0.0f;
+  lm.config.gpt.lora_targets = GPTConfig{}.lora_targets;
   lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
   load_weights_from(weights, *lm.model);
+  if (with_lora.lora()) {
+    lm.lora_adapter = run_path(dir, kAdapterFile);
+    merge_lora_adapter(lm.lora_adapter, with_lora, *lm.model);
+  }
   lm.model->eval();
   return lm;
 }

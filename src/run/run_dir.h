@@ -4,7 +4,9 @@
 //   runs/names/
 //     config.json               model + data + train configuration (run/run_config.h)
 //     tokenizer.json            the character vocabulary
-//     model.safetensors         the best weights so far (lowest validation loss)
+//     model.safetensors         the best weights so far (lowest validation loss); of a LoRA
+//                               run: the frozen base weights, written when the run starts
+//     adapter.safetensors       LoRA runs: the best adapters (lora_A, lora_B of each layer)
 //     train_state.safetensors   the latest weights, optimizer moments, step, RNG states: exact resume
 //     metrics.jsonl             one JSON object per logged step and per evaluation
 //
@@ -26,9 +28,17 @@
 namespace atto {
 
 std::string run_path(const std::string& dir, const char* file);  // dir + "/" + file
+inline constexpr const char* kAdapterFile = "adapter.safetensors";
+// The file that holds a model's best weights: adapter.safetensors when some of its parameters
+// are frozen (LoRA), else model.safetensors.
+const char* best_weights_file(const nn::Module& model);
+// The model's best weights into dir/best_weights_file(model): all of them, or the adapters.
+void save_best_weights(const std::string& dir, const nn::Module& model);
 
-void save_model_weights(const std::string& path, const nn::Module& model);
-void load_model_weights(const std::string& path, nn::Module& model);
+// The model's parameters of `which` (all; or, under LoRA, the frozen base or the adapters).
+void save_model_weights(const std::string& path, const nn::Module& model,
+                        nn::Module::Which which = nn::Module::Which::All);
+void load_model_weights(const std::string& path, nn::Module& model, nn::Module::Which which = nn::Module::Which::All);
 // Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it (and,
 // for one tensor, what to do). load_run refuses such weights: a NaN can vanish inside a forward
 // pass (attention treats a row of NaN scores as fully masked), so checking the logits alone
@@ -41,6 +51,9 @@ struct LoadedModel {
   RunConfig config;
   std::shared_ptr<const GptTokenizer> tokenizer;  // characters or byte-level BPE
   std::unique_ptr<GPT> model;
+  // A LoRA run (GPTConfig::lora_rank > 0): the adapter file merged into `model`, whose config
+  // (and config.gpt) has no adapters; empty otherwise.
+  std::string lora_adapter;
 };
 // Reads config.json, tokenizer.json and model.safetensors of a run directory, validating that
 // they agree (vocabulary size, tensor names and shapes). Before any model is built, config.json's

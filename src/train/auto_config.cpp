@@ -109,15 +109,17 @@ void set_gpt_weight_decay(TrainConfig& t, bool tiny, bool lines, std::vector<std
 
 // The GPT's lr by width. Lines mode's short samples take a larger step at d_model 128 (names.txt:
 // 2e-3 reached 1.921 where 1e-3 reached 1.930, docs/defaults.md). Fine-tuning starts from trained
-// weights: a tenth of the from-scratch step keeps what they know (docs/finetune.md).
-void set_gpt_lr(TrainConfig& t, int64_t d_model, bool lines, bool fine_tune, std::vector<std::string>& why) {
+// weights: a tenth of the from-scratch step keeps what they know (docs/finetune.md). LoRA's
+// adapters start at zero and leave the weights frozen: they take the from-scratch step.
+void set_gpt_lr(TrainConfig& t, int64_t d_model, bool lines, bool fine_tune, bool lora, std::vector<std::string>& why) {
   const float scratch = d_model <= 64 || (lines && d_model <= 128) ? 2e-3f : d_model <= 128 ? 1e-3f : 6e-4f;
-  t.lr = fine_tune ? scratch / 10.0f : scratch;
+  t.lr = fine_tune && !lora ? scratch / 10.0f : scratch;
   t.min_lr = std::min(t.min_lr, t.lr / 10.0f);
   const char* mode = lines ? " in lines mode" : "";
-  why.push_back(fine_tune ? fmt::format("lr {:g}: fine-tuning, a tenth of d_model {}'s from-scratch {:g}{}", t.lr,
-                                        d_model, scratch, mode)
-                          : fmt::format("lr {:g}: d_model {}{}", t.lr, d_model, mode));
+  why.push_back(lora        ? fmt::format("lr {:g}: LoRA adapters, d_model {}'s from-scratch step{}", t.lr, d_model, mode)
+                : fine_tune ? fmt::format("lr {:g}: fine-tuning, a tenth of d_model {}'s from-scratch {:g}{}", t.lr,
+                                          d_model, scratch, mode)
+                            : fmt::format("lr {:g}: d_model {}{}", t.lr, d_model, mode));
 }
 
 }  // namespace
@@ -174,7 +176,7 @@ std::vector<std::string> resolve_gpt_auto(RunConfig& cfg, const GptDataFacts& f)
     why.push_back(fmt::format("{} steps: size {}'s budget of {} tokens / {} tokens a step", t.steps, r.name,
                               count(budget), t.batch_size * m.block_size));
   }
-  if (t.lr == kAutoLr) set_gpt_lr(t, m.d_model, lines, f.fine_tune, why);
+  if (t.lr == kAutoLr) set_gpt_lr(t, m.d_model, lines, f.fine_tune, m.lora(), why);
   if (t.steps != kAutoInt) set_warmup(t, why);
   if (m.dropout == kAutoDropout && f.fine_tune) {
     m.dropout = 0.0f;

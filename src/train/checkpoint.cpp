@@ -122,7 +122,9 @@ void check_state_tensors(const io::SafetensorsFile& f) {
 void save_train_state(const std::string& path, const nn::Module& model, const optim::Optimizer& opt,
                       const TrainState& st) {
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
+  // The weights that train (all of them; under LoRA the adapters: the frozen base is in
+  // model.safetensors and never changes).
+  for (const auto& [name, t] : model.state_dict(nn::Module::Which::Trainable)) tensors.emplace_back("model." + name, t);
   for (const auto& [name, t] : opt.state_dict()) tensors.emplace_back("optim." + name, t);
   std::map<std::string, std::string> md{
       {kFormatKey, std::to_string(kRunFormatVersion)},
@@ -176,7 +178,7 @@ TrainState load_train_state(const std::string& path, nn::Module& model, optim::O
     else
       fail("{}: unexpected tensor {} (expected model.* or optim.*)", path, json_util::printable(name));
   }
-  model.load_state_dict(weights, path);
+  model.load_state_dict(weights, path, nn::Module::Which::Trainable);
   try {
     opt.load_state_dict(moments);
   } catch (const Error& e) {
@@ -189,16 +191,11 @@ TrainState load_train_state(const std::string& path, nn::Module& model, optim::O
   return st;
 }
 
-void check_best_weights(const std::string& path, const TrainState& st, const nn::Module& model) {
-  if (!fs::exists(path)) {
-    ATTO_CHECK(st.best_step < 0,
-               "{} is missing, but the training state says that the best model was saved at step {}: restore the "
-               "file from a copy",
-               path, st.best_step);
-    return;
-  }
+namespace {
+
+// path holds exactly these tensors of the model, with their shapes, every value finite.
+void check_weights_file(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& want) {
   const io::SafetensorsHeader h = io::read_safetensors_header(path);
-  const auto want = model.state_dict();
   for (const auto& [name, t] : want) {
     const io::TensorInfo* info = h.find(name);
     ATTO_CHECK(info != nullptr, "{}: tensor '{}' of this run's model is missing: restore the file from a copy", path,
@@ -211,6 +208,28 @@ void check_best_weights(const std::string& path, const TrainState& st, const nn:
   ATTO_CHECK(h.names.size() == want.size(), "{}: {} tensors, but this run's model has {}: restore the file from a copy",
              path, h.names.size(), want.size());
   check_finite_weights(io::load_safetensors(path));
+}
+
+}  // namespace
+
+void check_best_weights(const std::string& dir, const TrainState& st, const nn::Module& model) {
+  using Which = nn::Module::Which;
+  const auto frozen = model.state_dict(Which::Frozen);
+  if (!frozen.empty()) {  // LoRA: the base, written when the run started
+    const std::string base = run_path(dir, "model.safetensors");
+    ATTO_CHECK(fs::exists(base),
+               "{} is missing: this LoRA run keeps its frozen base weights there; restore the file from a copy", base);
+    check_weights_file(base, frozen);
+  }
+  const std::string path = run_path(dir, best_weights_file(model));
+  if (!fs::exists(path)) {
+    ATTO_CHECK(st.best_step < 0,
+               "{} is missing, but the training state says that the best model was saved at step {}: restore the "
+               "file from a copy",
+               path, st.best_step);
+    return;
+  }
+  check_weights_file(path, model.state_dict(frozen.empty() ? Which::All : Which::Trainable));
 }
 
 void check_state_fits_run(const TrainState& st, const std::string& state_path, int64_t planned_steps,

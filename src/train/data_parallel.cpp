@@ -32,7 +32,7 @@ DataParallel::DataParallel(nn::Module& model, int shards, const MakeReplica& mak
   }
   for (nn::Module* m : models_) {
     params_.emplace_back();
-    for (const NamedParameter& p : m->named_parameters()) params_.back().push_back(p.tensor);
+    for (const NamedParameter& p : m->trainable_parameters()) params_.back().push_back(p.tensor);
     ATTO_CHECK(params_.back().size() == params_.front().size(),
                "data parallel: a replica has {} parameters, the model {}", params_.back().size(),
                params_.front().size());

@@ -66,7 +66,7 @@ class DataParallel {
  private:
   std::vector<nn::Module*> models_;  // [0] = the model
   std::vector<std::unique_ptr<nn::Module>> replicas_;
-  // Parameter tensors of every shard's model, in named_parameters() order, listed once: the
+  // Trainable parameters of every shard's model, in trainable_parameters() order, listed once: the
   // gradient sum runs every step and need not rebuild the names.
   std::vector<std::vector<Tensor>> params_;
   std::vector<size_t> sum_index_;           // run()'s gradient sum: parameters with shards to add

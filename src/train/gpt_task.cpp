@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "base/error.h"
@@ -18,6 +19,8 @@
 #include "train/trainer.h"
 
 namespace atto {
+
+namespace fs = std::filesystem;
 
 double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches,
                      const std::vector<int32_t>* byte_lengths, double* bits_per_byte) {
@@ -52,6 +55,11 @@ class GptTask final : public TrainTask {
   GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng, const DistOptions& dist) : cfg_(cfg) {
     ATTO_CHECK(cfg.data.tokenizer != TokenizerKind::Word, "--tokenizer {}: a GPT uses char, bpe or spm",
                to_string(cfg.data.tokenizer));
+    if (!resume && cfg.gpt.lora() && cfg.train.init_from.empty())
+      throw UsageError(fmt::format(
+          "--lora-rank {}: LoRA trains adapters over the frozen weights of a trained model; give that model with "
+          "--init-from RUN, HF_GPT2_DIR or FILE.gguf (docs/finetune.md)",
+          cfg.gpt.lora_rank));
     std::optional<LoadedModel> source;  // fine-tuning: a new run from a model (train/init_from.h)
     if (!resume && !cfg.train.init_from.empty()) source = adopt_init_from(cfg);
     if (is_prepared_corpus(cfg.data.path)) {
@@ -77,11 +85,20 @@ class GptTask final : public TrainTask {
     check_memory(cfg);
     model_ = std::make_unique<GPT>(m, init_rng);
     if (source) copy_source_weights(*source->model, *model_, cfg.train.init_from);
+    if (resume && m.lora()) load_lora_base(dir);
     source.reset();
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
         *model_, resolve_shards(cfg.train.shards, cfg.train.batch_size, dist.ranks()),
         [&] { return std::make_unique<GPT>(m, scratch); }, dist.collective, dist.overlap);
+  }
+
+  // A resumed LoRA run's frozen base weights (model.safetensors, written when the run started).
+  void load_lora_base(const std::string& dir) {
+    const std::string base = run_path(dir, "model.safetensors");
+    ATTO_CHECK(fs::exists(base),
+               "{} is missing: this LoRA run keeps its frozen base weights there; restore the file from a copy", base);
+    load_model_weights(base, *model_, nn::Module::Which::Frozen);
   }
 
   // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).
@@ -166,7 +183,10 @@ class GptTask final : public TrainTask {
             ? fmt::format("all {} {} trained on (too few to hold any out: validation scores the training set)",
                           data_->size(Split::Train), unit)
             : fmt::format("{} train / {} val {}", data_->size(Split::Train), data_->size(Split::Val), unit);
-    const std::string from = cfg_.train.init_from.empty() ? "" : ", fine-tuned from " + cfg_.train.init_from;
+    std::string from = cfg_.train.init_from.empty() ? "" : ", fine-tuned from " + cfg_.train.init_from;
+    if (cfg_.gpt.lora())
+      from += fmt::format(" with LoRA (rank {}, on {}: {} parameters train)", cfg_.gpt.lora_rank, cfg_.gpt.lora_targets,
+                          model_->num_trainable_parameters());
     return fmt::format("GPT{}, {} parameters, {} data, {} vocabulary {}, block {}, {}, {} batch shard{}", from,
                        model_->num_parameters(), to_string(cfg_.data.mode), tok_->kind(), cfg_.gpt.vocab_size,
                        cfg_.gpt.block_size, split, dp_->shards(), dp_->shards() == 1 ? "" : "s");

@@ -29,7 +29,10 @@ std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::s
 void check_model_keys(const RunConfig& cfg, const RunConfig& src, const std::string& path) {
   const RunConfig def = default_run_config(Task::Gpt);
   for (const ConfigField& f : config_fields()) {
-    if (f.section != Section::Model || (f.task && *f.task != Task::Gpt) || std::string(f.key) == "dropout") continue;
+    // dropout and the LoRA keys are the fine-tuning's own, not the architecture's.
+    if (f.section != Section::Model || (f.task && *f.task != Task::Gpt) || std::string(f.key) == "dropout" ||
+        std::string(f.key).starts_with("lora_"))
+      continue;
     const nlohmann::json mine = f.get(cfg), theirs = f.get(src);
     if (mine == f.get(def) || mine == theirs) continue;
     conflict(f.flag ? flag_name(f.flag) : f.key, shown(mine), path, f.key, shown(theirs));
@@ -58,17 +61,22 @@ LoadedModel adopt_init_from(RunConfig& cfg) {
   src.config.data.tokenizer = parse_tokenizer_kind(src.tokenizer->kind());
   check_model_keys(cfg, src.config, path);
   check_other_keys(cfg, src, path);
-  const float dropout = cfg.gpt.dropout;
+  const GPTConfig mine = cfg.gpt;
   cfg.gpt = src.config.gpt;
-  cfg.gpt.dropout = dropout;  // auto: 0 for fine-tuning (auto_config.h)
+  cfg.gpt.dropout = mine.dropout;  // auto: 0 for fine-tuning (auto_config.h)
+  cfg.gpt.lora_rank = mine.lora_rank;
+  cfg.gpt.lora_alpha = mine.lora_alpha;
+  cfg.gpt.lora_targets = mine.lora_targets;
   cfg.data.tokenizer = src.config.data.tokenizer;
   return src;
 }
 
 void copy_source_weights(const GPT& source, GPT& model, const std::string& path) {
+  // Under LoRA the source's weights are the frozen base; the adapters keep their initial values.
+  const auto which = model.config().lora() ? nn::Module::Which::Frozen : nn::Module::Which::All;
   const auto from = source.state_dict();
-  model.load_state_dict(from, path);
-  const auto to = model.state_dict();
+  model.load_state_dict(from, path, which);
+  const auto to = model.state_dict(which);
   ATTO_CHECK(from.size() == to.size(), "--init-from {}: {} tensors, the model has {}", path, from.size(), to.size());
   for (size_t i = 0; i < from.size(); ++i) {
     const Tensor& a = from[i].second;

@@ -54,7 +54,7 @@ void build_task(Session& s, bool resume) {
   m.train();
   const TrainConfig& t = s.cfg.train;
   const optim::AdamOptions ao{t.beta1, t.beta2, t.eps};
-  auto groups = optim::default_param_groups(m.named_parameters(), t.weight_decay);
+  auto groups = optim::default_param_groups(m.trainable_parameters(), t.weight_decay);
   switch (t.optimizer) {
     case optim::OptimizerKind::SGD:
       s.opt = std::make_unique<optim::SGD>(std::move(groups), optim::SgdOptions{t.momentum, t.nesterov});
@@ -94,7 +94,12 @@ void start_new(Session& s, const TrainerOptions& o) {
   s.task->write_files(s.dir);
   io::write_file_atomic(run_path(s.dir, "metrics.jsonl"), "");
   fs::remove(run_path(s.dir, "model.safetensors"));
+  fs::remove(run_path(s.dir, kAdapterFile));
   fs::remove(run_path(s.dir, "train_state.safetensors"));
+  // LoRA: the frozen base is written once; the adapters go to adapter.safetensors.
+  const nn::Module& m = s.task->model();
+  if (!m.state_dict(nn::Module::Which::Frozen).empty())
+    save_model_weights(run_path(s.dir, "model.safetensors"), m, nn::Module::Which::Frozen);
 }
 
 // metrics.jsonl of a run, whole ("" when there is none), by the file rule of base/files.h: a
@@ -153,7 +158,7 @@ void start_resume(Session& s) {
   build_task(s, /*resume=*/true);
   s.st = load_train_state(state_path, s.task->model(), *s.opt);
   check_state_fits_run(s.st, state_path, planned, cfg_path);
-  check_best_weights(run_path(s.dir, "model.safetensors"), s.st, s.task->model());
+  check_best_weights(s.dir, s.st, s.task->model());
   const std::string metrics_path = run_path(s.dir, "metrics.jsonl");
   const std::string metrics = s.writer() ? read_run_metrics(metrics_path) : "";
   s.data_rng.set_state(s.st.data_rng);
@@ -233,7 +238,7 @@ double evaluate_and_save(Session& s, Progress& p) {
     s.st.best_val_loss = score;
     s.st.best_step = s.st.step;
     s.st.evals_without_improvement = 0;
-    if (s.writer()) save_model_weights(run_path(s.dir, "model.safetensors"), s.task->model());
+    if (s.writer()) save_best_weights(s.dir, s.task->model());
   } else {
     s.st.evals_without_improvement++;
   }

@@ -30,6 +30,22 @@ after=$(loss "$W/ft")
 python3 -c "import sys; sys.exit(0 if float('$after') < float('$before') else 1)" 2>/dev/null && ok ||
   bad "fine-tuning did not lower the loss: $before -> $after"
 
+# LoRA: adapters over the frozen base; sample and score load the run merged; export asks for
+# --merge-lora, and the merged export scores as the run does.
+expect_ok "$ATTO" train --init-from "$W/gpt2" --data "$W/text.txt" --out "$W/lora" --steps 30 --eval-every 10 \
+  --lora-rank 4 --lora-targets qkv,fc --threads 2 --quiet
+[ -s "$W/lora/adapter.safetensors" ] && ok || bad "the LoRA run has no adapter.safetensors"
+cmp -s "$W/gpt2/model.safetensors" "$W/lora/model.safetensors" && ok || bad "the LoRA run's base is not SOURCE's"
+lora_after=$(loss "$W/lora")
+python3 -c "import sys; sys.exit(0 if float('$lora_after') < float('$before') else 1)" 2>/dev/null && ok ||
+  bad "LoRA did not lower the loss: $before -> $lora_after"
+expect_fail "pass --merge-lora" "$ATTO" export --model "$W/lora" --out "$W/lora.gguf"
+expect_ok "$ATTO" export --model "$W/lora" --out "$W/lora.gguf" --merge-lora
+[ "$(loss "$W/lora.gguf")" == "$lora_after" ] && ok || bad "the merged GGUF scores $(loss "$W/lora.gguf"), not $lora_after"
+expect_fail "has no LoRA adapter" "$ATTO" export --model "$W/ft" --out "$W/ft.gguf" --merge-lora
+expect_fail "LoRA trains adapters over the frozen weights" "$ATTO" train --data "$W/text.txt" --out "$W/nolora" \
+  --lora-rank 4
+
 # A conflicting model flag: exit status 2, the flag and both values named, nothing written.
 "$ATTO" train --init-from "$W/gpt2" --data "$W/text.txt" --out "$W/bad" --d-model 64 2>"$W/err.txt"
 rc=$?

@@ -3,7 +3,8 @@
 # --checkpoint-only: model.safetensors with Conv1D weights, config.json, vocab.json, merges.txt)
 # becomes a run directory that atto sample, score, eval and export use; an existing run needs
 # --force; bad checkpoints are refused with exit status 1, a message naming the file, and nothing
-# written. A GGUF file imports too (--from FILE.gguf).
+# written. A GGUF file imports too (--from FILE.gguf). atto export --format hf writes the run back
+# in Hugging Face's layout, and importing that scores identically.
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
@@ -36,6 +37,26 @@ expect_ok "$ATTO" import --from "$W/run.gguf" --out "$W/from_gguf"
 a=$("$ATTO" score --model "$W/run" "the hat in the hut" 2>&1)
 b=$("$ATTO" score --model "$W/from_gguf" "the hat in the hut" 2>&1)
 [ "$a" == "$b" ] && ok || bad "the GGUF round trip scores differently: $a / $b"
+
+# The way back: atto export --format hf writes the Hugging Face directory again (GPT-2's merges.txt
+# as it was), and importing that export scores exactly as the run does.
+out=$("$ATTO" export --format hf --model "$W/run" --out "$W/hf_out" 2>&1)
+[ $? -eq 0 ] && [[ "$out" == *GPT2LMHeadModel* ]] && ok || bad "atto export --format hf: $out"
+[ "$(py 'd["model_type"], d["activation_function"], d["n_head"]' "$W/hf_out/config.json")" == "gpt2 gelu_new 4" ] \
+  && ok || bad "the exported config.json: $(cat "$W/hf_out/config.json")"
+cmp -s "$HF/merges.txt" "$W/hf_out/merges.txt" && ok || bad "the exported merges.txt differs from GPT-2's"
+expect_ok "$ATTO" import --from "$W/hf_out" --out "$W/from_hf"
+c=$("$ATTO" score --model "$W/from_hf" "the hat in the hut" 2>&1)
+[ "$a" == "$c" ] && ok || bad "the Hugging Face round trip scores differently: $a / $c"
+"$ATTO" export --format hf --model "$W/run" --out "$W/hf_out" 2>"$W/err.txt"
+rc=$?
+[ $rc -eq 1 ] && grep -qF -- "--out $W/hf_out exists and is not empty" "$W/err.txt" && ok \
+  || bad "export --format hf into a non-empty --out exits $rc: $(cat "$W/err.txt")"
+expect_ok "$ATTO" export --format hf --model "$W/run" --out "$W/hf_out" --force
+"$ATTO" export --format hf --type f16 --model "$W/run" --out "$W/hf16" 2>"$W/err.txt"
+rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--type f16 applies to --format gguf only" "$W/err.txt" && [ ! -e "$W/hf16" ] && ok \
+  || bad "export --format hf --type f16 exits $rc: $(cat "$W/err.txt")"
 
 # Errors: exit status 1, the file and the tensor or key named, nothing written.
 cp -r "$HF" "$W/no_head"

@@ -19,6 +19,17 @@ float64 from the stored (rounded) weights:
     logits = LN(h; ln_f) @ wte^T          (the tied head)
     gelu_new(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));  LN eps 1e-5, biased variance
 Written tensors: ids [T] (as floats), logits [1, T, V]; metadata "text".
+
+The other direction, atto -> PyTorch (tests/run/test_hf_export.cpp, `atto export --format hf`):
+
+    /usr/bin/python3 ref_hf_gpt2.py --case export --out ref.safetensors --dir EXPORT [--dir EXPORT2 ...]
+
+LOADS each directory as Hugging Face's GPT-2 does: config.json (n_layer, n_head, n_inner,
+activation_function gelu_new or gelu, tie_word_embeddings), model.safetensors (names with the
+"transformer." prefix, Conv1D weights [in, out], lm_head.weight when untied) and vocab.json +
+merges.txt; encodes TEXT with those merges and computes, in float64 by the equations above (gelu
+is the erf GELU; an untied head is lm_head.weight), the log-probabilities log_softmax(logits).
+Written tensors, for the k-th directory: ids_k [T] (as floats), logprobs_k [1, T, V].
 """
 
 import argparse
@@ -61,11 +72,11 @@ def vocabulary():
     return vocab
 
 
-def encode(text, vocab):
+def encode(text, vocab, merges=MERGES):
     """GPT-2's BPE of an ASCII text: its pattern (ASCII letters and digits), then merges by rank."""
     pat = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
     byte_char = bytes_to_unicode()
-    rank = {m: i for i, m in enumerate(MERGES)}
+    rank = {m: i for i, m in enumerate(merges)}
     ids = []
     for chunk in pat.findall(text):
         parts = [byte_char[b] for b in chunk.encode("utf-8")]
@@ -141,7 +152,13 @@ def save_checkpoint(d, weights, vocab, prefix):
 def logits_of(weights, ids):
     import torch
     w = {n: torch.from_numpy(np.array(v[0], dtype=np.float64)) for n, v in weights.items()}
-    T, C, H = len(ids), N_EMBD, N_HEAD
+    return gpt2_logits(w, ids, N_LAYER, N_HEAD, "gelu_new")
+
+
+def gpt2_logits(w, ids, n_layer, n_head, activation):
+    """Hugging Face's GPT-2 forward in float64: w {name without prefix: float64 tensor}."""
+    import torch
+    T, C, H = len(ids), w["wte.weight"].shape[1], n_head
     hd = C // H
 
     def ln(x, p):
@@ -155,9 +172,14 @@ def logits_of(weights, ids):
     def gelu_new(x):
         return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
+    def gelu(x):  # "gelu": the erf form
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+    act = {"gelu_new": gelu_new, "gelu": gelu}[activation]
+
     h = w["wte.weight"][torch.tensor(ids)] + w["wpe.weight"][:T]
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    for i in range(N_LAYER):
+    for i in range(n_layer):
         p = f"h.{i}."
         q, k, v = conv1d(ln(h, p + "ln_1"), p + "attn.c_attn").split(C, dim=-1)
         q, k, v = (t.view(T, H, hd).transpose(0, 1) for t in (q, k, v))
@@ -165,21 +187,69 @@ def logits_of(weights, ids):
         att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         y = (att @ v).transpose(0, 1).reshape(T, C)
         h = h + conv1d(y, p + "attn.c_proj")
-        h = h + conv1d(gelu_new(conv1d(ln(h, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
-    return (ln(h, "ln_f") @ w["wte.weight"].T).unsqueeze(0)
+        h = h + conv1d(act(conv1d(ln(h, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    head = w.get("lm_head.weight", w["wte.weight"])
+    return (ln(h, "ln_f") @ head.T).unsqueeze(0)
+
+
+def load_export(d):
+    """A GPT-2 directory as Hugging Face loads it: (float64 weights without prefix, config, vocab, merges)."""
+    import torch
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"], config
+    assert config["layer_norm_epsilon"] == 1e-5 and config["n_positions"] == config["n_ctx"], config
+    tensors, metadata = st.load(os.path.join(d, "model.safetensors"))
+    assert metadata == {"format": "pt"}, metadata
+    w = {}
+    for n, x in tensors.items():
+        assert n.startswith("transformer.") or n == "lm_head.weight", n
+        if n.endswith((".attn.bias", ".attn.masked_bias")):
+            continue  # the causal-mask buffers older versions saved
+        w[n[len("transformer."):] if n.startswith("transformer.") else n] = torch.from_numpy(x.astype(np.float64))
+    C, L = config["n_embd"], config["n_layer"]
+    F = config["n_inner"] or 4 * C
+    assert w["wte.weight"].shape == (config["vocab_size"], C), w["wte.weight"].shape
+    assert w["wpe.weight"].shape == (config["n_positions"], C), w["wpe.weight"].shape
+    assert all(f"h.{i}.mlp.c_fc.weight" in w for i in range(L)) and f"h.{L}.ln_1.weight" not in w
+    assert w["h.0.attn.c_attn.weight"].shape == (C, 3 * C) and w["h.0.mlp.c_fc.weight"].shape == (C, F)
+    assert ("lm_head.weight" in w) == (not config.get("tie_word_embeddings", True)), "lm_head.weight and tie_word_embeddings"
+    with open(os.path.join(d, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(d, "merges.txt"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    assert lines[0] == "#version: 0.2", lines[0]
+    merges = [tuple(m.split(" ")) for m in lines[1:] if m]
+    return w, config, vocab, merges
+
+
+def export_case(dirs, out):
+    import torch
+    tensors = {}
+    for k, d in enumerate(dirs):
+        w, config, vocab, merges = load_export(d)
+        ids = encode(TEXT, vocab, merges)
+        assert len(ids) <= config["n_positions"], f"{len(ids)} tokens for {config['n_positions']} positions"
+        logits = gpt2_logits(w, ids, config["n_layer"], config["n_head"], config["activation_function"])
+        tensors[f"ids_{k}"] = np.array(ids, np.float32)
+        tensors[f"logprobs_{k}"] = torch.log_softmax(logits, dim=-1)
+    st.save(tensors, out, metadata={"text": TEXT})
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["prefix", "plain"])
+    ap.add_argument("--case", required=True, choices=["prefix", "plain", "export"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--dir", required=True)
+    ap.add_argument("--dir", required=True, action="append")
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
     ap.add_argument("--checkpoint-only", action="store_true")
     a = ap.parse_args()
+    if a.case == "export":
+        export_case(a.dir, a.out)
+        return
     vocab = vocabulary()
     weights = make_weights(len(vocab), a.dtype)
-    save_checkpoint(a.dir, weights, vocab, a.case == "prefix")
+    save_checkpoint(a.dir[-1], weights, vocab, a.case == "prefix")
     if a.checkpoint_only:
         return
     ids = encode(TEXT, vocab)

@@ -306,3 +306,90 @@ TEST(Finetune, RefusesWhatConflictsWithTheSource) {
               HasSubstr("has no boundary token to end a line: train with --mode stream"));
   EXPECT_FALSE(std::filesystem::exists(dir / "x/config.json"));
 }
+
+// LoRA (--lora-rank): only the adapters train; the base stays the source's, bit for bit, in
+// model.safetensors; the adapters go to adapter.safetensors; load_run merges them exactly.
+TEST(Lora, TrainsOnlyTheAdaptersAndLoadsMerged) {
+  TempDir dir;
+  const std::string names = write_names(dir);
+  train_source(dir, names);
+  const std::string other = write_names(dir, "other.txt", 11, 200, 2);
+  const double start = train_run(frozen(dir, other), {.out_dir = dir / "C0", .progress = nullptr}).best_score;
+  constexpr int64_t kSteps = 30;
+  RunConfig l = new_run(other, kSteps);
+  l.train.init_from = dir / "A";
+  l.gpt.lora_rank = 4;
+  l.gpt.lora_targets = "qkv,proj,fc,fc2";
+  const TrainResult tuned = train_run(l, {.out_dir = dir / "L", .progress = nullptr});
+  EXPECT_LT(tuned.last_val_loss, start);
+  EXPECT_TRUE(weights(dir / "A/model.safetensors") == weights(dir / "L/model.safetensors"));
+  const auto adapter = weights(dir / "L/adapter.safetensors");
+  EXPECT_EQ(adapter.size(), 2u * 4u * 2u);  // 2 layers x 4 layers adapted x (A, B)
+  for (const auto& [name, v] : adapter) EXPECT_TRUE(name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight")) << name;
+  // The training state holds the adapters and their moments only.
+  for (const auto& [name, v] : weights(dir / "L/train_state.safetensors"))
+    if (name != "optim.step") {
+      EXPECT_NE(name.find(".lora_"), std::string::npos) << name;
+    }
+  EXPECT_EQ(load_run_config(dir / "L").gpt.lora_rank, 4);
+
+  // load_run merges: its logits are the adapted model's.
+  LoadedModel merged = load_run(dir / "L");
+  EXPECT_EQ(merged.lora_adapter, std::string(dir / "L/adapter.safetensors"));
+  EXPECT_FALSE(merged.model->config().lora());
+  Rng rng(0);
+  GPT adapted(load_run_config(dir / "L").gpt, rng);
+  load_model_weights(dir / "L/model.safetensors", adapted, nn::Module::Which::Frozen);
+  load_model_weights(dir / "L/adapter.safetensors", adapted, nn::Module::Which::Trainable);
+  adapted.eval();
+  const std::vector<int32_t> ids = {0, 3, 5, 2, 7, 1};
+  {
+    NoGradGuard no_grad;
+    const std::vector<float> a = adapted.forward(ids, 1, 6).to_vector(), b = merged.model->forward(ids, 1, 6).to_vector();
+    ASSERT_EQ(a.size(), b.size());
+    float worst = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    EXPECT_LT(worst, 1e-5f);
+  }
+
+  // Resume is bit-exact.
+  RunConfig straight = l, half = l;
+  straight.train.decay_steps = kSteps;
+  half.train.decay_steps = kSteps;
+  half.train.steps = kSteps / 2;
+  train_run(straight, {.out_dir = dir / "straight", .progress = nullptr});
+  train_run(half, {.out_dir = dir / "split", .progress = nullptr});
+  RunConfig again = load_run_config(dir / "split");
+  again.train.steps = kSteps;
+  train_run(again, {.out_dir = dir / "split", .resume = true, .progress = nullptr});
+  EXPECT_TRUE(weights(dir / "straight/train_state.safetensors") == weights(dir / "split/train_state.safetensors"));
+  EXPECT_TRUE(weights(dir / "straight/model.safetensors") == weights(dir / "split/model.safetensors"));
+}
+
+TEST(Lora, RefusesWhatItCannotTrainOrLoad) {
+  TempDir dir;
+  const std::string names = write_names(dir);
+  RunConfig c = new_run(names, 2);
+  c.train.size = "tiny";
+  c.gpt.lora_rank = 4;
+  EXPECT_THAT(error_of([&] { train_run(c, {.out_dir = dir / "x", .progress = nullptr}); }),
+              HasSubstr("--lora-rank 4: LoRA trains adapters over the frozen weights of a trained model"));
+  train_source(dir, names);
+  c.train.init_from = dir / "A";
+  c.gpt.lora_targets = "qkv,ffn";
+  EXPECT_THAT(error_of([&] { train_run(c, {.out_dir = dir / "x", .progress = nullptr}); }),
+              HasSubstr("lora_targets \"qkv,ffn\": \"ffn\" is not a target"));
+  c.gpt.lora_targets = "proj";
+  train_run(c, {.out_dir = dir / "L", .progress = nullptr});
+  EXPECT_NO_THROW(load_run(dir / "L"));
+  // An adapter file that lacks a tensor is named.
+  auto f = io::load_safetensors(dir / "L/adapter.safetensors");
+  std::vector<std::pair<std::string, Tensor>> kept;
+  for (const auto& n : f.names)
+    if (n != "transformer.h.1.attn.c_proj.lora_B.weight") kept.emplace_back(n, f.get(n));
+  io::save_safetensors(dir / "L/adapter.safetensors", kept, {});
+  EXPECT_THAT(error_of([&] { load_run(dir / "L"); }),
+              HasSubstr("adapter.safetensors: tensor 'transformer.h.1.attn.c_proj.lora_B.weight' is missing"));
+  fs::remove(dir / "L/adapter.safetensors");
+  EXPECT_THAT(error_of([&] { load_run(dir / "L"); }), HasSubstr("has not saved its adapters yet"));
+}
