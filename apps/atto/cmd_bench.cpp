@@ -61,6 +61,10 @@ void add_model_flags(CLI::App* app, ModelFlags& f) {
       ->capture_default_str();
   app->add_flag("--bias,!--no-bias", m.bias, "Biases in Linear layers and LayerNorm")->capture_default_str();
   app->add_option("--dropout", m.dropout, "Dropout probability")->capture_default_str();
+  app->add_option("--lora-rank", m.lora_rank, "train: LoRA adapters of this rank over frozen weights (0: all train)")
+      ->capture_default_str();
+  app->add_option("--lora-targets", m.lora_targets, "train: the layers LoRA adapts (qkv, proj, fc, fc2)")
+      ->capture_default_str();
 }
 
 void add_common_flags(CLI::App* app, CommonFlags& f, const char* unit) {
@@ -80,7 +84,8 @@ std::string describe(const GPTConfig& m) {
   return fmt::format("GPT {} layers, d_model {}, {} heads, block {}, vocab {}, {}, {}, {}-norm, {} positions{}{}",
                      m.n_layers, m.d_model, m.n_heads, m.block_size, m.vocab_size, to_string(m.activation),
                      to_string(m.norm), m.pre_norm ? "pre" : "post", to_string(m.pos), m.tie_weights ? ", tied" : "",
-                     m.dropout > 0 ? fmt::format(", dropout {}", m.dropout) : "");
+                     m.dropout > 0 ? fmt::format(", dropout {}", m.dropout) : "") +
+         (m.lora() ? fmt::format(", LoRA rank {} on {} (the rest frozen)", m.lora_rank, m.lora_targets) : "");
 }
 
 std::string stats_line(const bench::StepStats& s, const char* what) {

@@ -62,6 +62,8 @@ def parse_args(argv):
     p.add_argument("--tie-weights", type=int, choices=[0, 1], default=1)
     p.add_argument("--bias", type=int, choices=[0, 1], default=1)
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--lora-rank", type=int, default=0, help="train: LoRA adapters over frozen weights (PEFT's math)")
+    p.add_argument("--lora-targets", default="qkv", help="qkv, proj, fc, fc2 (atto's names)")
     p.add_argument("--batch-size", type=int, default=None, help="train: 8, generate: 1")
     p.add_argument("--new-tokens", type=int, default=500)
     p.add_argument("--warmup", type=int, default=None, help="train: 3 steps, generate: 1 run")
@@ -274,12 +276,40 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+class LoraLinear(nn.Module):
+    """PEFT's LoRA around a frozen nn.Linear: base(x) + (alpha / r) * B(A(x)), A kaiming-uniform, B 0."""
+
+    def __init__(self, base, r):
+        super().__init__()
+        self.base, self.scale = base, 1.0  # alpha = r, as atto's default
+        self.lora_A = nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False)
+        nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.lora_B.weight)
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scale
+
+
+def add_lora(model, r, targets):
+    """Freezes every parameter, then wraps the target layers of each block (atto's --lora-targets)."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    where = {"qkv": ("attn", "c_attn"), "proj": ("attn", "c_proj"), "fc": ("mlp", "c_fc"), "fc2": ("mlp", "c_proj")}
+    for block in model.transformer.h:
+        for t in targets.split(","):
+            parent, name = where[t]
+            sub = getattr(block, parent)
+            setattr(sub, name, LoraLinear(getattr(sub, name), r))
+
+
 def param_groups(model, weight_decay):
-    """atto's default_param_groups: decay the Linear weight matrices, not an embedding."""
+    """atto's default_param_groups: decay the Linear weight matrices, not an embedding; trainable only."""
     wte = model.transformer.wte.weight
-    decay = [m.weight for m in model.modules() if isinstance(m, nn.Linear) and m.weight is not wte]
+    decay = [m.weight for m in model.modules()
+             if isinstance(m, nn.Linear) and m.weight is not wte and m.weight.requires_grad]
     ids = {id(p) for p in decay}
-    rest = [p for p in model.parameters() if id(p) not in ids]
+    rest = [p for p in model.parameters() if id(p) not in ids and p.requires_grad]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
@@ -312,7 +342,7 @@ def bench_train(model, a):
             _, loss = model(x, y)
         losses.append(loss.item())
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         opt.step()
         if i >= a.warmup:
             ms.append((time.perf_counter() - t0) * 1e3)
@@ -373,11 +403,14 @@ def main(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     model = GPT(a)
+    if a.lora_rank > 0:
+        add_lora(model, a.lora_rank, a.lora_targets)
     r = bench_train(model, a) if a.what == "train" else bench_generate(model, a)
     r.update({
         "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "rss_after_import_kib": RSS_AFTER_IMPORT,
         "num_parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "flop_parameters": model.flop_parameters(),
         "threads": torch.get_num_threads(),
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),

@@ -198,7 +198,7 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   GPT model(opt.model, init_rng);
   model.set_rng(&dropout_rng);
   model.train();
-  optim::AdamW adamw(optim::default_param_groups(model.named_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
+  optim::AdamW adamw(optim::default_param_groups(model.trainable_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
   Rng replica_rng(0);  // replicas' own initial values are replaced by the model's
   DataParallel dp(model, resolve_shards(opt.shards, B), [&] { return std::make_unique<GPT>(opt.model, replica_rng); });
   std::vector<TokenBatch> batches;
