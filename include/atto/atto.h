@@ -66,7 +66,7 @@ extern "C" {
 #endif
 
 #define ATTO_VERSION_MAJOR 0
-#define ATTO_VERSION_MINOR 10
+#define ATTO_VERSION_MINOR 11
 #define ATTO_VERSION_PATCH 0
 
 typedef enum atto_status {
@@ -84,7 +84,7 @@ typedef enum atto_task { ATTO_TASK_GPT = 0, ATTO_TASK_SEQ2SEQ = 1 } atto_task;
 typedef enum atto_vocab { ATTO_VOCAB_SOURCE = 0, ATTO_VOCAB_TARGET = 1 } atto_vocab;
 #define ATTO_VOCAB_GPT ATTO_VOCAB_SOURCE
 
-/* "0.10.0" */
+/* "0.11.0" */
 ATTO_API const char* atto_version(void);
 /* The message of the last failed call on this thread ("" when none). */
 ATTO_API const char* atto_last_error(void);
@@ -287,6 +287,33 @@ ATTO_API atto_train_params atto_train_default_params(void);
 /* Trains (or resumes) a run; *result (may be NULL) is filled also when it returns
  * ATTO_ERR_STOPPED. Progress text goes nowhere: use on_progress. */
 ATTO_API atto_status atto_train(const atto_train_params* params, atto_train_result* result);
+
+/* ----------------------------------------------------------------------------------------------
+ * Weights (src/api/c_api_weights.cpp): a model's tensors by name, read without a copy (the Python
+ * package's Model.weights()).
+ * -------------------------------------------------------------------------------------------- */
+#define ATTO_WEIGHT_MAX_DIMS 8
+
+/* A list of a model's tensors: every entry of its state dict, the names and shapes of its
+ * model.safetensors (a GPT: nanoGPT's names; a tied weight under each of its names). */
+typedef struct atto_weights atto_weights;
+
+typedef struct atto_weight {
+  const char* name;                      /* "transformer.wte.weight" */
+  const float* data;                     /* n_elements float32 values, row-major; read-only */
+  size_t n_elements;                     /* the product of shape[0 .. ndim - 1] */
+  int32_t ndim;                          /* at most ATTO_WEIGHT_MAX_DIMS */
+  int64_t shape[ATTO_WEIGHT_MAX_DIMS];   /* shape[0 .. ndim - 1]; the rest 0 */
+} atto_weight;
+
+/* The model's weights, without a copy: the list shares the model's tensors, and its names and
+ * data pointers stay valid until atto_weights_free (also after atto_model_free). A model's
+ * weights never change after atto_model_open: never write through `data`. */
+ATTO_API atto_status atto_model_weights(const atto_model* m, atto_weights** out);
+ATTO_API size_t atto_weights_count(const atto_weights* w);
+/* Fills *out with the i-th tensor; false when i is out of range (or w or out is NULL). */
+ATTO_API bool atto_weights_get(const atto_weights* w, size_t i, atto_weight* out);
+ATTO_API void atto_weights_free(atto_weights* w);
 
 #ifdef __cplusplus
 }

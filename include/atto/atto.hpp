@@ -307,4 +307,38 @@ inline atto_train_result train(const TrainParams& p,
   return r;
 }
 
+// ---- Weights (atto_model_weights) ----------------------------------------------------------
+// A model's tensors by name, without a copy; the list keeps them alive (also after the Model):
+//   atto::Weights w(model.handle());
+//   for (size_t i = 0; i < w.size(); ++i) std::printf("%s %zu\n", w[i].name, w[i].n_elements);
+class Weights {
+ public:
+  explicit Weights(const atto_model* m) { api_detail::check(atto_model_weights(m, &w_)); }
+  ~Weights() { atto_weights_free(w_); }
+  Weights(Weights&& o) noexcept : w_(std::exchange(o.w_, nullptr)) {}
+  Weights& operator=(Weights&& o) noexcept {
+    if (this != &o) {
+      atto_weights_free(w_);
+      w_ = std::exchange(o.w_, nullptr);
+    }
+    return *this;
+  }
+  Weights(const Weights&) = delete;
+  Weights& operator=(const Weights&) = delete;
+
+  size_t size() const { return atto_weights_count(w_); }
+  // The i-th tensor (name, data, shape); throws std::out_of_range past the end.
+  atto_weight operator[](size_t i) const {
+    atto_weight w{};
+    if (!atto_weights_get(w_, i, &w)) throw std::out_of_range("atto::Weights: index out of range");
+    return w;
+  }
+  atto_weights* handle() { return w_; }
+  // Hands the list over to the caller (who frees it with atto_weights_free).
+  atto_weights* release() { return std::exchange(w_, nullptr); }
+
+ private:
+  atto_weights* w_ = nullptr;
+};
+
 }  // namespace atto

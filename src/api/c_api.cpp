@@ -1,6 +1,5 @@
 // atto/api/c_api.cpp: the C API of include/atto/atto.h over the library's layers. Every entry
-// point runs its body inside `guarded`, which turns exceptions into a status and the thread's
-// last-error message: nothing is thrown across the C boundary.
+// point runs its body inside `guarded` (c_api_internal.h): nothing is thrown across the C boundary.
 #include "atto/atto.h"
 
 #include <atomic>
@@ -20,20 +19,9 @@
 #include "generate/seq2seq_decode.h"
 #include "kernels/kernels.h"
 #include "run/config_fields.h"
+#include "api/c_api_internal.h"
 #include "run/run_dir.h"
 #include "train/trainer.h"
-
-// Loaded once, never changed afterwards: contexts on other threads read it at the same time.
-struct atto_model {
-  atto::Task task = atto::Task::Gpt;
-  std::optional<atto::LoadedModel> gpt;
-  std::optional<atto::LoadedSeq2Seq> s2s;
-};
-
-struct atto_context {
-  const atto_model* model = nullptr;
-  int32_t threads = 0;
-};
 
 struct atto_strings {
   std::vector<std::string> texts;
@@ -43,53 +31,7 @@ struct atto_strings {
 namespace {
 
 using namespace atto;
-
-thread_local std::string g_last_error;
-
-// A failure with a status of its own (the other errors map by type).
-struct StatusError : Error {
-  StatusError(atto_status s, const std::string& msg) : Error(msg), status(s) {}
-  atto_status status;
-};
-
-[[noreturn]] void fail_with(atto_status s, const std::string& msg) { throw StatusError(s, msg); }
-
-template <typename F>
-atto_status guarded(F&& body) {
-  try {
-    body();
-    return ATTO_OK;
-  } catch (const StatusError& e) {
-    g_last_error = e.what();
-    return e.status;
-  } catch (const UsageError& e) {
-    g_last_error = e.what();
-    return ATTO_ERR_INVALID_ARGUMENT;
-  } catch (const Error& e) {
-    g_last_error = e.what();
-    return ATTO_ERR_BAD_INPUT;
-  } catch (const std::bad_alloc&) {
-    g_last_error = "out of memory";
-    return ATTO_ERR_INTERNAL;
-  } catch (const std::exception& e) {
-    g_last_error = e.what();
-    return ATTO_ERR_INTERNAL;
-  } catch (...) {
-    g_last_error = "unknown error";
-    return ATTO_ERR_INTERNAL;
-  }
-}
-
-template <typename T>
-T& need(T* p, const char* what) {
-  if (!p) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{} is NULL", what));
-  return *p;
-}
-
-const char* need_str(const char* s, const char* what) {
-  if (!s) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("{} is NULL", what));
-  return s;
-}
+using namespace atto::capi;
 
 const atto_model& model_of(const atto_context* c) {
   need(c, "the context");
@@ -235,7 +177,7 @@ RunConfig train_config(const atto_train_params& p) {
 
 extern "C" {
 
-const char* atto_version(void) { return "0.10.0"; }
+const char* atto_version(void) { return "0.11.0"; }
 const char* atto_last_error(void) { return g_last_error.c_str(); }
 
 const char* atto_status_name(atto_status s) {
