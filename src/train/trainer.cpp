@@ -339,14 +339,16 @@ double plan_time_budget(RunConfig& cfg, const std::string& dir, Clock::time_poin
              "--time {} is too short: planning took {}, and one step of the smallest model takes {:.3f} s plus an "
              "evaluation of {:.2f} s; give a longer --time",
              format_duration(budget), format_duration(seconds_since(t_start)), pr.step_s, pr.eval_s);
-  cfg.train.size = pr.cfg.train.size;
+  // Fine-tuning keeps the size the user gave (SOURCE's architecture decides the model).
+  if (cfg.train.init_from.empty()) cfg.train.size = pr.cfg.train.size;
   cfg.train.steps = steps;
   const int64_t evals = steps / cfg.train.eval_every + 1;
   const double planned = seconds_since(t_start) + steps * pr.step_s + evals * pr.eval_s;
   p.message(fmt::format(
-      "time budget {}: size {}, {} steps of {:.1f} ms and {} evaluations of {:.2f} s, planned to "
+      "time budget {}: {}, {} steps of {:.1f} ms and {} evaluations of {:.2f} s, planned to "
       "end at {}{}",
-      format_duration(budget), cfg.train.size, steps, 1e3 * pr.step_s, evals, pr.eval_s, format_duration(planned),
+      format_duration(budget),
+      cfg.train.init_from.empty() ? "size " + cfg.train.size : "the model of --init-from " + cfg.train.init_from, steps, 1e3 * pr.step_s, evals, pr.eval_s, format_duration(planned),
       4 * steps < pr.cfg.train.steps ? " (few steps for this size: a longer --time helps)" : ""));
   return planned;
 }

@@ -30,6 +30,10 @@ after=$(loss "$W/ft")
 python3 -c "import sys; sys.exit(0 if float('$after') < float('$before') else 1)" 2>/dev/null && ok ||
   bad "fine-tuning did not lower the loss: $before -> $after"
 
+# --time plans the steps of SOURCE's model (it picked a size before, which then conflicted).
+out=$("$ATTO" train --init-from "$W/gpt2" --data "$W/text.txt" --out "$W/timed" --time 3s --threads 2 2>&1)
+[ $? -eq 0 ] && grep -qF "the model of --init-from $W/gpt2" <<<"$out" && ok || bad "--time with --init-from: $out"
+
 # LoRA: adapters over the frozen base; sample and score load the run merged; export asks for
 # --merge-lora, and the merged export scores as the run does.
 expect_ok "$ATTO" train --init-from "$W/gpt2" --data "$W/text.txt" --out "$W/lora" --steps 30 --eval-every 10 \
