@@ -341,6 +341,8 @@ char32_t char_of_byte_level(const std::string& token) {
   return cps[0];
 }
 
+const char* gguf_arch_name(const GPTConfig& c) { return arch_name(arch_of(c)); }
+
 std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType type) {
   const GPTConfig& c = lm.model->config();
   const Arch arch = arch_of(c);

@@ -40,6 +40,9 @@ namespace atto {
 // The GPT-2 and llama layouts export; anything else is an atto::Error naming the model's settings.
 // Returns the architecture written ("gpt2" or "llama").
 std::string export_gguf(const LoadedModel& lm, const std::string& path, io::GgmlType type);
+// llama.cpp's architecture for a GPT's layout, "gpt2" or "llama" (what export_gguf writes);
+// atto::Error naming the settings of any other layout.
+const char* gguf_arch_name(const GPTConfig& c);
 
 // A GGUF file of the gpt2 or llama architecture with a character vocabulary (as export_gguf writes them),
 // validated like a run directory: every dimension against the tensors' shapes.

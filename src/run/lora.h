@@ -19,4 +19,15 @@ namespace atto {
 
 void merge_lora_adapter(const std::string& path, const GPTConfig& lora_cfg, GPT& base);
 
+// One adapted layer: its name in state_dict() ("transformer.h.0.attn.c_attn"), A [rank, in] and
+// B [out, rank] as the file holds them.
+struct LoraLayerAdapter {
+  std::string name;
+  Tensor a, b;
+};
+// The adapter file read and checked as merge_lora_adapter checks it (every tensor lora_cfg asks
+// for, of the shape `base`'s layer gives it, finite; nothing else), not merged: the adapters in
+// the order of base.block_layers (block by block). `base` is any GPT of the run's architecture.
+std::vector<LoraLayerAdapter> read_lora_adapter(const std::string& path, const GPTConfig& lora_cfg, const GPT& base);
+
 }  // namespace atto

@@ -7,7 +7,9 @@
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
 #     type (printed: the measured maximum);
 #   - greedy generation of 100 tokens (stream model, f32) is the same token for token;
-#   - atto reading the GGUF back scores exactly as the run directory (f32).
+#   - atto reading the GGUF back scores exactly as the run directory (f32);
+#   - LoRA runs over the tanh (gpt2) and llama models: llama.cpp loading the base's GGUF plus the
+#     adapter GGUF (`atto export --lora-only`) gives the merged model's log-probabilities.
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
@@ -81,6 +83,11 @@ elif kind == "greedy":  # atto sample --json --greedy vs llama generate
         print(f"greedy generation differs: atto {a[:20]}... llama.cpp {l[:20]}...")
         sys.exit(1)
     print(f"greedy generation: {len(a)} tokens identical")
+elif kind == "moved":  # two atto score --json outputs differ by more than a bound somewhere
+    a, b = ([[x["logprob"] for x in t["tokens"]] for t in json.load(open(f))["texts"]] for f in sys.argv[2:4])
+    moved = max(abs(x - y) for sa, sb in zip(a, b) for x, y in zip(sa, sb))
+    print(f"{sys.argv[5]}: max |change| of log p = {moved:.2e} (must exceed {sys.argv[4]})")
+    sys.exit(0 if moved > float(sys.argv[4]) else 1)
 EOF
 }
 
@@ -116,6 +123,32 @@ for model in erf tanh llama bpe; do
     check "log-probabilities ($model, $type)" compare logprobs "$W/$model.score.json" "$W/lp.json" $bound "$model $type"
   done
 done
+
+# LoRA adapters: a few steps at a high learning rate over the tanh (gpt2) and llama models, every
+# target, so that B is far from zero; llama.cpp runs the base's GGUF (exported above) with the
+# adapter GGUF and must give the merged model's log-probabilities (`atto score` of the LoRA run).
+# (The tanh model: llama.cpp's GELU is the tanh form, and the adapters' larger activations would
+# bring an erf model's GELU difference, 6.7e-4 above, to ~1e-3; measured with tanh: see docs/gguf.md.)
+for model in tanh llama; do
+  lora=$W/$model.lora
+  expect_ok "$ATTO" train --init-from "$W/$model" --data "$W/names.txt" --out "$lora" --steps 20 --lora-rank 4 \
+    --lora-alpha 8 --lora-targets qkv,proj,fc,fc2 --lr 1e-2 --warmup 2 --eval-every 20 --threads 1 --batch-size 16 -q
+  expect_ok "$ATTO" export --model "$lora" --lora-only --out "$lora.gguf"
+  "$ATTO" score --model "$lora" --file "$W/lines.txt" --json >"$lora.score.json"
+  check "the adapter changes the model ($model)" compare moved "$W/$model.score.json" "$lora.score.json" 1e-2 \
+    "$model + LoRA vs $model (atto)"
+  "${REF[@]}" logprobs --model "$W/$model.f32.gguf" --lora "$lora.gguf" --input "$W/$model.seqs.json" >"$W/lp.json" ||
+    bad "llama_ref logprobs --lora failed ($model)"
+  bound=1e-3; [ $model = llama ] && bound=1e-4  # as the f32 exports above
+  check "LoRA log-probabilities ($model)" compare logprobs "$lora.score.json" "$W/lp.json" $bound "$model + LoRA adapter"
+done
+expect_fail "is not a LoRA run" "$ATTO" export --model "$W/tanh" --lora-only --out "$W/x.gguf"
+expect_fail "--lora-only and --merge-lora conflict" "$ATTO" export --model "$W/tanh.lora" --lora-only --merge-lora \
+  --out "$W/x.gguf"
+expect_fail "--type must be f32" "$ATTO" export --model "$W/tanh.lora" --lora-only --type f16 --out "$W/x.gguf"
+expect_fail "--format must be gguf" "$ATTO" export --model "$W/tanh.lora" --lora-only --format hf --out "$W/x"
+expect_fail "or --lora-only" "$ATTO" export --model "$W/tanh.lora" --out "$W/x.gguf"
+[ ! -e "$W/x.gguf" ] && [ ! -e "$W/x" ] && ok || bad "a refused --lora-only export wrote a file"
 
 # Greedy generation, stream models (block 128) of both architectures and of BPE: a 20-character
 # prompt, 100 new tokens.

@@ -10,7 +10,9 @@
 // (llama.cpp's log on stderr), --threads N (default 1: node-llama-cpp's own default, max(cores,
 // 4), oversubscribes a small machine and ggml's spinning threads then crawl), --kv-type f32|f16
 // and --flash-attention off|on|auto (defaults f32 and off: the most exact configuration llama.cpp
-// has; `--kv-type f16 --flash-attention auto` is llama.cpp's stock one, ~1e-2 further away).
+// has; `--kv-type f16 --flash-attention auto` is llama.cpp's stock one, ~1e-2 further away),
+// --lora ADAPTER.gguf (a LoRA adapter GGUF, `atto export --lora-only`, applied at scale 1 to every
+// context over --model, its base: llama-cli -m BASE --lora ADAPTER).
 //
 // Commands and their JSON:
 //   check                        {"node_llama_cpp", "llama_cpp", "build": "prebuilt", "gpu",
@@ -125,6 +127,7 @@ async function loadNodeLlamaCpp(opts) {
 async function openModel(opts, needModel = true) {
   if (needModel && !opts.model) throw new UsageError("--model FILE.gguf is required");
   if (needModel && !fs.existsSync(opts.model)) throw new UsageError(`${opts.model}: no such file`);
+  if (opts.lora !== undefined && !fs.existsSync(opts.lora)) throw new UsageError(`--lora ${opts.lora}: no such file`);
   // One thread unless told: node-llama-cpp's default (max(cores, 4)) oversubscribes a small
   // machine, and ggml's spinning threads then slow down by orders of magnitude.
   const threads = intOpt(opts, "threads", 1, 1);
@@ -158,7 +161,8 @@ async function openModel(opts, needModel = true) {
     const tail = logs.slice(-3).join(" | ");
     throw new Error(`llama.cpp could not load ${opts.model}: ${e.message}${tail ? ` (log: ${tail})` : ""}`);
   }
-  return { llama, model, threads, version, kvType, flashAttention: fa === "auto" ? "auto" : fa === "on" };
+  const lora = opts.lora === undefined ? undefined : path.resolve(opts.lora);
+  return { llama, model, threads, version, kvType, flashAttention: fa === "auto" ? "auto" : fa === "on", lora, logs };
 }
 
 // A context that holds n_ctx_train tokens. node-llama-cpp keeps one cell of a context free (it
@@ -171,7 +175,14 @@ async function newContext(m, nCtx, batchSize) {
   opts.experimentalKvCacheKeyType = opts.experimentalKvCacheValueType = m.kvType;
   opts.flashAttention = m.flashAttention;
   opts.threads = { ideal: m.threads, min: m.threads };
-  const context = await m.model.createContext(opts);
+  if (m.lora) opts.lora = { adapters: [{ filePath: m.lora, scale: 1 }] };
+  let context;
+  try {
+    context = await m.model.createContext(opts);
+  } catch (e) {
+    const tail = m.logs.slice(-3).join(" | ");
+    throw new Error(`llama.cpp could not create a context${m.lora ? ` with the LoRA adapter ${m.lora}` : ""}: ${e.message}${tail ? ` (log: ${tail})` : ""}`);
+  }
   const sequence = context.getSequence({
     contextShift: {
       strategy: () => {
