@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json.h"
 #include "commands.h"
 #include "data/lines_dataset.h"
 #include "generate/generate.h"
@@ -89,7 +90,7 @@ class SamplePrinter {
                                {"prompt_ids", c.prompts[i]},
                                {"ids", c.samples[i].tokens},
                                {"stopped", c.samples[i].stopped}};
-        fmt::print("{}{}", c.first + static_cast<int64_t>(i) == 0 ? "" : ",", j.dump());
+        fmt::print("{}{}", c.first + static_cast<int64_t>(i) == 0 ? "" : ",", json_util::dump(j));
       } else if (lines_) {
         fmt::print("{}\n", texts[i]);
       } else {  // stream: each sample, then a separator line

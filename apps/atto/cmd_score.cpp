@@ -6,6 +6,7 @@
 
 #include "atto/atto.hpp"
 #include "base/error.h"
+#include "base/json.h"
 #include "commands.h"
 #include "data/text_file.h"
 
@@ -72,12 +73,11 @@ void print_json(const Model& m, bool lines, const std::vector<std::string>& text
     total += r.total_nll;
     count += static_cast<int64_t>(r.tokens.size());
   }
-  fmt::print("{}\n", nlohmann::json{{"mode", lines ? "lines" : "stream"},
-                                    {"texts", items},
-                                    {"count", count},
-                                    {"total_nll", total},
-                                    {"mean_nll", count > 0 ? total / count : 0.0}}
-                         .dump());
+  fmt::print("{}\n", json_util::dump(nlohmann::json{{"mode", lines ? "lines" : "stream"},
+                                                    {"texts", items},
+                                                    {"count", count},
+                                                    {"total_nll", total},
+                                                    {"mean_nll", count > 0 ? total / count : 0.0}}));
 }
 
 int run_score(const ScoreFlags& f) {

@@ -115,6 +115,10 @@ nlohmann::json parse_or_discard(std::string_view text, int max_depth) {
   }
 }
 
+std::string dump(const nlohmann::json& v) {
+  return v.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string excerpt(const nlohmann::json& v, size_t max_chars) { return excerpt_of(v, max_chars); }
 std::string excerpt(const nlohmann::ordered_json& v, size_t max_chars) { return excerpt_of(v, max_chars); }
 

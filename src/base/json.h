@@ -37,6 +37,11 @@ nlohmann::json parse_or_discard(std::string_view text, int max_depth = kMaxDepth
 std::string excerpt(const nlohmann::json& v, size_t max_chars = 80);
 std::string excerpt(const nlohmann::ordered_json& v, size_t max_chars = 80);
 
+// Compact JSON for output that carries text a model or a user made: a string that is not valid
+// UTF-8 (a byte-level BPE sample may hold a byte no UTF-8 text has, or end inside a character)
+// has each bad byte replaced by U+FFFD instead of throwing (nlohmann's dump() throws).
+std::string dump(const nlohmann::json& v);
+
 // Raw bytes for a message, in double quotes: printable ASCII as is, valid UTF-8 as is, every
 // other byte as \xNN (\n, \t, \r, \\, \" escaped), cut to max_chars with "...".
 std::string printable(std::string_view bytes, size_t max_chars = 80);

@@ -148,3 +148,14 @@ TEST(Limits, ThreadsOneRange) {
   EXPECT_THAT(error_of([] { check_threads(kMaxThreads + 1, "--threads"); }), HasSubstr("--threads must be in [0, 256]"));
   EXPECT_THAT(error_of([] { check_threads(-5, "n_threads"); }), HasSubstr("n_threads"));
 }
+
+// A byte-level BPE sample may hold a byte no UTF-8 text has (0xFD) or end inside a character:
+// output goes through json_util::dump, which writes U+FFFD for each bad byte (dump() threw, and
+// `atto sample --json` stopped halfway through its output).
+TEST(JsonUtil, DumpReplacesInvalidUtf8InsteadOfThrowing) {
+  const nlohmann::json j = {{"text", std::string("ok \xFD then \xE2\x82")}, {"id", 3}};
+  EXPECT_THROW((void)j.dump(), nlohmann::json::type_error);
+  const std::string out = json_util::dump(j);
+  EXPECT_EQ(out, "{\"id\":3,\"text\":\"ok \xEF\xBF\xBD then \xEF\xBF\xBD\"}");
+  EXPECT_EQ(nlohmann::json::parse(out)["id"], 3);
+}
