@@ -150,6 +150,16 @@ expect_fail "--format must be gguf" "$ATTO" export --model "$W/tanh.lora" --lora
 expect_fail "or --lora-only" "$ATTO" export --model "$W/tanh.lora" --out "$W/x.gguf"
 [ ! -e "$W/x.gguf" ] && [ ! -e "$W/x" ] && ok || bad "a refused --lora-only export wrote a file"
 
+# greedy_check RUN GGUF PROMPT N LABEL: atto's greedy N tokens after PROMPT are llama.cpp's.
+greedy_check() {
+  "$ATTO" sample --model "$1" --prompt "$3" -n 1 --greedy --max-tokens "$4" --json >"$W/greedy.json"
+  python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
+    "$W/greedy.json" >"$W/prompt.json"
+  "${REF[@]}" generate --model "$2" --input "$W/prompt.json" --max-tokens "$4" >"$W/lgen.json" ||
+    bad "llama_ref generate failed ($5)"
+  check "greedy generation ($5)" compare greedy "$W/greedy.json" "$W/lgen.json"
+}
+
 # The import round trip: a reduced GPT-2 in Hugging Face's layout (tests/parity/ref_hf_gpt2.py)
 # -> atto import -> atto export (GGUF) -> llama.cpp: its log-probabilities and greedy text are
 # atto's (the block is 16: short texts). Bound 3e-3: llama.cpp's GELU goes through an f16 table,
@@ -167,23 +177,13 @@ compare seqs "$W/imported.score.json" "$W/imported.seqs.json" "$eot"
   bad "llama_ref logprobs failed (imported)"
 check "log-probabilities (Hugging Face GPT-2 imported)" compare logprobs "$W/imported.score.json" "$W/lp.json" 3e-3 \
   "HF -> atto -> GGUF"
-"$ATTO" sample --model "$W/imported" --prompt "the hat" -n 1 --greedy --max-tokens 6 --json >"$W/greedy.json"
-python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
-  "$W/greedy.json" >"$W/prompt.json"
-"${REF[@]}" generate --model "$W/imported.gguf" --input "$W/prompt.json" --max-tokens 6 >"$W/lgen.json" ||
-  bad "llama_ref generate failed (imported)"
-check "greedy generation (Hugging Face GPT-2 imported)" compare greedy "$W/greedy.json" "$W/lgen.json"
+greedy_check "$W/imported" "$W/imported.gguf" "the hat" 6 "Hugging Face GPT-2 imported"
 
 # Greedy generation, stream models (block 128) of both architectures and of BPE: a 20-character
 # prompt, 100 new tokens.
 prompt=$(head -c 20 "$W/stream.txt" | tr '\n' ' ')
 for model in stream stream_llama stream_bpe; do
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type f32 --out "$W/$model.gguf"
-  "$ATTO" sample --model "$W/$model" --prompt "$prompt" -n 1 --greedy --max-tokens 100 --json >"$W/greedy.json"
-  python3 -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["samples"][0]["prompt_ids"]]))' \
-    "$W/greedy.json" >"$W/prompt.json"
-  "${REF[@]}" generate --model "$W/$model.gguf" --input "$W/prompt.json" --max-tokens 100 >"$W/lgen.json" ||
-    bad "llama_ref generate failed ($model)"
-  check "greedy generation ($model)" compare greedy "$W/greedy.json" "$W/lgen.json"
+  greedy_check "$W/$model" "$W/$model.gguf" "$prompt" 100 "$model"
 done
 finish llamacpp
