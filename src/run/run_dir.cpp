@@ -49,6 +49,15 @@ void load_model_weights(const std::string& path, nn::Module& model, nn::Module::
   load_weights_from(io::load_safetensors(path), model, which);
 }
 
+void load_lora_base(const std::string& dir, nn::Module& model) {
+  const std::string base = run_path(dir, "model.safetensors");
+  ATTO_CHECK(fs::exists(base),
+             "{} is missing: this LoRA run keeps its frozen base weights there; restore the file from a copy", base);
+  const io::SafetensorsFile f = io::load_safetensors(base);
+  check_finite_weights(f);
+  load_weights_from(f, model, nn::Module::Which::Frozen);
+}
+
 void check_finite_tensor(const Tensor& t, const std::string& path, const std::string& name, const char* what_to_do) {
   const float* p = t.data();
   const float* bad = std::find_if(p, p + t.numel(), [](float x) { return !std::isfinite(x); });

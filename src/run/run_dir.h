@@ -39,6 +39,10 @@ void save_best_weights(const std::string& dir, const nn::Module& model);
 void save_model_weights(const std::string& path, const nn::Module& model,
                         nn::Module::Which which = nn::Module::Which::All);
 void load_model_weights(const std::string& path, nn::Module& model, nn::Module::Which which = nn::Module::Which::All);
+// A LoRA run's frozen base (dir/model.safetensors, written when the run started) into the
+// model's frozen parameters: exactly those tensors, with their shapes, every value finite;
+// atto::Error naming the file otherwise.
+void load_lora_base(const std::string& dir, nn::Module& model);
 // Throws atto::Error naming the file, the tensor and the first NaN or infinite value in it (and,
 // for one tensor, what to do). load_run refuses such weights: a NaN can vanish inside a forward
 // pass (attention treats a row of NaN scores as fully masked), so checking the logits alone

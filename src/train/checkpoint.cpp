@@ -214,13 +214,9 @@ void check_weights_file(const std::string& path, const std::vector<std::pair<std
 
 void check_best_weights(const std::string& dir, const TrainState& st, const nn::Module& model) {
   using Which = nn::Module::Which;
-  const auto frozen = model.state_dict(Which::Frozen);
-  if (!frozen.empty()) {  // LoRA: the base, written when the run started
-    const std::string base = run_path(dir, "model.safetensors");
-    ATTO_CHECK(fs::exists(base),
-               "{} is missing: this LoRA run keeps its frozen base weights there; restore the file from a copy", base);
-    check_weights_file(base, frozen);
-  }
+  // LoRA: the frozen base (model.safetensors) was read and checked when the task was built
+  // (load_lora_base); the best weights here are the adapters.
+  const bool frozen = !model.state_dict(Which::Frozen).empty();
   const std::string path = run_path(dir, best_weights_file(model));
   if (!fs::exists(path)) {
     ATTO_CHECK(st.best_step < 0,
@@ -229,7 +225,7 @@ void check_best_weights(const std::string& dir, const TrainState& st, const nn::
                path, st.best_step);
     return;
   }
-  check_weights_file(path, model.state_dict(frozen.empty() ? Which::All : Which::Trainable));
+  check_weights_file(path, model.state_dict(frozen ? Which::Trainable : Which::All));
 }
 
 void check_state_fits_run(const TrainState& st, const std::string& state_path, int64_t planned_steps,

@@ -42,8 +42,9 @@ TrainState parse_train_state(const io::SafetensorsFile& f);
 // anything is missing or malformed; a missing file says that the run never saved a step.
 TrainState load_train_state(const std::string& path, nn::Module& model, optim::Optimizer& opt);
 // The best weights of the run in `dir` being resumed (model.safetensors; under LoRA
-// adapter.safetensors, and model.safetensors holds the frozen base): present when the state names
-// a best step, holding exactly this model's tensors with its shapes, every value finite.
+// adapter.safetensors, the frozen base being checked as it loads: run_dir.h load_lora_base):
+// present when the state names a best step, holding exactly this model's tensors with its
+// shapes, every value finite.
 void check_best_weights(const std::string& dir, const TrainState& st, const nn::Module& model);
 // The state belongs to the run config.json describes: its step is not beyond the planned steps.
 void check_state_fits_run(const TrainState& st, const std::string& state_path, int64_t planned_steps,

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <optional>
 
 #include "base/error.h"
@@ -19,8 +18,6 @@
 #include "train/trainer.h"
 
 namespace atto {
-
-namespace fs = std::filesystem;
 
 double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B, int64_t T, int64_t max_batches,
                      const std::vector<int32_t>* byte_lengths, double* bits_per_byte) {
@@ -85,20 +82,12 @@ class GptTask final : public TrainTask {
     check_memory(cfg);
     model_ = std::make_unique<GPT>(m, init_rng);
     if (source) copy_source_weights(*source->model, *model_, cfg.train.init_from);
-    if (resume && m.lora()) load_lora_base(dir);
+    if (resume && m.lora()) load_lora_base(dir, *model_);  // checked whole before anything is written
     source.reset();
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
         *model_, resolve_shards(cfg.train.shards, cfg.train.batch_size, dist.ranks()),
         [&] { return std::make_unique<GPT>(m, scratch); }, dist.collective, dist.overlap);
-  }
-
-  // A resumed LoRA run's frozen base weights (model.safetensors, written when the run started).
-  void load_lora_base(const std::string& dir) {
-    const std::string base = run_path(dir, "model.safetensors");
-    ATTO_CHECK(fs::exists(base),
-               "{} is missing: this LoRA run keeps its frozen base weights there; restore the file from a copy", base);
-    load_model_weights(base, *model_, nn::Module::Which::Frozen);
   }
 
   // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).

@@ -392,4 +392,10 @@ TEST(Lora, RefusesWhatItCannotTrainOrLoad) {
               HasSubstr("adapter.safetensors: tensor 'transformer.h.1.attn.c_proj.lora_B.weight' is missing"));
   fs::remove(dir / "L/adapter.safetensors");
   EXPECT_THAT(error_of([&] { load_run(dir / "L"); }), HasSubstr("has not saved its adapters yet"));
+  // Resuming without the frozen base is refused before anything changes.
+  fs::remove(dir / "L/model.safetensors");
+  RunConfig again = load_run_config(dir / "L");
+  again.train.steps = 4;
+  EXPECT_THAT(error_of([&] { train_run(again, {.out_dir = dir / "L", .resume = true, .progress = nullptr}); }),
+              HasSubstr("model.safetensors is missing: this LoRA run keeps its frozen base weights there"));
 }
