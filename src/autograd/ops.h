@@ -120,6 +120,11 @@ Tensor attention_decode(const Tensor& qkv, Tensor& kv_cache, int64_t past_len, c
 // Rotary position embeddings on the Q and K blocks of qkv [B, T, 3C] (V passes unchanged): the
 // positions are offset, offset + 1, ... (a KV cache's length when decoding). kernels::rope_forward.
 Tensor rope_qkv(const Tensor& qkv, int64_t n_heads, int64_t offset, float base = 10000.0f);
+// Grouped-query attention's projections qkv [B, T, C + 2 KV] (queries, n_kv_heads key heads,
+// n_kv_heads value heads; KV = n_kv_heads * head size) widened to [B, T, 3C]: query head h gets
+// key and value head h / (n_heads / n_kv_heads), as Hugging Face's repeat_kv and llama.cpp's
+// broadcast. The backward sums each group's gradients into its key and value head.
+Tensor expand_kv_heads(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads);
 // The attention weights [B, n_heads, Tq, Tk] of the same computation (not differentiable).
 Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionOptions& opt);
 

@@ -19,6 +19,10 @@ void GPTConfig::validate() const {
   ATTO_CHECK(n_heads > 0, "GPT config: n_heads must be positive, got {}", n_heads);
   ATTO_CHECK(d_model > 0 && d_model % n_heads == 0,
              "GPT config: d_model ({}) must be a positive multiple of n_heads ({})", d_model, n_heads);
+  ATTO_CHECK(n_kv_heads >= 0 && n_kv_heads <= n_heads && (n_kv_heads == 0 || n_heads % n_kv_heads == 0),
+             "GPT config: n_kv_heads ({}) must divide n_heads ({}); 0 = n_heads", n_kv_heads, n_heads);
+  ATTO_CHECK(std::isfinite(rope_base) && rope_base > 1.0f, "GPT config: rope_base must be a number above 1, got {}",
+             rope_base);
   ATTO_CHECK(d_ff >= 0, "GPT config: d_ff must be >= 0 (0 = 4 * d_model), got {}", d_ff);
   ATTO_CHECK(dropout >= 0.0f && dropout < 1.0f, "GPT config: dropout {} is outside [0, 1)", dropout);
   ATTO_CHECK(pos != PosKind::Rope || (d_model / n_heads) % 2 == 0,
@@ -40,7 +44,8 @@ std::vector<std::string> GPTConfig::lora_layer_names() const {
     if (end == std::string::npos) end = lora_targets.size();
     const std::string t = lora_targets.substr(pos, end - pos);
     pos = end + 1;
-    const auto* it = std::find_if(std::begin(kTargets), std::end(kTargets), [&](const auto& k) { return t == k.first; });
+    const auto* it =
+        std::find_if(std::begin(kTargets), std::end(kTargets), [&](const auto& k) { return t == k.first; });
     ATTO_CHECK(it != std::end(kTargets),
                "GPT config: lora_targets \"{}\": \"{}\" is not a target; use a comma-separated list of qkv, proj, fc "
                "and fc2",
@@ -53,7 +58,12 @@ std::vector<std::string> GPTConfig::lora_layer_names() const {
   return names;
 }
 
-nn::BlockConfig GPTConfig::block_config() const { return nn::block_config_of(*this, d_model, n_heads); }
+nn::BlockConfig GPTConfig::block_config() const {
+  nn::BlockConfig b = nn::block_config_of(*this, d_model, n_heads);
+  b.n_kv_heads = n_kv_heads;
+  b.rope_base = rope_base;
+  return b;
+}
 
 GPT::Transformer::Transformer(const GPTConfig& cfg, Rng& rng)
     : wte((cfg.validate(), cfg.vocab_size), cfg.d_model, rng), drop(cfg.dropout) {
@@ -99,7 +109,7 @@ std::vector<std::pair<std::string, nn::Linear*>> GPT::block_layers(const std::ve
   for (size_t i = 0; i < transformer.h.size(); ++i) {
     nn::Block& b = *transformer.h[i];
     for (const std::string& n : names) {
-      nn::Linear* l = n == "attn.c_attn"  ? &b.attn.c_attn
+      nn::Linear* l = n == "attn.c_attn"   ? &b.attn.c_attn
                       : n == "attn.c_proj" ? &b.attn.c_proj
                       : n == "mlp.c_fc"    ? &b.mlp.c_fc
                       : n == "mlp.c_fc2"   ? b.mlp.c_fc2.get()

@@ -46,6 +46,9 @@ struct GPTConfig {
   int64_t block_size = 32;  // longest context
   int64_t n_layers = 4;
   int64_t n_heads = 4;
+  // Key/value heads (grouped-query attention: each serves n_heads / n_kv_heads query heads, as in
+  // Llama 2/3 and Mistral); 0 = n_heads (multi-head attention).
+  int64_t n_kv_heads = 0;
   int64_t d_model = 64;
   int64_t d_ff = 0;  // 0: 4 * d_model (for SwiGLU: the hidden width of each branch)
   nn::Activation activation = nn::Activation::GELU;
@@ -55,6 +58,7 @@ struct GPTConfig {
   float dropout = 0.0f;
   bool tie_weights = true;
   PosKind pos = PosKind::Learned;
+  float rope_base = 10000.0f;  // rotary positions: theta_i = rope_base^(-2i / head size)
   // LoRA adapters (nn::Linear::add_lora) on the layers lora_targets names, comma-separated:
   // qkv (attn.c_attn), proj (attn.c_proj), fc (mlp.c_fc, and mlp.c_fc2 of SwiGLU: the FFN's
   // first layer), fc2 (mlp.c_proj: its second). With lora_rank > 0 every other parameter is
@@ -66,6 +70,7 @@ struct GPTConfig {
   void validate() const;  // atto::Error naming the offending field and value
   nn::BlockConfig block_config() const;
   bool rope() const { return pos == PosKind::Rope; }
+  int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   bool lora() const { return lora_rank > 0; }
   float lora_scale() const { return (lora_alpha > 0.0f ? lora_alpha : static_cast<float>(lora_rank)) / lora_rank; }
   // The Linear layers lora_targets names in one block, by their names in it ("attn.c_attn", ...).

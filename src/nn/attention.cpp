@@ -7,6 +7,14 @@ void check_config(const AttentionConfig& cfg) {
   ATTO_CHECK(cfg.n_heads > 0, "attention: n_heads must be positive, got {}", cfg.n_heads);
   ATTO_CHECK(cfg.d_model > 0 && cfg.d_model % cfg.n_heads == 0,
              "attention: d_model ({}) must be a positive multiple of n_heads ({})", cfg.d_model, cfg.n_heads);
+  ATTO_CHECK(cfg.n_kv_heads >= 0 && (cfg.n_kv_heads == 0 || cfg.n_heads % cfg.n_kv_heads == 0),
+             "attention: n_kv_heads ({}) must divide n_heads ({})", cfg.n_kv_heads, cfg.n_heads);
+}
+int64_t kv_heads(const AttentionConfig& cfg) { return cfg.n_kv_heads > 0 ? cfg.n_kv_heads : cfg.n_heads; }
+// c_attn's output width: queries C, keys and values n_kv_heads * head size each.
+int64_t qkv_width(const AttentionConfig& cfg) {
+  check_config(cfg);
+  return cfg.d_model + 2 * kv_heads(cfg) * (cfg.d_model / cfg.n_heads);
 }
 AttentionOptions options(int64_t NH, const AttentionMask& m) {
   AttentionOptions o;
@@ -18,11 +26,12 @@ AttentionOptions options(int64_t NH, const AttentionMask& m) {
 }  // namespace
 
 SelfAttention::SelfAttention(const AttentionConfig& cfg, Rng& rng)
-    : c_attn((check_config(cfg), cfg.d_model), 3 * cfg.d_model, cfg.bias, rng),
+    : c_attn(cfg.d_model, qkv_width(cfg), cfg.bias, rng),
       c_proj(cfg.d_model, cfg.d_model, cfg.bias, rng),
       resid_dropout(cfg.dropout),
       C_(cfg.d_model),
       NH_(cfg.n_heads),
+      NKV_(kv_heads(cfg)),
       rope_(cfg.rope),
       rope_base_(cfg.rope_base) {
   register_module("c_attn", c_attn);
@@ -34,7 +43,7 @@ Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const 
                               Tensor* weights) {
   ATTO_CHECK(x.ndim() == 3 && x.size(2) == C_, "SelfAttention: input must be [B, T, {}], got {}", C_,
              shape_str(x.shape()));
-  Tensor qkv = c_attn.forward(x);  // [B, T, 3C]
+  Tensor qkv = widen(c_attn.forward(x));  // [B, T, 3C]
   const AttentionOptions o = options(NH_, mask);
   if (!caches.empty()) {  // inference: no dropout, no weights
     ATTO_CHECK(mask.causal && mask.key_mask.empty() && !weights,
@@ -47,6 +56,8 @@ Tensor SelfAttention::forward(const Tensor& x, const AttentionMask& mask, const 
   Tensor y = attention_qkv(qkv, o);  // [B, T, C]
   return project_residual(c_proj, resid_dropout, y, residual);
 }
+
+Tensor SelfAttention::widen(const Tensor& qkv) const { return NKV_ == NH_ ? qkv : expand_kv_heads(qkv, NH_, NKV_); }
 
 Tensor SelfAttention::attend_cached(Tensor qkv, KVCache& cache, const AttentionOptions& o) const {
   if (rope_) qkv = rope_qkv(qkv, NH_, cache.len, rope_base_);  // positions continue the cache

@@ -11,6 +11,12 @@
 // the memory's keys and values with one fused "kv_proj" [2C, C]. Both end in "c_proj" [C, C]
 // and residual dropout. Heads split C into n_heads slices of C / n_heads.
 //
+// Grouped-query attention (n_kv_heads < n_heads): c_attn is [C + 2 KV, C] (KV = n_kv_heads *
+// head size: queries, then keys, then values, as llama's attn_q, attn_k, attn_v stacked), and its
+// output is widened to [B, T, 3C] (expand_kv_heads: each key/value head repeated for its group of
+// query heads) before RoPE and the attention kernels, which are those of multi-head attention.
+// The KV cache holds the widened keys and values.
+//
 // For inspection, a forward given `weights` also stores the attention weights there ([B, NH, Tq,
 // Tk], masked entries 0); nothing extra is computed without it.
 #pragma once
@@ -24,6 +30,9 @@ namespace atto::nn {
 struct AttentionConfig {
   int64_t d_model = 64;
   int64_t n_heads = 4;
+  // Self-attention: heads of keys and values (grouped-query attention, as Llama 2/3 and Mistral):
+  // query head h uses key/value head h / (n_heads / n_kv_heads). 0 = n_heads (multi-head).
+  int64_t n_kv_heads = 0;
   bool bias = true;
   float dropout = 0.0f;  // on the output projection (residual dropout)
   bool rope = false;     // self-attention: rotary position embeddings on Q and K (rope_qkv)
@@ -64,7 +73,9 @@ class SelfAttention : public Module {
   // The attention of cached decoding: one cache, or several caches' rows in order.
   Tensor attend_cached(Tensor qkv, KVCache& cache, const AttentionOptions& o) const;
   Tensor attend_cached_groups(const Tensor& qkv, KVCaches caches, const AttentionOptions& o) const;
-  int64_t C_, NH_;
+  // qkv [B, T, C + 2 KV] -> [B, T, 3C] (itself without grouped-query attention).
+  Tensor widen(const Tensor& qkv) const;
+  int64_t C_, NH_, NKV_;
   bool rope_;
   float rope_base_;
 };

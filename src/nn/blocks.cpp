@@ -3,7 +3,13 @@
 namespace atto::nn {
 
 AttentionConfig attention_config(const BlockConfig& c) {
-  return {.d_model = c.d_model, .n_heads = c.n_heads, .bias = c.bias, .dropout = c.dropout, .rope = c.rope};
+  return {.d_model = c.d_model,
+          .n_heads = c.n_heads,
+          .n_kv_heads = c.n_kv_heads,
+          .bias = c.bias,
+          .dropout = c.dropout,
+          .rope = c.rope,
+          .rope_base = c.rope_base};
 }
 FeedForwardConfig feed_forward_config(const BlockConfig& c) {
   return {c.d_model, c.d_ff, c.activation, c.bias, c.dropout};

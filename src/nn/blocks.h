@@ -59,6 +59,8 @@ struct BlockConfig {
   float dropout = 0.0f;
   float norm_eps = 1e-5f;
   bool rope = false;  // rotary position embeddings in the self-attention
+  float rope_base = 10000.0f;
+  int64_t n_kv_heads = 0;  // self-attention's key/value heads (grouped-query); 0 = n_heads
 };
 
 // The blocks of a model whose configuration names these fields (GPT and Seq2Seq): d_ff 0 means

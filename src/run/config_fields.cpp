@@ -75,8 +75,7 @@ Binding value(Ref ref) {
       }
     } else if constexpr (std::is_floating_point_v<T>) {
       ATTO_CHECK(v.is_number(), "expected a number");
-      // A JSON number is finite, but the member's type may not hold it (nan or inf from a flag
-      // pass: validate() names the range).
+      // A JSON number is finite, but the member's type may not (nan, inf from a flag: validate()).
       const auto d = v.get<double>();
       ATTO_CHECK(!std::isfinite(d) || std::isfinite(static_cast<T>(d)), "out of the range of a {}-bit float",
                  8 * sizeof(T));
@@ -102,8 +101,7 @@ Binding choice(Ref ref, Parse parse, Name name) {
 }
 
 bool parse_placement(const std::string& s) {
-  if (s == "pre") return true;
-  if (s == "post") return false;
+  if (s == "pre" || s == "post") return s == "pre";
   fail("unknown norm placement '{}': use pre or post", s);
 }
 const char* placement_name(bool pre_norm) { return pre_norm ? "pre" : "post"; }
@@ -168,6 +166,8 @@ std::vector<ConfigField> model_rows() {
       Row("block_size", S::Model, kGpt, value(gpt(&GPTConfig::block_size)))
           .flag("--block-size", "Context length; 0 = auto (lines: longest line + 1; stream: by model size)")
           .shows("auto"),
+      Row("n_kv_heads", S::Model, kGpt, value(gpt(&GPTConfig::n_kv_heads)))
+          .flag("--n-kv-heads", "Key/value heads: grouped-query attention (must divide --n-heads); 0 = --n-heads"),
       Row("vocab_size", S::Model, kGpt, value(gpt(&GPTConfig::vocab_size))),
       Row("d_ff", S::Model, kBoth, value(both(&GPTConfig::d_ff, &Seq2SeqConfig::d_ff)))
           .flag("--d-ff", "Feed-forward width; 0 = 4 * d-model"),
@@ -184,6 +184,8 @@ std::vector<ConfigField> model_rows() {
       Row("pos", S::Model, kBoth,
           choice(both(&GPTConfig::pos, &Seq2SeqConfig::pos), parse_pos, [](PosKind p) { return to_string(p); }))
           .flag("--pos", "Positional encoding: learned, sinusoidal (seq2seq default) or rope (rotary, GPT)"),
+      Row("rope_base", S::Model, kGpt, value(gpt(&GPTConfig::rope_base)))
+          .flag("--rope-base", "Rotary positions: the base of their frequencies (Llama 2: 10000, Llama 3: 500000)"),
       Row("tie_weights", S::Model, kBoth, value(both(&GPTConfig::tie_weights, &Seq2SeqConfig::tie_weights)))
           .flag("--tie-weights,!--no-tie-weights", "Tie the output projection to the token embedding"),
       Row("bias", S::Model, kBoth, value(both(&GPTConfig::bias, &Seq2SeqConfig::bias)))

@@ -40,23 +40,33 @@ std::vector<std::string> gguf_pieces(const std::string& layer, const std::string
   return names;
 }
 
+// The rows of each GGUF piece of an adapted layer of `out` rows: llama's q, k, v take C, KV, KV
+// of c_attn's (KV < C under grouped-query attention); a layer of one piece takes them all.
+std::vector<int64_t> piece_rows(const GPTConfig& base, size_t pieces, int64_t out) {
+  if (pieces == 1) return {out};
+  const int64_t C = base.d_model, KV = base.kv_heads() * (base.d_model / base.n_heads);
+  ATTO_CHECK(pieces == 3 && out == C + 2 * KV, "GGUF LoRA export: {} rows in {} pieces for a model of width {}", out,
+             pieces, C);
+  return {C, KV, KV};
+}
+
 // Adds NAME.lora_a (A) and NAME.lora_b (B's rows of each piece) for one adapted layer.
-void add_layer(io::GgufWriter& w, const LoraLayerAdapter& l, const std::string& arch, int64_t rank) {
+void add_layer(io::GgufWriter& w, const LoraLayerAdapter& l, const std::string& arch, const GPTConfig& base,
+               int64_t rank) {
   const Tensor a = l.a.contiguous(), b = l.b.contiguous();
   ATTO_CHECK(a.ndim() == 2 && b.ndim() == 2 && a.size(0) == rank && b.size(1) == rank,
              "GGUF LoRA export: {}: A is {} and B is {}, not [{}, in] and [out, {}]", l.name, shape_str(a.shape()),
              shape_str(b.shape()), rank, rank);
   const std::vector<std::string> pieces = gguf_pieces(l.name, arch);
-  const auto parts = static_cast<int64_t>(pieces.size());
-  ATTO_CHECK(b.size(0) % parts == 0, "GGUF LoRA export: {}: B has {} rows, not {} equal row blocks", l.name,
-             b.size(0), parts);
-  const int64_t rows = b.size(0) / parts;
-  for (int64_t p = 0; p < parts; ++p) {
-    const std::string& n = pieces[static_cast<size_t>(p)];
+  const std::vector<int64_t> piece = piece_rows(base, pieces.size(), b.size(0));
+  int64_t row0 = 0;
+  for (size_t p = 0; p < pieces.size(); row0 += piece[p], ++p) {
+    const std::string& n = pieces[p];
+    const int64_t rows = piece[p];
     w.add_tensor(n + ".weight.lora_a", a.shape(), io::GgmlType::F32,
                  std::span<const float>(a.data(), static_cast<size_t>(a.numel())));
     w.add_tensor(n + ".weight.lora_b", {rows, rank}, io::GgmlType::F32,
-                 std::span<const float>(b.data() + p * rows * rank, static_cast<size_t>(rows * rank)));
+                 std::span<const float>(b.data() + row0 * rank, static_cast<size_t>(rows * rank)));
   }
 }
 
@@ -76,7 +86,7 @@ std::string write_gguf_lora(const GPTConfig& base, const GPTConfig& lora_cfg,
   w.add("general.alignment", GgufValue::u32(32));
   w.add("adapter.type", GgufValue::string("lora"));
   w.add("adapter.lora.alpha", GgufValue::f32(alpha));
-  for (const LoraLayerAdapter& l : adapters) add_layer(w, l, arch, lora_cfg.lora_rank);
+  for (const LoraLayerAdapter& l : adapters) add_layer(w, l, arch, base, lora_cfg.lora_rank);
   w.write(path);
   return arch;
 }

@@ -54,7 +54,13 @@ const char* arch_name(Arch a) { return a == Arch::Gpt2 ? "gpt2" : "llama"; }
 Arch arch_of(const GPTConfig& c) {
   using nn::Activation;
   const bool gelu = c.activation == Activation::GELU || c.activation == Activation::GELUTanh;
-  if (c.pre_norm && c.norm == nn::NormKind::LayerNorm && gelu && c.pos == PosKind::Learned) return Arch::Gpt2;
+  if (c.pre_norm && c.norm == nn::NormKind::LayerNorm && gelu && c.pos == PosKind::Learned) {
+    ATTO_CHECK(c.kv_heads() == c.n_heads,
+               "GGUF export: grouped-query attention (n_kv_heads {} of {} heads) has no place in llama.cpp's gpt2 "
+               "layout; train it with the llama layout (--norm rmsnorm --ffn swiglu --pos rope --no-bias)",
+               c.kv_heads(), c.n_heads);
+    return Arch::Gpt2;
+  }
   if (c.pre_norm && c.norm == nn::NormKind::RMSNorm && c.activation == Activation::SwiGLU && c.pos == PosKind::Rope &&
       !c.bias)
     return Arch::Llama;
@@ -65,19 +71,20 @@ Arch arch_of(const GPTConfig& c) {
       to_string(c.pos), c.bias);
 }
 
-// One GGUF tensor: an atto tensor, or rows [part * R / parts, (part + 1) * R / parts) of it
-// (llama's attn_q, attn_k, attn_v are the three row blocks of atto's fused c_attn).
+// One GGUF tensor: an atto tensor, or its rows [row0, row0 + rows) (llama's attn_q, attn_k,
+// attn_v are the three row blocks of atto's fused c_attn: C, KV and KV rows). rows -1: all.
 struct TensorMap {
   std::string atto, gguf;
-  int64_t part = 0, parts = 1;
+  int64_t row0 = 0, rows = -1;
+  bool last = true;  // the last block of its atto tensor
 };
 
 std::vector<TensorMap> tensor_names(const GPTConfig& c, Arch arch) {
   std::vector<TensorMap> m = {{"transformer.wte.weight", "token_embd.weight"}};
   if (arch == Arch::Gpt2) m.push_back({"transformer.wpe.weight", "position_embd.weight"});
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    auto add = [&](const std::string& a, const std::string& g, int64_t part = 0, int64_t parts = 1) {
-      m.push_back({fmt::format("transformer.h.{}.{}", i, a), fmt::format("blk.{}.{}", i, g), part, parts});
+    auto add = [&](const std::string& a, const std::string& g, int64_t row0 = 0, int64_t rows = -1, bool last = true) {
+      m.push_back({fmt::format("transformer.h.{}.{}", i, a), fmt::format("blk.{}.{}", i, g), row0, rows, last});
     };
     if (arch == Arch::Gpt2) {
       for (const char* p : {"weight", "bias"})
@@ -90,9 +97,10 @@ std::vector<TensorMap> tensor_names(const GPTConfig& c, Arch arch) {
           add(fmt::format("{}.{}", a, p), fmt::format("{}.{}", g, p));
     } else {
       add("ln_1.weight", "attn_norm.weight");
-      add("attn.c_attn.weight", "attn_q.weight", 0, 3);
-      add("attn.c_attn.weight", "attn_k.weight", 1, 3);
-      add("attn.c_attn.weight", "attn_v.weight", 2, 3);
+      const int64_t C = c.d_model, KV = c.kv_heads() * (c.d_model / c.n_heads);
+      add("attn.c_attn.weight", "attn_q.weight", 0, C, false);
+      add("attn.c_attn.weight", "attn_k.weight", C, KV, false);
+      add("attn.c_attn.weight", "attn_v.weight", C + KV, KV);
       add("attn.c_proj.weight", "attn_output.weight");
       add("ln_2.weight", "ffn_norm.weight");
       add("mlp.c_fc.weight", "ffn_gate.weight");  // silu(c_fc x) * c_fc2 x
@@ -227,6 +235,24 @@ std::unique_ptr<GptTokenizer> read_vocabulary(const io::GgufFile& f) {
   }
 }
 
+// llama's attention keys: grouped-query attention (head_count_kv) and RoPE's base and width.
+void read_llama_attention(const io::GgufFile& f, GPTConfig& c) {
+  auto key = [&](const char* k) { return static_cast<int64_t>(meta_uint(f, std::string("llama.") + k)); };
+  if (f.has("llama.attention.head_count_kv")) {
+    const int64_t kv = key("attention.head_count_kv");
+    ATTO_CHECK(kv > 0 && kv <= c.n_heads && c.n_heads % kv == 0,
+               "{}: llama.attention.head_count_kv is {}: it must divide llama.attention.head_count ({})", f.path, kv,
+               c.n_heads);
+    c.n_kv_heads = kv == c.n_heads ? 0 : kv;
+  }
+  if (f.has("llama.rope.freq_base"))
+    c.rope_base = static_cast<float>(f.get("llama.rope.freq_base").as_number(f.path + ": llama.rope.freq_base"));
+  if (c.n_heads > 0 && f.has("llama.rope.dimension_count"))
+    ATTO_CHECK(key("rope.dimension_count") == c.d_model / c.n_heads,
+               "{}: llama.rope.dimension_count is {}; atto rotates whole heads ({} dimensions)", f.path,
+               key("rope.dimension_count"), c.d_model / c.n_heads);
+}
+
 // The architecture-specific keys of a GPT config; every dimension is checked against the tensors
 // (whose sizes the reader checked against the file) before anything is allocated for the model.
 GPTConfig read_gpt_config(const io::GgufFile& f, int64_t vocab, Arch& arch) {
@@ -257,10 +283,7 @@ GPTConfig read_gpt_config(const io::GgufFile& f, int64_t vocab, Arch& arch) {
     c.activation = nn::Activation::SwiGLU;
     c.pos = PosKind::Rope;
     c.bias = false;
-    ATTO_CHECK(!f.has("llama.attention.head_count_kv") || key("attention.head_count_kv") == c.n_heads,
-               "{}: grouped-query attention (head_count_kv != head_count) is not supported by atto", f.path);
-    ATTO_CHECK(!f.has("llama.rope.freq_base") || f.get("llama.rope.freq_base").as_number("freq_base") == 10000.0,
-               "{}: llama.rope.freq_base must be 10000 (atto's RoPE base)", f.path);
+    read_llama_attention(f, c);
   }
   auto shape_is = [&](const std::string& t_name, std::vector<int64_t> want, const char* keys) {
     const io::GgufTensorInfo* t = f.find(t_name);
@@ -295,9 +318,9 @@ void add_hparams(io::GgufWriter& w, const GPTConfig& c, Arch arch) {
   if (arch == Arch::Gpt2) {
     w.add(a + ".attention.layer_norm_epsilon", GgufValue::f32(kNormEps));
   } else {
-    w.add(a + ".attention.head_count_kv", u32(c.n_heads));
+    w.add(a + ".attention.head_count_kv", u32(c.kv_heads()));
     w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(kNormEps));
-    w.add(a + ".rope.freq_base", GgufValue::f32(10000.0f));
+    w.add(a + ".rope.freq_base", GgufValue::f32(c.rope_base));
     w.add(a + ".rope.dimension_count", u32(c.d_model / c.n_heads));
     w.add(a + ".vocab_size", u32(c.vocab_size));
   }
@@ -320,9 +343,10 @@ std::vector<float> tensor_data(const std::vector<std::pair<std::string, Tensor>>
   }
   const Tensor t = it->second.contiguous();
   shape = t.shape();
-  const int64_t rows = shape[0] / m.parts, row = t.numel() / shape[0];
+  const int64_t rows = m.rows < 0 ? shape[0] : m.rows, row = t.numel() / shape[0];
+  ATTO_CHECK(m.row0 + rows <= shape[0], "GGUF export: {} has {} rows, not {}", m.atto, shape[0], m.row0 + rows);
   shape[0] = rows;
-  const float* p = t.data() + m.part * rows * row;
+  const float* p = t.data() + m.row0 * row;
   return std::vector<float>(p, p + rows * row);
 }
 
@@ -352,8 +376,7 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType
   w.add("general.file_type", GgufValue::u32(file_type(type)));
   w.add("general.alignment", GgufValue::u32(32));
   // How the model reads text (atto eval scores a file that way); other programs ignore it.
-  if (lm.config.data.mode != DataMode::Auto)
-    w.add("atto.data.mode", GgufValue::string(to_string(lm.config.data.mode)));
+  if (lm.config.data.mode != DataMode::Auto) w.add("atto.data.mode", GgufValue::string(to_string(lm.config.data.mode)));
   add_hparams(w, c, arch);
   add_vocabulary(w, *lm.tokenizer);
   w.add("atto.ffn", GgufValue::string(to_string(c.activation)));
@@ -414,13 +437,15 @@ LoadedModel load_gguf(const std::string& path) {
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
     ATTO_CHECK(bad == v.end(), "{}: tensor {} holds non-finite values ({} at element {})", path, m.gguf, *bad,
                bad - v.begin());
-    if (m.part == 0) parts.clear(), shape = t->shape, shape[0] = 0;
+    if (m.row0 == 0) parts.clear(), shape = t->shape, shape[0] = 0;
+    ATTO_CHECK(m.rows < 0 || t->shape.at(0) == m.rows, "{}: tensor {} has {} rows; the file's hyperparameters say {}",
+               path, m.gguf, t->shape.at(0), m.rows);
     ATTO_CHECK(t->shape.size() == shape.size() && std::equal(shape.begin() + 1, shape.end(), t->shape.begin() + 1),
                "{}: tensor {} has shape [{}], unlike the other parts of {}", path, m.gguf, fmt::join(t->shape, ", "),
                m.atto);
     parts.insert(parts.end(), v.begin(), v.end());
     shape[0] += t->shape[0];
-    if (m.part + 1 == m.parts) tensors.emplace_back(m.atto, Tensor::from_vector(shape, parts));
+    if (m.last) tensors.emplace_back(m.atto, Tensor::from_vector(shape, parts));
   }
   if (lm.config.gpt.tie_weights) tensors.emplace_back("lm_head.weight", tensors[0].second);
   lm.model->load_state_dict(tensors, path);

@@ -46,6 +46,8 @@ void check_hf_gpt2_architecture(const GPTConfig& c) {
   if (c.activation != nn::Activation::GELU && c.activation != nn::Activation::GELUTanh)
     add("ffn", to_string(c.activation), "gelu_tanh or gelu");
   if (!c.bias) bad.push_back("\"model.bias\" is false (GPT-2: true)");
+  if (c.kv_heads() != c.n_heads)
+    bad.push_back(fmt::format("\"model.n_kv_heads\" is {} (GPT-2: every head has its keys and values)", c.n_kv_heads));
   if (bad.empty()) return;
   throw UsageError(fmt::format(
       "--format hf writes Hugging Face's GPT-2 architecture (learned positions, pre-norm LayerNorm, a GELU "

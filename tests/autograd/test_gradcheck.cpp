@@ -63,6 +63,9 @@ std::vector<Case> cases() {
       {"swiglu", [](const Inputs& x) { return swiglu(x[0], x[1]); }, {randn({3, 4}, 26), randn({3, 4}, 27)}, {}});
   // qkv [B=2, T=3, 3C] with C = 8, two heads of 4: Q and K rotated from position 5, V passed.
   c.push_back({"rope", [](const Inputs& x) { return rope_qkv(x[0], 2, 5, 100.0f); }, {randn({2, 3, 24}, 28)}, {}});
+  // qkv [B=2, T=3, C + 2 KV] with C = 8 in four heads of 2 and two key/value heads: [2, 3, 16].
+  c.push_back(
+      {"expand_kv_heads", [](const Inputs& x) { return expand_kv_heads(x[0], 4, 2); }, {randn({2, 3, 16}, 91)}, {}});
   c.push_back({"dropout",
                [](const Inputs& x) {
                  Rng r(99);

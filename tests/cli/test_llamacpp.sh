@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # atto's GGUF export against the real llama.cpp (npm's node-llama-cpp, installed into the build
 # tree by tests/gguf/install.sh): for lines-mode models with non-ASCII characters (gpt2 layout with
-# erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE; byte-level BPE) and stream-mode models of
+# erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE, grouped-query attention, RoPE base
+# 500000; byte-level BPE) and stream-mode models of
 # both layouts and of BPE, exported f32, f16 and q8_0:
 #   - llama.cpp tokenizes 200 training lines to atto's ids;
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
@@ -37,7 +38,10 @@ common=(--d-model 32 --n-heads 2 --n-layers 2 --threads 1 --batch-size 16 --lr 0
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/erf" --steps 120 "${common[@]}"
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/tanh" --steps 120 --ffn gelu_tanh "${common[@]}"
 llama=(--norm rmsnorm --ffn swiglu --pos rope --no-bias)  # llama.cpp's llama architecture
-expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama" --steps 120 "${llama[@]}" "${common[@]}"
+# The names model of the llama layout: grouped-query attention (one key/value head for the two
+# query heads) and Llama 3's RoPE base; the stream one is multi-head with the default base.
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama" --steps 120 "${llama[@]}" --n-kv-heads 1 \
+  --rope-base 500000 "${common[@]}"
 expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream" --steps 120 \
   --ffn gelu_tanh "${common[@]}"
 expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_llama" --steps 120 \
@@ -116,7 +120,7 @@ for model in erf tanh llama bpe; do
     "${REF[@]}" logprobs --model "$g" --input "$W/$model.seqs.json" >"$W/lp.json" || bad "llama_ref logprobs failed"
     # f32, gpt2 layout: llama.cpp computes GELU in tanh form through an f16 table (measured
     # 6.7e-4 for an erf model, 4.4e-4 for a tanh one); llama layout (no GELU): 2e-6 measured.
-    # f16 measured 1.5e-3; q8_0 (llama.cpp also rounds the activations to 8 bits) 3-5e-2.
+    # f16 measured 1.5e-3; q8_0 (llama.cpp also rounds the activations to 8 bits) 2-7e-2.
     case $model.$type in
       llama.f32) bound=1e-4 ;; *.f32) bound=1e-3 ;; *.f16) bound=1e-2 ;; *.q8_0) bound=1e-1 ;;
     esac

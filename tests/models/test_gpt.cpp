@@ -60,11 +60,12 @@ TEST(GPT, NanoGptNamesShapesAndTying) {
 
 TEST(GPT, KvCacheDecodingEqualsFullForward) {
   for (PosKind pos : {PosKind::Learned, PosKind::Sinusoidal, PosKind::Rope})
-    for (bool pre : {true, false}) {
+    for (int pre_kv = 0; pre_kv < 3; ++pre_kv) {  // pre-norm, post-norm, pre-norm with one key/value head
       Rng rng(1);
       GPTConfig c = small_config();
       c.pos = pos;
-      c.pre_norm = pre;
+      c.pre_norm = pre_kv != 1;
+      c.n_kv_heads = pre_kv == 2 ? 1 : 0;
       GPT m(c, rng);
       m.eval();
       const int64_t B = 2, T = 7;
@@ -91,6 +92,54 @@ TEST(GPT, KvCacheDecodingEqualsFullForward) {
       EXPECT_EQ(cache.len, T);
       EXPECT_THROW(m.forward_cached(take(0, 1), B, 1, cache), Error);  // cache full
     }
+}
+
+// Grouped-query attention is multi-head attention whose key/value heads are repeated for their
+// groups: a GQA model and the MHA model with c_attn's key and value rows repeated compute the same
+// logits and the same gradients of the shared weights (the repeated rows' gradients summed).
+TEST(GPT, GroupedQueryAttentionIsMultiHeadWithRepeatedKeyValueHeads) {
+  Rng rng(3);
+  GPTConfig c = small_config();
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.pos = PosKind::Rope;
+  c.rope_base = 500000.0f;
+  GPT gqa(c, rng);
+  GPTConfig mc = c;
+  mc.n_kv_heads = 0;
+  GPT mha(mc, rng);
+  const int64_t C = c.d_model, HS = C / c.n_heads, KV = 2 * HS;
+  auto widen = [&](const Tensor& w) {  // rows [C + 2 KV, ...] -> [3C, ...]: head h takes kv head h / 2
+    std::vector<Tensor> rows = {slice(w, 0, 0, C)};
+    for (int64_t block = 0; block < 2; ++block)
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        const int64_t r0 = C + block * KV + (h / 2) * HS;
+        rows.push_back(slice(w, 0, r0, r0 + HS));
+      }
+    return concat(rows, 0).contiguous();
+  };
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (auto& [name, t] : gqa.state_dict())
+    state.emplace_back(name, name.find("c_attn") != std::string::npos ? widen(t) : t.contiguous());
+  mha.load_state_dict(state, "test");
+  EXPECT_EQ(gqa.transformer.h[0]->attn.c_attn.weight.size(0), C + 2 * KV);
+  const int64_t B = 2, T = 7;
+  const auto idx = tokens(B * T, 5, 11);
+  std::vector<int32_t> targets(idx.begin() + 1, idx.end());
+  targets.push_back(0);
+  // One forward and backward at a time: a backward consumes the whole tape.
+  Tensor lg = gqa.forward(idx, B, T);
+  backward(cross_entropy(lg, targets));
+  Tensor lm = mha.forward(idx, B, T);
+  backward(cross_entropy(lm, targets));
+  for (int64_t i = 0; i < lg.numel(); ++i) ASSERT_NEAR(lg.data()[i], lm.data()[i], 1e-5) << i;
+  const Tensor gw = gqa.transformer.h[1]->attn.c_attn.weight.grad(),
+               mw = mha.transformer.h[1]->attn.c_attn.weight.grad();
+  // The key rows of kv head 1 in GQA = the sum of MHA's rows of query heads 2 and 3's keys.
+  for (int64_t r = 0; r < HS; ++r)
+    for (int64_t j = 0; j < C; ++j)
+      ASSERT_NEAR(gw.at({C + HS + r, j}), mw.at({C + 2 * HS + r, j}) + mw.at({C + 3 * HS + r, j}), 1e-5);
+  for (int64_t j = 0; j < C; ++j) ASSERT_NEAR(gw.at({0, j}), mw.at({0, j}), 1e-6);  // a query row
 }
 
 TEST(GPT, OverfitsOneBatch) {
@@ -131,6 +180,18 @@ TEST(GPT, ConfigErrorsNameTheField) {
   }
   c = small_config();
   c.n_layers = 0;
+  EXPECT_THROW(GPT(c, rng), Error);
+  c = small_config();
+  c.n_heads = 4;
+  c.n_kv_heads = 3;
+  try {
+    GPT m(c, rng);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n_kv_heads (3) must divide n_heads (4)"), std::string::npos) << e.what();
+  }
+  c = small_config();
+  c.rope_base = 0.5f;
   EXPECT_THROW(GPT(c, rng), Error);
   c = small_config();
   GPT m(c, rng);

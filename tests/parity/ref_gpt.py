@@ -90,18 +90,24 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         C = cfg.n_embd
-        self.c_attn = nn.Linear(C, 3 * C, bias=cfg.bias)
-        self.c_proj = nn.Linear(C, C, bias=cfg.bias)
         self.n_head = cfg.n_head
+        self.n_kv = cfg.n_kv_head or cfg.n_head  # grouped-query attention: key/value heads
+        self.kv_width = self.n_kv * (C // cfg.n_head)
+        self.c_attn = nn.Linear(C, C + 2 * self.kv_width, bias=cfg.bias)
+        self.c_proj = nn.Linear(C, C, bias=cfg.bias)
         self.rope = cfg.pos == "rope"
+        self.rope_base = cfg.rope_base
 
     def forward(self, x):  # [B, T, C]
         B, T, C = x.shape
         NH, HS = self.n_head, C // self.n_head
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, NH, HS).transpose(1, 2) for t in (q, k, v))  # [B, NH, T, HS]
+        q, k, v = self.c_attn(x).split([C, self.kv_width, self.kv_width], dim=2)
+        q = q.view(B, T, NH, HS).transpose(1, 2)  # [B, NH, T, HS]
+        k, v = (t.view(B, T, self.n_kv, HS).transpose(1, 2) for t in (k, v))  # [B, NKV, T, HS]
         if self.rope:
-            q, k = rotary(q), rotary(k)
+            q, k = rotary(q, self.rope_base), rotary(k, self.rope_base)
+        # Hugging Face's repeat_kv: key/value head j serves query heads j * group .. + group - 1.
+        k, v = (t.repeat_interleave(NH // self.n_kv, dim=1) for t in (k, v))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
         causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
         att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
@@ -274,6 +280,8 @@ def main():
     ap.add_argument("--activation", required=True, choices=["relu", "gelu", "gelu_tanh", "swiglu"])
     ap.add_argument("--norm", required=True, choices=["layernorm", "rmsnorm"])
     ap.add_argument("--pos", required=True, choices=["learned", "sinusoidal", "rope"])
+    ap.add_argument("--n-kv-head", type=int, default=0, help="grouped-query attention; 0: --n-head")
+    ap.add_argument("--rope-base", type=float, default=10000.0)
     for name in ("norm-eps", "lr", "beta1", "beta2", "adam-eps", "weight-decay", "max-norm"):
         ap.add_argument(f"--{name}", type=float, required=True)
     ap.add_argument("--autocast", choices=["none", "bf16"], default="none",

@@ -90,6 +90,8 @@ std::vector<std::string> reference_args(const GPTConfig& c, const nn::BlockConfi
           "--bias",         c.bias ? "1" : "0",
           "--tie",          c.tie_weights ? "1" : "0",
           "--pos",          to_string(c.pos),
+          "--n-kv-head",    std::to_string(c.n_kv_heads),
+          "--rope-base",    num(c.rope_base),
           "--norm-eps",     num(bc.norm_eps),
           "--steps",        std::to_string(kSteps),
           "--lr",           num(o.lr),
@@ -297,6 +299,22 @@ TEST(GptParity, RopeRmsNormSwiGluMatchesPyTorch) {
   c.bias = false;
   c.tie_weights = false;
   run_case("rope", c);
+}
+
+// Llama 3's attention: grouped-query (two query heads per key/value head, repeated as Hugging
+// Face's repeat_kv) and a RoPE base of 500000.
+TEST(GptParity, GroupedQueryAttentionRopeBaseMatchesPyTorch) {
+  ATTO_REQUIRE_TORCH();
+  GPTConfig c = base_config();
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.pos = PosKind::Rope;
+  c.rope_base = 500000.0f;
+  c.norm = nn::NormKind::RMSNorm;
+  c.activation = nn::Activation::SwiGLU;
+  c.d_ff = 24;
+  c.bias = false;
+  run_case("gqa", c);
 }
 
 TEST(GptParity, PostNormSinusoidalReluMatchesPyTorch) {
