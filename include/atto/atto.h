@@ -66,7 +66,7 @@ extern "C" {
 #endif
 
 #define ATTO_VERSION_MAJOR 0
-#define ATTO_VERSION_MINOR 11
+#define ATTO_VERSION_MINOR 12
 #define ATTO_VERSION_PATCH 0
 
 typedef enum atto_status {
@@ -84,7 +84,7 @@ typedef enum atto_task { ATTO_TASK_GPT = 0, ATTO_TASK_SEQ2SEQ = 1 } atto_task;
 typedef enum atto_vocab { ATTO_VOCAB_SOURCE = 0, ATTO_VOCAB_TARGET = 1 } atto_vocab;
 #define ATTO_VOCAB_GPT ATTO_VOCAB_SOURCE
 
-/* "0.11.0" */
+/* "0.12.0" */
 ATTO_API const char* atto_version(void);
 /* The message of the last failed call on this thread ("" when none). */
 ATTO_API const char* atto_last_error(void);
@@ -314,6 +314,36 @@ ATTO_API size_t atto_weights_count(const atto_weights* w);
 /* Fills *out with the i-th tensor; false when i is out of range (or w or out is NULL). */
 ATTO_API bool atto_weights_get(const atto_weights* w, size_t i, atto_weight* out);
 ATTO_API void atto_weights_free(atto_weights* w);
+
+/* ----------------------------------------------------------------------------------------------
+ * Inspection (GPT; src/api/c_api_inspect.cpp): inside one forward pass on a text, the numbers that
+ * `atto inspect --text` draws (the Python package's Model.attention() and residual_stream()).
+ * -------------------------------------------------------------------------------------------- */
+typedef struct atto_inspection atto_inspection;
+
+/* Runs the model once on `text` (UTF-8, text_len bytes) and keeps its attention weights and
+ * residual stream. The input is what atto inspect feeds: in lines mode the <eos> that starts a
+ * line, then the text's tokens (an empty text is then the <eos> alone); in stream mode the
+ * text's tokens. Errors: a seq2seq model (ATTO_ERR_INVALID_ARGUMENT); an input longer than the
+ * block size (ATTO_ERR_INVALID_ARGUMENT naming both: atto inspect would keep its last block_size
+ * tokens; here nothing is cut); a stream-mode text with no tokens (ATTO_ERR_INVALID_ARGUMENT); a
+ * character the vocabulary lacks (ATTO_ERR_BAD_INPUT naming it). */
+ATTO_API atto_status atto_inspect(atto_context* c, const char* text, size_t text_len, atto_inspection** out);
+/* T, the number of input positions (0 for NULL), and the input's token ids ([T]). */
+ATTO_API size_t atto_inspection_n_tokens(const atto_inspection* x);
+ATTO_API const int32_t* atto_inspection_tokens(const atto_inspection* x);
+/* Attention weights, float32 row-major [n_layers, n_heads, T, T] (shape receives the four sizes
+ * when not NULL): [l, h, i, j] is how much query position i of head h in layer l attends to key
+ * position j; each row i sums to 1 over j <= i, and the masked entries j > i are 0. */
+ATTO_API const float* atto_inspection_attention(const atto_inspection* x, int64_t shape[4]);
+/* The residual stream, float32 row-major [n_layers + 1, T, d_model] (shape as above): row 0 is
+ * the embeddings (the token's plus the learned or sinusoidal position's; the token's alone with
+ * rotary positions; before dropout, which inference does not apply), row l (1 <= l <= n_layers) is the output of block l - 1: the input of block l, and
+ * for l = n_layers the input of the final norm ln_f (a post-norm GPT, which has no ln_f: the
+ * input of lm_head). */
+ATTO_API const float* atto_inspection_residual(const atto_inspection* x, int64_t shape[3]);
+/* The pointers above stay valid until this call. */
+ATTO_API void atto_inspection_free(atto_inspection* x);
 
 #ifdef __cplusplus
 }

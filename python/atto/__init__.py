@@ -7,27 +7,30 @@
     print(m.generate(n=5, seed=1337))                          # = atto sample -n 5 --seed 1337
     print(m.score("emma").mean_nll)                            # = atto score
     w = m.weights()["transformer.wte.weight"]                  # numpy, read-only, no copy
+    a = m.attention("emma")                                    # [n_layers, n_heads, T, T], as atto inspect
 
 A thin layer over atto's C API (include/atto/atto.h, through the extension atto._core): the same
 results as the `atto` command line for the same settings. Calls that compute (train, generate,
-score, logits) release the GIL. Errors are atto.Error with atto's message; bad arguments are
+score, logits, inspect) release the GIL. Errors are atto.Error with atto's message; bad arguments are
 atto.InvalidArgumentError, which is also a ValueError. docs/python.md has the details.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
-from . import _core
+from . import _core, _progress
 from ._core import Error, InvalidArgumentError
 
 __all__ = [
     "Error",
+    "Inspection",
     "InvalidArgumentError",
     "Model",
     "Progress",
@@ -45,7 +48,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def version() -> str:
-    """The version of the atto library the package runs on ("0.11.0")."""
+    """The version of the atto library the package runs on ("0.12.0")."""
     return _core.version()
 
 
@@ -104,6 +107,27 @@ class Translation:
     score: float
 
 
+@dataclass(frozen=True)
+class Inspection:
+    """Inside one forward pass of a GPT on a text (Model.inspect): the numbers `atto inspect
+    --text TEXT` draws. The input (`tokens`, T ids) is what inspect feeds: in lines mode the
+    <eos> that starts a line, then the text's tokens; in stream mode the text's tokens.
+
+    attention: float32 [n_layers, n_heads, T, T]; [l, h, i, j] is the weight that query position
+    i of head h in layer l gives key position j: each row sums to 1 over j <= i, and the masked
+    entries j > i are 0.
+    residual_stream: float32 [n_layers + 1, T, d_model]; row 0 is the embeddings (token plus
+    position, none added for rotary positions; no dropout at inference); row l (1 <= l <=
+    n_layers) is block l-1's output: the input of block l, and for l = n_layers the input of
+    the final norm ln_f (of lm_head in a post-norm GPT, which has no ln_f).
+    The arrays are the caller's (writable; no copy was made of atto's result)."""
+
+    text: str
+    tokens: List[int]
+    attention: np.ndarray = field(repr=False)
+    residual_stream: np.ndarray = field(repr=False)
+
+
 # ---- training -------------------------------------------------------------------------------
 
 
@@ -114,7 +138,8 @@ def train(
     resume: bool = False,
     force: bool = False,
     threads: int = 0,
-    progress: Optional[Callable[[Progress], Optional[bool]]] = None,
+    progress: Union[bool, None, Callable[[Progress], Optional[bool]]] = None,
+    callback: Optional[Callable[[Progress], Optional[bool]]] = None,
     **config: Any,
 ) -> TrainResult:
     """Trains a model into the run directory `out`, as `atto train --data DATA --out OUT` does.
@@ -124,10 +149,15 @@ def train(
     seq2seq: src=..., tgt=...). The same configuration and seed give the same weights as the
     command line, bit for bit.
 
-    progress(p: Progress) is called at every logged step and evaluation; returning False stops
-    the run after the current step (its state is saved: continue it with resume=True) and
-    train() returns with interrupted=True. An exception raised in the callback, or Ctrl-C, also
-    stops the run (state saved) and is raised from train().
+    progress: the progress bar. None (the default) shows a tqdm bar on stderr when tqdm can be
+    imported and stderr is a terminal or this runs in a Jupyter kernel; True always shows one
+    (without tqdm: one line of text on stderr, rewritten at each report); False shows nothing.
+    A callable is the callback (as callback=), with the default bar.
+
+    callback(p: Progress) is called at every logged step and evaluation, alongside the bar;
+    returning False stops the run after the current step (its state is saved: continue it with
+    resume=True) and train() returns with interrupted=True. An exception raised in the callback,
+    or Ctrl-C, also stops the run (state saved) and is raised from train().
 
     resume=True continues the run in `out` (config may then hold only the keys that
     `atto train --resume` accepts: steps, threads, eval_every, ...); force=True allows `out` to
@@ -142,15 +172,43 @@ def train(
         if isinstance(config.get(key), os.PathLike):
             config[key] = os.fspath(config[key])
     _int(threads, "threads", 0, 2**31)
-    if progress is not None and not callable(progress):
-        raise InvalidArgumentError("progress must be callable")
+    bar, callback = _progress_args(progress, callback)
     try:
         config_json = json.dumps(config, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise InvalidArgumentError(f"the configuration is not JSON: {e}") from None
-    cb = None if progress is None else (lambda d: progress(Progress(**d)))
-    r = _core.train(config_json, os.fspath(out), bool(resume), bool(force), threads, cb)
+    display = _progress.make(bar, bool(resume))
+    cb = None if display is None and callback is None else functools.partial(_report, display, callback)
+    steps = None
+    try:
+        r = _core.train(config_json, os.fspath(out), bool(resume), bool(force), threads, cb)
+        steps = r["steps"]
+    finally:
+        if display is not None:
+            display.close(steps)
     return TrainResult(out=os.fspath(out), **r)
+
+
+def _report(display: Any, callback: Optional[Callable[[Progress], Optional[bool]]],
+            d: Dict[str, Any]) -> Optional[bool]:
+    """One progress report of a training run: to the bar, then to the caller's callback."""
+    p = Progress(**d)
+    if display is not None:
+        display.update(p)
+    return None if callback is None else callback(p)
+
+
+def _progress_args(progress: Any, callback: Any) -> Tuple[Optional[bool], Any]:
+    """train()'s (bar setting, callback) from its progress= and callback= arguments."""
+    if callback is not None and not callable(callback):
+        raise InvalidArgumentError("callback must be callable")
+    if callable(progress):
+        if callback is not None:
+            raise InvalidArgumentError("give the callback once: progress=callable or callback=callable")
+        return None, progress
+    if progress is not None and not isinstance(progress, bool):
+        raise InvalidArgumentError(f"progress must be True, False, None or a callable, got {progress!r}")
+    return progress, callback
 
 
 # ---- models ---------------------------------------------------------------------------------
@@ -307,6 +365,40 @@ class Model:
         most `info["context"]` of them): log_softmax(logits(ids[:i]))[ids[i]] is the log-
         probability that score() gives token i."""
         return self._m.logits(_ids(tokens))
+
+    # -- inside the model (GPT) --
+    def inspect(self, text: str) -> Inspection:
+        """One forward pass on `text`, keeping what `atto inspect --text TEXT` draws: every
+        layer's attention weights and the residual stream (see Inspection for what each array
+        holds). The input is inspect's: in lines mode [<eos>] + the text's tokens (an empty text
+        is the <eos> alone), in stream mode the text's tokens. A seq2seq model, an input longer
+        than the block size (info["context"]: atto inspect would keep its last tokens, this
+        refuses), an empty stream-mode text or a character the vocabulary lacks raise
+        InvalidArgumentError naming what is wrong. The GIL is released."""
+        tokens, attention, residual = self._m.inspect(_str(text, "text"))
+        return Inspection(text=text, tokens=tokens, attention=attention, residual_stream=residual)
+
+    def attention(self, text: str) -> np.ndarray:
+        """The attention weights of a forward pass on `text` (inspect(text).attention): float32
+        [n_layers, n_heads, T, T], [l, h, i, j] the weight query i gives key j in head h of
+        layer l; each row sums to 1 over the causal prefix j <= i, and entries j > i are 0.
+        T counts inspect's input: in lines mode the <eos> that starts the text, then its tokens,
+        as atto inspect's attention maps label them."""
+        return self.inspect(text).attention
+
+    def residual_stream(self, text: str) -> np.ndarray:
+        """The residual stream of a forward pass on `text` (inspect(text).residual_stream):
+        float32 [n_layers + 1, T, d_model]. Row 0: the embeddings (token + position, before any
+        dropout); row l, 1 <= l <= n_layers: the output of block l-1 (the stream entering block
+        l; for l = n_layers the input of ln_f, so lm_head(ln_f(row n_layers)) are the logits)."""
+        return self.inspect(text).residual_stream
+
+    def token_embeddings(self) -> np.ndarray:
+        """A GPT's token embedding table, float32 [vocab_size, d_model]: weights()
+        ["transformer.wte.weight"], read-only without a copy (row i is token i: token_text(i))."""
+        if self.info["task"] != "gpt":
+            raise InvalidArgumentError("token_embeddings() is for a GPT; this model is seq2seq: see weights()")
+        return self._m.weights()["transformer.wte.weight"]
 
     # -- seq2seq --
     @overload

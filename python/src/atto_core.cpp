@@ -187,6 +187,7 @@ class Model {
   py::tuple score(const std::string& s);
   py::array_t<float> logits(const std::vector<int32_t>& tokens);
   py::dict weights();
+  py::tuple inspect(const std::string& text);
   py::list translate(const std::vector<std::string>& sources, const py::dict& kw);
   py::array_t<float> translate_logits(const std::string& source, const std::vector<int32_t>& prefix);
 
@@ -321,6 +322,25 @@ py::dict Model::weights() {
     d[py::str(w.name)] = a;
   }
   return d;
+}
+
+// inspect(text) -> (ids, attention, residual): one traced forward pass (atto_inspect). The two
+// float32 arrays lie over the inspection's memory (no copy), which one capsule frees when the
+// last of them goes; they are the caller's alone, so they stay writable.
+py::tuple Model::inspect(const std::string& s) {
+  atto_inspection* x = nullptr;
+  atto_status st = ATTO_OK;
+  with_context([&](atto_context* c) { st = atto_inspect(c, s.data(), s.size(), &x); });
+  check(st);
+  py::capsule owner(x, [](void* p) { atto_inspection_free(static_cast<atto_inspection*>(p)); });
+  const int32_t* ids = atto_inspection_tokens(x);
+  std::vector<int32_t> tokens(ids, ids + atto_inspection_n_tokens(x));
+  int64_t a[4] = {}, r[3] = {};
+  const float* attention = atto_inspection_attention(x, a);
+  const float* residual = atto_inspection_residual(x, r);
+  py::array_t<float> att(std::vector<py::ssize_t>(a, a + 4), attention, owner);
+  py::array_t<float> res(std::vector<py::ssize_t>(r, r + 3), residual, owner);
+  return py::make_tuple(tokens, att, res);
 }
 
 // translate(sources, params): per source, n_best (text, score) pairs, best first.
@@ -503,6 +523,7 @@ PYBIND11_MODULE(_core, m) {
       .def("score", &Model::score, py::arg("text"))
       .def("logits", &Model::logits, py::arg("tokens"))
       .def("weights", &Model::weights)
+      .def("inspect", &Model::inspect, py::arg("text"))
       .def("translate", &Model::translate, py::arg("sources"), py::arg("params"))
       .def("translate_logits", &Model::translate_logits, py::arg("source"), py::arg("prefix"));
 }

@@ -177,7 +177,11 @@ RunConfig train_config(const atto_train_params& p) {
 
 extern "C" {
 
-const char* atto_version(void) { return "0.11.0"; }
+#define ATTO_STRINGIFY_(x) #x
+#define ATTO_STRINGIFY(x) ATTO_STRINGIFY_(x)
+const char* atto_version(void) {  // atto.h's numbers, which CMakeLists.txt's project version equals
+  return ATTO_STRINGIFY(ATTO_VERSION_MAJOR) "." ATTO_STRINGIFY(ATTO_VERSION_MINOR) "." ATTO_STRINGIFY(ATTO_VERSION_PATCH);
+}
 const char* atto_last_error(void) { return g_last_error.c_str(); }
 
 const char* atto_status_name(atto_status s) {

@@ -199,11 +199,11 @@ std::string read_name(Cursor& c, const char* kind, uint64_t index) {
   const uint64_t at = c.pos();
   std::string s = c.str(kind);
   ATTO_CHECK(!s.empty(), "{}: {} {} is empty (at byte {})", c.source(), kind, index, at);
-  const bool printable =
-      std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
+  const bool printable = std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
   ATTO_CHECK(printable && s.size() <= kMaxNameBytes,
              "{}: {} {} (at byte {}) is {}{}; GGUF names are printable ASCII of at most {} bytes", c.source(), kind,
-             index, at, json_util::printable(s, 64), printable ? fmt::format(", {} bytes", s.size()) : "", kMaxNameBytes);
+             index, at, json_util::printable(s, 64), printable ? fmt::format(", {} bytes", s.size()) : "",
+             kMaxNameBytes);
   return s;
 }
 
@@ -326,6 +326,15 @@ GgufValue GgufValue::string_array(std::vector<std::string> v) {
 }
 GgufValue GgufValue::i32_array(const std::vector<int32_t>& v) {
   return {.type = GgufType::Array, .elem = GgufType::I32, .numbers = std::vector<double>(v.begin(), v.end())};
+}
+
+GgufValue GgufValue::f32_array(const std::vector<float>& v) {
+  return {.type = GgufType::Array, .elem = GgufType::F32, .numbers = std::vector<double>(v.begin(), v.end())};
+}
+
+bool GgufValue::as_bool(std::string_view what) const {
+  ATTO_CHECK(type == GgufType::Bool, "{} must be a boolean", what);
+  return number != 0.0;
 }
 
 uint64_t GgufValue::as_uint(std::string_view what) const {

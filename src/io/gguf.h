@@ -81,11 +81,13 @@ struct GgufValue {
   static GgufValue string(std::string v);
   static GgufValue string_array(std::vector<std::string> v);
   static GgufValue i32_array(const std::vector<int32_t>& v);
+  static GgufValue f32_array(const std::vector<float>& v);
 
   // Checked reads: atto::Error naming `what` unless the value has that shape.
   uint64_t as_uint(std::string_view what) const;  // any unsigned or non-negative integer type
   double as_number(std::string_view what) const;  // any numeric type
   const std::string& as_string(std::string_view what) const;
+  bool as_bool(std::string_view what) const;
   const std::vector<std::string>& as_strings(std::string_view what) const;
   const std::vector<double>& as_numbers(std::string_view what) const;
 };

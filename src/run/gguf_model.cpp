@@ -9,6 +9,7 @@
 #include "base/json.h"
 #include "tokenize/bpe.h"
 #include "tokenize/char_tokenizer.h"
+#include "tokenize/spm_tokenizer.h"
 #include "tokenize/utf8.h"
 
 #include <nlohmann/json.hpp>
@@ -156,12 +157,33 @@ void add_char_vocabulary(io::GgufWriter& w, const CharTokenizer& tok) {
   w.add("tokenizer.ggml.merges", GgufValue::string_array(char_merges(tok.chars())));
 }
 
+// A SentencePiece vocabulary in llama.cpp's llama form: pieces, scores and types (SentencePiece's
+// numbering is llama.cpp's), no space put before the text unless the model does so.
+void add_spm_vocabulary(io::GgufWriter& w, const SpmGptTokenizer& tok) {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (SpmPiece& p : tok.pieces()) {
+    tokens.push_back(std::move(p.piece));
+    scores.push_back(p.score);
+    types.push_back(p.type);
+  }
+  w.add("tokenizer.ggml.model", GgufValue::string("llama"));
+  w.add("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
+  w.add("tokenizer.ggml.scores", GgufValue::f32_array(scores));
+  w.add("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+  w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+  w.add("tokenizer.ggml.add_space_prefix", GgufValue::boolean(tok.add_dummy_prefix()));
+}
+
 void add_vocabulary(io::GgufWriter& w, const GptTokenizer& any) {
   if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&any)) {
     add_bpe_vocabulary(w, *bpe);
+  } else if (const auto* spm = dynamic_cast<const SpmGptTokenizer*>(&any)) {
+    add_spm_vocabulary(w, *spm);
   } else {
     ATTO_CHECK(dynamic_cast<const CharTokenizer*>(&any) != nullptr,
-               "GGUF export of a {} tokenizer is not supported: export models with a char or bpe tokenizer",
+               "GGUF export of a {} tokenizer is not supported: export models with a char, bpe or spm tokenizer",
                any.kind());
     add_char_vocabulary(w, dynamic_cast<const CharTokenizer&>(any));
   }
@@ -198,14 +220,35 @@ std::unique_ptr<GptTokenizer> read_bpe_vocabulary(const io::GgufFile& f, const s
   return std::make_unique<BpeTokenizer>(BpeTokenizer::from_json(j, f.path + ": the tokenizer"));
 }
 
+// llama's SentencePiece vocabulary: tokens, scores and types. The boundary (lines mode) is </s>
+// when the file says its data mode is lines (atto's export), none otherwise.
+std::unique_ptr<GptTokenizer> read_spm_vocabulary(const io::GgufFile& f, const std::vector<std::string>& tokens,
+                                                  const std::vector<double>& types) {
+  const auto& scores = f.get("tokenizer.ggml.scores").as_numbers(f.path + ": tokenizer.ggml.scores");
+  ATTO_CHECK(scores.size() == tokens.size(), "{}: {} tokens but {} scores", f.path, tokens.size(), scores.size());
+  std::vector<SpmPiece> pieces(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const double t = types[i];
+    pieces[i] = {tokens[i], static_cast<float>(scores[i]), t >= 1 && t <= 6 && t == std::floor(t) ? int32_t(t) : 0};
+  }
+  const bool prefix = !f.has("tokenizer.ggml.add_space_prefix") ||
+                      f.get("tokenizer.ggml.add_space_prefix").as_bool(f.path + ": tokenizer.ggml.add_space_prefix");
+  const bool lines =
+      f.has("atto.data.mode") && f.get("atto.data.mode").as_string(f.path + ": atto.data.mode") == "lines";
+  return std::make_unique<SpmGptTokenizer>(
+      SpmGptTokenizer::from_pieces(pieces, lines, prefix, f.path + ": the vocabulary (tokenizer.ggml.*)"));
+}
+
 std::unique_ptr<GptTokenizer> read_vocabulary(const io::GgufFile& f) {
   const std::string& model = f.get("tokenizer.ggml.model").as_string(f.path + ": tokenizer.ggml.model");
-  ATTO_CHECK(model == "gpt2", "{}: tokenizer.ggml.model is {}; atto reads byte-level (gpt2) vocabularies", f.path,
-             json_util::printable(model));
+  ATTO_CHECK(model == "gpt2" || model == "llama",
+             "{}: tokenizer.ggml.model is {}; atto reads byte-level BPE (gpt2) and SentencePiece (llama) vocabularies",
+             f.path, json_util::printable(model));
   const auto& tokens = f.get("tokenizer.ggml.tokens").as_strings(f.path + ": tokenizer.ggml.tokens");
   const auto& types = f.get("tokenizer.ggml.token_type").as_numbers(f.path + ": tokenizer.ggml.token_type");
   ATTO_CHECK(!tokens.empty() && types.size() == tokens.size(), "{}: {} tokens but {} token types", f.path,
              tokens.size(), types.size());
+  if (model == "llama") return read_spm_vocabulary(f, tokens, types);
   // A character vocabulary (atto export of a char model): every normal token one character.
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (types[i] != kTokenNormal) continue;

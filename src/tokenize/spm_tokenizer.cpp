@@ -5,14 +5,18 @@
 #include <sentencepiece_trainer.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "base/json.h"
 #include "base/error.h"
+#include "base/json.h"
 #include "tokenize/utf8.h"
 
 namespace atto {
@@ -216,6 +220,56 @@ SpmGptTokenizer::SpmGptTokenizer(std::string model_bytes, bool boundary, std::st
              "padding (train it with atto train --tokenizer spm)",
              where, sp->unk_id(), sp->bos_id(), sp->eos_id(), sp->pad_id());
   sp_ = std::move(sp);
+}
+
+namespace {
+
+void check_pieces(const std::vector<SpmPiece>& pieces, std::string_view where) {
+  ATTO_CHECK(pieces.size() > 259 && pieces.size() <= (size_t{1} << 24),
+             "{}: {} pieces; a SentencePiece vocabulary with byte fallback has more than 259 (at most 2^24)", where,
+             pieces.size());
+  const std::pair<const char*, int32_t> special[] = {{"<unk>", 2}, {"<s>", 3}, {"</s>", 3}};
+  for (size_t i = 0; i < 3; ++i)
+    ATTO_CHECK(pieces[i].type == special[i].second,
+               "{}: token {} ({}) has type {}; atto's SentencePiece vocabularies have <unk> 0 (type 2), <s> 1 and "
+               "</s> 2 (type 3)",
+               where, i, utf8::quote(pieces[i].piece), pieces[i].type);
+  std::unordered_map<std::string_view, size_t> seen;
+  int bytes = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const SpmPiece& p = pieces[i];
+    ATTO_CHECK(!p.piece.empty() && std::isfinite(p.score) && p.type >= 1 && p.type <= 6,
+               "{}: token {} ({}, score {}, type {}) is not a SentencePiece piece: it must be non-empty with a finite "
+               "score and a type from 1 to 6",
+               where, i, utf8::quote(p.piece), p.score, p.type);
+    const auto [it, fresh] = seen.emplace(p.piece, i);
+    ATTO_CHECK(fresh, "{}: tokens {} and {} are both {}", where, it->second, i, utf8::quote(p.piece));
+    if (p.type == 6) {
+      unsigned v = 0;
+      ATTO_CHECK(p.piece.size() == 6 && std::sscanf(p.piece.c_str(), "<0x%2X>", &v) == 1 &&
+                     p.piece == fmt::format("<0x{:02X}>", v),
+                 "{}: token {} ({}) has the byte type but is not of the form <0xNN>", where, i, utf8::quote(p.piece));
+      ++bytes;
+    }
+  }
+  ATTO_CHECK(bytes == 256, "{}: {} byte pieces (<0xNN>, type 6); byte fallback needs all 256", where, bytes);
+}
+
+}  // namespace
+
+SpmGptTokenizer SpmGptTokenizer::from_pieces(const std::vector<SpmPiece>& pieces, bool boundary, bool add_dummy_prefix,
+                                             std::string_view where) {
+  check_pieces(pieces, where);
+  return SpmGptTokenizer(spm_proto::bpe_model(pieces, add_dummy_prefix), boundary, where);
+}
+
+std::vector<SpmPiece> SpmGptTokenizer::pieces() const {
+  std::vector<SpmPiece> out(static_cast<size_t>(vocab_size()));
+  for (int i = 0; i < static_cast<int>(out.size()); ++i) {
+    const int32_t type = sp_->IsUnknown(i) ? 2 : sp_->IsControl(i) ? 3 : sp_->IsUnused(i) ? 5 : sp_->IsByte(i) ? 6 : 1;
+    out[static_cast<size_t>(i)] = {sp_->IdToPiece(i), sp_->GetScore(i), type};
+  }
+  return out;
 }
 
 SpmGptTokenizer SpmGptTokenizer::train(std::string_view text, int64_t vocab_size, bool boundary, uint32_t seed) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tokenize/gpt_tokenizer.h"
+#include "tokenize/spm_proto.h"
 #include "tokenize/tokenizer.h"
 
 namespace sentencepiece {
@@ -88,6 +89,16 @@ class SpmGptTokenizer : public GptTokenizer {
  public:
   static SpmGptTokenizer train(std::string_view text, int64_t vocab_size, bool boundary, uint32_t seed = 1337);
   static SpmGptTokenizer from_json(const nlohmann::json& j, std::string_view where, const std::string& dir);
+  // A BPE model of these pieces (a GGUF vocabulary of llama's form: tokenizer.ggml.model "llama"),
+  // with spm_proto::bpe_model's options. The pieces are checked first: <unk> 0 (unknown), <s> 1
+  // and </s> 2 (control), each of the 256 byte pieces <0x00>..<0xFF> once (byte fallback), no
+  // empty or repeated piece, finite scores; an atto::Error names `where` and the piece.
+  static SpmGptTokenizer from_pieces(const std::vector<SpmPiece>& pieces, bool boundary, bool add_dummy_prefix,
+                                     std::string_view where);
+  // The model's pieces in id order, and whether it puts a space before the text (llama.cpp's
+  // tokenizer.ggml.add_space_prefix).
+  std::vector<SpmPiece> pieces() const;
+  bool add_dummy_prefix() const { return spm_proto::add_dummy_prefix(model_); }
 
   const char* kind() const override { return "spm"; }
   int64_t vocab_size() const override;

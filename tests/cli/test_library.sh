@@ -31,10 +31,10 @@ for f in include/atto/atto.h include/atto/atto.hpp lib/libatto.a lib/cmake/atto/
          lib/cmake/atto/attoConfigVersion.cmake lib/cmake/atto/attoTargets.cmake lib/pkgconfig/atto.pc; do
   [ -f "$P/$f" ] && ok || bad "not installed: $f"
 done
-[ "$(readlink "$P/lib/libatto.so")" = libatto.so.0 ] && [ "$(readlink "$P/lib/libatto.so.0")" = libatto.so.0.11.0 ] &&
-  [ -f "$P/lib/libatto.so.0.11.0" ] && [ ! -L "$P/lib/libatto.so.0.11.0" ] && ok ||
-  bad "not the chain libatto.so -> libatto.so.0 -> libatto.so.0.11.0: $(ls -l "$P"/lib/libatto.so* 2>&1)"
-soname=$(objdump -p "$P/lib/libatto.so.0.11.0" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
+[ "$(readlink "$P/lib/libatto.so")" = libatto.so.0 ] && [ "$(readlink "$P/lib/libatto.so.0")" = libatto.so.0.12.0 ] &&
+  [ -f "$P/lib/libatto.so.0.12.0" ] && [ ! -L "$P/lib/libatto.so.0.12.0" ] && ok ||
+  bad "not the chain libatto.so -> libatto.so.0 -> libatto.so.0.12.0: $(ls -l "$P"/lib/libatto.so* 2>&1)"
+soname=$(objdump -p "$P/lib/libatto.so.0.12.0" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
 [ "$soname" = libatto.so.0 ] && ok || bad "SONAME is '$soname', not libatto.so.0"
 # Exported: the C API and nothing else (the version node ATTO_0 is an absolute symbol).
 exported=$(nm -D --defined-only "$P/lib/libatto.so" | awk '$2 != "A" {sub(/@.*/, "", $3); print $3}' | sort)
@@ -60,7 +60,7 @@ export PKG_CONFIG_PATH=$P/lib/pkgconfig
 PKGC=(pkg-config)
 [ "$(realpath "$(pkg-config --variable=prefix atto)")" = "$(realpath "$P")" ] && ok ||
   bad "atto.pc says prefix=$(pkg-config --variable=prefix atto), installed in $P"
-[ "$("${PKGC[@]}" --modversion atto)" = 0.11.0 ] && ok || bad "pkg-config --modversion atto: $("${PKGC[@]}" --modversion atto 2>&1)"
+[ "$("${PKGC[@]}" --modversion atto)" = 0.12.0 ] && ok || bad "pkg-config --modversion atto: $("${PKGC[@]}" --modversion atto 2>&1)"
 out=$(cc -std=c11 $WARN -o "$W/pc_sample" "$SRC/examples/c/sample.c" $("${PKGC[@]}" --cflags --libs atto) \
         -Wl,-rpath,"$P/lib" 2>&1) && ok || bad "cc with pkg-config --cflags --libs atto failed: $out"
 ldd "$W/pc_sample" 2>/dev/null | grep -q "libatto.so.0 => $P/lib/libatto.so.0" && ok ||

@@ -2,7 +2,7 @@
 # atto's GGUF export against the real llama.cpp (npm's node-llama-cpp, installed into the build
 # tree by tests/gguf/install.sh): for lines-mode models with non-ASCII characters (gpt2 layout with
 # erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE, grouped-query attention, RoPE base
-# 500000; byte-level BPE) and stream-mode models of
+# 500000; byte-level BPE; SentencePiece) and stream-mode models of
 # both layouts and of BPE, exported f32, f16 and q8_0:
 #   - llama.cpp tokenizes 200 training lines to atto's ids;
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
@@ -46,6 +46,12 @@ expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --
   --ffn gelu_tanh "${common[@]}"
 expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_llama" --steps 120 \
   "${llama[@]}" "${common[@]}"
+# SentencePiece (--tokenizer spm, llama layout): pieces, scores and types go to llama.cpp's llama
+# (SentencePiece) tokenizer; byte fallback for the characters training did not see.
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/spm" --steps 120 --tokenizer spm --vocab-size 400 \
+  "${llama[@]}" "${common[@]}"
+expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_spm" --steps 120 \
+  --tokenizer spm --vocab-size 600 "${llama[@]}" "${common[@]}"
 # Byte-level BPE (--tokenizer bpe): the vocabulary and merges go to llama.cpp's own gpt2 tokenizer.
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/bpe" --steps 120 --tokenizer bpe --vocab-size 320 "${common[@]}"
 expect_ok "$ATTO" train --data "$W/stream.txt" --mode stream --block-size 128 --out "$W/stream_bpe" --steps 120 \
@@ -101,9 +107,10 @@ check() {  # check <description> <command...>: counts a comparison
   if out=$("$@" 2>&1); then ok; echo "  $out"; else bad "$what: $out"; fi
 }
 
-for model in erf tanh llama bpe; do
+for model in erf tanh llama bpe spm; do
   "$ATTO" score --model "$W/$model" --file "$W/lines.txt" --json >"$W/$model.score.json"
-  boundary=0  # <eos>; a BPE vocabulary's <|endoftext|> is its last token
+  boundary=0  # <eos>; a BPE vocabulary's <|endoftext|> is its last token; SentencePiece's </s> is 2
+  [ $model = spm ] && boundary=2
   [ $model = bpe ] && boundary=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["special_tokens"]["<|endoftext|>"])' "$W/bpe/tokenizer.json")
   compare seqs "$W/$model.score.json" "$W/$model.seqs.json" $boundary
   for type in f32 f16 q8_0; do
@@ -122,7 +129,7 @@ for model in erf tanh llama bpe; do
     # 6.7e-4 for an erf model, 4.4e-4 for a tanh one); llama layout (no GELU): 2e-6 measured.
     # f16 measured 1.5e-3; q8_0 (llama.cpp also rounds the activations to 8 bits) 2-7e-2.
     case $model.$type in
-      llama.f32) bound=1e-4 ;; *.f32) bound=1e-3 ;; *.f16) bound=1e-2 ;; *.q8_0) bound=1e-1 ;;
+      llama.f32 | spm.f32) bound=1e-4 ;; *.f32) bound=1e-3 ;; *.f16) bound=1e-2 ;; *.q8_0) bound=1e-1 ;;
     esac
     check "log-probabilities ($model, $type)" compare logprobs "$W/$model.score.json" "$W/lp.json" $bound "$model $type"
   done
@@ -186,7 +193,7 @@ greedy_check "$W/imported" "$W/imported.gguf" "the hat" 6 "Hugging Face GPT-2 im
 # Greedy generation, stream models (block 128) of both architectures and of BPE: a 20-character
 # prompt, 100 new tokens.
 prompt=$(head -c 20 "$W/stream.txt" | tr '\n' ' ')
-for model in stream stream_llama stream_bpe; do
+for model in stream stream_llama stream_bpe stream_spm; do
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type f32 --out "$W/$model.gguf"
   greedy_check "$W/$model" "$W/$model.gguf" "$prompt" 100 "$model"
 done

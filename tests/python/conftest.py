@@ -81,13 +81,17 @@ def stream_dir(cli, work, names):
     return out
 
 
-@pytest.fixture(scope="session")
-def model(run_dir):
+def open_model(path):
+    """A fixture's body: the model at `path` (one thread), closed after the session."""
     import atto
 
-    m = atto.Model(run_dir, threads=1)
-    yield m
-    m.close()
+    with atto.Model(path, threads=1) as m:
+        yield m
+
+
+@pytest.fixture(scope="session")
+def model(run_dir):
+    yield from open_model(run_dir)
 
 
 @pytest.fixture(scope="session")
