@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --precision bf16 (issue 23): the loss curve of a 200-step run stays near fp32's (names, and
 # tinyshakespeare when ../shared is there), a bf16 run is bit-identical with 1 and 2 threads and
-# with either kernel's own rerun, atto sample and atto bench run in bf16, and bad values are
+# with either kernel's own rerun, fine-tuning (full and LoRA) in bf16 follows fp32's within 1%,
+# atto sample and atto bench run in bf16, and bad values are
 # clear errors. On a CPU without AVX512_BF16 or AMX every bf16 command must fail with a message
 # that says so; the script checks that and stops there.
 # Usage: test_bf16.sh PATH/TO/atto
@@ -53,6 +54,24 @@ grep -q '"precision": "bf16"' "$W/b16/config.json" && ok || bad "config.json doe
 expect_ok "$ATTO" train "${common[@]}" --out "$W/b16t1" --precision bf16 --threads 1
 cmp -s "$W/b16/model.safetensors" "$W/b16t1/model.safetensors" && ok ||
   bad "bf16 with 1 and 2 threads gave different weights"
+
+# ---- fine-tuning in bf16 (full and LoRA) from the fp32 run: within 1% of fp32's fine-tuning, and
+# LoRA's the same bits for 1 and 2 threads ---------------------------------------------------------
+ft=(--init-from "$W/f32" --data "$W/names.txt" --steps 40 --eval-every 40 --log-every 4 --seed 3)
+for kind in full lora; do
+  extra=()
+  [ $kind = lora ] && extra=(--lora-rank 4 --lora-targets qkv,proj,fc,fc2)
+  expect_ok "$ATTO" train "${ft[@]}" "${extra[@]}" --out "$W/ft_$kind.f32"
+  expect_ok "$ATTO" train "${ft[@]}" "${extra[@]}" --out "$W/ft_$kind.b16" --precision bf16 --threads 2
+  gap=$(curve_gap "$W/ft_$kind.b16" "$W/ft_$kind.f32")
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 0.01 else 1)" "$gap" && ok ||
+    bad "fine-tuning ($kind): the bf16 loss curve is $gap (relative) from fp32's, more than 0.01"
+  echo "test_bf16: fine-tuning ($kind), 40 steps: largest relative gap to fp32's curve $gap"
+done
+expect_ok "$ATTO" train "${ft[@]}" --lora-rank 4 --lora-targets qkv,proj,fc,fc2 --out "$W/ft_lora.b16t1" \
+  --precision bf16 --threads 1
+cmp -s "$W/ft_lora.b16/adapter.safetensors" "$W/ft_lora.b16t1/adapter.safetensors" && ok ||
+  bad "LoRA in bf16 with 1 and 2 threads gave different adapters"
 
 # ---- sampling in bf16: runs, and the same samples with 1 and 2 threads ----------------------------
 s1=$("$ATTO" sample --model "$W/b16" -n 20 --precision bf16 --threads 1 2>&1) && ok || bad "sample bf16: $s1"

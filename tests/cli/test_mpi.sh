@@ -2,7 +2,8 @@
 # mpirun -np 2 atto train on loopback (Open MPI's mpirun, as a user runs it): the same loss
 # curve and the same model bytes as one process with the same number of shards, for a GPT
 # (dropout, gradient accumulation, with and without overlap) and an encoder-decoder; a 2-rank
-# run resumed in one process continues bit for bit; ranks that disagree on the data stop with
+# run resumed in one process continues bit for bit; fine-tuning from a trained run (full and
+# LoRA) is bit for bit the same under both; ranks that disagree on the data stop with
 # an error; a rank killed or stopped mid-run ends the run with an error within 60 s and leaves
 # a run directory that loads and resumes.
 # Usage: test_mpi.sh PATH/TO/atto
@@ -70,6 +71,18 @@ T=(--data "$W/names.txt" --d-model 32 --n-layers 1 --n-heads 2 --steps 8 --eval-
 expect_ok "$ATTO" train "${T[@]}" --out "$W/t1" --shards 6 --threads 2
 expect_ok mpirun --allow-run-as-root --oversubscribe -np 3 "$ATTO" train "${T[@]}" --out "$W/t3" --shards 2 --overlap on
 same_run "$W/t1" "$W/t3" "gpt, 3 ranks x 2 shards vs 1 x 6"
+
+# ---- fine-tuning from a trained run, full and LoRA: 2 ranks = 1 process x 2 shards ----
+F=(--init-from "$W/one" --data "$W/names.txt" --steps 12 --eval-every 6 --batch-size 8 --seed 5 -q)
+for kind in full lora; do
+  extra=()
+  [ $kind = lora ] && extra=(--lora-rank 4 --lora-targets qkv,fc)
+  expect_ok "$ATTO" train "${F[@]}" "${extra[@]}" --out "$W/ft_$kind.1" --shards 2 --threads 2
+  expect_ok "${MPIRUN[@]}" "$ATTO" train "${F[@]}" "${extra[@]}" --out "$W/ft_$kind.2" --shards 1
+  same_run "$W/ft_$kind.1" "$W/ft_$kind.2" "fine-tuning ($kind), 2 ranks vs 1 process"
+done
+cmp -s "$W/ft_lora.1/adapter.safetensors" "$W/ft_lora.2/adapter.safetensors" && ok ||
+  bad "LoRA under MPI: adapter.safetensors differs from one process's"
 
 # ---- resume: a 2-rank checkpoint continued in one process = one uninterrupted run ----
 expect_ok "${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 10 --out "$W/half" --shards 1
