@@ -109,27 +109,66 @@ TEST(GgufModel, EveryCharacterIsOneByteLevelToken) {
 
 // llama's layout (RMSNorm, SwiGLU, RoPE, no bias) exports as llama.cpp's llama architecture, with
 // c_attn split into attn_q, attn_k, attn_v and gathered again on the way back.
-TEST(GgufModel, LlamaLayoutExportsAsLlama) {
-  test::TempDir dir;
+// The llama layout (RMSNorm, SwiGLU, RoPE, no biases); kv_heads < 4: grouped-query attention.
+LoadedModel llama_model(int64_t kv_heads, float rope_base) {
   LoadedModel lm = random_model("emma\nolivia\nzoë\n", true, nn::Activation::SwiGLU, false, false);
   GPTConfig c = lm.config.gpt;
   c.norm = nn::NormKind::RMSNorm;
   c.pos = PosKind::Rope;
   c.d_ff = 48;
+  c.n_kv_heads = kv_heads == c.n_heads ? 0 : kv_heads;
+  c.rope_base = rope_base;
   Rng rng(3);
   lm.config.gpt = c;
   lm.model = std::make_unique<GPT>(c, rng);
   lm.model->eval();
-  export_gguf(lm, dir / "l.gguf", io::GgmlType::F32);
-  const io::GgufFile f = io::read_gguf(dir / "l.gguf");
-  EXPECT_EQ(f.get("general.architecture").text, "llama");
-  EXPECT_EQ(f.get("llama.rope.dimension_count").as_uint("dims"), 8u);
-  EXPECT_EQ(f.find("blk.1.attn_k.weight")->shape, (std::vector<int64_t>{32, 32}));
-  EXPECT_EQ(f.find("position_embd.weight"), nullptr);
-  LoadedModel back = load_gguf(dir / "l.gguf");
-  EXPECT_EQ(back.config.gpt.pos, PosKind::Rope);
-  const std::vector<int32_t> ids = lm.tokenizer->encode("zoëem");
-  EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
+  return lm;
+}
+
+TEST(GgufModel, LlamaLayoutExportsAsLlama) {
+  test::TempDir dir;
+  for (const auto& [kv, base] : {std::pair<int64_t, float>{4, 10000.0f}, {2, 500000.0f}}) {
+    LoadedModel lm = llama_model(kv, base);
+    export_gguf(lm, dir / "l.gguf", io::GgmlType::F32);
+    const io::GgufFile f = io::read_gguf(dir / "l.gguf");
+    EXPECT_EQ(f.get("general.architecture").text, "llama");
+    EXPECT_EQ(f.get("llama.rope.dimension_count").as_uint("dims"), 8u);
+    EXPECT_EQ(f.get("llama.attention.head_count_kv").as_uint("kv"), static_cast<uint64_t>(kv));
+    EXPECT_EQ(f.get("llama.rope.freq_base").as_number("base"), base);
+    EXPECT_EQ(f.find("blk.1.attn_q.weight")->shape, (std::vector<int64_t>{32, 32}));
+    EXPECT_EQ(f.find("blk.1.attn_k.weight")->shape, (std::vector<int64_t>{8 * kv, 32}));
+    EXPECT_EQ(f.find("blk.1.attn_v.weight")->shape, (std::vector<int64_t>{8 * kv, 32}));
+    EXPECT_EQ(f.find("position_embd.weight"), nullptr);
+    LoadedModel back = load_gguf(dir / "l.gguf");
+    EXPECT_EQ(back.config.gpt.pos, PosKind::Rope);
+    EXPECT_EQ(back.config.gpt.kv_heads(), kv);
+    EXPECT_EQ(back.config.gpt.rope_base, base);
+    const std::vector<int32_t> ids = lm.tokenizer->encode("zoëem");
+    EXPECT_EQ(logits_of(*back.model, ids), logits_of(*lm.model, ids));
+  }
+}
+
+// A llama file whose attention keys disagree with its tensors, or name what atto cannot run.
+TEST(GgufModel, DamagedLlamaAttentionKeysAreNamed) {
+  test::TempDir dir;
+  export_gguf(llama_model(2, 10000.0f), dir / "ok.gguf", io::GgmlType::F32);
+  const io::GgufFile f = io::read_gguf(dir / "ok.gguf");
+  auto rewrite = [&](const std::string& key, io::GgufValue v) {
+    io::GgufWriter out;
+    for (const auto& [k, val] : f.metadata) out.add(k, k == key ? v : val);
+    for (const io::GgufTensorInfo& t : f.tensors) out.add_tensor(t.name, t.shape, t.type, f.tensor_f32(t.name));
+    out.write(dir / "bad.gguf");
+    return error_of([&] { load_gguf(dir / "bad.gguf"); });
+  };
+  EXPECT_THAT(rewrite("llama.attention.head_count_kv", io::GgufValue::u32(3)),
+              HasSubstr("llama.attention.head_count_kv is 3: it must divide llama.attention.head_count (4)"));
+  EXPECT_THAT(rewrite("llama.attention.head_count_kv", io::GgufValue::u32(0)), HasSubstr("head_count_kv is 0"));
+  EXPECT_THAT(rewrite("llama.attention.head_count_kv", io::GgufValue::u32(1)),
+              HasSubstr("blk.0.attn_k.weight has 16 rows; the file's hyperparameters say 8"));
+  EXPECT_THAT(rewrite("llama.rope.dimension_count", io::GgufValue::u32(4)),
+              HasSubstr("llama.rope.dimension_count is 4; atto rotates whole heads (8 dimensions)"));
+  EXPECT_THAT(rewrite("llama.rope.freq_base", io::GgufValue::f32(-1.0f)), HasSubstr("rope_base"));
+  EXPECT_THAT(rewrite("llama.attention.head_count", io::GgufValue::u32(0)), HasSubstr("head_count (0)"));
 }
 
 TEST(GgufModel, OtherLayoutsAreRefusedNamingThem) {
