@@ -119,6 +119,8 @@ typedef struct atto_model_info {
   int32_t n_dec_layers;               /* seq2seq: decoder layers; GPT: 0 */
   bool lines_mode;                    /* GPT: samples are lines ending at <eos>; else a stream of text */
   int32_t eos_token;                  /* the token that ends a sample or translation; -1 when none */
+  int32_t n_kv_heads;                 /* GPT: key/value heads (< n_heads: grouped-query); else n_heads */
+  float rope_base;                    /* GPT with rotary positions: their base; else 0 */
 } atto_model_info;
 
 /* Opens a run directory: validates config.json, the tokenizer(s) and model.safetensors against

@@ -261,8 +261,9 @@ class Model:
     @property
     def info(self) -> Dict[str, Any]:
         """The model's configuration: task ("gpt" or "seq2seq"), vocab_size, tgt_vocab_size,
-        context (block size), n_params, d_model, n_heads, n_layers, n_dec_layers, lines_mode,
-        eos_token (-1 when none), and config: the run's config.json as a dict (None for a GGUF
+        context (block size), n_params, d_model, n_heads, n_kv_heads (key/value heads: fewer than
+        n_heads under grouped-query attention), rope_base (0 without rotary positions), n_layers,
+        n_dec_layers, lines_mode, eos_token (-1 when none), and config: the run's config.json as a dict (None for a GGUF
         file)."""
         if self._info is None:
             info = self._m.info()

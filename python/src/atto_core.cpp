@@ -135,6 +135,8 @@ class Model {
     d["n_params"] = i.n_params;
     d["d_model"] = i.d_model;
     d["n_heads"] = i.n_heads;
+    d["n_kv_heads"] = i.n_kv_heads;
+    d["rope_base"] = i.rope_base;
     d["n_layers"] = i.n_layers;
     d["n_dec_layers"] = i.n_dec_layers;
     d["lines_mode"] = i.lines_mode;

@@ -241,6 +241,8 @@ atto_status atto_model_info_get(const atto_model* m, atto_model_info* out) {
       info.n_params = model.gpt->model->num_parameters();
       info.d_model = static_cast<int32_t>(c.d_model);
       info.n_heads = static_cast<int32_t>(c.n_heads);
+      info.n_kv_heads = static_cast<int32_t>(c.kv_heads());
+      info.rope_base = c.rope() ? c.rope_base : 0.0f;
       info.n_layers = static_cast<int32_t>(c.n_layers);
       info.lines_mode = model.gpt->tokenizer->has_boundary();
       info.eos_token = info.lines_mode ? model.gpt->tokenizer->boundary_id() : -1;
@@ -252,7 +254,7 @@ atto_status atto_model_info_get(const atto_model* m, atto_model_info* out) {
       info.context = c.max_len;
       info.n_params = model.s2s->model->num_parameters();
       info.d_model = static_cast<int32_t>(c.d_model);
-      info.n_heads = static_cast<int32_t>(c.n_heads);
+      info.n_heads = info.n_kv_heads = static_cast<int32_t>(c.n_heads);
       info.n_layers = static_cast<int32_t>(c.n_enc_layers);
       info.n_dec_layers = static_cast<int32_t>(c.n_dec_layers);
       info.lines_mode = true;

@@ -79,6 +79,8 @@ TEST_F(CApi, OpenInfoAndErrors) {
   EXPECT_EQ(info.eos_token, 0);
   EXPECT_EQ(info.d_model, 16);
   EXPECT_EQ(info.n_layers, 1);
+  EXPECT_EQ(info.n_kv_heads, info.n_heads);  // multi-head
+  EXPECT_EQ(info.rope_base, 0.0f);           // learned positions
   const atto::LoadedModel lm = atto::load_run(run_dir());
   EXPECT_EQ(info.vocab_size, lm.config.gpt.vocab_size);
   EXPECT_EQ(info.context, lm.config.gpt.block_size);

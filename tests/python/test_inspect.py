@@ -126,6 +126,7 @@ def test_post_norm_rope_gqa_residual_stream(cli, work, names):
         "2", "--n-layers", "2", "--norm-placement", "post", "--pos", "rope", "--block-size", "16", "--threads", "1",
         "-q")
     with atto.Model(out, threads=1) as m:
+        assert (m.info["n_heads"], m.info["n_kv_heads"], m.info["rope_base"]) == (4, 2, 10000.0)
         x = m.inspect(TEXT)
         w = m.weights()
         assert "transformer.ln_f.weight" not in w
