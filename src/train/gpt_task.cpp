@@ -16,6 +16,7 @@
 #include "train/init_from.h"
 #include "train/task.h"
 #include "train/trainer.h"
+#include "tokenize/spm_tokenizer.h"
 
 namespace atto {
 
@@ -47,6 +48,20 @@ double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B
 
 namespace {
 
+// Whether two tokenizers give the same ids to every text: the same tokenizer.json (kind, vocabulary,
+// merges, special tokens) and, for SentencePiece, the same pieces with the same scores and types.
+bool same_tokenizer(const GptTokenizer& a, const GptTokenizer& b) {
+  if (a.to_json() != b.to_json()) return false;
+  const auto* sa = dynamic_cast<const SpmGptTokenizer*>(&a);
+  const auto* sb = dynamic_cast<const SpmGptTokenizer*>(&b);
+  if (!sa || !sb) return !sa && !sb;
+  const std::vector<SpmPiece> pa = sa->pieces(), pb = sb->pieces();
+  return sa->add_dummy_prefix() == sb->add_dummy_prefix() &&
+         std::equal(pa.begin(), pa.end(), pb.begin(), pb.end(), [](const SpmPiece& x, const SpmPiece& y) {
+           return x.piece == y.piece && x.score == y.score && x.type == y.type;
+         });
+}
+
 class GptTask final : public TrainTask {
  public:
   GptTask(RunConfig& cfg, const std::string& dir, bool resume, Rng& init_rng, const DistOptions& dist) : cfg_(cfg) {
@@ -60,11 +75,12 @@ class GptTask final : public TrainTask {
     std::optional<LoadedModel> source;  // fine-tuning: a new run from a model (train/init_from.h)
     if (!resume && !cfg.train.init_from.empty()) source = adopt_init_from(cfg);
     if (is_prepared_corpus(cfg.data.path)) {
-      ATTO_CHECK(!source,
-                 "--data {} is a prepared corpus, tokenized with its own tokenizer: --init-from needs the text "
-                 "(tokenized with the model's tokenizer)",
-                 cfg.data.path);
       open_prepared(cfg, dir, resume);
+      // Fine-tuning on token files: they must hold SOURCE's ids (atto data prepare --model SOURCE).
+      ATTO_CHECK(!source || same_tokenizer(*tok_, *source->tokenizer),
+                 "--data {} was prepared with another tokenizer than --init-from {}'s: prepare the text with atto "
+                 "data prepare --model {} (or give the text file)",
+                 cfg.data.path, cfg.train.init_from, cfg.train.init_from);
     } else {
       open_text(cfg, dir, resume, source ? source->tokenizer : nullptr);
     }

@@ -2,7 +2,8 @@
 # atto train --init-from: fine-tune an imported GPT-2 checkpoint (the reduced one that
 # tests/parity/ref_hf_gpt2.py --checkpoint-only writes) on a small text. The run directory is
 # complete, records init_from and SOURCE's architecture, `atto sample` loads it, and its loss on
-# the text is below the imported model's; a model flag that conflicts with SOURCE exits 2 naming it.
+# the text is below the imported model's, in lines mode and from token files (atto data prepare)
+# too; a model flag that conflicts with SOURCE exits 2 naming it.
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
@@ -24,7 +25,7 @@ cmp -s "$W/gpt2/tokenizer.json" "$W/ft/tokenizer.json" && ok || bad "the tokeniz
 out=$("$ATTO" sample --model "$W/ft" -n 1 --max-tokens 5 --seed 1 --prompt "the hat" 2>&1)
 [ $? -eq 0 ] && [[ "$out" == "the hat"* ]] && ok || bad "atto sample on the fine-tuned run: $out"
 # The validation loss went down: the imported model's on the text, then the fine-tuned one's.
-loss() { "$ATTO" eval --model "$1" --data "$W/text.txt" 2>&1 | awk '$1 == "loss" { print $2 }'; }
+loss() { "$ATTO" eval --model "$1" --data "${2:-$W/text.txt}" 2>&1 | awk '$1 == "loss" { print $2 }'; }
 before=$(loss "$W/gpt2")
 after=$(loss "$W/ft")
 python3 -c "import sys; sys.exit(0 if float('$after') < float('$before') else 1)" 2>/dev/null && ok ||
@@ -58,5 +59,26 @@ grep -qF -- "--d-model 64 conflicts with --init-from $W/gpt2 (d_model 32): leave
   bad "message: $(cat "$W/err.txt")"
 [ ! -e "$W/bad/config.json" ] && ok || bad "a refused run wrote $W/bad"
 expect_fail "cannot be changed when resuming" "$ATTO" train --resume "$W/ft" --init-from "$W/gpt2" --steps 40
+
+# Every data mode: lines (one sample per line), and a big corpus's token files (atto data prepare
+# with SOURCE's tokenizer), fully and with LoRA; each lowers the loss on the text.
+expect_ok "$ATTO" data prepare --model "$W/gpt2" --input "$W/text.txt" --out "$W/prep" --val-fraction 0.1
+for i in $(seq 1 60); do echo "the hat"; echo "a rat sat"; echo "the hut"; done >"$W/lines.txt"
+for how in "lines --data $W/lines.txt --mode lines" "tokens --data $W/prep" "tokens_lora --data $W/prep --lora-rank 4"; do
+  name=${how%% *}
+  # shellcheck disable=SC2086
+  expect_ok "$ATTO" train --init-from "$W/gpt2" ${how#* } --out "$W/ft_$name" --steps 20 --eval-every 10 --lr 3e-3 \
+    --threads 2 --quiet
+  data=$W/text.txt
+  [ $name = lines ] && data=$W/lines.txt
+  from=$(loss "$W/gpt2" "$data") after=$(loss "$W/ft_$name" "$data")
+  python3 -c "import sys; sys.exit(0 if float('$after') < float('$from') else 1)" 2>/dev/null && ok ||
+    bad "fine-tuning from $name data did not lower the loss: $from -> $after"
+done
+# Token files of another tokenizer are refused, naming the fix.
+expect_ok "$ATTO" train --data "$W/text.txt" --out "$W/char" --steps 2 --quiet
+expect_ok "$ATTO" data prepare --model "$W/char" --input "$W/text.txt" --out "$W/prep_char" --val-fraction 0.1
+expect_fail "was prepared with another tokenizer than --init-from" "$ATTO" train --init-from "$W/gpt2" \
+  --data "$W/prep_char" --out "$W/mismatch" --steps 2
 
 finish finetune
