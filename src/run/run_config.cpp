@@ -73,7 +73,7 @@ void TrainConfig::validate_schedule() const {
   ATTO_CHECK(grad_accum >= 1, "{} must be at least 1, got {}", n("grad_accum", "--grad-accum"), grad_accum);
   ATTO_CHECK(std::isfinite(lr) && lr >= 0.0f, "{} must be a positive finite number (0 = auto), got {}", n("lr", "--lr"),
              lr);
-  ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && (lr == kAutoLr || min_lr <= lr),
+  ATTO_CHECK(std::isfinite(min_lr) && min_lr >= 0.0f && (lr == kAutoLr || cosine_floor() <= lr),
              "{} must be finite and in [0, lr = {}], got {}", n("min_lr", "--min-lr"), lr, min_lr);
   ATTO_CHECK(warmup >= 0 || warmup == kAutoWarmup, "{} must be >= 0 (-1 = auto), got {}", n("warmup", "--warmup"),
              warmup);
@@ -122,7 +122,7 @@ optim::LrSchedule TrainConfig::lr_schedule() const {
   optim::LrSchedule s;
   s.kind = schedule;
   s.base_lr = lr;
-  s.min_lr = schedule == optim::ScheduleKind::WarmupCosine ? min_lr : 0.0f;
+  s.min_lr = schedule == optim::ScheduleKind::WarmupCosine ? cosine_floor() : 0.0f;
   s.total_steps = decay_steps > 0 ? decay_steps : steps;
   s.warmup_steps =
       schedule == optim::ScheduleKind::InverseSqrt ? std::max<int64_t>(1, warmup) : std::min(warmup, s.total_steps);

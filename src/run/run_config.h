@@ -34,6 +34,9 @@ inline constexpr int kRunFormatVersion = 1;
 // a plain RunConfig{} holds concrete values.
 inline constexpr int64_t kAutoInt = 0;  // d_model, n_heads, n_layers, block_size, batch_size, steps
 inline constexpr float kAutoLr = 0.0f;
+// The cosine schedule's floor unless given. An lr below it (--lr 1e-5, usual when fine-tuning)
+// lowers the floor to lr / 10 (TrainConfig::cosine_floor) instead of being refused.
+inline constexpr float kDefaultMinLr = 1e-4f;
 inline constexpr float kAutoDropout = -1.0f;
 inline constexpr int64_t kAutoWarmup = -1;
 inline constexpr float kAutoWeightDecay = -1.0f;  // GPT
@@ -79,7 +82,7 @@ struct TrainConfig {
   int64_t batch_size = 64;
   int64_t grad_accum = 1;  // micro-batches per step
   float lr = 2e-3f;
-  float min_lr = 1e-4f;
+  float min_lr = kDefaultMinLr;
   int64_t warmup = 100;
   optim::ScheduleKind schedule = optim::ScheduleKind::WarmupCosine;
   float weight_decay = 0.1f;
@@ -113,6 +116,8 @@ struct TrainConfig {
 
   void validate() const;  // atto::Error naming the value's origin (the flag, or the file and key) and the value
   optim::LrSchedule lr_schedule() const;  // needs steps, lr and warmup resolved
+  // min_lr, or lr / 10 when min_lr is the default and lr is below it (kDefaultMinLr).
+  float cosine_floor() const { return min_lr == kDefaultMinLr && lr != kAutoLr && lr < min_lr ? lr / 10.0f : min_lr; }
   std::string name_of(const char* key, const char* flag) const;  // origin[key], else the flag
 
  private:

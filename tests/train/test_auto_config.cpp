@@ -162,6 +162,26 @@ TEST(AutoConfig, TimeBudgetLeavesTheStepsToThePlanner) {
   EXPECT_EQ(c.train.warmup, kAutoWarmup);  // decided with the steps
 }
 
+// An lr below the default cosine floor (--lr 1e-5 for fine-tuning) lowers the floor to lr / 10;
+// a floor the user sets above lr is still an error naming --min-lr.
+TEST(AutoConfig, TheDefaultCosineFloorFollowsASmallLr) {
+  TrainConfig t;
+  t.lr = 1e-5f;
+  EXPECT_NO_THROW(t.validate());
+  EXPECT_FLOAT_EQ(t.lr_schedule().min_lr, 1e-6f);
+  EXPECT_FLOAT_EQ(t.lr_schedule().at(t.steps), 1e-6f);
+  t.lr = 6e-4f;
+  EXPECT_FLOAT_EQ(t.lr_schedule().min_lr, kDefaultMinLr);  // above the floor: the floor as it is
+  t.lr = 1e-5f;
+  t.min_lr = 2e-4f;
+  try {
+    t.validate();
+    FAIL() << "a --min-lr above --lr was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--min-lr"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Duration, ParsesUnitsAndRejectsTheRest) {
   EXPECT_DOUBLE_EQ(parse_duration("90", "--time"), 90.0);
   EXPECT_DOUBLE_EQ(parse_duration("90s", "--time"), 90.0);
