@@ -42,6 +42,16 @@ std::vector<float> logits_of(GPT& m, const std::vector<int32_t>& ids) {
   return std::vector<float>(t.data(), t.data() + t.numel());
 }
 
+// f with metadata `key` set to v, written to `path`: the message load_gguf gives for it.
+std::string load_error_with(const io::GgufFile& f, const std::string& key, const io::GgufValue& v,
+                            const std::string& path) {
+  io::GgufWriter out;
+  for (const auto& [k, val] : f.metadata) out.add(k, k == key ? v : val);
+  for (const io::GgufTensorInfo& t : f.tensors) out.add_tensor(t.name, t.shape, t.type, f.tensor_f32(t.name));
+  out.write(path);
+  return error_of([&] { load_gguf(path); });
+}
+
 TEST(GgufModel, F32ExportReadsBackBitExact) {
   test::TempDir dir;
   for (bool tie : {true, false}) {
@@ -153,13 +163,7 @@ TEST(GgufModel, DamagedLlamaAttentionKeysAreNamed) {
   test::TempDir dir;
   export_gguf(llama_model(2, 10000.0f), dir / "ok.gguf", io::GgmlType::F32);
   const io::GgufFile f = io::read_gguf(dir / "ok.gguf");
-  auto rewrite = [&](const std::string& key, io::GgufValue v) {
-    io::GgufWriter out;
-    for (const auto& [k, val] : f.metadata) out.add(k, k == key ? v : val);
-    for (const io::GgufTensorInfo& t : f.tensors) out.add_tensor(t.name, t.shape, t.type, f.tensor_f32(t.name));
-    out.write(dir / "bad.gguf");
-    return error_of([&] { load_gguf(dir / "bad.gguf"); });
-  };
+  auto rewrite = [&](const std::string& key, io::GgufValue v) { return load_error_with(f, key, v, dir / "bad.gguf"); };
   EXPECT_THAT(rewrite("llama.attention.head_count_kv", io::GgufValue::u32(3)),
               HasSubstr("llama.attention.head_count_kv is 3: it must divide llama.attention.head_count (4)"));
   EXPECT_THAT(rewrite("llama.attention.head_count_kv", io::GgufValue::u32(0)), HasSubstr("head_count_kv is 0"));
@@ -198,13 +202,7 @@ TEST(GgufModel, ForeignOrDamagedFilesAreErrors) {
   export_gguf(lm, dir / "ok.gguf", io::GgmlType::F32);
   io::GgufFile f = io::read_gguf(dir / "ok.gguf");
   // Rewrite with a wrong block count and with a multi-character token.
-  auto rewrite = [&](const std::string& key, io::GgufValue v) {
-    io::GgufWriter out;
-    for (const auto& [k, val] : f.metadata) out.add(k, k == key ? v : val);
-    for (const io::GgufTensorInfo& t : f.tensors) out.add_tensor(t.name, t.shape, t.type, f.tensor_f32(t.name));
-    out.write(dir / "bad.gguf");
-    return error_of([&] { load_gguf(dir / "bad.gguf"); });
-  };
+  auto rewrite = [&](const std::string& key, io::GgufValue v) { return load_error_with(f, key, v, dir / "bad.gguf"); };
   EXPECT_THAT(rewrite("gpt2.block_count", io::GgufValue::u32(3)), HasSubstr("gpt2.block_count is 3"));
   EXPECT_THAT(rewrite("gpt2.context_length", io::GgufValue::u32(1u << 30)), HasSubstr("position_embd.weight"));
   auto tokens = f.get("tokenizer.ggml.tokens").strings;
