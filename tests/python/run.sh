@@ -17,7 +17,10 @@ fi
 env=(ATTO_CLI="$ATTO" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" PYTHONDONTWRITEBYTECODE=1)
 # Under AddressSanitizer libatto.so carries the sanitizer runtime: Python gets it preloaded (it
 # must come first in the process), and Python's own allocations are not checked for leaks.
-if ldd "$BUILD/libatto.so" 2>/dev/null | grep -q libasan; then
+# (ldd's whole output is read first: `ldd | grep -q` under pipefail fails when grep exits before
+# ldd has written everything, and the test then ran under ASan without the runtime preloaded.)
+libs=$(ldd "$BUILD/libatto.so" 2>/dev/null || true)
+if [[ $libs == *libasan* ]]; then
   if [ "${ATTO_PYTHON_ASAN:-0}" != 1 ]; then
     echo "python.package: skipped in an AddressSanitizer build (ATTO_PYTHON_ASAN=1 runs it)"
     exit 77
