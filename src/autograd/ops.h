@@ -136,6 +136,17 @@ struct CrossEntropyOptions {
 // logits [..., V], targets (one per row, row-major) -> [] : mean (or sum) over the targets
 // that are not ignore_index. With no counted target the loss is 0 and has zero gradient.
 Tensor cross_entropy(const Tensor& logits, const std::vector<int32_t>& targets, const CrossEntropyOptions& opt = {});
+// cross_entropy(linear(x, weight, bias), targets, opt) without the [N, V] logits in memory: the
+// rows go through the head in chunks of chunk_elems / V rows (0: kHeadChunkElems), each chunk's
+// logits, loss and gradient computed before the next, so a 50,257-way head over 4 x 1024 tokens
+// holds 2 x 64 MB, not 2 x 823 MB. The input's and the weight's gradients are computed in the
+// forward (at a seed of 1) and scaled by the seed in the backward. Equal to the unfused ops up
+// to rounding (the weight's gradient sums the chunks in order); the same bits for any thread
+// count; fp32 and bf16 (under a PrecisionScope, as linear's GEMMs).
+inline constexpr int64_t kHeadChunkElems = int64_t{1} << 24;
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const std::vector<int32_t>& targets, const CrossEntropyOptions& opt = {},
+                            int64_t chunk_elems = 0);
 // Number of targets that are not ignore_index (the denominator of the mean).
 int64_t count_targets(const std::vector<int32_t>& targets, int32_t ignore_index = -1);
 

@@ -176,6 +176,12 @@ Tensor GPT::embed(const std::vector<int32_t>& idx, int64_t R, int64_t T, std::sp
 // holds the rows of caches[0], then of caches[1], ... (no caches: training and scoring), and
 // each layer attends over its own layer of each cache.
 Tensor GPT::blocks_and_head(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer, Trace* trace) {
+  x = blocks(std::move(x), caches, observer);
+  if (trace) trace->final_hidden = x.detach();
+  return lm_head.forward(x);  // [R, T, V]
+}
+
+Tensor GPT::blocks(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer) {
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
   std::vector<nn::KVCache*> layer(caches.size());
   for (size_t i = 0; i < transformer.h.size(); ++i) {
@@ -183,8 +189,7 @@ Tensor GPT::blocks_and_head(Tensor x, std::span<Cache* const> caches, nn::BlockO
     x = transformer.h[i]->forward(x, causal, layer, observer);
   }
   if (transformer.ln_f) x = transformer.ln_f->forward(x);
-  if (trace) trace->final_hidden = x.detach();
-  return lm_head.forward(x);  // [R, T, V]
+  return x;
 }
 
 Tensor GPT::forward_cached(const std::vector<int32_t>& idx, int64_t B, int64_t Tn, Cache& cache) {
@@ -233,6 +238,16 @@ Tensor GPT::forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace
     recorder.emplace(trace->blocks);
   }
   return blocks_and_head(transformer.drop.forward(emb), {}, recorder ? &*recorder : nullptr, trace);
+}
+
+Tensor GPT::loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T,
+                 const CrossEntropyOptions& ce) {
+  ATTO_CHECK(B > 0 && T > 0 && static_cast<int64_t>(idx.size()) == B * T, "GPT::loss: {} token ids for B={} T={}",
+             idx.size(), B, T);
+  ATTO_CHECK(T <= cfg_.block_size, "GPT::loss: sequence length {} exceeds the block size {}", T, cfg_.block_size);
+  if (lm_head.has_lora()) return cross_entropy(forward(idx, B, T), targets, ce);  // no fused form with an adapter
+  Tensor x = blocks(transformer.drop.forward(embed(idx, B, T, {})), {}, nullptr);
+  return linear_cross_entropy(x, lm_head.weight, lm_head.bias, targets, ce);
 }
 
 }  // namespace atto

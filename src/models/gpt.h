@@ -6,6 +6,7 @@
 //   GPT model(cfg, rng);                 // GPT-2 initialisation
 //   Tensor logits = model.forward(idx, B, T);            // idx [B*T] -> [B, T, V]
 //   Tensor loss = cross_entropy(logits, targets);        // targets -1 = ignored
+//   Tensor loss = model.loss(idx, targets, B, T);        // the same, without [B, T, V] in memory
 //
 // Reads top-down like nanoGPT's model.py:
 //   x = wte(idx) + pos(T)            token embedding + learned (wpe) or sinusoidal positions
@@ -91,6 +92,10 @@ class GPT : public nn::Module {
   // idx: B*T token ids, row-major [B, T], T <= block_size. Returns logits [B, T, V].
   // With a trace, also records the residual stream and attention weights of every layer.
   Tensor forward(const std::vector<int32_t>& idx, int64_t B, int64_t T, Trace* trace = nullptr);
+  // cross_entropy(forward(idx, B, T), targets, ce) with the head and the loss computed in row
+  // chunks (linear_cross_entropy): what training and evaluation use, the logits never whole.
+  Tensor loss(const std::vector<int32_t>& idx, const std::vector<int32_t>& targets, int64_t B, int64_t T,
+              const CrossEntropyOptions& ce = {});
 
   // Incremental decoding: one KV cache per layer. forward_cached takes the next Tn tokens of
   // each of the B sequences ([B, Tn] ids), at positions cache.len .. cache.len + Tn - 1, and
@@ -140,6 +145,7 @@ class GPT : public nn::Module {
   Tensor add_positions(const Tensor& tok, int64_t T, int64_t offset) const;
   Tensor embed(const std::vector<int32_t>& idx, int64_t R, int64_t T, std::span<Cache* const> caches) const;
   Tensor blocks_and_head(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer, Trace* trace);
+  Tensor blocks(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer);  // to ln_f
   GPTConfig cfg_;
 };
 

@@ -212,7 +212,7 @@ double gpt_forward_backward(DataParallel& dp, const std::vector<int32_t>& x, con
   return forward_backward_shards(dp, B, y, T, ce, loss_scale, [&](nn::Module& m, int64_t r0, int64_t r1) {
     auto* gpt = dynamic_cast<GPT*>(&m);
     ATTO_CHECK(gpt != nullptr, "gpt_forward_backward: a shard's model is not a GPT");
-    return cross_entropy(gpt->forward(rows(x, r0, r1), r1 - r0, T), rows(y, r0, r1), ce);
+    return gpt->loss(rows(x, r0, r1), rows(y, r0, r1), r1 - r0, T, ce);
   });
 }
 

@@ -33,8 +33,7 @@ double evaluate_loss(GPT& model, const TextDataset& data, Split split, int64_t B
     const Batch b = data.eval_batch(split, i, B, T);
     const int64_t c = b.num_targets();
     if (c == 0) continue;
-    Tensor logits = model.forward(b.x, b.B, b.T);
-    total += static_cast<double>(cross_entropy(logits, b.y).item()) * c;
+    total += static_cast<double>(model.loss(b.x, b.y, b.B, b.T).item()) * c;
     count += c;
     if (byte_lengths)
       for (int32_t y : b.y)

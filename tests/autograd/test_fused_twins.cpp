@@ -3,6 +3,7 @@
 
 #include "autograd/gradcheck.h"
 #include "base/error.h"
+#include "kernels/kernels.h"
 
 using namespace atto;
 using namespace atto::test;
@@ -192,4 +193,58 @@ TEST(FusedTwins, SwigluAndActivationsMatchComposed) {
   expect_twins(
       "softmax", [](const Inputs& x) { return softmax(x[0]); },
       [](const Inputs& x) { return div(exp(x[0]), sum(exp(x[0]), -1, true)); }, {randn({3, 7}, 22)});
+}
+
+// The head and the loss in row chunks against linear then cross_entropy: one chunk, chunks that
+// divide the rows, a short last chunk, one row per chunk; ignored targets, label smoothing, a
+// bias; the output's gradient seeded with a random scalar (the backward scales what the forward
+// computed at a seed of 1). The loss value is the same bits whenever the chunks' logits are.
+TEST(FusedTwins, LinearCrossEntropyMatchesLinearThenCrossEntropy) {
+  const std::vector<int32_t> targets = {3, -1, 0, 6, 6, 2, -1, 1, 5, 4, 0, 3};  // [2, 6]
+  for (float ls : {0.0f, 0.1f})
+    for (int64_t chunk : {int64_t{0}, int64_t{7 * 6}, int64_t{7 * 5}, int64_t{7}}) {
+      CrossEntropyOptions ce;
+      ce.label_smoothing = ls;
+      auto fused = [&](const Inputs& x) { return linear_cross_entropy(x[0], x[1], x[2], targets, ce, chunk); };
+      auto composed = [&](const Inputs& x) { return cross_entropy(linear(x[0], x[1], x[2]), targets, ce); };
+      expect_twins(fmt::format("linear_cross_entropy ls={} chunk={}", ls, chunk), fused, composed,
+                   {randn({2, 6, 16}, 40), randn({7, 16}, 41), randn({7}, 42)}, 2e-6f);
+    }
+  // The blocked GEMM's shapes, no bias (a GPT's tied head), 64 rows in chunks of 24.
+  std::vector<int32_t> t2(64);
+  for (size_t i = 0; i < t2.size(); ++i) t2[i] = static_cast<int32_t>((i * 37) % 300);
+  auto fused = [&](const Inputs& x) { return linear_cross_entropy(x[0], x[1], Tensor(), t2, {}, 300 * 24); };
+  auto composed = [&](const Inputs& x) { return cross_entropy(linear(x[0], x[1], Tensor()), t2); };
+  expect_twins("linear_cross_entropy 64 x 96 -> 300", fused, composed, {randn({64, 96}, 43), randn({300, 96}, 44)},
+               2e-6f);
+}
+
+// No counted target: loss 0 and no gradient, as cross_entropy; a bad target is refused by name.
+TEST(FusedTwins, LinearCrossEntropyEdges) {
+  Tensor x = randn({3, 4}, 45).set_requires_grad(true), w = randn({5, 4}, 46).set_requires_grad(true);
+  Tensor l = linear_cross_entropy(x, w, Tensor(), {-1, -1, -1});
+  EXPECT_EQ(l.item(), 0.0f);
+  backward(l);
+  EXPECT_FALSE(x.grad().defined());
+  try {
+    linear_cross_entropy(x, w, Tensor(), {0, 5, 1});
+    FAIL() << "target 5 of 5 classes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target 5 at position 1"), std::string::npos) << e.what();
+  }
+}
+
+// 1 and 2 threads: the same bits of loss and gradients (GPT-2's head shape, scaled down).
+TEST(FusedTwins, LinearCrossEntropySameBitsOnOneAndTwoThreads) {
+  std::vector<int32_t> t(96);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>((i * 53) % 1000);
+  auto once = [&](int threads) {
+    atto::kernels::set_num_threads(threads);
+    Tensor x = randn({96, 64}, 47).set_requires_grad(true), w = randn({1000, 64}, 48).set_requires_grad(true);
+    Tensor l = linear_cross_entropy(x, w, Tensor(), t, {}, 1000 * 40);
+    backward(l, Tensor::scalar(0.5f));
+    return std::vector<Tensor>{l.detach(), x.grad(), w.grad()};
+  };
+  const std::vector<Tensor> one = once(1), two = once(2);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(max_abs_diff(one[i], two[i]), 0.0f) << "output " << i;
 }

@@ -1,5 +1,5 @@
 // GPT: nanoGPT parameter names, initialisation, KV-cache decoding equals the full forward,
-// overfitting one batch, configuration errors.
+// overfitting one batch, configuration errors, the chunked loss.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -214,6 +214,36 @@ TEST(GPT, BlockSizeIsBounded) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("block_size must be in [1, 65536]"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("1000000000"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// GPT::loss (the head and the loss in row chunks) is cross_entropy of forward's logits: the same
+// loss and the same gradients up to rounding, for tied and untied heads.
+TEST(GPT, LossEqualsCrossEntropyOfTheLogits) {
+  for (bool tied : {true, false}) {
+    GPTConfig c = small_config();
+    c.tie_weights = tied;
+    const int64_t B = 3, T = 8;
+    const auto x = tokens(B * T, 6, 11);
+    auto y = tokens(B * T, 7, 11);
+    y[5] = -1;
+    auto run = [&](bool fused) {
+      Rng rng(8);
+      GPT m(c, rng);
+      m.zero_grad();
+      Tensor loss = fused ? m.loss(x, y, B, T) : cross_entropy(m.forward(x, B, T), y);
+      backward(loss, Tensor::scalar(0.75f));
+      std::vector<Tensor> out{loss.detach()};
+      for (auto& p : m.named_parameters()) out.push_back(p.tensor.grad().clone());
+      return out;
+    };
+    const auto a = run(true), b = run(false);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float* pa = a[i].data();
+      const float* pb = b[i].data();
+      for (int64_t j = 0; j < a[i].numel(); ++j) ASSERT_NEAR(pa[j], pb[j], 1e-6f) << "tensor " << i << " at " << j;
     }
   }
 }
