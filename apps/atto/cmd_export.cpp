@@ -37,13 +37,6 @@ LoadedModel load_for_export(const ExportFlags& f) {
   return lm;
 }
 
-io::GgmlType parse_type(const std::string& s) {
-  if (s == "f32") return io::GgmlType::F32;
-  if (s == "f16") return io::GgmlType::F16;
-  if (s == "q8_0") return io::GgmlType::Q8_0;
-  throw UsageError(fmt::format("--type must be f32, f16 or q8_0, got '{}'", s));
-}
-
 int run_export_hf(const ExportFlags& f) {
   if (f.type != "f32")
     throw UsageError(
@@ -86,7 +79,7 @@ int run_export(const ExportFlags& f) {
   if (f.lora_only) return run_export_lora(f);
   if (f.format == "hf") return run_export_hf(f);
   if (f.format != "gguf") throw UsageError(fmt::format("--format must be gguf or hf, got '{}'", f.format));
-  const io::GgmlType type = parse_type(f.type);
+  const io::GgmlType type = parse_gguf_type(f.type);
   if (f.out.empty()) throw UsageError("no output file: pass --out FILE.gguf");
   LoadedModel lm = load_for_export(f);
   const std::string arch = export_gguf(lm, f.out, type);
@@ -96,6 +89,13 @@ int run_export(const ExportFlags& f) {
 }
 
 }  // namespace
+
+io::GgmlType parse_gguf_type(const std::string& s) {
+  using io::GgmlType;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K})
+    if (s == io::to_string(t)) return t;
+  throw UsageError(fmt::format("--type must be {}, got '{}'", kGgufTypes, s));
+}
 
 Command add_export(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
@@ -110,7 +110,8 @@ Command add_export(CLI::App& root) {
                   "merges.txt; GPT-2's architecture only)")
       ->capture_default_str();
   app->add_option("--type", f->type,
-                  "gguf: f32, f16 or q8_0 (for the weight matrices; norms and biases stay f32); hf: f32 only")
+                  fmt::format("gguf: {} (for the weight matrices; norms and biases stay f32); hf: f32 only",
+                              kGgufTypes))
       ->capture_default_str();
   app->add_flag("--force", f->force, "--format hf: write into an --out directory that is not empty");
   app->add_flag("--merge-lora", f->merge_lora,

@@ -7,6 +7,7 @@
 
 #include "base/limits.h"
 #include "generate/seq2seq_decode.h"
+#include "io/ggml_quants.h"
 #include "tokenize/gpt_tokenizer.h"
 
 #include <functional>
@@ -31,6 +32,7 @@ Command add_inspect(CLI::App& root);
 Command add_bench(CLI::App& root);
 Command add_export(CLI::App& root);
 Command add_import(CLI::App& root);
+Command add_quantize(CLI::App& root);
 Command add_serve(CLI::App& root);
 Command add_tokenize(CLI::App& root);
 Command add_tokenizer(CLI::App& root);
@@ -38,6 +40,11 @@ Command add_tokenizer(CLI::App& root);
 // The GPT tokenizer named by --tokenizer FILE (a tokenizer.json) or --model RUN (its
 // tokenizer.json): exactly one of them (UsageError otherwise). For tokenize and data prepare.
 std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model);
+
+// --type of atto export --format gguf and atto quantize: the GGUF types atto writes (UsageError
+// naming the flag and kGgufTypes otherwise).
+inline constexpr const char* kGgufTypes = "f32, f16, q8_0, q4_0 or q4_k";
+io::GgmlType parse_gguf_type(const std::string& s);
 
 // Beam search flags shared by translate and eval.
 void add_decode_flags(CLI::App* app, gen::DecodeOptions& d);

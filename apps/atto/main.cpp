@@ -102,13 +102,14 @@ int main(int argc, char** argv) {
       "  atto data synth reverse --n 20000 --out data/rev\n"
       "  atto train --task seq2seq --src data/rev.src --tgt data/rev.tgt --out runs/rev\n"
       "  atto translate --model runs/rev --beam 5 < test.src\n"
+      "  atto quantize runs/names names-q4.gguf --type q4_0\n"
       "Run `atto <command> --help` for the flags of a command.");
   std::vector<atto::cli::Command> commands = {
       atto::cli::add_train(root), atto::cli::add_sample(root),   atto::cli::add_score(root),
       atto::cli::add_eval(root),  atto::cli::add_inspect(root),  atto::cli::add_translate(root),
       atto::cli::add_data(root),  atto::cli::add_bench(root),    atto::cli::add_export(root),
       atto::cli::add_serve(root), atto::cli::add_tokenize(root), atto::cli::add_tokenizer(root),
-      atto::cli::add_import(root),
+      atto::cli::add_import(root), atto::cli::add_quantize(root),
   };
   try {
     root.parse(argc, argv);

@@ -19,15 +19,7 @@ namespace {
 
 constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr uint32_t kVersion = 3;
-constexpr uint64_t kQ8Block = 32, kQ8BlockBytes = 34;  // f16 scale + 32 int8
 constexpr int kMaxDims = 4;
-
-// ggml's names, for messages about types atto does not read.
-const char* ggml_type_name(uint32_t t) {
-  static const char* names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1",
-                                "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
-  return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
-}
 
 size_t scalar_size(GgufType t) {
   switch (t) {
@@ -225,93 +217,21 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
   }
   t.shape.assign(ne.rbegin(), ne.rend());
   const auto type = c.get<uint32_t>(t.name + " (type)");
-  ATTO_CHECK(type == 0 || type == 1 || type == 8,
-             "{}: tensor {} has ggml type {} ({}), which atto does not read: export it as f32, f16 or q8_0", c.source(),
-             t.name, type, ggml_type_name(type));
+  ATTO_CHECK(ggml_type_readable(type),
+             "{}: tensor {} has ggml type {} ({}), which atto does not read (it reads f32, f16, q4_0, q8_0, q4_k and "
+             "q6_k)",
+             c.source(), t.name, type, ggml_type_name(type));
   t.type = static_cast<GgmlType>(type);
-  ATTO_CHECK(t.type != GgmlType::Q8_0 || ne[0] % static_cast<int64_t>(kQ8Block) == 0,
-             "{}: q8_0 tensor {} has rows of {} values, not a multiple of 32", c.source(), t.name, ne[0]);
+  const uint64_t block = ggml_block_size(t.type);
+  ATTO_CHECK(static_cast<uint64_t>(ne[0]) % block == 0,
+             "{}: tensor {} of type {} has rows of {} values, not a multiple of its block of {}", c.source(), t.name,
+             to_string(t.type), ne[0], block);
   t.nbytes = ggml_nbytes(t.type, numel);
   t.offset = c.get<uint64_t>(t.name + " (offset)");
   return t;
 }
 
 }  // namespace
-
-// ============================================================================================
-// Numbers
-// ============================================================================================
-const char* to_string(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
-
-uint64_t ggml_nbytes(GgmlType t, uint64_t n) {
-  switch (t) {
-    case GgmlType::F32: return 4 * n;
-    case GgmlType::F16: return 2 * n;
-    case GgmlType::Q8_0: return n / kQ8Block * kQ8BlockBytes;
-  }
-  return 0;
-}
-
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));  // NaN, Inf
-  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to Inf
-  if (x < 0x38800000u) {                                               // below 2^-14: a half subnormal (or zero)
-    if (x < 0x33000000u) return static_cast<uint16_t>(sign);           // <= 2^-25 rounds to zero
-    const uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u, shift = 126 - e;
-    uint32_t h = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (x - 0x38000000u) >> 13;  // rebias the exponent (127 -> 15), keep 10 mantissa bits
-  const uint32_t rem = x & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry rolls into the exponent
-  return static_cast<uint16_t>(sign | h);
-}
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  uint32_t x;
-  if (e == 0) {
-    const float v = std::ldexp(static_cast<float>(m), -24);  // zero or subnormal, exact
-    return sign ? -v : v;
-  }
-  x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-std::vector<uint8_t> quantize_q8_0(std::span<const float> x) {
-  ATTO_CHECK(x.size() % kQ8Block == 0, "q8_0 needs a multiple of 32 values, got {}", x.size());
-  std::vector<uint8_t> out(x.size() / kQ8Block * kQ8BlockBytes);
-  for (size_t b = 0; b < x.size() / kQ8Block; ++b) {
-    const float* v = x.data() + b * kQ8Block;
-    float amax = 0.0f;
-    for (size_t i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    uint8_t* o = out.data() + b * kQ8BlockBytes;
-    const uint16_t dh = f32_to_f16(d);
-    std::memcpy(o, &dh, 2);
-    for (size_t i = 0; i < kQ8Block; ++i) o[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(v[i] * id)));
-  }
-  return out;
-}
-
-void dequantize_q8_0(const uint8_t* blocks, float* out, uint64_t n) {
-  for (uint64_t b = 0; b < n / kQ8Block; ++b) {
-    const uint8_t* o = blocks + b * kQ8BlockBytes;
-    uint16_t dh;
-    std::memcpy(&dh, o, 2);
-    const float d = f16_to_f32(dh);
-    for (uint64_t i = 0; i < kQ8Block; ++i)
-      out[b * kQ8Block + i] = static_cast<float>(static_cast<int8_t>(o[2 + i])) * d;
-  }
-}
 
 // ============================================================================================
 // Values
@@ -377,18 +297,23 @@ void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>&
   for (int64_t d : shape) n *= d;
   ATTO_CHECK(!shape.empty() && shape.size() <= kMaxDims && n == static_cast<int64_t>(data.size()),
              "GGUF writer: tensor {} has {} values for its shape", name, data.size());
-  Tensor t{name, shape, type, {}};
-  if (type == GgmlType::F32) {
-    t.data.assign(reinterpret_cast<const char*>(data.data()), data.size() * 4);
-  } else if (type == GgmlType::F16) {
-    for (float x : data) put<uint16_t>(t.data, f32_to_f16(x));
-  } else {
-    ATTO_CHECK(shape.back() % static_cast<int64_t>(kQ8Block) == 0,
-               "GGUF writer: q8_0 tensor {} has rows of {} values, not a multiple of 32", name, shape.back());
-    const std::vector<uint8_t> q = quantize_q8_0(data);
-    t.data.assign(q.begin(), q.end());
-  }
-  tensors_.push_back(std::move(t));
+  ATTO_CHECK(ggml_type_writable(type), "GGUF writer: tensor {}: atto does not write type {}", name, to_string(type));
+  ATTO_CHECK(shape.back() % static_cast<int64_t>(ggml_block_size(type)) == 0,
+             "GGUF writer: {} tensor {} has rows of {} values, not a multiple of {}", to_string(type), name,
+             shape.back(), ggml_block_size(type));
+  tensors_.push_back({name, shape, type, encode(type, data)});
+}
+
+void GgufWriter::add_tensor_bytes(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
+                                  std::string bytes) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  ATTO_CHECK(!shape.empty() && shape.size() <= kMaxDims &&
+                 shape.back() % static_cast<int64_t>(ggml_block_size(type)) == 0 &&
+                 ggml_nbytes(type, static_cast<uint64_t>(n)) == bytes.size(),
+             "GGUF writer: tensor {} has {} bytes, not those of a {} tensor of its shape", name, bytes.size(),
+             to_string(type));
+  tensors_.push_back({name, shape, type, std::move(bytes)});
 }
 
 std::string GgufWriter::bytes() const {
@@ -449,19 +374,12 @@ std::vector<float> GgufFile::tensor_f32(const std::string& name, const std::vect
   ATTO_CHECK(shape.empty() || t->shape == shape, "{}: tensor {} has shape [{}], expected [{}]", path, name,
              fmt::join(t->shape, ", "), fmt::join(shape, ", "));
   std::vector<float> out(static_cast<size_t>(t->numel()));
-  const char* src = bytes_.data() + data_start_ + t->offset;
-  if (t->type == GgmlType::F32) {
-    std::memcpy(out.data(), src, out.size() * 4);
-  } else if (t->type == GgmlType::F16) {
-    for (size_t i = 0; i < out.size(); ++i) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
-      out[i] = f16_to_f32(h);
-    }
-  } else {
-    dequantize_q8_0(reinterpret_cast<const uint8_t*>(src), out.data(), out.size());
-  }
+  decode(t->type, reinterpret_cast<const uint8_t*>(bytes_.data() + data_start_ + t->offset), out.data(), out.size());
   return out;
+}
+
+std::string GgufFile::tensor_bytes(const GgufTensorInfo& t) const {
+  return bytes_.substr(data_start_ + t.offset, t.nbytes);
 }
 
 GgufFile parse_gguf(std::string bytes, const std::string& source) {
@@ -487,6 +405,7 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
     std::string key = read_name(c, "metadata key", i);
     ATTO_CHECK(!f.metadata.count(key), "{}: metadata key {} appears twice", source, key);
     GgufValue v = read_value(c, key);
+    f.keys.push_back(key);
     f.metadata.emplace(std::move(key), std::move(v));
   }
   if (f.has("general.alignment")) {
@@ -530,6 +449,28 @@ bool is_gguf_file(const std::string& path) {
   } catch (const Error&) {
     return false;  // unreadable: the reader that follows says why
   }
+}
+
+GgufRequantized requantize_gguf(const GgufFile& in, GgmlType want, bool allow_requantize) {
+  ATTO_CHECK(ggml_type_writable(want), "atto does not write ggml type {}", to_string(want));
+  GgufRequantized r;
+  for (const std::string& k : in.keys)
+    r.writer.add(k, k == "general.file_type" ? GgufValue::u32(ggml_file_type(want)) : in.metadata.at(k));
+  for (const GgufTensorInfo& t : in.tensors) {
+    const GgmlType to = t.shape.size() < 2 ? t.type : stored_type_for(want, t.shape);
+    if (to == t.type) {
+      r.writer.add_tensor_bytes(t.name, t.shape, t.type, in.tensor_bytes(t));
+      ++r.copied;
+      continue;
+    }
+    ATTO_CHECK(allow_requantize || t.type == GgmlType::F32 || ggml_type_precision(to) < ggml_type_precision(t.type),
+               "{}: tensor {} is stored as {}: re-encoding it as {} would not make it better than {} (its values "
+               "are already rounded to {}); allow re-quantizing (atto quantize --allow-requantize) to do it anyway",
+               in.path, t.name, to_string(t.type), to_string(to), to_string(t.type), to_string(t.type));
+    r.writer.add_tensor(t.name, t.shape, to, in.tensor_f32(t.name));
+    ++r.requantized;
+  }
+  return r;
 }
 
 }  // namespace atto::io

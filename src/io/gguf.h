@@ -1,5 +1,6 @@
 // atto/io/gguf.h: GGUF (version 3), the file format of llama.cpp and ggml: typed metadata and
-// tensors of f32, f16 or q8_0, written and read without any model knowledge.
+// tensors, written and read without any model knowledge. Tensors are read as f32, f16, q4_0, q8_0,
+// Q4_K and Q6_K and written as f32, f16, q4_0, q8_0 and Q4_K (io/ggml_quants.h: ggml's blocks).
 //
 //   io::GgufWriter w;
 //   w.add("general.architecture", io::GgufValue::string("gpt2"));
@@ -32,20 +33,9 @@
 #include <string_view>
 #include <vector>
 
+#include "io/ggml_quants.h"
+
 namespace atto::io {
-
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8 };
-const char* to_string(GgmlType t);
-// Bytes of n elements (n a multiple of the block size, 32 for q8_0).
-uint64_t ggml_nbytes(GgmlType t, uint64_t n);
-
-// IEEE binary16 conversions (round to nearest, ties to even), as ggml's GGML_FP32_TO_FP16.
-uint16_t f32_to_f16(float f);
-float f16_to_f32(uint16_t h);
-// q8_0: blocks of 32 values as one f16 scale d = max|x| / 127 and 32 int8 q = round(x / d),
-// exactly as ggml's quantize_row_q8_0_ref; n must be a multiple of 32.
-std::vector<uint8_t> quantize_q8_0(std::span<const float> x);
-void dequantize_q8_0(const uint8_t* blocks, float* out, uint64_t n);
 
 // The GGUF metadata value types.
 enum class GgufType : uint32_t {
@@ -95,10 +85,12 @@ struct GgufValue {
 class GgufWriter {
  public:
   void add(const std::string& key, GgufValue v);  // keys in the order added; a repeated key is an error
-  // A tensor of row-major `shape` from f32 data, stored as `type` (q8_0 needs a last dimension
-  // that is a multiple of 32).
+  // A tensor of row-major `shape` from f32 data, stored as `type` (a writable type: q4_0 and q8_0
+  // need a last dimension that is a multiple of 32, Q4_K of 256).
   void add_tensor(const std::string& name, const std::vector<int64_t>& shape, GgmlType type,
                   std::span<const float> data);
+  // A tensor's bytes as they are, of any type atto reads (ggml_nbytes of them; checked).
+  void add_tensor_bytes(const std::string& name, const std::vector<int64_t>& shape, GgmlType type, std::string bytes);
   std::string bytes() const;
   void write(const std::string& path) const;  // atomic (io/file.h)
 
@@ -128,14 +120,17 @@ class GgufFile {
   uint32_t alignment = 32;
   std::string path;
   std::map<std::string, GgufValue> metadata;
+  std::vector<std::string> keys;        // the metadata keys in file order
   std::vector<GgufTensorInfo> tensors;  // in file order
 
   bool has(const std::string& key) const { return metadata.count(key) > 0; }
   const GgufValue& get(const std::string& key) const;  // atto::Error naming the key and the file
   const GgufTensorInfo* find(const std::string& name) const;
-  // The tensor as f32 (f16 and q8_0 dequantised); atto::Error when it is missing or its shape
+  // The tensor as f32 (every other type dequantised); atto::Error when it is missing or its shape
   // is not `shape` (when given).
   std::vector<float> tensor_f32(const std::string& name, const std::vector<int64_t>& shape = {}) const;
+  // Its bytes as the file holds them.
+  std::string tensor_bytes(const GgufTensorInfo& t) const;
 
   std::string bytes_;  // the whole file
   uint64_t data_start_ = 0;
@@ -146,5 +141,17 @@ GgufFile parse_gguf(std::string bytes, const std::string& source);
 GgufFile read_gguf(const std::string& path);
 // Whether a file starts with the GGUF magic.
 bool is_gguf_file(const std::string& path);
+
+// A GGUF file with its matrices stored as `want` (llama.cpp's llama-quantize, for the types atto
+// writes): every metadata key in its order (general.file_type set to want's) and every tensor in
+// its order. A matrix whose type is not stored_type_for(want, shape) is re-encoded to that type
+// from its f32 values; 1-D tensors (norms, biases) and the other matrices are copied byte for byte.
+// Re-encoding to a type of more precision than the tensor has (q8_0 to f16, q4_0 to q8_0) would
+// not make it better: an atto::Error naming the tensor and both types unless allow_requantize.
+struct GgufRequantized {
+  GgufWriter writer;
+  int requantized = 0, copied = 0;
+};
+GgufRequantized requantize_gguf(const GgufFile& in, GgmlType want, bool allow_requantize);
 
 }  // namespace atto::io

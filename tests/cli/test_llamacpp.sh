@@ -3,12 +3,13 @@
 # tree by tests/gguf/install.sh): for lines-mode models with non-ASCII characters (gpt2 layout with
 # erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE, grouped-query attention, RoPE base
 # 500000; byte-level BPE; SentencePiece) and stream-mode models of
-# both layouts and of BPE, exported f32, f16 and q8_0:
+# both layouts and of BPE, exported f32, f16 and q8_0 (q4_0 and q4_k for three of them):
 #   - llama.cpp tokenizes 200 training lines to atto's ids;
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
 #     type (printed: the measured maximum);
 #   - greedy generation of 100 tokens (stream model, f32) is the same token for token;
 #   - atto reading the GGUF back scores exactly as the run directory (f32);
+#   - q4_0 and q4_k files: llama.cpp's log-probabilities are atto's reading the same file;
 #   - LoRA runs over the tanh (gpt2) and llama models: llama.cpp loading the base's GGUF plus the
 #     adapter GGUF (`atto export --lora-only`) gives the merged model's log-probabilities.
 ATTO=$1
@@ -133,6 +134,26 @@ for model in erf tanh llama bpe spm; do
     esac
     check "log-probabilities ($model, $type)" compare logprobs "$W/$model.score.json" "$W/lp.json" $bound "$model $type"
   done
+done
+
+# q4_0 (every matrix: d_model 32 fills its blocks of 32): llama.cpp against atto reading the SAME
+# file, so both start from the same 4-bit weights; llama.cpp also rounds the activations to q8_0
+# for its q4_0 (and Q4_K) products (atto computes them in f32 from the dequantised weights):
+# measured 3.3e-2 (tanh q4_0), 3.7e-2 (llama q4_0), 3.3e-2 (llama256 q4_k), as q8_0's 2-8e-2; the
+# bound, 0.11, is 3x that.
+# q4_k: a llama-layout model with d_ff 256, whose ffn_down rows fill Q4_K's super-blocks (the
+# other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K bytes as atto does.
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${llama[@]}" --d-ff 256 "${common[@]}"
+"$ATTO" score --model "$W/llama256" --file "$W/lines.txt" --json >"$W/llama256.score.json"
+compare seqs "$W/llama256.score.json" "$W/llama256.seqs.json" 0
+for mt in tanh.q4_0 llama.q4_0 llama256.q4_k; do
+  model=${mt%.*} type=${mt#*.}
+  g=$W/$mt.gguf
+  expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"
+  "$ATTO" score --model "$g" --file "$W/lines.txt" --json >"$W/$mt.score.json"
+  "${REF[@]}" logprobs --model "$g" --input "$W/$model.seqs.json" >"$W/lp.json" || bad "llama_ref logprobs failed ($mt)"
+  check "log-probabilities ($model, $type read by both)" compare logprobs "$W/$mt.score.json" "$W/lp.json" \
+    0.11 "$model $type, atto reading the same file"
 done
 
 # LoRA adapters: a few steps at a high learning rate over the tanh (gpt2) and llama models, every

@@ -1,0 +1,462 @@
+#include "io/ggml_quants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+
+// ggml's reference quantizers round after every multiplication and addition as C says (clang,
+// and GCC on the ARM and x86 builds of ggml-quants.c whose results are the reference). GCC would
+// otherwise fuse a product into the next addition (x / d + 8.5 as one FMA), and a value on a
+// rounding boundary would get the neighbouring quant.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace atto::io {
+
+namespace {
+
+constexpr uint64_t kQK = 32;  // q4_0 and q8_0 block
+constexpr uint64_t kQ8Bytes = 34, kQ4Bytes = 18;
+constexpr uint64_t kQKK = 256;  // K-quant super-block
+constexpr uint64_t kQ4KBytes = 144, kQ6KBytes = 210;
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Q4_K's eight 6-bit scales and mins in 12 bytes, as ggml's get_scale_min_k4: sub-blocks 0-3 in
+// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 in the nibbles of bytes
+// 8-11 with their top 2 bits in the top bits of bytes 0-3 (scales) and 4-7 (mins).
+void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace
+
+// ============================================================================================
+// Types
+// ============================================================================================
+const char* ggml_type_name(uint32_t t) {
+  static const char* names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1",
+                                "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
+  return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
+}
+
+const char* to_string(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
+
+bool ggml_type_readable(uint32_t t) { return t == 0 || t == 1 || t == 2 || t == 8 || t == 12 || t == 14; }
+
+bool ggml_type_writable(GgmlType t) { return t != GgmlType::Q6_K; }
+
+uint64_t ggml_block_size(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32:
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0: return kQK;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return kQKK;
+  }
+  return 1;
+}
+
+uint64_t ggml_nbytes(GgmlType t, uint64_t n) {
+  switch (t) {
+    case GgmlType::F32: return 4 * n;
+    case GgmlType::F16: return 2 * n;
+    case GgmlType::Q4_0: return n / kQK * kQ4Bytes;
+    case GgmlType::Q8_0: return n / kQK * kQ8Bytes;
+    case GgmlType::Q4_K: return n / kQKK * kQ4KBytes;
+    case GgmlType::Q6_K: return n / kQKK * kQ6KBytes;
+  }
+  return 0;
+}
+
+GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape) {
+  if (shape.size() < 2 || want == GgmlType::F32) return GgmlType::F32;
+  const int64_t row = shape.back();
+  if (row % static_cast<int64_t>(ggml_block_size(want)) == 0) return want;
+  // llama.cpp's llama-quantize takes q5_0 for a Q4_K matrix whose rows do not fill super-blocks of
+  // 256; atto writes no q5_0, and takes the next type with more precision, q8_0.
+  if (want == GgmlType::Q4_K && row % static_cast<int64_t>(kQK) == 0) return GgmlType::Q8_0;
+  return GgmlType::F16;
+}
+
+uint32_t ggml_file_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q4_K: return 14;
+    case GgmlType::Q6_K: return 18;
+  }
+  return 0;
+}
+
+int ggml_type_precision(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 5;
+    case GgmlType::F16: return 4;
+    case GgmlType::Q8_0: return 3;
+    case GgmlType::Q6_K: return 2;
+    case GgmlType::Q4_K: return 1;
+    case GgmlType::Q4_0: return 0;
+  }
+  return 0;
+}
+
+// ============================================================================================
+// f16
+// ============================================================================================
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));  // NaN, Inf
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to Inf
+  if (x < 0x38800000u) {                                               // below 2^-14: a half subnormal (or zero)
+    if (x < 0x33000000u) return static_cast<uint16_t>(sign);           // <= 2^-25 rounds to zero
+    const uint32_t e = x >> 23, m = (x & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t h = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (x - 0x38000000u) >> 13;  // rebias the exponent (127 -> 15), keep 10 mantissa bits
+  const uint32_t rem = x & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry rolls into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0) {
+    const float v = std::ldexp(static_cast<float>(m), -24);  // zero or subnormal, exact
+    return sign ? -v : v;
+  }
+  x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// ============================================================================================
+// q8_0 and q4_0
+// ============================================================================================
+std::vector<uint8_t> quantize_q8_0(std::span<const float> x) {
+  ATTO_CHECK(x.size() % kQK == 0, "q8_0 needs a multiple of 32 values, got {}", x.size());
+  std::vector<uint8_t> out(x.size() / kQK * kQ8Bytes);
+  for (size_t b = 0; b < x.size() / kQK; ++b) {
+    const float* v = x.data() + b * kQK;
+    float amax = 0.0f;
+    for (size_t i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* o = out.data() + b * kQ8Bytes;
+    put_half(o, d);
+    for (size_t i = 0; i < kQK; ++i) o[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(v[i] * id)));
+  }
+  return out;
+}
+
+void dequantize_q8_0(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* o = blocks + b * kQ8Bytes;
+    const float d = half_at(o);
+    for (uint64_t i = 0; i < kQK; ++i) out[b * kQK + i] = static_cast<float>(static_cast<int8_t>(o[2 + i])) * d;
+  }
+}
+
+namespace {
+
+// ggml's MIN(15, (int8_t)(v + 8.5f)) for v = x / d in [-8, 8]: the truncation of 0.5 .. 16.5.
+// Written without the float-to-int8 conversion, which C++ leaves undefined for a NaN weight
+// (that gives 15 here).
+uint8_t q4_0_nibble(float v) {
+  const float t = v + 8.5f;
+  if (!(t < 15.0f)) return 15;
+  return t > 0.0f ? static_cast<uint8_t>(t) : 0;
+}
+
+}  // namespace
+
+std::vector<uint8_t> quantize_q4_0(std::span<const float> x) {
+  ATTO_CHECK(x.size() % kQK == 0, "q4_0 needs a multiple of 32 values, got {}", x.size());
+  std::vector<uint8_t> out(x.size() / kQK * kQ4Bytes);
+  for (size_t b = 0; b < x.size() / kQK; ++b) {
+    const float* v = x.data() + b * kQK;
+    float amax = 0.0f, max = 0.0f;  // the largest magnitude, and that value with its sign (the first)
+    for (size_t i = 0; i < kQK; ++i) {
+      if (amax < std::fabs(v[i])) {
+        amax = std::fabs(v[i]);
+        max = v[i];
+      }
+    }
+    const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* o = out.data() + b * kQ4Bytes;
+    put_half(o, d);
+    for (size_t j = 0; j < kQK / 2; ++j) {
+      const float x0 = v[j] * id, x1 = v[kQK / 2 + j] * id;
+      o[2 + j] = static_cast<uint8_t>(q4_0_nibble(x0) | (q4_0_nibble(x1) << 4));
+    }
+  }
+  return out;
+}
+
+// As ggml's dequantize_row_q4_0.
+void dequantize_q4_0(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* o = blocks + b * kQ4Bytes;
+    const float d = half_at(o);
+    float* y = out + b * kQK;
+    for (uint64_t j = 0; j < kQK / 2; ++j) {
+      y[j] = static_cast<float>((o[2 + j] & 0x0F) - 8) * d;
+      y[j + kQK / 2] = static_cast<float>((o[2 + j] >> 4) - 8) * d;
+    }
+  }
+}
+
+// ============================================================================================
+// K-quants
+// ============================================================================================
+// As ggml's dequantize_row_q4_K: per 64 values, two sub-blocks of 32 share 32 bytes of nibbles.
+void dequantize_q4_k(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQKK; ++b) {
+    const uint8_t* blk = blocks + b * kQ4KBytes;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* q = blk + 16;
+    float* y = out + b * kQKK;
+    for (int is = 0; is < 8; is += 2, q += 32) {
+      uint8_t sc, m;
+      scale_min_k4(is, scales, sc, m);
+      const float d1 = d * sc, m1 = dmin * m;
+      scale_min_k4(is + 1, scales, sc, m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+  }
+}
+
+// As ggml's dequantize_row_q6_K: per 128 values, 64 bytes of ql, 32 of qh and 8 scales; value l
+// of the four runs of 32 takes ql's low/high nibbles and qh's bit pairs 0-1, 2-3, 4-5, 6-7.
+void dequantize_q6_k(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQKK; ++b) {
+    const uint8_t* ql = blocks + b * kQ6KBytes;
+    const uint8_t* qh = ql + 128;
+    const auto* sc = reinterpret_cast<const int8_t*>(ql + 192);
+    const float d = half_at(ql + 208);
+    float* y = out + b * kQKK;
+    for (int half = 0; half < 2; ++half, y += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+        y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+        y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+        y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      }
+    }
+  }
+}
+
+namespace {
+
+// ggml's nearest_int: v rounded to the nearest integer (ties to even) by adding 1.5 * 2^23 and
+// reading the float's mantissa; |v| <= 2^22.
+int nearest_int(float v) {
+  const float big = v + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &big, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// One step of make_qkx2_quants' search: the quants of x at `iscale` from `min` (into Laux), the
+// weighted least-squares scale and offset for them (offset <= 0), and their weighted squared error;
+// false when the quants do not determine a scale (D <= 0).
+bool qkx2_try(const float* x, const float* w, float sum_w, float sum_x, float iscale, float min, uint8_t* Laux,
+              float& scale, float& offset, float& error) {
+  float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int l = std::max(0, std::min(15, nearest_int(iscale * (x[i] - min))));
+    Laux[i] = static_cast<uint8_t>(l);
+    sum_l += w[i] * static_cast<float>(l);
+    sum_l2 += w[i] * static_cast<float>(l) * static_cast<float>(l);
+    sum_xl += w[i] * static_cast<float>(l) * x[i];
+  }
+  const float D = sum_w * sum_l2 - sum_l * sum_l;
+  if (!(D > 0)) return false;
+  scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+  offset = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+  if (offset > 0) {
+    offset = 0;
+    scale = sum_xl / sum_l2;
+  }
+  error = 0;
+  for (int i = 0; i < 32; ++i) {
+    const float diff = scale * static_cast<float>(Laux[i]) + offset - x[i];
+    error += w[i] * (diff * diff);
+  }
+  return true;
+}
+
+// ggml's make_qkx2_quants(32, 15, x, weights, L, &the_min, Laux, -1, 0.1, 20, false): 4-bit quants
+// L of 32 values as scale * L - the_min, the scale searched over 21 steps of the quant range
+// (15 - 1 to 15 + 1) for the least weighted squared error. Returns the scale.
+float make_qkx2_quants(const float* x, const float* w, uint8_t* L, float& the_min) {
+  float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < 32; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    std::fill(L, L + 32, 0);
+    the_min = -min;
+    return 0.0f;
+  }
+  float iscale = 15.0f / (max - min), scale = 1 / iscale, best_error = 0;
+  for (int i = 0; i < 32; ++i) {
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int(iscale * (x[i] - min)))));
+    const float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    best_error += w[i] * (diff * diff);
+  }
+  uint8_t Laux[32];
+  for (int is = 0; is <= 20; ++is) {
+    iscale = (-1.0f + 0.1f * static_cast<float>(is) + 15.0f) / (max - min);
+    float this_scale, this_min, error;
+    if (qkx2_try(x, w, sum_w, sum_x, iscale, min, Laux, this_scale, this_min, error) && error < best_error) {
+      std::copy(Laux, Laux + 32, L);
+      best_error = error;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  the_min = -min;
+  return scale;
+}
+
+// The eight sub-blocks' scales and mins of one super-block as 6-bit numbers over the f16 d and
+// dmin (the layout scale_min_k4 reads), then the quants again against the rounded scales; as the
+// first half of ggml's quantize_row_q4_K_ref.
+void q4_k_scales(const float* x, uint8_t* blk, uint8_t* L) {
+  float scales[8], mins[8], weights[32], max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(x + 32 * j, weights, L + 32 * j, mins[j]);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f, inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t* sc = blk + 4;
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+    const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+    if (j < 4) {
+      sc[j] = ls;
+      sc[j + 4] = lm;
+    } else {
+      sc[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      sc[j - 4] = static_cast<uint8_t>(sc[j - 4] | ((ls >> 4) << 6));
+      sc[j] = static_cast<uint8_t>(sc[j] | ((lm >> 4) << 6));
+    }
+  }
+  put_half(blk, max_scale / 63.0f);
+  put_half(blk + 2, max_min / 63.0f);
+}
+
+}  // namespace
+
+// As ggml's quantize_row_q4_K_ref.
+std::vector<uint8_t> quantize_q4_k(std::span<const float> xs) {
+  ATTO_CHECK(xs.size() % kQKK == 0, "q4_k needs a multiple of 256 values, got {}", xs.size());
+  std::vector<uint8_t> out(xs.size() / kQKK * kQ4KBytes);
+  for (size_t b = 0; b < xs.size() / kQKK; ++b) {
+    const float* x = xs.data() + b * kQKK;
+    uint8_t* blk = out.data() + b * kQ4KBytes;
+    uint8_t L[256];
+    q4_k_scales(x, blk, L);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      scale_min_k4(j, blk + 4, sc, m);
+      const float d = half_at(blk) * sc;
+      if (d == 0.0f) continue;
+      const float dm = half_at(blk + 2) * m;
+      for (int i = 0; i < 32; ++i)
+        L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + i] + dm) / d))));
+    }
+    uint8_t* q = blk + 16;
+    for (int j = 0; j < 256; j += 64, q += 32)
+      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+  }
+  return out;
+}
+
+// ============================================================================================
+// Any type
+// ============================================================================================
+std::string encode(GgmlType t, std::span<const float> x) {
+  ATTO_CHECK(ggml_type_writable(t), "atto does not write ggml type {}", to_string(t));
+  ATTO_CHECK(x.size() % ggml_block_size(t) == 0, "{} needs a multiple of {} values, got {}", to_string(t),
+             ggml_block_size(t), x.size());
+  std::string out;
+  if (t == GgmlType::F32) {
+    out.assign(reinterpret_cast<const char*>(x.data()), x.size() * 4);
+  } else if (t == GgmlType::F16) {
+    out.resize(x.size() * 2);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint16_t h = f32_to_f16(x[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  } else {
+    const std::vector<uint8_t> q = t == GgmlType::Q8_0   ? quantize_q8_0(x)
+                                   : t == GgmlType::Q4_0 ? quantize_q4_0(x)
+                                                         : quantize_q4_k(x);
+    out.assign(q.begin(), q.end());
+  }
+  return out;
+}
+
+void decode(GgmlType t, const uint8_t* src, float* out, uint64_t n) {
+  switch (t) {
+    case GgmlType::F32: std::memcpy(out, src, n * 4); return;
+    case GgmlType::F16:
+      for (uint64_t i = 0; i < n; ++i) out[i] = half_at(src + 2 * i);
+      return;
+    case GgmlType::Q4_0: dequantize_q4_0(src, out, n); return;
+    case GgmlType::Q8_0: dequantize_q8_0(src, out, n); return;
+    case GgmlType::Q4_K: dequantize_q4_k(src, out, n); return;
+    case GgmlType::Q6_K: dequantize_q6_k(src, out, n); return;
+  }
+}
+
+}  // namespace atto::io

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# atto quantize: a run directory or a GGUF file to a GGUF file of f32, f16, q8_0 or q4_0 matrices.
+#   - a run quantized to q4_0 samples and evaluates, its perplexity near the run's own;
+#   - GGUF in: an f32 export quantized to q8_0 (and to q4_0) is byte for byte the run exported at
+#     that type (the metadata in its order, the 1-D tensors copied, the matrices re-encoded);
+#   - a q4_0 file is not "re-quantized" to q8_0 without --allow-requantize;
+#   - bad input (type, IN, OUT) is an error naming the flag or the file, and writes nothing.
+# Usage: test_quantize.sh PATH/TO/atto
+set -u
+ATTO=${1:?usage: test_quantize.sh path/to/atto}
+. "$(dirname "$0")/lib.sh"
+
+write_names >"$W/names.txt"
+RUN=$W/run
+# d_model 64: every matrix's rows are a multiple of q4_0's block of 32, and the MLP's output
+# projection's (d_ff = 256) fill q4_k's super-blocks of 256.
+expect_ok "$ATTO" train --data "$W/names.txt" --out "$RUN" --n-layers 1 --d-model 64 --n-heads 2 --batch-size 16 \
+  --steps 150 --lr 0.01 --warmup 10 --eval-every 150 --threads 1 -q
+expect_ok "$ATTO" quantize --help
+"$ATTO" quantize --help | grep -q -- "--allow-requantize" && ok || bad "quantize --help lacks --allow-requantize"
+
+# ---- a run directory -> q4_0 --------------------------------------------------------------------
+out=$("$ATTO" quantize "$RUN" "$W/q4.gguf" --type q4_0 2>&1) && ok || bad "quantize RUN --type q4_0: $out"
+echo "  $out"
+grep -q "tensors (.*q4_0" <<<"$out" && ok || bad "the summary does not count q4_0 tensors: $out"
+expect_ok "$ATTO" sample --model "$W/q4.gguf" -n 3 --seed 1
+ppl() { "$ATTO" eval --model "$1" --data "$W/names.txt" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["perplexity"])'; }
+p32=$(ppl "$RUN")
+p4=$(ppl "$W/q4.gguf")
+echo "  perplexity: run (f32) $p32, q4_0 $p4"
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a / 1.25 < b < a * 1.25 else 1)" \
+  "$p32" "$p4" && ok || bad "q4_0 perplexity $p4 is not within 25% of the f32 run's $p32"
+[ "$p4" != "$p32" ] && ok || bad "q4_0 perplexity equals the f32 one: nothing was quantized"
+
+# q4_k: the matrix of 256-value rows as Q4_K, the others (rows of 64) as q8_0, as the summary says.
+out=$("$ATTO" quantize "$RUN" "$W/k.gguf" --type q4_k 2>&1) && ok || bad "quantize RUN --type q4_k: $out"
+echo "  $out"
+grep -q "tensors (.*q4_k" <<<"$out" && grep -q "tensors (.*q8_0" <<<"$out" && ok || bad "q4_k summary: $out"
+pk=$(ppl "$W/k.gguf")
+echo "  perplexity: q4_k (and q8_0) $pk"
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a / 1.1 < b < a * 1.1 else 1)" \
+  "$p32" "$pk" && ok || bad "q4_k perplexity $pk is not within 10% of the f32 run's $p32"
+
+# ---- a GGUF file -> another type: the same bytes as exporting the run at that type ----------------
+expect_ok "$ATTO" export --model "$RUN" --format gguf --type f32 --out "$W/f32.gguf"
+expect_ok "$ATTO" export --model "$RUN" --format gguf --type q8_0 --out "$W/q8.gguf"
+expect_ok "$ATTO" quantize "$W/f32.gguf" "$W/q8-from-gguf.gguf" --type q8_0
+cmp -s "$W/q8.gguf" "$W/q8-from-gguf.gguf" && ok || bad "f32 GGUF -> q8_0 differs from the run exported at q8_0"
+expect_ok "$ATTO" quantize "$W/f32.gguf" "$W/q4-from-gguf.gguf" --type q4_0
+cmp -s "$W/q4.gguf" "$W/q4-from-gguf.gguf" && ok || bad "f32 GGUF -> q4_0 differs from the run quantized to q4_0"
+[ "$("$ATTO" eval --model "$W/q8.gguf" --data "$W/names.txt")" = \
+  "$("$ATTO" eval --model "$W/q8-from-gguf.gguf" --data "$W/names.txt")" ] && ok || bad "q8_0 evals differ"
+# Down is allowed (q8_0 -> q4_0), up is refused unless asked for; the same type copies.
+expect_ok "$ATTO" quantize "$W/q8.gguf" "$W/q8-q4.gguf" --type q4_0
+expect_fail "would not make it better than q4_0" "$ATTO" quantize "$W/q4.gguf" "$W/up.gguf" --type q8_0
+[ ! -e "$W/up.gguf" ] && ok || bad "a refused re-quantization wrote its OUT"
+expect_ok "$ATTO" quantize "$W/q4.gguf" "$W/up.gguf" --type q8_0 --allow-requantize
+expect_ok "$ATTO" sample --model "$W/up.gguf" -n 2 --seed 1
+expect_ok "$ATTO" quantize "$W/q4.gguf" "$W/same.gguf" --type q4_0
+cmp -s "$W/q4.gguf" "$W/same.gguf" && ok || bad "q4_0 -> q4_0 did not copy the file as it was"
+
+# ---- bad input ---------------------------------------------------------------------------------------
+expect_fail "--type must be f32, f16, q8_0, q4_0 or q4_k, got 'q5_0'" "$ATTO" quantize "$RUN" "$W/x.gguf" --type q5_0
+expect_fail "--type is required" "$ATTO" quantize "$RUN" "$W/x.gguf"
+expect_fail "IN $W/missing does not exist" "$ATTO" quantize "$W/missing" "$W/x.gguf" --type q4_0
+expect_fail "IN $W/names.txt is neither a run directory nor a GGUF file" "$ATTO" quantize "$W/names.txt" "$W/x.gguf" \
+  --type q4_0
+expect_fail "OUT $W/q4.gguf is IN" "$ATTO" quantize "$W/q4.gguf" "$W/q4.gguf" --type q4_0
+expect_fail "OUT $W is a directory" "$ATTO" quantize "$RUN" "$W" --type q4_0
+expect_fail "not an atto run directory" "$ATTO" quantize "$W" "$W/x.gguf" --type q4_0
+head -c 200 "$W/f32.gguf" >"$W/cut.gguf"
+expect_fail "$W/cut.gguf: " "$ATTO" quantize "$W/cut.gguf" "$W/x.gguf" --type q4_0
+[ ! -e "$W/x.gguf" ] && ok || bad "a refused quantize wrote its OUT"
+expect_fail "--type must be f32, f16, q8_0, q4_0 or q4_k, got 'q6_k'" "$ATTO" export --model "$RUN" --type q6_k \
+  --out "$W/x.gguf"
+
+finish quantize
