@@ -115,13 +115,11 @@ std::vector<TensorMap> tensor_names(const GPTConfig& c, Arch arch) {
   return m;
 }
 
-GgmlType stored_type(GgmlType want, const std::vector<int64_t>& shape) {
-  if (shape.size() < 2 || want == GgmlType::F32) return GgmlType::F32;
-  if (want == GgmlType::Q8_0 && shape.back() % 32 != 0) return GgmlType::F16;
-  return want;
-}
+// 1-D tensors f32, matrices `want` (f16 where their rows do not fill its blocks): io's rule, which
+// `atto quantize` applies to a GGUF file too.
+GgmlType stored_type(GgmlType want, const std::vector<int64_t>& shape) { return io::stored_type_for(want, shape); }
 
-uint32_t file_type(GgmlType t) { return t == GgmlType::F32 ? 0 : t == GgmlType::F16 ? 1 : 7; }
+uint32_t file_type(GgmlType t) { return io::ggml_file_type(t); }
 
 // A byte-level BPE vocabulary is already in llama.cpp's gpt2 form: tokens and merges in GPT-2's
 // printable byte form, <|endoftext|> a control token.
@@ -411,6 +409,7 @@ char32_t char_of_byte_level(const std::string& token) {
 const char* gguf_arch_name(const GPTConfig& c) { return arch_name(arch_of(c)); }
 
 std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType type) {
+  ATTO_CHECK(io::ggml_type_writable(type), "GGUF export: atto does not write ggml type {}", io::to_string(type));
   const GPTConfig& c = lm.model->config();
   const Arch arch = arch_of(c);
   io::GgufWriter w;

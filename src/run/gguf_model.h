@@ -18,8 +18,9 @@
 // (out = down(silu(gate x) * up x)), ln_f -> output_norm; RoPE is llama.cpp's "norm" type (pairs
 // of adjacent dimensions), atto's own, so no weight permutation is needed.
 // A Linear weight [out, in] row-major is ggml's ne = {in, out}: the bytes are the same. 1-D tensors
-// stay f32 (llama.cpp's quantizer does the same); f16 and q8_0 apply to the matrices (q8_0 to
-// those whose rows are a multiple of 32 values, the others stay f16).
+// stay f32 (llama.cpp's quantizer does the same); f16, q8_0 and q4_0 apply to the matrices (q8_0
+// and q4_0 to those whose rows are a multiple of 32 values, the others stay f16:
+// io::stored_type_for).
 //
 // The vocabulary: atto's characters as a GPT-2 byte-level BPE vocabulary (tokenizer.ggml.model
 // "gpt2", pre-tokenizer "gpt-2"): a character is the GPT-2 byte-to-unicode string of its UTF-8
