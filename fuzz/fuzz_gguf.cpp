@@ -1,13 +1,21 @@
 // The GGUF reader (io/gguf.h: header, metadata, tensor infos, alignment, data) and the model
 // import on top of it (run/gguf_model.h: llama.cpp's gpt2 / llama layouts, hyperparameters
-// against tensor shapes, the tokenizer's vocabulary).
+// against tensor shapes, the tokenizer's vocabulary), as floats and with q8_0/q4_0 matrices kept
+// quantized, a model that loads then running one token through the integer kernels.
 #include "common.h"
 #include "io/gguf.h"
+#include "autograd/tape.h"
 #include "run/gguf_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in = atto::fuzz::bytes(data, size);
   atto::fuzz::expect_errors([&] { (void)atto::io::parse_gguf(in, "fuzz.gguf"); });
-  atto::fuzz::expect_errors([&] { (void)atto::load_gguf(atto::fuzz::temp_file(in, "model.gguf")); });
+  const std::string path = atto::fuzz::temp_file(in, "model.gguf");
+  atto::fuzz::expect_errors([&] { (void)atto::load_gguf(path); });
+  atto::fuzz::expect_errors([&] {
+    const atto::LoadedModel lm = atto::load_gguf(path, atto::WeightStorage::Quantized);
+    atto::NoGradGuard no_grad;
+    (void)lm.model->forward(std::vector<int32_t>{0}, 1, 1);
+  });
   return 0;
 }

@@ -147,7 +147,7 @@ int run_eval(const EvalFlags& f) {
     return run_eval_seq2seq(f);
   }
   if (f.data.empty()) throw UsageError("give --data FILE (GPT) or --src FILE --ref FILE (seq2seq)");
-  LoadedModel lm = load_run(f.model);
+  LoadedModel lm = load_run(f.model, WeightStorage::Quantized);
   const TextFile file = read_text_file(f.data);
   const DataMode mode = lm.config.data.mode;
   // The file is scored whole, in the model's data mode: every line (lines) or every token

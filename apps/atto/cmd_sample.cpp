@@ -173,7 +173,7 @@ int run_sample(const SampleFlags& f) {
   kernels::set_num_threads(f.threads);
   kernels::Bf16WeightCache bf16;  // the weights do not change while sampling: packed once
   const kernels::PrecisionScope precision(parse_precision(f.precision), &bf16);
-  LoadedModel lm = load_run(f.model);
+  LoadedModel lm = load_run(f.model, WeightStorage::Quantized);
   const bool lines = lm.tokenizer->has_boundary();
   if (f.report && !lines)
     throw UsageError("--report compares samples with the training lines: it needs a lines-mode model, and " + f.model +

@@ -2,14 +2,16 @@
 """atto against llama.cpp on the same GGUF file: prompt processing and greedy generation.
 
     bench/llamacpp/run.py [--configs c,d] [--types f32,q8_0] [--rounds 2]
+    bench/llamacpp/run.py --configs d,g --types f32,q8_0,q4_0      # the quantized comparison
 
-For each configuration of bench/e2e ((c) d128 L4 T64, (d) d384 L6 T256; vocabulary: the characters
+For each configuration of bench/e2e ((c) d128 L4 T64, (d) d384 L6 T256; and (g) d768 L8 T256, 57M
+parameters, a model of the size users deploy; vocabulary: the characters
 of tinyshakespeare, or of a generated text when ../shared is absent) a GPT with its initial
 weights is written as a run directory (`atto train --steps 1`) and exported to GGUF (`atto
 export`), then measured by
 
   - atto:      `atto bench generate --model FILE.gguf --prompt-tokens T-1 --new-tokens T-2 --greedy`
-               (atto dequantises q8_0 on load and computes in f32; 2 threads, its default here)
+               (q8_0 and q4_0 matrices stay quantized and run on the integer kernels; 2 threads)
   - llama.cpp: `node tests/gguf/llama_ref.mjs bench` (npm's node-llama-cpp, its prebuilt CPU
                llama.cpp; f32 KV cache, no flash attention) with 1 and 2 threads, the better kept
 
@@ -18,7 +20,8 @@ T-1 tokens (llama.cpp refuses positions past the model's context, so the issue's
 prompt and 500 new tokens do not fit these models: T-1 and T-2 are the longest that do);
 generation is T-2 greedy tokens after a one-token prompt, batch 1. llama.cpp's figures include
 node-llama-cpp's JavaScript (one call per token while generating); its prompt-only run shows the
-cost of returning logits.
+cost of returning logits. The last column is the peak resident memory of `atto sample` on the
+file (8 new tokens): what a user's process takes for the model.
 """
 import argparse
 import json
@@ -30,7 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = {"c": dict(d_model=128, n_layers=4, n_heads=4, block_size=64),
-           "d": dict(d_model=384, n_layers=6, n_heads=6, block_size=256)}
+           "d": dict(d_model=384, n_layers=6, n_heads=6, block_size=256),
+           "g": dict(d_model=768, n_layers=8, n_heads=12, block_size=256)}
 
 
 def run_json(cmd, env=None):
@@ -59,6 +63,16 @@ def atto_round(a, gguf, T):
                   str(T - 2), "--greedy", "--threads", str(a.atto_threads), "--warmup", "1", "--steps",
                   str(a.reps), "--json"])
     return {"prompt": r["prompt_tokens_per_s"], "gen": r["tokens_per_s"]}
+
+
+def sample_rss_mb(a, gguf):
+    """Peak resident memory (MB) of `atto sample` generating 8 tokens from the file."""
+    p = subprocess.Popen([a.atto, "sample", "--model", gguf, "-n", "1", "--max-tokens", "8", "--seed", "1",
+                          "--threads", str(a.atto_threads)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    if status != 0:
+        sys.exit(f"run.py: atto sample --model {gguf} failed: {p.stderr.read().decode()[-2000:]}")
+    return usage.ru_maxrss / 1024
 
 
 def llama_round(a, gguf, T, env):
@@ -108,17 +122,18 @@ def main():
                         at[k] = max(at.get(k, 0.0), v)
                     for k, v in llama_round(a, files[t], T, env).items():
                         ll[k] = max(ll.get(k, 0.0), v)
+                at["rss"] = sample_rss_mb(a, files[t])
                 rows.append((name, t, T, at, ll))
                 print(f"({name}) {t}: atto {at}  llama.cpp {ll}", flush=True)
     print(f"\n== atto against llama.cpp (node-llama-cpp) on one GGUF, best of {a.rounds} alternating rounds; {cpu}")
     print(f"{'cfg':<4} {'type':<5} {'prompt':>7} {'atto pp/s':>10} {'llama pp/s':>15} {'ratio':>6} "
-          f"{'atto gen/s':>10} {'llama gen/s':>15} {'ratio':>6}")
+          f"{'atto gen/s':>10} {'llama gen/s':>15} {'ratio':>6} {'sample RSS MB':>13}")
     for name, t, T, at, ll in rows:
         pp_key = max((k for k in ll if k.startswith("prompt@")), key=lambda k: ll[k])
         gen_key = max((k for k in ll if k.startswith("gen@")), key=lambda k: ll[k])
         print(f"({name}) {t:<5} {T - 1:>7} {at['prompt']:>10.0f} {ll[pp_key]:>9.0f} ({pp_key.split('@')[1]}t) "
               f"{at['prompt'] / ll[pp_key]:>6.2f} {at['gen']:>10.0f} {ll[gen_key]:>9.0f} ({gen_key.split('@')[1]}t) "
-              f"{at['gen'] / ll[gen_key]:>6.2f}")
+              f"{at['gen'] / ll[gen_key]:>6.2f} {at['rss']:>13.0f}")
         others = ", ".join(f"{k} {v:.0f}" for k, v in sorted(ll.items()))
         print(f"      llama.cpp, every setting: {others}")
 

@@ -124,7 +124,8 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight_in, const T
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t n = std::min(R, N - r0);
     const float* xr = h.x.data() + r0 * C;
-    kernels::linear_forward(logits.data(), xr, h.weight.data(), h.bias.defined() ? h.bias.data() : nullptr, n, C, V);
+    detail::linear_forward_any("linear_cross_entropy", logits.data(), xr, h.weight,
+                               h.bias.defined() ? h.bias.data() : nullptr, n, C, V, want_grad);
     kernels::cross_entropy_forward(losses.data() + r0, lse.data(), logits.data(), targets.data() + r0, n, V,
                                    opt.ignore_index, opt.label_smoothing);
     if (!grad) continue;

@@ -94,4 +94,10 @@ void for_each_strided(const Shape& shape, const std::array<const Shape*, NOps>& 
 // Product of all dimensions but the last.
 inline int64_t rows_of(const Tensor& x) { return x.ndim() == 0 ? 1 : x.numel() / x.size(-1); }
 
+// out[N, OC] = x[N, C] weight^T (+ bias): the f32 GEMM, or the integer kernels when weight holds
+// quantized rows (kernels/quant.h). A quantized weight is for inference: `op` refuses it while a
+// gradient is wanted (grad_wanted), naming the op and what to do.
+void linear_forward_any(const char* op, float* out, const float* x, const Tensor& weight, const float* bias, int64_t N,
+                        int64_t C, int64_t OC, bool grad_wanted);
+
 }  // namespace atto::detail

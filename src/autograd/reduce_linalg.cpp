@@ -158,8 +158,31 @@ void linear_backward_from(const float* g, const LinearArgs& a) {
 
 }  // namespace
 
+void detail::linear_forward_any(const char* op, float* out, const float* x, const Tensor& weight, const float* bias,
+                                int64_t N, int64_t C, int64_t OC, bool grad_wanted) {
+  const QuantizedData* q = weight.quantized();
+  if (q == nullptr) return kernels::linear_forward(out, x, weight.data(), bias, N, C, OC);
+  ATTO_CHECK(!grad_wanted,
+             "{}: the weight {} holds quantized rows, which serve inference only: nothing that needs a gradient "
+             "can use it (train or fine-tune from the model's floats: an f32 or f16 file, or the run directory)",
+             op, shape_str(weight.shape()));
+  kernels::linear_quant_forward(out, x, q->bytes.data(), static_cast<kernels::QuantType>(q->type), bias, N, C, OC);
+}
+
+namespace {
+// The quantized forms of the fused linear ops: the product on the integer kernels, then the
+// epilogue (nothing records a backward: a quantized weight refuses a gradient).
+Tensor quantized_linear(const char* op, const LinearArgs& a) {
+  Tensor out = Tensor::empty(a.out_shape());
+  detail::linear_forward_any(op, out.data(), a.x.data(), a.weight, a.bias.defined() ? a.bias.data() : nullptr, a.N,
+                             a.C, a.OC, any_requires_grad({&a.x, &a.weight, &a.bias}));
+  return out;
+}
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   LinearArgs a = linear_args("linear", x_in, weight_in, bias_in);
+  if (a.weight.quantized()) return quantized_linear("linear", a);
   Tensor out = Tensor::empty(a.out_shape());
   kernels::linear_forward(out.data(), a.x.data(), a.weight.data(), a.bias.defined() ? a.bias.data() : nullptr, a.N, a.C,
                           a.OC);
@@ -177,6 +200,11 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 // the operands are rounded in bf16) and runs the linear layer's backward on that.
 Tensor linear_gelu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   LinearArgs a = linear_args("linear_gelu", x_in, weight_in, bias_in);
+  if (a.weight.quantized()) {
+    Tensor out = quantized_linear("linear_gelu", a);
+    kernels::gelu_erf_forward(out.data(), out.data(), out.numel());
+    return out;
+  }
   Tensor out = Tensor::empty(a.out_shape());
   const bool grad = any_requires_grad({&a.x, &a.weight, &a.bias});
   Tensor slope = grad ? Tensor::empty(a.out_shape()) : Tensor();
@@ -203,6 +231,12 @@ Tensor linear_residual(const Tensor& x_in, const Tensor& weight_in, const Tensor
   ATTO_CHECK(residual_in.shape() == a.out_shape(), "linear_residual: residual {} does not match the output {}",
              shape_str(residual_in.shape()), shape_str(a.out_shape()));
   const Tensor residual = contiguous(residual_in);
+  if (a.weight.quantized()) {
+    ATTO_CHECK(!any_requires_grad({&residual}), "linear_residual: a quantized weight serves inference only");
+    Tensor out = quantized_linear("linear_residual", a);
+    kernels::add_forward(out.data(), out.data(), residual.data(), out.numel());
+    return out;
+  }
   Tensor out = Tensor::empty(a.out_shape());
   kernels::linear_residual_forward(out.data(), residual.data(), a.x.data(), a.weight.data(),
                                    a.bias.defined() ? a.bias.data() : nullptr, a.N, a.C, a.OC);

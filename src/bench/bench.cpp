@@ -279,7 +279,7 @@ GenerateBenchResult bench_generate(const GenerateBenchOptions& opt) {
   Rng init_rng(opt.seed), rng(opt.seed ^ 0x5A3B1E00ull);
   LoadedModel loaded;
   if (!opt.model_path.empty()) {
-    loaded = load_run(opt.model_path);
+    loaded = load_run(opt.model_path, WeightStorage::Quantized);
   } else {
     opt.model.validate();
     loaded.model = std::make_unique<GPT>(opt.model, init_rng);

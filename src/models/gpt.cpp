@@ -123,6 +123,7 @@ std::vector<std::pair<std::string, nn::Linear*>> GPT::block_layers(const std::ve
 }
 
 void GPT::init_gpt2(Rng& rng) {
+  if (NoInitScope::active()) return;  // a file's weights replace these at once
   const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.n_layers));
   for (auto& p : named_parameters()) {
     Tensor t = p.tensor;

@@ -64,7 +64,10 @@ void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& 
     ATTO_CHECK(it->second->shape() == t.shape(), "{}: tensor '{}' has shape {}, but the model expects {}", source, name,
                shape_str(it->second->shape()), shape_str(t.shape()));
     Tensor dst = t;
-    dst.copy_from(*it->second);
+    if (it->second->quantized())
+      dst.adopt_quantized(*it->second);  // the parameter becomes the quantized rows (inference)
+    else
+      dst.copy_from(*it->second);
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <set>
 
 #include "base/error.h"
@@ -461,37 +463,91 @@ RunConfig gguf_run_config(const std::string& path) {
   return config_of(f, *read_vocabulary(f), arch);
 }
 
-LoadedModel load_gguf(const std::string& path) {
+namespace {
+
+// Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
+// token embedding reads (not the learned positions, which are sliced), every part of one q8_0 or
+// q4_0 type.
+bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
+  if (names[first].atto == "transformer.wpe.weight") return false;
+  const io::GgmlType type = f.find(names[first].gguf)->type;
+  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0) return false;
+  for (size_t i = first;; ++i) {
+    const io::GgufTensorInfo* t = f.find(names[i].gguf);
+    if (t->type != type || t->shape.size() != 2) return false;
+    if (names[i].last) return true;
+  }
+}
+
+// A quantized block's scale (its first two bytes, fp16) must be finite, as a float weight must be.
+void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, const std::string& bytes) {
+  const uint64_t block = io::ggml_nbytes(t.type, 32);
+  for (uint64_t b = 0; b + block <= bytes.size(); b += block) {
+    uint16_t h = 0;
+    std::memcpy(&h, bytes.data() + b, 2);
+    const float d = io::f16_to_f32(h);
+    ATTO_CHECK(std::isfinite(d), "{}: tensor {} holds a non-finite block scale ({} in block {})", path, t.name, d,
+               b / block);
+  }
+}
+
+}  // namespace
+
+LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
   const io::GgufFile f = io::read_gguf(path);
   LoadedModel lm;
   lm.tokenizer = read_vocabulary(f);
   Arch arch;
   lm.config = config_of(f, *lm.tokenizer, arch);
+  const std::vector<TensorMap> names = tensor_names(lm.config.gpt, arch);
+  for (const TensorMap& m : names)
+    ATTO_CHECK(f.find(m.gguf) != nullptr, "{}: the GGUF file has no tensor {}", path, m.gguf);
   Rng rng(0);  // overwritten by the file's weights
-  lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
+  {
+    // Quantized rows replace whole matrices: their floats are never initialised (nor resident).
+    std::optional<NoInitScope> no_init;
+    if (weights == WeightStorage::Quantized) no_init.emplace();
+    lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
+  }
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::vector<float> parts;  // the row blocks of one atto tensor, gathered in order
+  std::shared_ptr<QuantizedData> qparts;  // or their quantized rows
   std::vector<int64_t> shape;
-  for (const TensorMap& m : tensor_names(lm.config.gpt, arch)) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorMap& m = names[i];
     const io::GgufTensorInfo* t = f.find(m.gguf);
-    ATTO_CHECK(t != nullptr, "{}: the GGUF file has no tensor {}", path, m.gguf);
-    std::vector<float> v = f.tensor_f32(m.gguf);
-    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-    ATTO_CHECK(bad == v.end(), "{}: tensor {} holds non-finite values ({} at element {})", path, m.gguf, *bad,
-               bad - v.begin());
-    if (m.row0 == 0) parts.clear(), shape = t->shape, shape[0] = 0;
+    if (m.row0 == 0) {
+      parts.clear(), shape = t->shape, shape[0] = 0, qparts.reset();
+      if (weights == WeightStorage::Quantized && keeps_quantized(f, names, i)) {
+        qparts = std::make_shared<QuantizedData>();
+        qparts->type = static_cast<int>(t->type);
+        qparts->row_bytes = static_cast<int64_t>(io::ggml_nbytes(t->type, static_cast<uint64_t>(t->shape.at(1))));
+      }
+    }
     ATTO_CHECK(m.rows < 0 || t->shape.at(0) == m.rows, "{}: tensor {} has {} rows; the file's hyperparameters say {}",
                path, m.gguf, t->shape.at(0), m.rows);
     ATTO_CHECK(t->shape.size() == shape.size() && std::equal(shape.begin() + 1, shape.end(), t->shape.begin() + 1),
                "{}: tensor {} has shape [{}], unlike the other parts of {}", path, m.gguf, fmt::join(t->shape, ", "),
                m.atto);
-    parts.insert(parts.end(), v.begin(), v.end());
+    if (qparts) {
+      const std::string bytes = f.tensor_bytes(*t);
+      check_block_scales(path, *t, bytes);
+      qparts->bytes.insert(qparts->bytes.end(), bytes.begin(), bytes.end());
+    } else {
+      std::vector<float> v = f.tensor_f32(m.gguf);
+      const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+      ATTO_CHECK(bad == v.end(), "{}: tensor {} holds non-finite values ({} at element {})", path, m.gguf, *bad,
+                 bad - v.begin());
+      parts.insert(parts.end(), v.begin(), v.end());
+    }
     shape[0] += t->shape[0];
-    if (m.last) tensors.emplace_back(m.atto, Tensor::from_vector(shape, parts));
+    if (m.last)
+      tensors.emplace_back(m.atto, qparts ? Tensor::quantized(shape, qparts) : Tensor::from_vector(shape, parts));
   }
   if (lm.config.gpt.tie_weights) tensors.emplace_back("lm_head.weight", tensors[0].second);
   lm.model->load_state_dict(tensors, path);
   lm.model->eval();
+  if (weights == WeightStorage::Quantized) allocator_release_cached();  // the floats the quantized rows replaced
   return lm;
 }
 

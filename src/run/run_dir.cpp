@@ -199,8 +199,8 @@ io::SafetensorsFile read_checked_weights(const std::string& dir, Check check, co
 
 }  // namespace
 
-LoadedModel load_run(const std::string& dir) {
-  if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return load_gguf(dir);
+LoadedModel load_run(const std::string& dir, WeightStorage kept) {
+  if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return load_gguf(dir, kept);
   LoadedModel lm;
   lm.config = load_run_config(dir);
   ATTO_CHECK(lm.config.task == Task::Gpt, "{} holds a {} model, not a GPT: use `atto translate --model {}`", dir,

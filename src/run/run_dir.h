@@ -65,7 +65,14 @@ struct LoadedModel {
 // against the tensor shapes in model.safetensors's header, and block_size against kMaxPositions;
 // the weights must be finite (check_finite_weights). Stale temporary files of killed saves in
 // the directory are removed first (io::remove_stale_temp_files; best effort).
-LoadedModel load_run(const std::string& dir);
+//
+// A GGUF file loads too (load_gguf). Its q8_0 and q4_0 matrices are converted to floats unless
+// `weights` is Quantized: then the linear layers and the token embedding keep their quantized
+// rows and compute on them (integer kernels, a quarter to an eighth of the memory), for the
+// commands that only run the model (sample, score, eval, serve, the C API's generation); the
+// model then cannot train, export or be inspected (an atto::Error says so).
+enum class WeightStorage { Floats, Quantized };
+LoadedModel load_run(const std::string& dir, WeightStorage weights = WeightStorage::Floats);
 RunConfig load_run_config(const std::string& dir);
 
 // A trained encoder-decoder: config, source and target tokenizers (DIR/src, DIR/tgt), weights.

@@ -354,7 +354,7 @@ void load_model(State& s, const ServeOptions& opt) {
   if (load_run_config(opt.model).task == Task::Seq2Seq)
     s.translator = std::make_unique<Translator>(load_seq2seq_run(opt.model), p.stem().string(), opt.threads);
   else
-    s.engine = std::make_unique<Engine>(load_run(opt.model), p.stem().string(),
+    s.engine = std::make_unique<Engine>(load_run(opt.model, WeightStorage::Quantized), p.stem().string(),
                                         EngineOptions{.threads = model_threads(opt.threads),
                                                       .precision = opt.precision,
                                                       .slots = std::max(1, opt.slots),

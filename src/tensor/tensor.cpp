@@ -149,6 +149,7 @@ struct Tensor::Impl {
   int64_t offset = 0;
   bool requires_grad = false;
   std::shared_ptr<Impl> grad;
+  std::shared_ptr<const QuantizedData> quant;  // set: the values are these rows, storage is empty
 };
 
 namespace {
@@ -188,8 +189,16 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values)
   return t;
 }
 
+namespace {
+thread_local bool t_no_init = false;
+}  // namespace
+NoInitScope::NoInitScope() : prev_(t_no_init) { t_no_init = true; }
+NoInitScope::~NoInitScope() { t_no_init = prev_; }
+bool NoInitScope::active() { return t_no_init; }
+
 Tensor Tensor::randn(const Shape& shape, Rng& rng, float mean, float std) {
   Tensor t = empty(shape);
+  if (t_no_init) return t;
   float* p = t.data();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.normal(mean, std);
   return t;
@@ -197,6 +206,7 @@ Tensor Tensor::randn(const Shape& shape, Rng& rng, float mean, float std) {
 
 Tensor Tensor::rand(const Shape& shape, Rng& rng, float lo, float hi) {
   Tensor t = empty(shape);
+  if (t_no_init) return t;
   float* p = t.data();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
   return t;
@@ -233,13 +243,50 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+namespace {
+[[noreturn]] void refuse_quantized(const Shape& shape) {
+  throw Error(fmt::format("a tensor {} holds quantized weights (q8_0 or q4_0 rows), which only the linear layers "
+                          "and the embedding lookup read; this use needs floats: load the model with its weights "
+                          "dequantized (atto's commands that train, export or inspect do)",
+                          shape_str(shape)));
+}
+}  // namespace
+
 float* Tensor::data() {
   ATTO_CHECK(impl_, "use of an undefined tensor");
+  if (impl_->quant) refuse_quantized(impl_->shape);
   return impl_->storage->data() + impl_->offset;
 }
 const float* Tensor::data() const {
   ATTO_CHECK(impl_, "use of an undefined tensor");
+  if (impl_->quant) refuse_quantized(impl_->shape);
   return impl_->storage->data() + impl_->offset;
+}
+
+Tensor Tensor::quantized(const Shape& shape, std::shared_ptr<const QuantizedData> q) {
+  ATTO_CHECK(shape.size() == 2 && shape[0] >= 0 && shape[1] >= 0, "a quantized tensor is a matrix, not {}",
+             shape_str(shape));
+  ATTO_CHECK(q && q->row_bytes > 0 && static_cast<int64_t>(q->bytes.size()) == shape[0] * q->row_bytes,
+             "quantized rows of {} bytes do not fill a tensor {}", q ? q->bytes.size() : 0, shape_str(shape));
+  auto impl = std::make_shared<Impl>();
+  impl->storage = std::make_shared<Storage>(0);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->quant = std::move(q);
+  return Tensor(std::move(impl));
+}
+
+const QuantizedData* Tensor::quantized() const { return impl_ ? impl_->quant.get() : nullptr; }
+
+void Tensor::adopt_quantized(const Tensor& src) {
+  ATTO_CHECK(impl_ && src.quantized(), "adopt_quantized: the source holds no quantized rows");
+  ATTO_CHECK(src.shape() == shape(), "adopt_quantized: source shape {} differs from destination shape {}",
+             shape_str(src.shape()), shape_str(shape()));
+  impl_->quant = src.impl_->quant;
+  impl_->storage = std::make_shared<Storage>(0);
+  impl_->strides = contiguous_strides(impl_->shape);
+  impl_->offset = 0;
+  impl_->grad.reset();
 }
 const std::shared_ptr<Storage>& Tensor::storage() const {
   ATTO_CHECK(impl_, "use of an undefined tensor");
@@ -308,6 +355,7 @@ std::vector<float> Tensor::to_vector() const {
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
   ATTO_CHECK(shape.size() == strides.size(), "as_strided: shape {} and strides {} differ in rank", shape_str(shape),
              shape_str(strides));
+  if (impl_->quant) refuse_quantized(impl_->shape);
   check_shape(shape);
   // Bounds: the largest element reached must lie inside the storage.
   int64_t lo = offset, hi = offset;
@@ -364,6 +412,7 @@ Tensor Tensor::detach() const {
   impl->shape = impl_->shape;
   impl->strides = impl_->strides;
   impl->offset = impl_->offset;
+  impl->quant = impl_->quant;
   return Tensor(std::move(impl));
 }
 

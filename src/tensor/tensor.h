@@ -59,6 +59,14 @@ struct AllocatorStats {
   uint64_t peak_bytes_in_use = 0;
 };
 AllocatorStats allocator_stats();
+
+// WeightStorage kept in a block-quantized layout (ggml's q8_0 or q4_0 rows: kernels/quant.h) instead
+// of floats, for inference: a matrix of rows x cols values as rows of row_bytes bytes each.
+struct QuantizedData {
+  int type = 0;           // ggml's type id (kernels::QuantType)
+  int64_t row_bytes = 0;  // bytes of one row
+  std::vector<uint8_t> bytes;
+};
 void allocator_release_cached();  // return all cached buffers to the system
 
 class Tensor {
@@ -74,6 +82,9 @@ class Tensor {
   static Tensor scalar(float value) { return from_vector({}, {value}); }
   static Tensor randn(const Shape& shape, Rng& rng, float mean = 0.0f, float std = 1.0f);
   static Tensor rand(const Shape& shape, Rng& rng, float lo = 0.0f, float hi = 1.0f);
+  // A [rows, cols] matrix held as quantized rows (no floats): only the linear layers and the
+  // embedding lookup read it (autograd/ops.h: they compute on the blocks); data() refuses it.
+  static Tensor quantized(const Shape& shape, std::shared_ptr<const QuantizedData> q);
 
   // ---- shape ----
   bool defined() const { return impl_ != nullptr; }
@@ -87,8 +98,14 @@ class Tensor {
   bool is_contiguous() const;
   int wrap_dim(int dim) const;  // -1 -> ndim-1, with a range check
 
+  // ---- quantized weights ----
+  const QuantizedData* quantized() const;  // nullptr for a tensor of floats
+  // This tensor (every handle to it) takes src's quantized rows (same shape) and frees its floats.
+  void adopt_quantized(const Tensor& src);
+
   // ---- data ----
-  // Pointer to element (0, 0, ...). For a non-contiguous tensor, index with strides().
+  // Pointer to element (0, 0, ...). For a non-contiguous tensor, index with strides(). A
+  // quantized tensor has no floats: an error names it.
   float* data();
   const float* data() const;
   const std::shared_ptr<Storage>& storage() const;
@@ -121,6 +138,22 @@ class Tensor {
   struct Impl;
   explicit Tensor(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<Impl> impl_;
+};
+
+// While one lives on this thread, Tensor::rand and Tensor::randn draw nothing and leave their
+// values uninitialised (models/gpt.cpp skips its initialisation too): for a model whose every
+// weight a file overwrites at once, so that weights about to be replaced by quantized rows never
+// take memory (untouched pages stay unmapped).
+class NoInitScope {
+ public:
+  NoInitScope();
+  ~NoInitScope();
+  NoInitScope(const NoInitScope&) = delete;
+  NoInitScope& operator=(const NoInitScope&) = delete;
+  static bool active();
+
+ private:
+  bool prev_;
 };
 
 // Max |a - b| over all elements; shapes must match.

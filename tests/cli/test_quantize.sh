@@ -31,6 +31,11 @@ echo "  perplexity: run (f32) $p32, q4_0 $p4"
 python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a / 1.25 < b < a * 1.25 else 1)" \
   "$p32" "$p4" && ok || bad "q4_0 perplexity $p4 is not within 25% of the f32 run's $p32"
 [ "$p4" != "$p32" ] && ok || bad "q4_0 perplexity equals the f32 one: nothing was quantized"
+# sample, score and eval compute on the q4_0 rows (the integer kernels); the commands that change
+# or convert weights read the same file as floats: fine-tuning from it, exporting it.
+expect_ok "$ATTO" score --model "$W/q4.gguf" emma
+expect_ok "$ATTO" train --init-from "$W/q4.gguf" --data "$W/names.txt" --out "$W/ft" --steps 3 --threads 1 -q
+expect_ok "$ATTO" export --model "$W/q4.gguf" --format gguf --type f32 --out "$W/q4-as-f32.gguf"
 
 # q4_k: the matrix of 256-value rows as Q4_K, the others (rows of 64) as q8_0, as the summary says.
 out=$("$ATTO" quantize "$RUN" "$W/k.gguf" --type q4_k 2>&1) && ok || bad "quantize RUN --type q4_k: $out"
@@ -48,6 +53,10 @@ expect_ok "$ATTO" quantize "$W/f32.gguf" "$W/q8-from-gguf.gguf" --type q8_0
 cmp -s "$W/q8.gguf" "$W/q8-from-gguf.gguf" && ok || bad "f32 GGUF -> q8_0 differs from the run exported at q8_0"
 expect_ok "$ATTO" quantize "$W/f32.gguf" "$W/q4-from-gguf.gguf" --type q4_0
 cmp -s "$W/q4.gguf" "$W/q4-from-gguf.gguf" && ok || bad "f32 GGUF -> q4_0 differs from the run quantized to q4_0"
+p8=$(ppl "$W/q8.gguf")
+echo "  perplexity: q8_0 $p8 (integer kernels)"
+python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a / 1.02 < b < a * 1.02 else 1)" \
+  "$p32" "$p8" && ok || bad "q8_0 perplexity $p8 is not within 2% of the f32 run's $p32"
 [ "$("$ATTO" eval --model "$W/q8.gguf" --data "$W/names.txt")" = \
   "$("$ATTO" eval --model "$W/q8-from-gguf.gguf" --data "$W/names.txt")" ] && ok || bad "q8_0 evals differ"
 # Down is allowed (q8_0 -> q4_0), up is refused unless asked for; the same type copies.

@@ -16,6 +16,15 @@ for i in $(seq 1 300); do printf 'User: hello %d\nAssistant: hi there %d\n' $((i
 expect_ok "$ATTO" train --data "$W/chat.txt" --mode stream --block-size 64 --out "$W/chat" --steps 150 \
   --d-model 32 --n-heads 2 --n-layers 2 --threads 1 --lr 0.01 -q
 
+# ATTO_SERVE_MODEL_TYPE=q4_0 (or q8_0): every check below on the two models quantized to that type
+# (GGUF files the server computes on with the integer kernels): cli.serve_q4_0.
+RUN=$W/run CHAT=$W/chat
+if [ -n "${ATTO_SERVE_MODEL_TYPE:-}" ]; then
+  expect_ok "$ATTO" quantize "$W/run" "$W/run.gguf" --type "$ATTO_SERVE_MODEL_TYPE"
+  expect_ok "$ATTO" quantize "$W/chat" "$W/chat.gguf" --type "$ATTO_SERVE_MODEL_TYPE"
+  RUN=$W/run.gguf CHAT=$W/chat.gguf
+fi
+
 KEY=sk-test-123
 http_get() {  # http_get URL [KEY]: the body of a 200 answer (exit 1 otherwise); no curl needed
   python3 -c '
@@ -47,10 +56,10 @@ is() {  # is <what> <got> <want>
   if [ "$2" == "$3" ]; then ok; else bad "$1: got '$2', want '$3'"; fi
 }
 
-start_server "$W/run" "$W/serve.log" || { finish serve; exit 1; }
+start_server "$RUN" "$W/serve.log" || { finish serve; exit 1; }
 # Completions equal atto sample (text after the prompt), n = 3, same seed.
 # (An empty prompt: the names model's samples after a complete syllable are often empty.)
-sample=$("$ATTO" sample --model "$W/run" --prompt "" -n 3 --seed 11 --max-tokens 12 --temperature 0.9)
+sample=$("$ATTO" sample --model "$RUN" --prompt "" -n 3 --seed 11 --max-tokens 12 --temperature 0.9)
 [ "$(printf '%s' "$sample" | tr -d '\n' | wc -c)" -ge 6 ] && ok || bad "atto sample gave (almost) nothing: '$sample'"
 got=$(C complete --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 | jq_py '"\n".join(c["text"] for c in d["choices"])')
 is "completions = atto sample" "$got" "$sample"
@@ -96,11 +105,11 @@ wait $PID
 is "SIGTERM exit status" $? 0
 
 # Chat on the chat-formatted model.
-start_server "$W/chat" "$W/serve_chat.log" || { finish serve; exit 1; }
+start_server "$CHAT" "$W/serve_chat.log" || { finish serve; exit 1; }
 msgs='[{"role":"user","content":"hello 3"}]'
 reply=$(C chat --messages "$msgs" --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["choices"][0]["message"]["role"]+": "+d["choices"][0]["message"]["content"]')
 prompt=$(printf 'User: hello 3\nAssistant:')
-want=$("$ATTO" sample --model "$W/chat" --prompt "$prompt" -n 1 --greedy --max-tokens 20 --seed 2 | head -c -1 | tail -c +$((${#prompt} + 1)) | sed '/^----------$/d')
+want=$("$ATTO" sample --model "$CHAT" --prompt "$prompt" -n 1 --greedy --max-tokens 20 --seed 2 | head -c -1 | tail -c +$((${#prompt} + 1)) | sed '/^----------$/d')
 is "chat = atto sample on the template" "$reply" "assistant: $want"
 chat_stream=$(C chat --messages "$msgs" --stream --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["text"][0]')
 is "chat stream" "assistant: $chat_stream" "assistant: $want"
@@ -125,7 +134,7 @@ JSON
 # Each of the requests sent at once (many.json) = atto sample with its settings: compare_many OUT
 # [PRECISION] prints one line per request, "same" or what differs.
 compare_many() {
-  python3 - "$W/many.json" "$1" "$ATTO" "$W/chat" "${2:-fp32}" <<'PY'
+  python3 - "$W/many.json" "$1" "$ATTO" "$CHAT" "${2:-fp32}" <<'PY'
 import json, subprocess, sys
 reqs, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 flags = {"max_tokens": "--max-tokens", "seed": "--seed", "n": "-n", "temperature": "--temperature", "top_k": "--top-k",
@@ -162,7 +171,7 @@ wait $PID
 # --precision bf16 (where the CPU has it): the same requests at once, each = atto sample --precision
 # bf16 (decode batches run vdpbf16ps, whose row sums do not depend on the rows beside them).
 if "$ATTO" bench gemm --size 32 --steps 1 --fma-seconds 0 --precision bf16 >/dev/null 2>&1; then
-  start_server "$W/chat" "$W/serve_bf16.log" --precision bf16 || { finish serve; exit 1; }
+  start_server "$CHAT" "$W/serve_bf16.log" --precision bf16 || { finish serve; exit 1; }
   grep -q "; bf16 (" "$W/serve_bf16.log" && ok || bad "the bf16 server does not say so: $(cat "$W/serve_bf16.log")"
   C many --requests "$(cat "$W/many.json")" >"$W/many16.out"
   compare_many "$W/many16.out" bf16 >"$W/many16.cmp"

@@ -14,7 +14,13 @@ for i in $(seq 1 400); do printf 'User: hello %d\nAssistant: hi there %d, how ar
 expect_ok "$ATTO" train --data "$W/chat.txt" --mode stream --block-size 64 --d-model 128 --n-heads 4 --n-layers 4 \
   --out "$W/c" --steps 20 --threads 2 -q
 
-"$ATTO" serve --model "$W/c" --port 0 --slots 64 >"$W/serve.log" 2>&1 &
+# ATTO_SERVE_MODEL_TYPE=q4_0 (or q8_0): the same load on the model quantized to that type.
+MODEL=$W/c
+if [ -n "${ATTO_SERVE_MODEL_TYPE:-}" ]; then
+  expect_ok "$ATTO" quantize "$W/c" "$W/c.gguf" --type "$ATTO_SERVE_MODEL_TYPE"
+  MODEL=$W/c.gguf
+fi
+"$ATTO" serve --model "$MODEL" --port 0 --slots 64 >"$W/serve.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 100); do
   URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$W/serve.log" | head -1)

@@ -175,6 +175,58 @@ TEST(GgufModel, LlamaLayoutExportsAsLlama) {
   }
 }
 
+// WeightStorage::Quantized (atto sample|score|eval|serve): the q8_0 and q4_0 matrices of the linear
+// layers and the token embedding stay quantized rows and the model computes on them (the integer
+// kernels); what has no such rows (norms, biases, learned positions, a matrix whose rows do not
+// fill 32-value blocks and so was stored as f16) is floats as before. Nothing can train on them.
+TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
+  test::TempDir dir;
+  for (const bool llama : {false, true}) {
+    LoadedModel lm = llama ? llama_model(2, 10000.0f) : random_model("abcdefgh\n", false);
+    const std::vector<int32_t> ids = lm.tokenizer->encode(llama ? "emmazoë" : "abcabcd");
+    for (auto [type, tol] : {std::pair{io::GgmlType::Q8_0, 0.01}, std::pair{io::GgmlType::Q4_0, 0.01}}) {
+      const std::string what = fmt::format("{} {}", llama ? "llama" : "gpt2", io::to_string(type));
+      export_gguf(lm, dir / "m.gguf", type);
+      LoadedModel floats = load_gguf(dir / "m.gguf");
+      LoadedModel quant = load_gguf(dir / "m.gguf", WeightStorage::Quantized);
+      int64_t quantized_bytes = 0, float_bytes = 0;
+      for (const auto& [name, t] : quant.model->state_dict()) {
+        const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight" && t.size(1) % 32 == 0;
+        EXPECT_EQ(t.quantized() != nullptr, matrix) << what << " " << name;
+        if (const QuantizedData* q = t.quantized()) {
+          EXPECT_EQ(q->type, static_cast<int>(type)) << name;
+          quantized_bytes += static_cast<int64_t>(q->bytes.size());
+          float_bytes += t.numel() * 4;
+        }
+      }
+      EXPECT_GT(quantized_bytes, 0) << what;
+      EXPECT_LE(quantized_bytes, float_bytes * (type == io::GgmlType::Q8_0 ? 34 : 18) / 128) << what;
+      // Close to the same file's weights as floats (measured 1.6-2.3e-3): the activations are rounded to int8 per
+      // block of 32 too (as llama.cpp does), so q8_0 is not the float result.
+      const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+      EXPECT_LT(worst, tol) << what;
+      EXPECT_GT(worst, 0.0) << what << ": computed on floats";
+      std::printf("%s: max |logit(integer kernels) - logit(floats)| = %.3g\n", what.c_str(), worst);
+      // The loss the chunked head computes on the quantized head is the logits' cross-entropy.
+      {
+        NoGradGuard ng;
+        std::vector<int32_t> x(ids.begin(), ids.end() - 1), y(ids.begin() + 1, ids.end());
+        const int64_t T = static_cast<int64_t>(x.size());
+        const float fused = quant.model->loss(x, y, 1, T).item();
+        const float plain = cross_entropy(quant.model->forward(x, 1, T), y).item();
+        EXPECT_NEAR(fused, plain, 1e-5f) << what;
+      }
+      // Training on quantized rows is refused, naming why; so is reading them as floats.
+      EXPECT_THAT(error_of([&] { quant.model->forward(ids, 1, static_cast<int64_t>(ids.size())); }),
+                  HasSubstr("serve inference only")) << what;
+      const Tensor w = quant.model->named_parameters()[0].tensor;
+      EXPECT_THAT(error_of([&] { (void)w.data(); }), HasSubstr("holds quantized weights")) << what;
+    }
+  }
+}
+
 // A llama file whose attention keys disagree with its tensors, or name what atto cannot run.
 TEST(GgufModel, DamagedLlamaAttentionKeysAreNamed) {
   test::TempDir dir;

@@ -107,3 +107,51 @@ TEST(Tensor, LargeBuffersStartOnHugePageBoundaries) {
   std::free(p);
   EXPECT_EQ(alloc_buffer(static_cast<size_t>(-1) - 10), nullptr);
 }
+
+// A quantized tensor: a matrix of rows of bytes, no floats. Reading it as floats is an error that
+// says what it holds; every handle (and a detached one) sees the rows a parameter adopted.
+TEST(QuantizedTensor, HoldsRowsAndRefusesFloats) {
+  auto q = std::make_shared<QuantizedData>();
+  q->type = 8;
+  q->row_bytes = 34;
+  q->bytes.assign(3 * 34, 1);
+  const Tensor t = Tensor::quantized({3, 32}, q);
+  EXPECT_EQ(t.shape(), (Shape{3, 32}));
+  EXPECT_TRUE(t.is_contiguous());
+  ASSERT_NE(t.quantized(), nullptr);
+  EXPECT_EQ(t.quantized()->bytes.size(), 102u);
+  try {
+    (void)t.data();
+    ADD_FAILURE() << "data() read a quantized tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds quantized weights"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.as_strided({32, 3}, {1, 32}, 0), Error);
+  EXPECT_THROW(Tensor::quantized({4, 32}, q), Error);  // rows that do not fill the shape
+  EXPECT_THROW(Tensor::quantized({96}, q), Error);     // not a matrix
+
+  Tensor param = Tensor::ones({3, 32});
+  Tensor alias = param;  // a module's member and its state_dict entry are two handles
+  alias.adopt_quantized(t);
+  EXPECT_EQ(param.quantized(), t.quantized());
+  EXPECT_EQ(param.detach().quantized(), t.quantized());
+  EXPECT_THROW((void)param.data(), Error);
+  EXPECT_THROW(Tensor::ones({2, 32}).adopt_quantized(t), Error);  // another shape
+  EXPECT_THROW(Tensor::ones({3, 32}).adopt_quantized(Tensor::ones({3, 32})), Error);
+  EXPECT_EQ(Tensor::ones({2}).quantized(), nullptr);
+}
+
+// Under a NoInitScope rand and randn draw nothing (the Rng's state is unchanged); outside it they
+// draw as always.
+TEST(QuantizedTensor, NoInitScopeDrawsNothing) {
+  Rng a(5), b(5);
+  {
+    NoInitScope no_init;
+    EXPECT_TRUE(NoInitScope::active());
+    Tensor x = Tensor::randn({64}, a);
+    Tensor y = Tensor::rand({64}, a);
+    EXPECT_EQ(x.shape(), (Shape{64}));
+  }
+  EXPECT_FALSE(NoInitScope::active());
+  EXPECT_EQ(Tensor::randn({8}, a).to_vector(), Tensor::randn({8}, b).to_vector());
+}

@@ -1,0 +1,598 @@
+// atto/kernels/quant.cpp: the linear layer on ggml's q8_0 and q4_0 weights, computed in integers
+// per block of 32 (quant.h has the fixed order that defines the bits; docs/cpu.md describes it).
+//
+// The activations are quantized once per call, each row to blocks {float d; int8 q[32]} (plain
+// C++, the same at every level). Each output is then one chain over the blocks: 8 int32 lanes of
+// 4 products each, the two scales' product fused into 8 float lanes, an __m256's sum tree.
+// The integer dot products: avx512vnni (vpdpbusd on zmm, two columns a register, and ymm for an
+// odd column; x86-64-v4 objects, AVX512_VNNI by cpuid, function-level target so the objects still
+// run on Skylake-X), avxvnni (its VEX form: Alder Lake, Zen 5; x86-64-v3 objects, by cpuid), avx2
+// (vpmaddubsw + vpmaddwd, ggml's AVX2 q8_0 dot), neon (vmull_s8 + pairwise adds; armv8-a, no
+// dotprod assumed), scalar (the reference's loops). Each lane's sum4(w_int * x) is exact: ggml's
+// sign trick (|w| as u8 times x with w's sign, as s8: activations are never -128, a weight may be),
+// for q4_0 with VNNI the u8 nibbles times x from -8 * sum4(x), on zmm for q8_0 (x ^ 0x80) as u8
+// times w from -128 * sum4(w). $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one the CPU
+// and level can run (tests). Tiles of up to 6 rows x 4 columns on zmm, 4 x 4 on AVX-512's ymm,
+// 4 x 2 with AVX2's 16 registers (4 columns for 1 or 2 rows) load and unpack a weight block once
+// for their rows. Threads split the columns (groups of a size fixed by M and the level): each
+// output's chain is the same for any thread count.
+#if !defined(ATTO_QUANT_CHAIN)
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/parallel.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+#define QINLINE inline __attribute__((always_inline))
+
+namespace ATTO_KERNELS_NS {
+namespace {
+
+constexpr int64_t kQK = 32;                     // values a block
+constexpr int64_t kParMacs = int64_t{1} << 15;  // below this many multiply-adds: one thread
+
+// One activation block: the f32 scale and the 32 int8 values in [-127, 127].
+struct ActBlock {
+  float d;
+  int8_t q[kQK];
+};
+
+int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : 34; }
+
+void check_args(QuantType t, int64_t K, const char* what) {
+  if (t != QuantType::Q4_0 && t != QuantType::Q8_0)
+    throw std::invalid_argument(std::string(what) +
+                                ": not a q4_0 or q8_0 type id: " + std::to_string(static_cast<int>(t)));
+  if (K < 0 || K % kQK != 0)
+    throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
+                                " is not a multiple of 32 (the block size of q4_0 and q8_0)");
+}
+
+// An IEEE binary16 at p (little-endian) as float: exact (F16C's vcvtph2ps where the level has it).
+QINLINE float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {  // zero or subnormal: m * 2^-24, exact
+    const float v = static_cast<float>(m) * 0x1p-24f;
+    return sign != 0 ? -v : v;
+  }
+  const uint32_t x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+#endif
+}
+
+// The 32 integer values of a weight block: q8_0's int8, q4_0's nibble - 8 (low nibbles first).
+void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
+  if (t == QuantType::Q8_0) {
+    std::memcpy(out, blk + 2, kQK);
+    return;
+  }
+  for (int j = 0; j < kQK / 2; j++) {
+    out[j] = static_cast<int8_t>((blk[2 + j] & 0x0F) - 8);
+    out[j + kQK / 2] = static_cast<int8_t>((blk[2 + j] >> 4) - 8);
+  }
+}
+
+// One row of K values to K/32 blocks: d = max|x| / 127 (NaN when the block holds a NaN),
+// q = nearbyint(x / d) clamped to [-127, 127] (a NaN quotient to -127), all 0 when d == 0.
+void quantize_row(ActBlock* out, const float* x, int64_t nb) {
+  for (int64_t b = 0; b < nb; b++) {
+    const float* v = x + b * kQK;
+    float amax = 0.0f;
+    bool nan = false;
+    for (int i = 0; i < kQK; i++) {
+      const float a = std::fabs(v[i]);
+      amax = amax > a ? amax : a;
+      nan = nan || v[i] != v[i];
+    }
+    const float d = nan ? std::nanf("") : amax / 127.0f;
+    out[b].d = d;
+    for (int i = 0; i < kQK; i++) {
+      float r = d != 0.0f ? v[i] / d : 0.0f;
+      r = r > -127.0f ? r : -127.0f;
+      r = r < 127.0f ? r : 127.0f;
+      out[b].q[i] = static_cast<int8_t>(static_cast<int>(std::nearbyint(r)));
+    }
+  }
+}
+
+std::vector<ActBlock> quantize_acts(const float* x, int64_t M, int64_t K, bool par) {
+  const int64_t nb = K / kQK;
+  std::vector<ActBlock> a(static_cast<size_t>(M * nb));
+  parallel_for(M, par && M > 1, [&](int64_t m) { quantize_row(a.data() + m * nb, x + m * K, nb); });
+  return a;
+}
+
+// The 8 lanes' sum in the fixed tree: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+QINLINE float tree8(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+// The reference chain of one output: activation row xa (nb blocks) against weight row w.
+float dot_ref(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
+  const int64_t bs = block_bytes(t);
+  float acc[8] = {};
+  int8_t wi[kQK];
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* blk = w + b * bs;
+    weight_ints(wi, blk, t);
+    const float s = half_at(blk) * xa[b].d;
+    for (int l = 0; l < 8; l++) {
+      int32_t p = 0;
+      for (int j = 0; j < 4; j++) p += int32_t{wi[4 * l + j]} * int32_t{xa[b].q[4 * l + j]};
+      acc[l] = std::fma(s, static_cast<float>(p), acc[l]);
+    }
+  }
+  return tree8(acc);
+}
+
+// ---- x86: 8 int32 lanes of a block on one ymm ---------------------------------------------------
+#if defined(__AVX2__)
+// The VNNI forms each level holds: AVX512_VNNI's vpdpbusd on ymm in AVX-512 objects, AVX-VNNI's
+// (its VEX form: Alder Lake, Zen 5) in AVX2 ones (a CPU with both runs the avx512 level).
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define ATTO_QUANT_AVX512VNNI 1
+#define ATTO_QUANT_AVXVNNI 0
+#else
+#define ATTO_QUANT_AVX512VNNI 0
+#define ATTO_QUANT_AVXVNNI 1
+#endif
+
+template <QuantType T>
+QINLINE __m256i weight_bytes(const uint8_t* blk) {
+  if constexpr (T == QuantType::Q8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  } else {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), m = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+}
+
+// The fp16 scale's bits, for vcvtph2ps on 8 or 16 lanes at once.
+QINLINE short half_bits(const uint8_t* p) {
+  short h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// q4_0's 32 nibbles as u8, in element order (low nibbles, then high).
+QINLINE __m256i nibbles(const uint8_t* blk) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+}
+
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+QINLINE float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// The tiles for each dot product: this file's part under ATTO_QUANT_CHAIN, compiled once per
+// dot product (GCC inlines vpdpbusd only into code compiled for it: a pragma's region).
+#define ATTO_QUANT_CHAIN 1
+#define ATTO_QUANT_CHAIN_NS chain_avx2
+#define ATTO_QUANT_DOT(aw, sx) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1))
+#include "kernels/quant.cpp"  // NOLINT(build/include): the tiles, with vpmaddubsw + vpmaddwd (|pair| <= 32512)
+#undef ATTO_QUANT_CHAIN_NS
+#undef ATTO_QUANT_DOT
+#if ATTO_QUANT_AVXVNNI
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+#define ATTO_QUANT_CHAIN_NS chain_avxvnni
+#define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
+#define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, sx)
+#include "kernels/quant.cpp"  // NOLINT(build/include)
+#undef ATTO_QUANT_CHAIN_NS
+#undef ATTO_QUANT_DPBUSD
+#undef ATTO_QUANT_DOT
+#pragma GCC pop_options
+#endif
+#if ATTO_QUANT_AVX512VNNI
+#pragma GCC push_options
+#pragma GCC target("avx512vnni,avx512vl")
+#define ATTO_QUANT_CHAIN_NS chain_avx512vnni
+#define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_epi32(src, u, s)
+#define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx)
+#define ATTO_QUANT_ZMM 1      // column pairs on zmm (tile2)
+#include "kernels/quant.cpp"  // NOLINT(build/include)
+#undef ATTO_QUANT_ZMM
+#undef ATTO_QUANT_CHAIN_NS
+#undef ATTO_QUANT_DPBUSD
+#undef ATTO_QUANT_DOT
+#pragma GCC pop_options
+#endif
+#undef ATTO_QUANT_CHAIN
+
+#endif  // __AVX2__
+
+// ---- ARM64: the 8 lanes as two int32x4 -------------------------------------------------------
+#if defined(__aarch64__)
+
+// Lanes 0..3 of 16 bytes: vmull_s8's 16-bit products, pairwise to 32 bits, pairwise again.
+QINLINE int32x4_t dot16(int8x16_t w, int8x16_t x) {
+  const int16x8_t lo = vmull_s8(vget_low_s8(w), vget_low_s8(x)), hi = vmull_high_s8(w, x);
+  return vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi));
+}
+
+float dot_neon(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
+  const int64_t bs = block_bytes(t);
+  float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* blk = w + b * bs;
+    int8x16_t w0, w1;
+    if (t == QuantType::Q8_0) {
+      w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
+      w1 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
+    } else {
+      const uint8x16_t q = vld1q_u8(blk + 2);
+      w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+      w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+    }
+    const float32x4_t s = vdupq_n_f32(half_at(blk) * xa[b].d);
+    a0 = vfmaq_f32(a0, s, vcvtq_f32_s32(dot16(w0, vld1q_s8(xa[b].q))));
+    a1 = vfmaq_f32(a1, s, vcvtq_f32_s32(dot16(w1, vld1q_s8(xa[b].q + 16))));
+  }
+  const float32x4_t h = vaddq_f32(a0, a1);  // a_l + a_{l+4}
+  return (vgetq_lane_f32(h, 0) + vgetq_lane_f32(h, 2)) + (vgetq_lane_f32(h, 1) + vgetq_lane_f32(h, 3));
+}
+
+#endif  // __aarch64__
+
+// ---- Which dot product ----------------------------------------------------------------------
+enum class DotKind { Scalar, Neon, Avx2, AvxVnni, Avx512Vnni };
+
+const char* dot_name(DotKind k) {
+  switch (k) {
+    case DotKind::Neon: return "neon";
+    case DotKind::Avx2: return "avx2";
+    case DotKind::AvxVnni: return "avxvnni";
+    case DotKind::Avx512Vnni: return "avx512vnni";
+    default: return "scalar";
+  }
+}
+
+// What this CPU and this level's objects can run, best first.
+std::vector<DotKind> runnable_dots() {
+  std::vector<DotKind> k;
+#if defined(__AVX2__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool leaf7 = __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0;
+#if ATTO_QUANT_AVX512VNNI
+  if (leaf7 && (c & (1u << 11)) != 0) k.push_back(DotKind::Avx512Vnni);  // AVX512_VNNI
+#endif
+#if ATTO_QUANT_AVXVNNI
+  if (leaf7 && a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && (a & (1u << 4)) != 0)
+    k.push_back(DotKind::AvxVnni);  // AVX-VNNI
+#endif
+  k.push_back(DotKind::Avx2);
+#elif defined(__aarch64__)
+  k.push_back(DotKind::Neon);
+#endif
+  k.push_back(DotKind::Scalar);
+  return k;
+}
+
+// The best runnable, or $ATTO_QUANT_DOT's (read on each call: tests change it).
+DotKind dot_kind() {
+  static const std::vector<DotKind> runnable = runnable_dots();
+  const char* env = std::getenv("ATTO_QUANT_DOT");
+  if (env == nullptr || *env == '\0') return runnable.front();
+  for (DotKind k : runnable)
+    if (std::strcmp(env, dot_name(k)) == 0) return k;
+  throw std::runtime_error(std::string("ATTO_QUANT_DOT=") + env + ": not an integer dot product this CPU and level (" +
+                           dot_name(runnable.front()) + ") can run");
+}
+
+// Columns of groups [g0, g1) with dot product k.
+void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, QuantType t, const float* bias, int64_t M,
+                 int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
+#if defined(__AVX2__)
+  switch (k) {
+#if ATTO_QUANT_AVX512VNNI
+    case DotKind::Avx512Vnni: return chain_avx512vnni::columns_of(y, xa, w, t, bias, M, N, nb, G, g0, g1);
+#endif
+#if ATTO_QUANT_AVXVNNI
+    case DotKind::AvxVnni: return chain_avxvnni::columns_of(y, xa, w, t, bias, M, N, nb, G, g0, g1);
+#endif
+    case DotKind::Avx2: return chain_avx2::columns_of(y, xa, w, t, bias, M, N, nb, G, g0, g1);
+    default: break;
+  }
+#endif
+  const int64_t rb = quant_row_bytes(t, nb * kQK);
+  for (int64_t n = g0 * G; n < std::min(N, g1 * G); n++)
+    for (int64_t m = 0; m < M; m++) {
+#if defined(__aarch64__)
+      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, t, nb) : dot_ref(xa + m * nb, w + n * rb, t, nb);
+#else
+      float v = dot_ref(xa + m * nb, w + n * rb, t, nb);
+#endif
+      if (bias != nullptr) v += bias[n];
+      y[m * N + n] = v;
+    }
+}
+
+}  // namespace
+
+void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
+                          int64_t K, int64_t N) {
+  check_args(t, K, "linear_quant_forward");
+  if (M <= 0 || N <= 0) return;
+  const DotKind k = dot_kind();
+  const int64_t nb = K / kQK;
+  const bool par = M * N * K >= kParMacs;
+  const std::vector<ActBlock> xa = quantize_acts(x, M, K, par);
+  // Columns a group: 4, but 2 for AVX2's 16 registers when tiles have more than 2 rows.
+#if defined(__AVX512VL__)
+  const int64_t G = 4;
+#else
+  const int64_t G = M > 2 ? 2 : 4;
+#endif
+  const int64_t groups = (N + G - 1) / G;
+  parallel_region(par && groups > 1, [&](int64_t th, int64_t nt) {
+    const auto [g0, g1] = static_range(groups, th, nt);
+    if (g0 < g1) run_columns(k, y, xa.data(), w, t, bias, M, N, nb, G, g0, g1);
+  });
+}
+
+void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
+                                int64_t K, int64_t N) {
+  check_args(t, K, "linear_quant_forward_naive");
+  if (M <= 0 || N <= 0) return;
+  const int64_t nb = K / kQK, rb = quant_row_bytes(t, K);
+  std::vector<ActBlock> xa(static_cast<size_t>(M * nb));
+  for (int64_t m = 0; m < M; m++) quantize_row(xa.data() + m * nb, x + m * K, nb);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      float v = dot_ref(xa.data() + m * nb, w + n * rb, t, nb);
+      if (bias != nullptr) v += bias[n];
+      y[m * N + n] = v;
+    }
+}
+
+void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const int32_t* ids, int64_t n_ids) {
+  check_args(t, K, "dequantize_rows");
+  const int64_t nb = K / kQK, bs = block_bytes(t), rb = quant_row_bytes(t, K);
+  parallel_for(n_ids, n_ids > 1 && n_ids * K >= (1 << 16), [&](int64_t r) {
+    const uint8_t* row = w + static_cast<int64_t>(ids[r]) * rb;
+    float* o = out + r * K;
+    int8_t wi[kQK];
+    for (int64_t b = 0; b < nb; b++) {
+      const uint8_t* blk = row + b * bs;
+      weight_ints(wi, blk, t);
+      const float d = half_at(blk);
+      for (int i = 0; i < kQK; i++) o[b * kQK + i] = static_cast<float>(wi[i]) * d;
+    }
+  });
+}
+
+const char* quant_kernel_name() { return dot_name(dot_kind()); }
+
+}  // namespace atto::kernels
+
+#else  // ATTO_QUANT_CHAIN: the tiles of one dot product, included three times above
+// ---- the tiles for ATTO_QUANT_DOT ---------------------------------------------------------------
+namespace ATTO_QUANT_CHAIN_NS {
+
+// y[r * ldy + c] for R rows of activations (xa, row r at xa + r * nb) and C weight rows (w, row c
+// at w + c * rb): each output the fixed chain; each weight block loaded and unpacked once.
+template <QuantType T, int R, int C>
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, int64_t rb, const float* bias,
+                  int64_t nb) {
+  constexpr int64_t bs = T == QuantType::Q4_0 ? 18 : 34;
+#if defined(ATTO_QUANT_DPBUSD)
+  constexpr bool kNibbles = T == QuantType::Q4_0;
+#else
+  constexpr bool kNibbles = false;
+#define ATTO_QUANT_DPBUSD(src, u, s) (src)  // (not taken: no VNNI)
+#define ATTO_QUANT_DPBUSD_PLACEHOLDER 1
+#endif
+  [[maybe_unused]] const __m256i zero = _mm256_setzero_si256(), eights = _mm256_set1_epi8(8);
+  __m256 acc[R][C];
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m256i wv[C], aw[C];
+    __m256 dw[C];
+    for (int c = 0; c < C; c++) {
+      const uint8_t* blk = w + c * rb + b * bs;
+      if constexpr (R <= 2) __builtin_prefetch(blk + 8 * bs, 0, 0);  // streaming the weights
+      if constexpr (kNibbles) {
+        wv[c] = nibbles(blk);
+      } else {
+        wv[c] = weight_bytes<T>(blk);
+        aw[c] = _mm256_sign_epi8(wv[c], wv[c]);
+      }
+      dw[c] = _mm256_cvtph_ps(_mm_set1_epi16(half_bits(blk)));  // exact
+    }
+    for (int r = 0; r < R; r++) {
+      const ActBlock& a = xa[r * nb + b];
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
+      const __m256 dx = _mm256_broadcast_ss(&a.d);
+      // VNNI's q4_0: the u8 nibbles times x, from -8 * sum4(x) (exactly sum4((n - 8) * x)).
+      [[maybe_unused]] __m256i xs;
+      if constexpr (kNibbles) xs = _mm256_sub_epi32(zero, ATTO_QUANT_DPBUSD(zero, eights, xv));
+      for (int c = 0; c < C; c++) {
+        __m256i p;
+        if constexpr (kNibbles)
+          p = ATTO_QUANT_DPBUSD(xs, wv[c], xv);
+        else
+          p = ATTO_QUANT_DOT(aw[c], _mm256_sign_epi8(xv, wv[c]));
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx), _mm256_cvtepi32_ps(p), acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) {
+      float v = hsum8(acc[r][c]);
+      if (bias != nullptr) v += bias[c];  // (not + 0: that would turn -0 into +0)
+      y[r * ldy + c] = v;
+    }
+#if defined(ATTO_QUANT_DPBUSD_PLACEHOLDER)
+#undef ATTO_QUANT_DPBUSD
+#undef ATTO_QUANT_DPBUSD_PLACEHOLDER
+#endif
+}
+
+#if defined(ATTO_QUANT_ZMM)
+// (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// tile's outputs for 2P columns, two a 512-bit register ([column 2p | column 2p + 1], the lanes
+// of each the same operations in the same order as tile's). VNNI takes the x + 128 form: u8
+// x ^ 0x80 times the s8 weights, the sum started from -128 * sum4(w), is exactly sum4(w * x);
+// for q4_0, the u8 nibbles n times the s8 x, started from -8 * sum4(x).
+template <QuantType T, int R, int P>
+QINLINE void tile2(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, int64_t rb, const float* bias,
+                   int64_t nb) {
+  constexpr int64_t bs = T == QuantType::Q4_0 ? 18 : 34;
+  const __m512i zero = _mm512_setzero_si512(), bias80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i nib = _mm512_set1_epi8(0x0F), eights = _mm512_set1_epi8(8);
+  constexpr long long k4 = 0x0004000400040004LL;  // 16-bit shifts: 0 in 128-bit lanes 0 and 2, 4 in 1 and 3
+  const __m512i shift04 = _mm512_set_epi64(k4, k4, 0, 0, k4, k4, 0, 0);
+  __m512 acc[R][P];
+  for (int r = 0; r < R; r++)
+    for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m512i wv[P], corr[P];
+    __m512 dw[P];
+    for (int p = 0; p < P; p++) {
+      const uint8_t* b0 = w + 2 * p * rb + b * bs;
+      const uint8_t* b1 = b0 + rb;
+      if constexpr (R <= 2) __builtin_prefetch(b0 + 8 * bs, 0, 0), __builtin_prefetch(b1 + 8 * bs, 0, 0);
+      if constexpr (T == QuantType::Q4_0) {  // the nibbles, [lo0 | hi0 | lo1 | hi1] by 128 bits
+        __m512i q = _mm512_castsi256_si512(
+            _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b1 + 2), reinterpret_cast<const __m128i*>(b0 + 2)));
+        q = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
+        wv[p] = _mm512_and_si512(_mm512_srlv_epi16(q, shift04), nib);
+      } else {
+        wv[p] = _mm512_inserti64x4(_mm512_castsi256_si512(weight_bytes<T>(b0)), weight_bytes<T>(b1), 1);
+        corr[p] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias80, wv[p]));
+      }
+      const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(half_bits(b0))),
+                                                _mm_set1_epi16(half_bits(b1)), 1);
+      dw[p] = _mm512_cvtph_ps(h);  // [d0 x 8 | d1 x 8], exact
+    }
+    for (int r = 0; r < R; r++) {
+      const ActBlock& a = xa[r * nb + b];
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)));
+      const __m512 dx = _mm512_set1_ps(a.d);
+      if constexpr (T == QuantType::Q4_0) {  // nibble u8 times x s8, from -8 * sum4(x): sum4((n - 8) * x)
+        const __m512i xc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, eights, xv));
+        for (int p = 0; p < P; p++) {
+          const __m512i q = _mm512_dpbusd_epi32(xc, wv[p], xv);
+          acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), _mm512_cvtepi32_ps(q), acc[r][p]);
+        }
+      } else {
+        const __m512i xu = _mm512_xor_si512(xv, bias80);
+        for (int p = 0; p < P; p++) {
+          const __m512i q = _mm512_dpbusd_epi32(corr[p], xu, wv[p]);
+          acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), _mm512_cvtepi32_ps(q), acc[r][p]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int p = 0; p < P; p++)
+      for (int h = 0; h < 2; h++) {
+        const __m256 half = h == 0 ? _mm512_castps512_ps256(acc[r][p]) : _mm512_extractf32x8_ps(acc[r][p], 1);
+        float v = hsum8(half);
+        if (bias != nullptr) v += bias[2 * p + h];
+        y[r * ldy + 2 * p + h] = v;
+      }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// C columns of R rows: pairs on 512-bit registers where this dot product has them (the odd
+// column on 256 bits), else tile's.
+template <QuantType T, int R, int C>
+QINLINE void tile_cols(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, int64_t rb, const float* bias,
+                       int64_t nb) {
+#if defined(ATTO_QUANT_ZMM)
+  if constexpr (C >= 2) {
+    tile2<T, R, C / 2>(y, ldy, xa, w, rb, bias, nb);
+    if constexpr (C % 2 == 1)
+      tile<T, R, 1>(y + C - 1, ldy, xa, w + (C - 1) * rb, rb, bias != nullptr ? bias + C - 1 : nullptr, nb);
+  } else {
+    tile<T, R, C>(y, ldy, xa, w, rb, bias, nb);
+  }
+#else
+  tile<T, R, C>(y, ldy, xa, w, rb, bias, nb);
+#endif
+}
+
+// The last rem < kRows rows of a column group: one tile of rem rows.
+template <QuantType T, int C, int R>
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, int64_t rb, const float* bias,
+                       int64_t nb, int64_t rem) {
+  if (rem == R)
+    tile_cols<T, R, C>(y, ldy, xa, w, rb, bias, nb);
+  else if constexpr (R > 1)
+    rows_tail<T, C, R - 1>(y, ldy, xa, w, rb, bias, nb, rem);
+}
+
+// Columns [n0, n0 + C) of every row, kRows rows a tile (6 on zmm, else 4).
+#if defined(ATTO_QUANT_ZMM)
+constexpr int kRows = 6;
+#else
+constexpr int kRows = 4;
+#endif
+template <QuantType T, int C>
+QINLINE void column_group(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                          int64_t nb, int64_t n0) {
+  const int64_t rb = nb * (T == QuantType::Q4_0 ? 18 : 34);
+  const uint8_t* wc = w + n0 * rb;
+  const float* bc = bias != nullptr ? bias + n0 : nullptr;
+  int64_t m = 0;
+  for (; m + kRows <= M; m += kRows) tile_cols<T, kRows, C>(y + m * N + n0, N, xa + m * nb, wc, rb, bc, nb);
+  if (m < M) rows_tail<T, C, kRows - 1>(y + m * N + n0, N, xa + m * nb, wc, rb, bc, nb, M - m);
+}
+
+// Column groups [g0, g1) of G columns (G = 4, or 2 for AVX2 tiles of more than 2 rows).
+template <QuantType T>
+QINLINE void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                     int64_t nb, int64_t G, int64_t g0, int64_t g1) {
+  for (int64_t g = g0; g < g1; g++) {
+    const int64_t n0 = g * G, cols = std::min(G, N - n0);
+    switch (cols) {
+      case 4: column_group<T, 4>(y, xa, w, bias, M, N, nb, n0); break;
+      case 3: column_group<T, 3>(y, xa, w, bias, M, N, nb, n0); break;
+      case 2: column_group<T, 2>(y, xa, w, bias, M, N, nb, n0); break;
+      default: column_group<T, 1>(y, xa, w, bias, M, N, nb, n0); break;
+    }
+  }
+}
+
+// Column groups [g0, g1) of G columns: the entry of this dot product.
+void columns_of(float* y, const ActBlock* xa, const uint8_t* w, QuantType t, const float* bias, int64_t M, int64_t N,
+                int64_t nb, int64_t G, int64_t g0, int64_t g1) {
+  if (t == QuantType::Q4_0)
+    columns<QuantType::Q4_0>(y, xa, w, bias, M, N, nb, G, g0, g1);
+  else
+    columns<QuantType::Q8_0>(y, xa, w, bias, M, N, nb, G, g0, g1);
+}
+
+}  // namespace ATTO_QUANT_CHAIN_NS
+#endif  // ATTO_QUANT_CHAIN

@@ -1,0 +1,52 @@
+// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0), computed in
+// integers per block of 32 (docs/cpu.md, "Integer kernels (quantized weights)").
+//
+//   // y[M, N] = x[M, K] W^T + bias, W as N rows of ggml blocks (K a multiple of 32)
+//   atto::kernels::linear_quant_forward(y, x, w, QuantType::Q8_0, bias, M, K, N);
+//
+// Included by kernels.h (do not include it alone in a portable build: the dispatched names come
+// from dispatch.h, at the end of kernels.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace atto::kernels {
+
+// ggml's type ids, as stored in GGUF files.
+enum class QuantType : int { Q4_0 = 2, Q8_0 = 8 };
+// Bytes of one row of K values (K a multiple of 32): K/32 blocks of 18 (q4_0) or 34 (q8_0).
+// (Inline: the same at every level, so not in the dispatched table.)
+inline int64_t quant_row_bytes(QuantType t, int64_t K) { return K / 32 * (t == QuantType::Q4_0 ? 18 : 34); }
+
+ATTO_ISA_BEGIN
+// y[M, N] = x[M, K] W^T (+ bias[N] when bias != nullptr), W given as N rows of quant_row_bytes(t, K)
+// bytes each (ggml block layout). x is quantized per row in blocks of 32 to int8 with an f32 scale
+// (d = max|x|/127, q = nearbyint(x/d), ties to even; d = 0 -> all q = 0), then each output is
+// computed in integers per block and combined in float in the fixed order documented below.
+// K must be a multiple of 32 (callers check; assert/ATTO_CHECK here too).
+//
+// The fixed order (every level and the reference give these bits): for output (m, n), 8 float
+// lanes acc_0..acc_7 start at 0. For each block b = 0 .. K/32-1 in order, lane l gets
+// p_l = sum_{j<4} w_int[32b + 4l + j] * x_int[32b + 4l + j] (exact int32; w_int = q8_0's int8,
+// -128 included, or q4_0's nibble - 8), s = dw_b * dx_b (one float multiply: the block's fp16
+// scale as float times the activation block's f32 scale), acc_l = fma(s, float(p_l), acc_l).
+// Then y = ((acc_0 + acc_4) + (acc_2 + acc_6)) + ((acc_1 + acc_5) + (acc_3 + acc_7)) (an __m256's
+// horizontal-sum tree), then y += bias[n]. An activation block with a NaN gets the scale NaN (so
+// its outputs are NaN); q is clamped to [-127, 127] (only a subnormal scale can round past it).
+// Throws std::invalid_argument when K is not a positive multiple of 32 (or M, N < 0).
+void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
+                          int64_t K, int64_t N);
+// The scalar reference: the same bits as linear_quant_forward at every level (plain C++ loops,
+// std::fma where the kernel fuses), single-threaded.
+void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
+                                int64_t K, int64_t N);
+// out[r, :] = dequantized row ids[r] of W (N rows of K values): an embedding lookup on quantized
+// rows. Each value is float(d) * int, the bits of io's ggml decoder (src/io/ggml_quants.cpp).
+void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const int32_t* ids, int64_t n_ids);
+// Which integer dot product the chosen level runs: "avx512vnni", "avxvnni", "avx2", "neon", "scalar".
+const char* quant_kernel_name();
+ATTO_ISA_END
+
+}  // namespace atto::kernels

@@ -1,0 +1,368 @@
+// The linear layer on q8_0 / q4_0 weights (kernels/quant.h): the kernels against the scalar
+// reference bit for bit (every shape class, every level and integer dot product this CPU runs, 1
+// and 2 threads), the reference against a double-precision dot of the dequantized values, the
+// result against the f32 product within the activations' rounding, the row decoder, and K checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_support.h"
+#include "kernels/kernels.h"
+
+namespace atto::kernels {
+namespace {
+
+using test::expect_bit_identical;
+using test::randn;
+using test::ThreadGuard;
+
+// ---- test-local ggml formats ---------------------------------------------------------------------
+// f32 -> f16, round to nearest even; normal halves only (the scales the quantizers below make).
+uint16_t to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax == 0) return static_cast<uint16_t>(sign);
+  EXPECT_TRUE(ax >= 0x38800000u && ax < 0x477ff000u) << "not a normal half: " << f;
+  uint32_t h = (ax - 0x38000000u) >> 13;
+  const uint32_t rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+double from_half(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) != 0 ? -v : v;
+}
+
+void put_half(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+uint16_t get_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// ggml's quantize_row_q8_0_ref / quantize_row_q4_0_ref, one row of K values.
+void quantize_ref(uint8_t* o, const float* x, QuantType t, int64_t K) {
+  for (int64_t b = 0; b < K / 32; b++) {
+    const float* v = x + 32 * b;
+    if (t == QuantType::Q8_0) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      put_half(o, to_half(d));
+      for (int i = 0; i < 32; i++) o[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(v[i] * id)));
+      o += 34;
+    } else {
+      float amax = 0.0f, max = 0.0f;
+      for (int i = 0; i < 32; i++)
+        if (amax < std::fabs(v[i])) amax = std::fabs(v[i]), max = v[i];
+      const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      put_half(o, to_half(d));
+      for (int j = 0; j < 16; j++) {
+        const int lo = std::min(15, static_cast<int>(v[j] * id + 8.5f)),
+                  hi = std::min(15, static_cast<int>(v[16 + j] * id + 8.5f));
+        o[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+      o += 18;
+    }
+  }
+}
+
+// W[N, K] as the test sees it: each block's scale and 32 integers.
+std::vector<double> dequantize_ref(const std::vector<uint8_t>& w, QuantType t, int64_t N, int64_t K) {
+  std::vector<double> out(static_cast<size_t>(N * K));
+  const int64_t bs = t == QuantType::Q4_0 ? 18 : 34;
+  for (int64_t blk = 0; blk < N * K / 32; blk++) {
+    const uint8_t* p = w.data() + blk * bs;
+    const double d = from_half(get_half(p));
+    for (int i = 0; i < 32; i++) {
+      const int q =
+          t == QuantType::Q8_0 ? static_cast<int8_t>(p[2 + i]) : (i < 16 ? (p[2 + i] & 15) : (p[2 + i - 16] >> 4)) - 8;
+      out[blk * 32 + i] = d * q;
+    }
+  }
+  return out;
+}
+
+// N rows of weights: quantized from normal floats, or (raw) random bytes with random finite scales
+// (subnormals included) and q8_0's -128 in every block.
+std::vector<uint8_t> make_weights(QuantType t, int64_t N, int64_t K, bool raw, uint32_t seed) {
+  const int64_t rb = quant_row_bytes(t, K);
+  std::vector<uint8_t> w(static_cast<size_t>(N * rb));
+  if (!raw) {
+    const auto f = randn(N * K, seed, 0.05f);
+    for (int64_t n = 0; n < N; n++) quantize_ref(w.data() + n * rb, f.data() + n * K, t, K);
+    return w;
+  }
+  std::mt19937 gen(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(gen());
+  const int64_t bs = t == QuantType::Q4_0 ? 18 : 34;
+  for (int64_t blk = 0; blk < N * K / 32; blk++) {
+    uint8_t* p = w.data() + blk * bs;
+    put_half(p, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));  // exponent 0..30
+    if (t == QuantType::Q8_0) p[2 + gen() % 32] = 0x80;
+  }
+  return w;
+}
+
+std::vector<float> run_fast(const std::vector<float>& x, const std::vector<uint8_t>& w, QuantType t, const float* bias,
+                            int64_t M, int64_t K, int64_t N) {
+  std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
+  linear_quant_forward(y.data(), x.data(), w.data(), t, bias, M, K, N);
+  return y;
+}
+std::vector<float> run_naive(const std::vector<float>& x, const std::vector<uint8_t>& w, QuantType t, const float* bias,
+                             int64_t M, int64_t K, int64_t N) {
+  std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
+  linear_quant_forward_naive(y.data(), x.data(), w.data(), t, bias, M, K, N);
+  return y;
+}
+
+const char* type_name(QuantType t) { return t == QuantType::Q4_0 ? "q4_0" : "q8_0"; }
+
+// Sets $ATTO_QUANT_DOT for a scope (unset: nullptr) and puts the previous value back.
+struct DotGuard {
+  std::optional<std::string> saved;
+  explicit DotGuard(const char* v) {
+    if (const char* s = std::getenv("ATTO_QUANT_DOT")) saved = s;
+    set(v);
+  }
+  ~DotGuard() { set(saved ? saved->c_str() : nullptr); }
+  static void set(const char* v) {
+    if (v != nullptr)
+      setenv("ATTO_QUANT_DOT", v, 1);
+    else
+      unsetenv("ATTO_QUANT_DOT");
+  }
+};
+
+TEST(KernelQuant, MatchesTheNaiveReferenceBitForBit) {
+  uint32_t seed = 100;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+    for (int64_t K : {32, 64, 96, 768})
+      for (int64_t N : {1, 7, 16, 33, 130})
+        for (bool raw : {false, true}) {
+          const auto w = make_weights(t, N, K, raw, seed++);
+          const auto bias = randn(N, seed++);
+          for (int64_t M : {1, 2, 3, 5, 17, 64}) {
+            const auto x = randn(M * K, seed++);
+            if (M * K * N > 1000000) continue;  // the reference's time (qemu runs this too)
+            for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+              const std::string what = std::string(type_name(t)) + " M=" + std::to_string(M) +
+                                       " K=" + std::to_string(K) + " N=" + std::to_string(N) + (raw ? " raw" : "") +
+                                       (b ? " bias" : "");
+              expect_bit_identical(run_fast(x, w, t, b, M, K, N), run_naive(x, w, t, b, M, K, N), what);
+              if (HasFatalFailure()) return;
+            }
+          }
+        }
+}
+
+// Zero activation rows (scale 0), a row with a zero block, large, tiny and subnormal inputs (a
+// subnormal scale, where q is clamped to 127), and a NaN (its row's outputs are NaN).
+TEST(KernelQuant, EdgeActivationsMatchTheReference) {
+  const int64_t M = 7, K = 96, N = 9;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    const auto w = make_weights(t, N, K, false, 7);
+    auto x = randn(M * K, 8);
+    for (int64_t k = 0; k < K; k++) x[k] = 0.0f;        // row 0: all zero
+    for (int64_t k = 32; k < 64; k++) x[K + k] = 0.0f;  // row 1: its second block zero
+    for (int64_t k = 0; k < K; k++) x[2 * K + k] *= 1e30f, x[3 * K + k] *= 1e-30f, x[4 * K + k] *= 1e-43f;
+    x[6 * K + 40] = std::nanf("");
+    const auto y = run_fast(x, w, t, nullptr, M, K, N);
+    expect_bit_identical(y, run_naive(x, w, t, nullptr, M, K, N), type_name(t));
+    for (int64_t n = 0; n < N; n++) {
+      EXPECT_EQ(y[n], 0.0f);
+      EXPECT_TRUE(std::isnan(y[6 * N + n])) << n;
+      EXPECT_TRUE(std::isfinite(y[4 * N + n])) << n;
+    }
+  }
+}
+
+// The reference against sum_b sum_i w_deq * (q * d) in double: the activations quantized here
+// by the documented formula; the float chain is within a few roundings of the sum of |terms|.
+TEST(KernelQuant, NaiveMatchesADoubleDotOfTheDequantizedValues) {
+  const int64_t M = 3, K = 768, N = 40;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    const auto w = make_weights(t, N, K, false, 11);
+    const auto wd = dequantize_ref(w, t, N, K);
+    const auto x = randn(M * K, 12), bias = randn(N, 13);
+    std::vector<double> xd(x.size());
+    for (int64_t blk = 0; blk < M * K / 32; blk++) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(x[blk * 32 + i]));
+      const float d = amax / 127.0f;
+      for (int i = 0; i < 32; i++) xd[blk * 32 + i] = std::nearbyint(x[blk * 32 + i] / d) * double{d};
+    }
+    const auto y = run_naive(x, w, t, bias.data(), M, K, N);
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double want = bias[n], mag = std::fabs(bias[n]);
+        for (int64_t k = 0; k < K; k++) {
+          want += wd[n * K + k] * xd[m * K + k];
+          mag += std::fabs(wd[n * K + k] * xd[m * K + k]);
+        }
+        ASSERT_NEAR(y[m * N + n], want, 3e-6 * mag) << type_name(t) << " m=" << m << " n=" << n;
+      }
+  }
+}
+
+// The kernel against x W_deq^T in double with x unquantized: off by at most the activations'
+// rounding (|x - q d| <= d / 2 per value, d = max|x| / 127 a block) times |w|, plus float's.
+TEST(KernelQuant, CloseToTheF32ProductOfTheDequantizedWeights) {
+  const int64_t M = 4, K = 768, N = 64;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    const auto w = make_weights(t, N, K, false, 21);
+    const auto wd = dequantize_ref(w, t, N, K);
+    const auto x = randn(M * K, 22);
+    const auto y = run_fast(x, w, t, nullptr, M, K, N);
+    double err2 = 0.0, ref2 = 0.0;
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double want = 0.0, bound = 0.0, mag = 0.0;
+        for (int64_t b = 0; b < K / 32; b++) {
+          double amax = 0.0, wabs = 0.0;
+          for (int i = 0; i < 32; i++) {
+            const int64_t k = 32 * b + i;
+            want += wd[n * K + k] * x[m * K + k];
+            mag += std::fabs(wd[n * K + k] * x[m * K + k]);
+            amax = std::max(amax, std::fabs(double{x[m * K + k]}));
+            wabs += std::fabs(wd[n * K + k]);
+          }
+          bound += amax / 254.0 * wabs;
+        }
+        ASSERT_NEAR(y[m * N + n], want, 1.01 * bound + 1e-5 * mag) << type_name(t) << " m=" << m << " n=" << n;
+        err2 += (y[m * N + n] - want) * (y[m * N + n] - want);
+        ref2 += want * want;
+      }
+    EXPECT_LT(std::sqrt(err2 / ref2), 0.02) << type_name(t);  // int8 activations: ~0.5% typical
+  }
+}
+
+TEST(KernelQuant, OneAndTwoThreadsGiveTheSameBits) {
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+    for (int64_t M : {1, 2, 17}) {
+      const int64_t K = 768, N = 130;
+      const auto w = make_weights(t, N, K, true, 31);
+      const auto x = randn(M * K, 32), bias = randn(N, 33);
+      test::expect_thread_invariant([&] { return run_fast(x, w, t, bias.data(), M, K, N); },
+                                    std::string(type_name(t)) + " M=" + std::to_string(M));
+    }
+}
+
+// Every integer dot product this CPU runs at the chosen level ($ATTO_QUANT_DOT), and in a
+// portable build every level's table too: the reference's bits.
+TEST(KernelQuant, EveryLevelAndDotProductGivesTheReferenceBits) {
+  const int64_t K = 96, N = 33;
+  int ran = 0;
+  for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
+    DotGuard guard(dot);
+    for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+      for (int64_t M : {1, 3, 6}) {
+        const auto w = make_weights(t, N, K, true, 41);
+        const auto x = randn(M * K, 42), bias = randn(N, 43);
+        const auto want = run_naive(x, w, t, bias.data(), M, K, N);
+        std::vector<float> got(static_cast<size_t>(M * N));
+        try {
+          linear_quant_forward(got.data(), x.data(), w.data(), t, bias.data(), M, K, N);
+        } catch (const std::runtime_error&) {
+          continue;  // this CPU (or level) has no such dot product
+        }
+        EXPECT_STREQ(quant_kernel_name(), dot);
+        expect_bit_identical(got, want, std::string(dot) + " " + type_name(t) + " M=" + std::to_string(M));
+        ran++;
+#if defined(ATTO_DISPATCH)
+        std::vector<std::pair<const char*, const KernelTable*>> tables = {{"avx2", &atto_kernel_table_isa_avx2}};
+        if (cpu_features().avx512) tables.emplace_back("avx512", &atto_kernel_table_isa_avx512);
+        for (const auto& [level, table] : tables) {
+          try {
+            table->linear_quant_forward(got.data(), x.data(), w.data(), t, bias.data(), M, K, N);
+          } catch (const std::runtime_error&) {
+            continue;
+          }
+          EXPECT_STREQ(table->quant_kernel_name(), dot);
+          expect_bit_identical(got, want, std::string(level) + " level, " + dot + " " + type_name(t));
+          std::vector<float> naive(got.size());
+          table->linear_quant_forward_naive(naive.data(), x.data(), w.data(), t, bias.data(), M, K, N);
+          expect_bit_identical(naive, want, std::string(level) + " level's naive");
+        }
+#endif
+      }
+  }
+  EXPECT_GE(ran, 12);  // scalar and at least one SIMD form (or neon) on every CPU atto runs on
+}
+
+TEST(KernelQuant, NamesItsDotProduct) {
+  const std::string name = quant_kernel_name();
+  EXPECT_TRUE(name == "avx512vnni" || name == "avxvnni" || name == "avx2" || name == "neon" || name == "scalar")
+      << name;
+#if defined(__x86_64__)
+  EXPECT_NE(name, "scalar");
+#endif
+  DotGuard guard("scalar");
+  EXPECT_STREQ(quant_kernel_name(), "scalar");
+  DotGuard::set("no-such-dot");
+  EXPECT_THROW(quant_kernel_name(), std::runtime_error);
+}
+
+TEST(KernelQuant, DequantizeRowsDecodesTheBlocks) {
+  // A hand-worked q4_0 block: d = 0.5, low nibbles 0..15 -> -4.0 .. 3.5, high 15..0 -> 3.5 .. -4.0.
+  uint8_t q4[18];
+  put_half(q4, 0x3800);  // 0.5
+  for (int j = 0; j < 16; j++) q4[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  // A q8_0 block: d = 0.25, q = -128, -127, ..., with 127 last.
+  uint8_t q8[34];
+  put_half(q8, 0x3400);  // 0.25
+  for (int i = 0; i < 32; i++) q8[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(i == 31 ? 127 : -128 + 8 * i));
+  const int32_t id0 = 0;
+  std::vector<float> out(32);
+  dequantize_rows(out.data(), q4, QuantType::Q4_0, 32, &id0, 1);
+  for (int j = 0; j < 16; j++) {
+    EXPECT_EQ(out[j], -4.0f + 0.5f * j) << j;
+    EXPECT_EQ(out[16 + j], 3.5f - 0.5f * j) << j;
+  }
+  dequantize_rows(out.data(), q8, QuantType::Q8_0, 32, &id0, 1);
+  for (int i = 0; i < 32; i++) EXPECT_EQ(out[i], 0.25f * (i == 31 ? 127 : -128 + 8 * i)) << i;
+  // Rows picked by id (repeats, any order) against the test's decode, subnormal scales included.
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    const int64_t N = 11, K = 96;
+    const auto w = make_weights(t, N, K, true, 51);
+    const auto wd = dequantize_ref(w, t, N, K);
+    const std::vector<int32_t> ids = {3, 0, 10, 3, 7};
+    std::vector<float> got(ids.size() * K);
+    dequantize_rows(got.data(), w.data(), t, K, ids.data(), static_cast<int64_t>(ids.size()));
+    for (size_t r = 0; r < ids.size(); r++)
+      for (int64_t k = 0; k < K; k++)
+        ASSERT_EQ(got[r * K + k], static_cast<float>(wd[ids[r] * K + k])) << type_name(t) << " r=" << r << " k=" << k;
+  }
+}
+
+TEST(KernelQuant, RefusesKNotAMultipleOf32) {
+  EXPECT_EQ(quant_row_bytes(QuantType::Q4_0, 64), 36);
+  EXPECT_EQ(quant_row_bytes(QuantType::Q8_0, 64), 68);
+  std::vector<float> x(2 * 64, 1.0f), y(4, 0.0f);
+  std::vector<uint8_t> w(4 * 68, 0);
+  const int32_t id = 0;
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+    for (int64_t K : {33, 31, 1, -32}) {
+      EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2), std::invalid_argument);
+      EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2),
+                   std::invalid_argument);
+      EXPECT_THROW(dequantize_rows(y.data(), w.data(), t, K, &id, 1), std::invalid_argument);
+    }
+  EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), static_cast<QuantType>(1), nullptr, 1, 32, 2),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atto::kernels
