@@ -197,8 +197,12 @@ QINLINE float hsum8(__m256 v) {
 #undef ATTO_QUANT_CHAIN_NS
 #undef ATTO_QUANT_DOT
 #if ATTO_QUANT_AVXVNNI
+#if defined(__clang__)  // clang has no GCC target pragma: an attribute on each function of the region
+#pragma clang attribute push(__attribute__((target("avxvnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
+#endif
 #define ATTO_QUANT_CHAIN_NS chain_avxvnni
 #define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
 #define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, sx)
@@ -206,11 +210,19 @@ QINLINE float hsum8(__m256 v) {
 #undef ATTO_QUANT_CHAIN_NS
 #undef ATTO_QUANT_DPBUSD
 #undef ATTO_QUANT_DOT
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
 #endif
+#endif
 #if ATTO_QUANT_AVX512VNNI
+#if defined(__clang__)  // clang has no GCC target pragma: an attribute on each function of the region
+#pragma clang attribute push(__attribute__((target("avx512vnni,avx512vl"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512vnni,avx512vl")
+#endif
 #define ATTO_QUANT_CHAIN_NS chain_avx512vnni
 #define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_epi32(src, u, s)
 #define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx)
@@ -220,7 +232,11 @@ QINLINE float hsum8(__m256 v) {
 #undef ATTO_QUANT_CHAIN_NS
 #undef ATTO_QUANT_DPBUSD
 #undef ATTO_QUANT_DOT
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 #undef ATTO_QUANT_CHAIN
 
@@ -457,7 +473,9 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, i
 #if defined(ATTO_QUANT_ZMM)
 // (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // tile's outputs for 2P columns, two a 512-bit register ([column 2p | column 2p + 1], the lanes
 // of each the same operations in the same order as tile's). VNNI takes the x + 128 form: u8
