@@ -1,21 +1,10 @@
 // atto/kernels/quant.cpp: the linear layer on ggml's q8_0 and q4_0 weights, computed in integers
-// per block of 32 (quant.h has the fixed order that defines the bits; docs/cpu.md describes it).
-//
-// The activations are quantized once per call, each row to blocks {float d; int8 q[32]} (plain
-// C++, the same at every level). Each output is then one chain over the blocks: 8 int32 lanes of
-// 4 products each, the two scales' product fused into 8 float lanes, an __m256's sum tree.
-// The integer dot products: avx512vnni (vpdpbusd on zmm, two columns a register, and ymm for an
-// odd column; x86-64-v4 objects, AVX512_VNNI by cpuid, function-level target so the objects still
-// run on Skylake-X), avxvnni (its VEX form: Alder Lake, Zen 5; x86-64-v3 objects, by cpuid), avx2
-// (vpmaddubsw + vpmaddwd, ggml's AVX2 q8_0 dot), neon (vmull_s8 + pairwise adds; armv8-a, no
-// dotprod assumed), scalar (the reference's loops). Each lane's sum4(w_int * x) is exact: ggml's
-// sign trick (|w| as u8 times x with w's sign, as s8: activations are never -128, a weight may be),
-// for q4_0 with VNNI the u8 nibbles times x from -8 * sum4(x), on zmm for q8_0 (x ^ 0x80) as u8
-// times w from -128 * sum4(w). $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one the CPU
-// and level can run (tests). Tiles of up to 6 rows x 4 columns on zmm, 4 x 4 on AVX-512's ymm,
-// 4 x 2 with AVX2's 16 registers (4 columns for 1 or 2 rows) load and unpack a weight block once
-// for their rows. Threads split the columns (groups of a size fixed by M and the level): each
-// output's chain is the same for any thread count.
+// per block of 32 (quant.h has the fixed order that defines the bits; docs/cpu.md, "Integer
+// kernels", the dot products per level and how each keeps every lane's sum exact).
+// Activations are quantized once per call, each row to blocks {float d; int8 q[32]}. The tiles
+// (up to 6 rows x 4 columns) unpack a weight block once for their rows; threads split the
+// columns in groups fixed by M and the level, so any thread count gives the same bits.
+// $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces a dot product the CPU can run (tests).
 #if !defined(ATTO_QUANT_CHAIN)
 #include <omp.h>
 
@@ -189,7 +178,17 @@ QINLINE float hsum8(__m256 v) {
 }
 
 // The tiles for each dot product: this file's part under ATTO_QUANT_CHAIN, compiled once per
-// dot product (GCC inlines vpdpbusd only into code compiled for it: a pragma's region).
+// dot product (GCC inlines vpdpbusd only into code compiled for it: a pragma's region; clang has
+// no GCC target pragma, and takes an attribute on each function of the region).
+#define ATTO_QUANT_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define ATTO_QUANT_TARGET_PUSH(t) \
+  ATTO_QUANT_PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
+#define ATTO_QUANT_TARGET_POP ATTO_QUANT_PRAGMA(clang attribute pop)
+#else
+#define ATTO_QUANT_TARGET_PUSH(t) ATTO_QUANT_PRAGMA(GCC push_options) ATTO_QUANT_PRAGMA(GCC target(t))
+#define ATTO_QUANT_TARGET_POP ATTO_QUANT_PRAGMA(GCC pop_options)
+#endif
 #define ATTO_QUANT_CHAIN 1
 #define ATTO_QUANT_CHAIN_NS chain_avx2
 #define ATTO_QUANT_DOT(aw, sx) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1))
@@ -197,12 +196,7 @@ QINLINE float hsum8(__m256 v) {
 #undef ATTO_QUANT_CHAIN_NS
 #undef ATTO_QUANT_DOT
 #if ATTO_QUANT_AVXVNNI
-#if defined(__clang__)  // clang has no GCC target pragma: an attribute on each function of the region
-#pragma clang attribute push(__attribute__((target("avxvnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avxvnni")
-#endif
+ATTO_QUANT_TARGET_PUSH("avxvnni")
 #define ATTO_QUANT_CHAIN_NS chain_avxvnni
 #define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
 #define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, sx)
@@ -210,19 +204,10 @@ QINLINE float hsum8(__m256 v) {
 #undef ATTO_QUANT_CHAIN_NS
 #undef ATTO_QUANT_DPBUSD
 #undef ATTO_QUANT_DOT
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+ATTO_QUANT_TARGET_POP
 #endif
 #if ATTO_QUANT_AVX512VNNI
-#if defined(__clang__)  // clang has no GCC target pragma: an attribute on each function of the region
-#pragma clang attribute push(__attribute__((target("avx512vnni,avx512vl"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512vnni,avx512vl")
-#endif
+ATTO_QUANT_TARGET_PUSH("avx512vnni,avx512vl")
 #define ATTO_QUANT_CHAIN_NS chain_avx512vnni
 #define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_epi32(src, u, s)
 #define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx)
@@ -232,11 +217,7 @@ QINLINE float hsum8(__m256 v) {
 #undef ATTO_QUANT_CHAIN_NS
 #undef ATTO_QUANT_DPBUSD
 #undef ATTO_QUANT_DOT
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+ATTO_QUANT_TARGET_POP
 #endif
 #undef ATTO_QUANT_CHAIN
 
