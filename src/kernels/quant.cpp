@@ -1,13 +1,11 @@
 // atto/kernels/quant.cpp: the linear layer on ggml's q8_0 and q4_0 weights, computed in integers
 // per block of 32 (quant.h has the fixed order that defines the bits; docs/cpu.md, "Integer
 // kernels", the dot products per level and how each keeps every lane's sum exact).
-// Activations are quantized once per call, each row to blocks {float d; int8 q[32]}. The tiles
-// (up to 6 rows x 4 columns) unpack a weight block once for their rows; threads split the
-// columns in groups fixed by M and the level, so any thread count gives the same bits.
-// $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces a dot product the CPU can run (tests).
+// Activations are quantized once per call to blocks {float d; int8 q[32]}; tiles (up to 6 rows x
+// 4 columns) unpack a weight block once for their rows; threads split the columns (fixed groups:
+// any thread count gives the same bits). $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
 #if !defined(ATTO_QUANT_CHAIN)
 #include <omp.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
