@@ -166,6 +166,11 @@ std::string kernels_description() {
   } catch (const std::exception&) {
     s += "; bf16: not usable ($ATTO_BF16_KERNEL)";
   }
+  try {
+    s += std::string("; int8: ") + quant_kernel_name();  // the quantized weights' dot products
+  } catch (const std::exception&) {
+    s += "; int8: not usable ($ATTO_QUANT_DOT)";
+  }
   return s;
 }
 
