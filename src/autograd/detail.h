@@ -99,5 +99,8 @@ inline int64_t rows_of(const Tensor& x) { return x.ndim() == 0 ? 1 : x.numel() /
 // gradient is wanted (grad_wanted), naming the op and what to do.
 void linear_forward_any(const char* op, float* out, const float* x, const Tensor& weight, const float* bias, int64_t N,
                         int64_t C, int64_t OC, bool grad_wanted);
+// The one refusal of a gradient through quantized rows: throws when grad_wanted, naming `op`,
+// the quantized weight's shape and what to do.
+void refuse_quantized_grad(const char* op, const Tensor& weight, bool grad_wanted);
 
 }  // namespace atto::detail

@@ -21,10 +21,7 @@ Tensor embedding(const Tensor& weight_in, const std::vector<int32_t>& ids, const
   shape.push_back(C);
   Tensor out = Tensor::empty(shape);
   if (const QuantizedData* q = weight.quantized()) {  // rows decoded as they are looked up (inference)
-    ATTO_CHECK(!any_requires_grad({&weight}),
-               "embedding: the weight {} holds quantized rows, which serve inference only: nothing that needs a "
-               "gradient can use it",
-               shape_str(weight.shape()));
+    detail::refuse_quantized_grad("embedding", weight, any_requires_grad({&weight}));
     kernels::dequantize_rows(out.data(), q->bytes.data(), static_cast<kernels::QuantType>(q->type), C, ids.data(), N);
     return out;
   }

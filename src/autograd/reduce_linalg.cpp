@@ -158,14 +158,18 @@ void linear_backward_from(const float* g, const LinearArgs& a) {
 
 }  // namespace
 
-void detail::linear_forward_any(const char* op, float* out, const float* x, const Tensor& weight, const float* bias,
-                                int64_t N, int64_t C, int64_t OC, bool grad_wanted) {
-  const QuantizedData* q = weight.quantized();
-  if (q == nullptr) return kernels::linear_forward(out, x, weight.data(), bias, N, C, OC);
+void detail::refuse_quantized_grad(const char* op, const Tensor& weight, bool grad_wanted) {
   ATTO_CHECK(!grad_wanted,
              "{}: the weight {} holds quantized rows, which serve inference only: nothing that needs a gradient "
              "can use it (train or fine-tune from the model's floats: an f32 or f16 file, or the run directory)",
              op, shape_str(weight.shape()));
+}
+
+void detail::linear_forward_any(const char* op, float* out, const float* x, const Tensor& weight, const float* bias,
+                                int64_t N, int64_t C, int64_t OC, bool grad_wanted) {
+  const QuantizedData* q = weight.quantized();
+  if (q == nullptr) return kernels::linear_forward(out, x, weight.data(), bias, N, C, OC);
+  refuse_quantized_grad(op, weight, grad_wanted);
   kernels::linear_quant_forward(out, x, q->bytes.data(), static_cast<kernels::QuantType>(q->type), bias, N, C, OC);
 }
 
@@ -232,7 +236,7 @@ Tensor linear_residual(const Tensor& x_in, const Tensor& weight_in, const Tensor
              shape_str(residual_in.shape()), shape_str(a.out_shape()));
   const Tensor residual = contiguous(residual_in);
   if (a.weight.quantized()) {
-    ATTO_CHECK(!any_requires_grad({&residual}), "linear_residual: a quantized weight serves inference only");
+    detail::refuse_quantized_grad("linear_residual", a.weight, any_requires_grad({&residual}));
     Tensor out = quantized_linear("linear_residual", a);
     kernels::add_forward(out.data(), out.data(), residual.data(), out.numel());
     return out;
