@@ -61,7 +61,7 @@ Path choose_path(const AttentionDims& d, Pass pass) {
   } else if (d.Tk >= 1 && d.Tk <= attn::kTinyMaxKeys && d.HS <= attn::kTinyMaxHeadSize) {
     return Path::kTiny;  // at the native width on every level
   }
-#if (defined(__AVX2__) && !defined(__AVX512F__)) || defined(__aarch64__)
+#if !ATTO_ATTN_SHORT
   // AVX2 builds: the short path holds blocks of 16-lane vectors that GCC splits into 8-lane
   // halves through memory (stores and reloads on every step); the flash path's 8-lane
   // micro-kernel ran those shapes 1.0-2.8x faster (forward and backward, bench_micro, 1 thread).
@@ -81,7 +81,11 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   switch (choose_path(p.d, Pass::kForward)) {
     case Path::kDecode: attn::decode_forward(out, lse, q, k, v, p); return;
     case Path::kTiny: attn::tiny_forward(out, lse, q, k, v, p); return;
+#if ATTO_ATTN_SHORT
     case Path::kShort: attn::short_forward(out, lse, q, k, v, p); return;
+#else
+    case Path::kShort: [[fallthrough]];  // never chosen in this build (choose_path); flash serves any shape
+#endif
     case Path::kFlash:
       if (detail::bf16_active() && attn::rows_bf16_fits(p.d)) {
         attn::rows_forward_bf16(out, lse, q, k, v, p);
@@ -101,7 +105,11 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const Problem p = make_problem(dims, key_mask);
   switch (choose_path(p.d, Pass::kBackward)) {
     case Path::kTiny: attn::tiny_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
+#if ATTO_ATTN_SHORT
     case Path::kShort: attn::short_backward(dq, dk, dv, dout, out, lse, q, k, v, p); return;
+#else
+    case Path::kShort: [[fallthrough]];  // never chosen in this build (choose_path); flash serves any shape
+#endif
     case Path::kFlash:
       if (detail::bf16_active() && attn::rows_bf16_fits(p.d)) {
         attn::rows_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, p);

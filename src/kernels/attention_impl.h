@@ -88,9 +88,18 @@ void decode_forward(float* out, float* lse, const float* q, const float* k, cons
 void tiny_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void tiny_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                    const float* q, const float* k, const float* v, const Problem& p);
+// The short path exists in AVX-512 builds only (ATTO_ATTN_SHORT 1): its blocks of 16-lane vectors
+// are split into 8-lane halves through memory by GCC in AVX2 builds, and into NEON quarters on
+// ARM64, where the flash path ran those shapes faster (attention.cpp, choose_path). Those builds
+// do not compile it at all (it was the slowest file of the aarch64 cross build).
+#if (defined(__AVX2__) && !defined(__AVX512F__)) || defined(__aarch64__)
+#define ATTO_ATTN_SHORT 0
+#else
+#define ATTO_ATTN_SHORT 1
 void short_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void short_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                     const float* q, const float* k, const float* v, const Problem& p);
+#endif
 void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);
 void flash_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                     const float* q, const float* k, const float* v, const Problem& p);

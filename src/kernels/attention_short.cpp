@@ -22,6 +22,7 @@
 #include "kernels/attention_impl.h"
 #include "kernels/parallel.h"
 
+#if ATTO_ATTN_SHORT  // AVX-512 builds only (attention_impl.h)
 namespace ATTO_KERNELS_NS::attn {
 
 namespace {
@@ -376,3 +377,4 @@ void short_backward(float* dq, float* dk, float* dv, const float* dout, const fl
 }
 
 }  // namespace atto::kernels::attn
+#endif  // ATTO_ATTN_SHORT
