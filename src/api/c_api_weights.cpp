@@ -1,14 +1,18 @@
 // atto/api/c_api_weights.cpp: the C API's weights section (include/atto/atto.h, "Weights"): a
 // model's tensors by name, read without a copy. The list holds references to the tensors'
 // storage, so its pointers stay valid until atto_weights_free, also after the model is freed;
-// a model's weights never change after atto_model_open, so they are read-only.
+// a model's weights never change after atto_model_open, so they are read-only. A matrix that a
+// q8_0/q4_0 GGUF file keeps quantized (run_dir.h, WeightStorage) is given as its dequantized
+// values: a float copy, the values the integer kernels compute with.
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "api/c_api_internal.h"
+#include "kernels/kernels.h"
 
 struct atto_weights {
   std::vector<std::string> names;
@@ -27,7 +31,17 @@ atto_status atto_model_weights(const atto_model* m, atto_weights** out) {
     auto w = std::make_unique<atto_weights>();
     for (auto& [name, t] : module.state_dict()) {
       w->names.push_back(name);
-      w->tensors.push_back(t.detach().contiguous());  // a parameter is contiguous: no copy
+      if (const atto::QuantizedData* q = t.quantized()) {  // [N, K] rows of ggml blocks
+        const int64_t N = t.size(0), K = t.size(1);
+        atto::Tensor f = atto::Tensor::empty(t.shape());
+        std::vector<int32_t> rows(static_cast<size_t>(N));
+        std::iota(rows.begin(), rows.end(), 0);
+        atto::kernels::dequantize_rows(f.data(), q->bytes.data(), static_cast<atto::kernels::QuantType>(q->type), K,
+                                       rows.data(), N);
+        w->tensors.push_back(std::move(f));
+      } else {
+        w->tensors.push_back(t.detach().contiguous());  // a parameter is contiguous: no copy
+      }
     }
     *out = w.release();
   });

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "atto/atto.h"
 #include "autograd/tape.h"
+#include "run/gguf_model.h"
 #include "run/run_dir.h"
 #include "support.h"
 
@@ -133,6 +135,32 @@ TEST_F(CApiInspect, EmbeddingRowIsTokenPlusPositionFromTheWeights) {
     for (size_t k = 0; k < 16; ++k)
       EXPECT_FLOAT_EQ(res[p * 16 + k], wte[atto_inspection_tokens(x.get())[p] * 16 + k] + wpe[p * 16 + k]);
   atto_weights_free(w);
+}
+
+// A q4_0 or q8_0 GGUF keeps its matrices quantized when the C API opens it; atto_model_weights
+// gives them dequantized, the same values as the file read as floats (and the other tensors as
+// they are), instead of failing on rows that hold no floats.
+TEST_F(CApiInspect, WeightsOfAQuantizedFileAreItsDequantizedValues) {
+  const std::string run = train_run(*dir_, "run32", R"({"data": ")" + data_ + R"(", "steps": 2, "d_model": 32,
+      "n_heads": 2, "n_layers": 1, "block_size": 12, "batch_size": 4, "eval_every": 2, "threads": 1})");
+  for (const atto::io::GgmlType type : {atto::io::GgmlType::Q4_0, atto::io::GgmlType::Q8_0}) {
+    const std::string gguf = *dir_ / "run32.gguf";
+    atto::export_gguf(atto::load_run(run), gguf, type);
+    const atto::LoadedModel floats = atto::load_gguf(gguf);
+    std::map<std::string, std::vector<float>> want;
+    for (const auto& [name, t] : floats.model->state_dict()) want[name] = values(t);
+    Opened o(gguf);
+    atto_weights* w = nullptr;
+    ASSERT_EQ(atto_model_weights(o.m, &w), ATTO_OK) << atto_last_error();
+    ASSERT_EQ(atto_weights_count(w), want.size());
+    for (size_t i = 0; i < atto_weights_count(w); ++i) {
+      atto_weight e{};
+      ASSERT_TRUE(atto_weights_get(w, i, &e));
+      ASSERT_TRUE(want.count(e.name)) << e.name;
+      EXPECT_EQ(std::vector<float>(e.data, e.data + e.n_elements), want[e.name]) << e.name;
+    }
+    atto_weights_free(w);
+  }
 }
 
 TEST_F(CApiInspect, ErrorsNameWhatIsWrong) {
