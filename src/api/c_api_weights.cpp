@@ -4,6 +4,7 @@
 // a model's weights never change after atto_model_open, so they are read-only. A matrix that a
 // q8_0/q4_0 GGUF file keeps quantized (run_dir.h, WeightStorage) is given as its dequantized
 // values: a float copy, the values the integer kernels compute with.
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -29,16 +30,20 @@ atto_status atto_model_weights(const atto_model* m, atto_weights** out) {
     const atto::nn::Module& module =
         m->gpt ? static_cast<const atto::nn::Module&>(*m->gpt->model) : *m->s2s->model;
     auto w = std::make_unique<atto_weights>();
+    std::map<const atto::QuantizedData*, atto::Tensor> dequantized;  // a tied matrix: one copy, as its floats
     for (auto& [name, t] : module.state_dict()) {
       w->names.push_back(name);
       if (const atto::QuantizedData* q = t.quantized()) {  // [N, K] rows of ggml blocks
-        const int64_t N = t.size(0), K = t.size(1);
-        atto::Tensor f = atto::Tensor::empty(t.shape());
-        std::vector<int32_t> rows(static_cast<size_t>(N));
-        std::iota(rows.begin(), rows.end(), 0);
-        atto::kernels::dequantize_rows(f.data(), q->bytes.data(), static_cast<atto::kernels::QuantType>(q->type), K,
-                                       rows.data(), N);
-        w->tensors.push_back(std::move(f));
+        auto [it, fresh] = dequantized.try_emplace(q);
+        if (fresh) {
+          const int64_t N = t.size(0), K = t.size(1);
+          it->second = atto::Tensor::empty(t.shape());
+          std::vector<int32_t> rows(static_cast<size_t>(N));
+          std::iota(rows.begin(), rows.end(), 0);
+          atto::kernels::dequantize_rows(it->second.data(), q->bytes.data(),
+                                         static_cast<atto::kernels::QuantType>(q->type), K, rows.data(), N);
+        }
+        w->tensors.push_back(it->second);
       } else {
         w->tensors.push_back(t.detach().contiguous());  // a parameter is contiguous: no copy
       }

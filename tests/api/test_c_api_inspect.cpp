@@ -153,12 +153,16 @@ TEST_F(CApiInspect, WeightsOfAQuantizedFileAreItsDequantizedValues) {
     atto_weights* w = nullptr;
     ASSERT_EQ(atto_model_weights(o.m, &w), ATTO_OK) << atto_last_error();
     ASSERT_EQ(atto_weights_count(w), want.size());
+    std::map<std::string, const float*> data;
     for (size_t i = 0; i < atto_weights_count(w); ++i) {
       atto_weight e{};
       ASSERT_TRUE(atto_weights_get(w, i, &e));
       ASSERT_TRUE(want.count(e.name)) << e.name;
       EXPECT_EQ(std::vector<float>(e.data, e.data + e.n_elements), want[e.name]) << e.name;
+      data[e.name] = e.data;
     }
+    // The tied head is the token embedding's memory under both names, as for a run's floats.
+    EXPECT_EQ(data.at("lm_head.weight"), data.at("transformer.wte.weight"));
     atto_weights_free(w);
   }
 }
