@@ -163,6 +163,9 @@ TEST_F(CApiInspect, WeightsOfAQuantizedFileAreItsDequantizedValues) {
     }
     // The tied head is the token embedding's memory under both names, as for a run's floats.
     EXPECT_EQ(data.at("lm_head.weight"), data.at("transformer.wte.weight"));
+    // The traced forward pass runs on the quantized rows too.
+    const Inspection x = inspect(o.c, "joli");
+    EXPECT_EQ(atto_inspection_n_tokens(x.get()), 5u);
     atto_weights_free(w);
   }
 }
