@@ -178,7 +178,7 @@ QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
   return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(p), acc);
 }
 // A block of 16 columns (column c's block at wb + off[c]): the 8 nibble vectors and the scales.
-QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off, VI offv) {
+QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
   VI z[4], t[4];
   for (int c = 0; c < 4; c++) {
     VI q = _mm512_zextsi128_si512(load16(wb + off[c] + 2));
@@ -189,7 +189,9 @@ QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off, VI offv
   ATTO_Q4_TRANSPOSE(VI, 512, z, t);  // t[g]: qs[4g..4g+3] of columns 0..15 (lane i: columns 4i..4i+3)
   const VI m = _mm512_set1_epi8(0x0F);
   for (int g = 0; g < 4; g++) v[g] = _mm512_and_si512(t[g], m), v[4 + g] = _mm512_and_si512(_mm512_srli_epi16(t[g], 4), m);
-  dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offv, wb, 1)));  // exact
+  alignas(32) uint16_t h[16];  // (16-bit loads: a gather costs more)
+  for (int c = 0; c < 16; c++) std::memcpy(h + c, wb + off[c], 2);
+  dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));  // exact
 }
 // p_b of the 16 columns against activation block a.
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
@@ -219,14 +221,15 @@ QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
   return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(p), acc);
 }
 // A block of 8 columns (column c's block at wb + off[c]): the 8 nibble vectors and the scales.
-QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off, VI offv) {
+QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
   VI z[4], t[4];
   for (int c = 0; c < 4; c++) z[c] = _mm256_set_m128i(load16(wb + off[c + 4] + 2), load16(wb + off[c] + 2));
   ATTO_Q4_TRANSPOSE(VI, 256, z, t);  // t[g]: qs[4g..4g+3] of columns 0..7
   const VI m = _mm256_set1_epi8(0x0F);
   for (int g = 0; g < 4; g++) v[g] = _mm256_and_si256(t[g], m), v[4 + g] = _mm256_and_si256(_mm256_srli_epi16(t[g], 4), m);
-  const VI h = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(wb), offv, 1), set1(0xFFFF));
-  dw = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));  // exact
+  alignas(16) uint16_t h[8];  // (16-bit loads: a gather costs more)
+  for (int c = 0; c < 8; c++) std::memcpy(h + c, wb + off[c], 2);
+  dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));  // exact
 }
 // p_b of the 8 columns against activation block a (vpmaddubsw: 16 products of at most 15 * 127
 // an int16 lane over the 8 vectors, 30480 < 32767: exact).
@@ -258,7 +261,6 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, 
                   const float* bias, int64_t nb, int cols) {
   VF acc[R];
   for (int r = 0; r < R; r++) acc[r] = zerof();
-  const VI offv = vload(reinterpret_cast<const uint8_t*>(off));
   for (int64_t b = 0; b < nb; b++) {
     VI v[8];
     VF dw;
@@ -267,7 +269,7 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, 
       for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
       dw = vloadf(p + 8 * W * 4);
     } else {
-      build(v, dw, wg + b * kBs, off, offv);
+      build(v, dw, wg + b * kBs, off);
     }
     for (int r = 0; r < R; r++) {
       const ActBlock& a = xa[r * nb + b];
@@ -312,11 +314,10 @@ void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, 
       rows_tail<kRows, false>(yg, N, xa, wg, off, nullptr, bg, nb, cols, M);
       continue;
     }
-    const VI offv = vload(reinterpret_cast<const uint8_t*>(off));
-    for (int64_t b = 0; b < nb; b++) {
+      for (int64_t b = 0; b < nb; b++) {
       VI v[8];
       VF dw;
-      build(v, dw, wg + b * kBs, off, offv);
+      build(v, dw, wg + b * kBs, off);
       uint8_t* p = pk.data() + b * kPacked;
       for (int j = 0; j < 8; j++) vstore(p + j * W * 4, v[j]);
       vstoref(p + 8 * W * 4, dw);
