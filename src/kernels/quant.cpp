@@ -1,9 +1,10 @@
 // atto/kernels/quant.cpp: the linear layer on ggml's q8_0 and q4_0 weights, computed in integers
-// per block of 32 (quant.h has the fixed order that defines the bits; docs/cpu.md, "Integer
+// per block of 32 (quant.h has the fixed orders that define the bits; docs/cpu.md, "Integer
 // kernels", the dot products per level and how each keeps every lane's sum exact).
-// Activations are quantized once per call to blocks {float d; int8 q[32]}; tiles (up to 6 rows x
-// 4 columns) unpack a weight block once for their rows; threads split the columns (fixed groups:
-// any thread count gives the same bits). $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
+// Activations are quantized once per call to blocks {float d; -8 sum(q); int8 q[32]}; q8_0's
+// tiles (up to 6 rows x 4 columns) unpack a weight block once for their rows, q4_0's are in
+// quant_q4.cpp; threads split the columns (fixed groups: any thread count gives the same bits).
+// $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
 #if !defined(ATTO_QUANT_CHAIN)
 #include <omp.h>
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/parallel.h"
+#include "kernels/quant_impl.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -24,19 +26,11 @@
 #include <arm_neon.h>
 #endif
 
-#define QINLINE inline __attribute__((always_inline))
-
 namespace ATTO_KERNELS_NS {
+using namespace quant_detail;  // NOLINT(build/namespaces): the files' shared parts
 namespace {
 
-constexpr int64_t kQK = 32;                     // values a block
 constexpr int64_t kParMacs = int64_t{1} << 15;  // below this many multiply-adds: one thread
-
-// One activation block: the f32 scale and the 32 int8 values in [-127, 127].
-struct ActBlock {
-  float d;
-  int8_t q[kQK];
-};
 
 int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : 34; }
 
@@ -47,25 +41,6 @@ void check_args(QuantType t, int64_t K, const char* what) {
   if (K < 0 || K % kQK != 0)
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
                                 " is not a multiple of 32 (the block size of q4_0 and q8_0)");
-}
-
-// An IEEE binary16 at p (little-endian) as float: exact (F16C's vcvtph2ps where the level has it).
-QINLINE float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-#if defined(__F16C__)
-  return _cvtsh_ss(h);
-#else
-  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0) {  // zero or subnormal: m * 2^-24, exact
-    const float v = static_cast<float>(m) * 0x1p-24f;
-    return sign != 0 ? -v : v;
-  }
-  const uint32_t x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-#endif
 }
 
 // The 32 integer values of a weight block: q8_0's int8, q4_0's nibble - 8 (low nibbles first).
@@ -94,12 +69,15 @@ void quantize_row(ActBlock* out, const float* x, int64_t nb) {
     }
     const float d = nan ? std::nanf("") : amax / 127.0f;
     out[b].d = d;
+    int32_t sum = 0;
     for (int i = 0; i < kQK; i++) {
       float r = d != 0.0f ? v[i] / d : 0.0f;
       r = r > -127.0f ? r : -127.0f;
       r = r < 127.0f ? r : 127.0f;
       out[b].q[i] = static_cast<int8_t>(static_cast<int>(std::nearbyint(r)));
+      sum += out[b].q[i];
     }
+    out[b].nsum8 = -8 * sum;
   }
 }
 
@@ -115,6 +93,7 @@ QINLINE float tree8(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + (
 
 // The reference chain of one output: activation row xa (nb blocks) against weight row w.
 float dot_ref(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
+  if (t == QuantType::Q4_0) return q4_dot_ref(xa, w, nb);
   const int64_t bs = block_bytes(t);
   float acc[8] = {};
   int8_t wi[kQK];
@@ -133,38 +112,14 @@ float dot_ref(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
 
 // ---- x86: 8 int32 lanes of a block on one ymm ---------------------------------------------------
 #if defined(__AVX2__)
-// The VNNI forms each level holds: AVX512_VNNI's vpdpbusd on ymm in AVX-512 objects, AVX-VNNI's
-// (its VEX form: Alder Lake, Zen 5) in AVX2 ones (a CPU with both runs the avx512 level).
-#if defined(__AVX512F__) && defined(__AVX512VL__)
-#define ATTO_QUANT_AVX512VNNI 1
-#define ATTO_QUANT_AVXVNNI 0
-#else
-#define ATTO_QUANT_AVX512VNNI 0
-#define ATTO_QUANT_AVXVNNI 1
-#endif
-
-template <QuantType T>
-QINLINE __m256i weight_bytes(const uint8_t* blk) {
-  if constexpr (T == QuantType::Q8_0) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-  } else {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), m = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-  }
-}
+// q8_0's 32 int8 weights.
+QINLINE __m256i weight_bytes(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); }
 
 // The fp16 scale's bits, for vcvtph2ps on 8 or 16 lanes at once.
 QINLINE short half_bits(const uint8_t* p) {
   short h;
   std::memcpy(&h, p, 2);
   return h;
-}
-
-// q4_0's 32 nibbles as u8, in element order (low nibbles, then high).
-QINLINE __m256i nibbles(const uint8_t* blk) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)), m = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
 }
 
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
@@ -175,18 +130,8 @@ QINLINE float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// The tiles for each dot product: this file's part under ATTO_QUANT_CHAIN, compiled once per
-// dot product (GCC inlines vpdpbusd only into code compiled for it: a pragma's region; clang has
-// no GCC target pragma, and takes an attribute on each function of the region).
-#define ATTO_QUANT_PRAGMA(x) _Pragma(#x)
-#if defined(__clang__)
-#define ATTO_QUANT_TARGET_PUSH(t) \
-  ATTO_QUANT_PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
-#define ATTO_QUANT_TARGET_POP ATTO_QUANT_PRAGMA(clang attribute pop)
-#else
-#define ATTO_QUANT_TARGET_PUSH(t) ATTO_QUANT_PRAGMA(GCC push_options) ATTO_QUANT_PRAGMA(GCC target(t))
-#define ATTO_QUANT_TARGET_POP ATTO_QUANT_PRAGMA(GCC pop_options)
-#endif
+// q8_0's tiles for each dot product: this file's part under ATTO_QUANT_CHAIN, compiled once per
+// dot product (in a target region for the VNNI ones: quant_impl.h).
 #define ATTO_QUANT_CHAIN 1
 #define ATTO_QUANT_CHAIN_NS chain_avx2
 #define ATTO_QUANT_DOT(aw, sx) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1))
@@ -196,24 +141,20 @@ QINLINE float hsum8(__m256 v) {
 #if ATTO_QUANT_AVXVNNI
 ATTO_QUANT_TARGET_PUSH("avxvnni")
 #define ATTO_QUANT_CHAIN_NS chain_avxvnni
-#define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
 #define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, sx)
 #include "kernels/quant.cpp"  // NOLINT(build/include)
 #undef ATTO_QUANT_CHAIN_NS
-#undef ATTO_QUANT_DPBUSD
 #undef ATTO_QUANT_DOT
 ATTO_QUANT_TARGET_POP
 #endif
 #if ATTO_QUANT_AVX512VNNI
 ATTO_QUANT_TARGET_PUSH("avx512vnni,avx512vl")
 #define ATTO_QUANT_CHAIN_NS chain_avx512vnni
-#define ATTO_QUANT_DPBUSD(src, u, s) _mm256_dpbusd_epi32(src, u, s)
 #define ATTO_QUANT_DOT(aw, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx)
 #define ATTO_QUANT_ZMM 1      // column pairs on zmm (tile2)
 #include "kernels/quant.cpp"  // NOLINT(build/include)
 #undef ATTO_QUANT_ZMM
 #undef ATTO_QUANT_CHAIN_NS
-#undef ATTO_QUANT_DPBUSD
 #undef ATTO_QUANT_DOT
 ATTO_QUANT_TARGET_POP
 #endif
@@ -230,20 +171,13 @@ QINLINE int32x4_t dot16(int8x16_t w, int8x16_t x) {
   return vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi));
 }
 
-float dot_neon(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
-  const int64_t bs = block_bytes(t);
+// q8_0's chain (q4_0's: quant_q4.cpp).
+float dot_neon(const ActBlock* xa, const uint8_t* w, int64_t nb) {
   float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
   for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* blk = w + b * bs;
-    int8x16_t w0, w1;
-    if (t == QuantType::Q8_0) {
-      w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
-      w1 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
-    } else {
-      const uint8x16_t q = vld1q_u8(blk + 2);
-      w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
-      w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-    }
+    const uint8_t* blk = w + b * 34;
+    const int8x16_t w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
+    const int8x16_t w1 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
     const float32x4_t s = vdupq_n_f32(half_at(blk) * xa[b].d);
     a0 = vfmaq_f32(a0, s, vcvtq_f32_s32(dot16(w0, vld1q_s8(xa[b].q))));
     a1 = vfmaq_f32(a1, s, vcvtq_f32_s32(dot16(w1, vld1q_s8(xa[b].q + 16))));
@@ -255,8 +189,6 @@ float dot_neon(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
 #endif  // __aarch64__
 
 // ---- Which dot product ----------------------------------------------------------------------
-enum class DotKind { Scalar, Neon, Avx2, AvxVnni, Avx512Vnni };
-
 const char* dot_name(DotKind k) {
   switch (k) {
     case DotKind::Neon: return "neon";
@@ -302,15 +234,16 @@ DotKind dot_kind() {
 // Columns of groups [g0, g1) with dot product k.
 void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                  int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
+  if (t == QuantType::Q4_0) return q4_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
 #if defined(__AVX2__)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
-    case DotKind::Avx512Vnni: return chain_avx512vnni::columns_of(y, xa, w, t, bias, M, N, nb, G, g0, g1);
+    case DotKind::Avx512Vnni: return chain_avx512vnni::columns_of(y, xa, w, bias, M, N, nb, G, g0, g1);
 #endif
 #if ATTO_QUANT_AVXVNNI
-    case DotKind::AvxVnni: return chain_avxvnni::columns_of(y, xa, w, t, bias, M, N, nb, G, g0, g1);
+    case DotKind::AvxVnni: return chain_avxvnni::columns_of(y, xa, w, bias, M, N, nb, G, g0, g1);
 #endif
-    case DotKind::Avx2: return chain_avx2::columns_of(y, xa, w, t, bias, M, N, nb, G, g0, g1);
+    case DotKind::Avx2: return chain_avx2::columns_of(y, xa, w, bias, M, N, nb, G, g0, g1);
     default: break;
   }
 #endif
@@ -318,7 +251,7 @@ void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, Quan
   for (int64_t n = g0 * G; n < std::min(N, g1 * G); n++)
     for (int64_t m = 0; m < M; m++) {
 #if defined(__aarch64__)
-      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, t, nb) : dot_ref(xa + m * nb, w + n * rb, t, nb);
+      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, nb) : dot_ref(xa + m * nb, w + n * rb, t, nb);
 #else
       float v = dot_ref(xa + m * nb, w + n * rb, t, nb);
 #endif
@@ -337,11 +270,12 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
   const int64_t nb = K / kQK;
   const bool par = M * N * K >= kParMacs;
   const std::vector<ActBlock> xa = quantize_acts(x, M, K, par);
-  // Columns a group: 4, but 2 for AVX2's 16 registers when tiles have more than 2 rows.
+  // Columns a group: q8_0 4, but 2 for AVX2's 16 registers when tiles have more than 2 rows;
+  // q4_0 16 (quant_q4.cpp's groups of 16 or 8).
 #if defined(__AVX512VL__)
-  const int64_t G = 4;
+  const int64_t G = t == QuantType::Q4_0 ? 16 : 4;
 #else
-  const int64_t G = M > 2 ? 2 : 4;
+  const int64_t G = t == QuantType::Q4_0 ? 16 : M > 2 ? 2 : 4;
 #endif
   const int64_t groups = (N + G - 1) / G;
   parallel_region(par && groups > 1, [&](int64_t th, int64_t nt) {
@@ -394,15 +328,7 @@ namespace ATTO_QUANT_CHAIN_NS {
 template <QuantType T, int R, int C>
 QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, int64_t rb, const float* bias,
                   int64_t nb) {
-  constexpr int64_t bs = T == QuantType::Q4_0 ? 18 : 34;
-#if defined(ATTO_QUANT_DPBUSD)
-  constexpr bool kNibbles = T == QuantType::Q4_0;
-#else
-  constexpr bool kNibbles = false;
-#define ATTO_QUANT_DPBUSD(src, u, s) (src)  // (not taken: no VNNI)
-#define ATTO_QUANT_DPBUSD_PLACEHOLDER 1
-#endif
-  [[maybe_unused]] const __m256i zero = _mm256_setzero_si256(), eights = _mm256_set1_epi8(8);
+  constexpr int64_t bs = 34;
   __m256 acc[R][C];
   for (int r = 0; r < R; r++)
     for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
@@ -412,27 +338,16 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, i
     for (int c = 0; c < C; c++) {
       const uint8_t* blk = w + c * rb + b * bs;
       if constexpr (R <= 2) __builtin_prefetch(blk + 8 * bs, 0, 0);  // streaming the weights
-      if constexpr (kNibbles) {
-        wv[c] = nibbles(blk);
-      } else {
-        wv[c] = weight_bytes<T>(blk);
-        aw[c] = _mm256_sign_epi8(wv[c], wv[c]);
-      }
+      wv[c] = weight_bytes(blk);
+      aw[c] = _mm256_sign_epi8(wv[c], wv[c]);
       dw[c] = _mm256_cvtph_ps(_mm_set1_epi16(half_bits(blk)));  // exact
     }
     for (int r = 0; r < R; r++) {
       const ActBlock& a = xa[r * nb + b];
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));
       const __m256 dx = _mm256_broadcast_ss(&a.d);
-      // VNNI's q4_0: the u8 nibbles times x, from -8 * sum4(x) (exactly sum4((n - 8) * x)).
-      [[maybe_unused]] __m256i xs;
-      if constexpr (kNibbles) xs = _mm256_sub_epi32(zero, ATTO_QUANT_DPBUSD(zero, eights, xv));
       for (int c = 0; c < C; c++) {
-        __m256i p;
-        if constexpr (kNibbles)
-          p = ATTO_QUANT_DPBUSD(xs, wv[c], xv);
-        else
-          p = ATTO_QUANT_DOT(aw[c], _mm256_sign_epi8(xv, wv[c]));
+        const __m256i p = ATTO_QUANT_DOT(aw[c], _mm256_sign_epi8(xv, wv[c]));
         acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx), _mm256_cvtepi32_ps(p), acc[r][c]);
       }
     }
@@ -443,10 +358,6 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, i
       if (bias != nullptr) v += bias[c];  // (not + 0: that would turn -0 into +0)
       y[r * ldy + c] = v;
     }
-#if defined(ATTO_QUANT_DPBUSD_PLACEHOLDER)
-#undef ATTO_QUANT_DPBUSD
-#undef ATTO_QUANT_DPBUSD_PLACEHOLDER
-#endif
 }
 
 #if defined(ATTO_QUANT_ZMM)
@@ -458,16 +369,12 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, i
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // tile's outputs for 2P columns, two a 512-bit register ([column 2p | column 2p + 1], the lanes
 // of each the same operations in the same order as tile's). VNNI takes the x + 128 form: u8
-// x ^ 0x80 times the s8 weights, the sum started from -128 * sum4(w), is exactly sum4(w * x);
-// for q4_0, the u8 nibbles n times the s8 x, started from -8 * sum4(x).
+// x ^ 0x80 times the s8 weights, the sum started from -128 * sum4(w), is exactly sum4(w * x).
 template <QuantType T, int R, int P>
 QINLINE void tile2(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, int64_t rb, const float* bias,
                    int64_t nb) {
-  constexpr int64_t bs = T == QuantType::Q4_0 ? 18 : 34;
+  constexpr int64_t bs = 34;
   const __m512i zero = _mm512_setzero_si512(), bias80 = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i nib = _mm512_set1_epi8(0x0F), eights = _mm512_set1_epi8(8);
-  constexpr long long k4 = 0x0004000400040004LL;  // 16-bit shifts: 0 in 128-bit lanes 0 and 2, 4 in 1 and 3
-  const __m512i shift04 = _mm512_set_epi64(k4, k4, 0, 0, k4, k4, 0, 0);
   __m512 acc[R][P];
   for (int r = 0; r < R; r++)
     for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();
@@ -478,15 +385,8 @@ QINLINE void tile2(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, 
       const uint8_t* b0 = w + 2 * p * rb + b * bs;
       const uint8_t* b1 = b0 + rb;
       if constexpr (R <= 2) __builtin_prefetch(b0 + 8 * bs, 0, 0), __builtin_prefetch(b1 + 8 * bs, 0, 0);
-      if constexpr (T == QuantType::Q4_0) {  // the nibbles, [lo0 | hi0 | lo1 | hi1] by 128 bits
-        __m512i q = _mm512_castsi256_si512(
-            _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b1 + 2), reinterpret_cast<const __m128i*>(b0 + 2)));
-        q = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
-        wv[p] = _mm512_and_si512(_mm512_srlv_epi16(q, shift04), nib);
-      } else {
-        wv[p] = _mm512_inserti64x4(_mm512_castsi256_si512(weight_bytes<T>(b0)), weight_bytes<T>(b1), 1);
-        corr[p] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias80, wv[p]));
-      }
+      wv[p] = _mm512_inserti64x4(_mm512_castsi256_si512(weight_bytes(b0)), weight_bytes(b1), 1);
+      corr[p] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias80, wv[p]));
       const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(half_bits(b0))),
                                                 _mm_set1_epi16(half_bits(b1)), 1);
       dw[p] = _mm512_cvtph_ps(h);  // [d0 x 8 | d1 x 8], exact
@@ -495,18 +395,10 @@ QINLINE void tile2(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* w, 
       const ActBlock& a = xa[r * nb + b];
       const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q)));
       const __m512 dx = _mm512_set1_ps(a.d);
-      if constexpr (T == QuantType::Q4_0) {  // nibble u8 times x s8, from -8 * sum4(x): sum4((n - 8) * x)
-        const __m512i xc = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, eights, xv));
-        for (int p = 0; p < P; p++) {
-          const __m512i q = _mm512_dpbusd_epi32(xc, wv[p], xv);
-          acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), _mm512_cvtepi32_ps(q), acc[r][p]);
-        }
-      } else {
-        const __m512i xu = _mm512_xor_si512(xv, bias80);
-        for (int p = 0; p < P; p++) {
-          const __m512i q = _mm512_dpbusd_epi32(corr[p], xu, wv[p]);
-          acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), _mm512_cvtepi32_ps(q), acc[r][p]);
-        }
+      const __m512i xu = _mm512_xor_si512(xv, bias80);
+      for (int p = 0; p < P; p++) {
+        const __m512i q = _mm512_dpbusd_epi32(corr[p], xu, wv[p]);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), _mm512_cvtepi32_ps(q), acc[r][p]);
       }
     }
   }
@@ -559,7 +451,7 @@ constexpr int kRows = 4;
 template <QuantType T, int C>
 QINLINE void column_group(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
                           int64_t nb, int64_t n0) {
-  const int64_t rb = nb * (T == QuantType::Q4_0 ? 18 : 34);
+  const int64_t rb = nb * 34;
   const uint8_t* wc = w + n0 * rb;
   const float* bc = bias != nullptr ? bias + n0 : nullptr;
   int64_t m = 0;
@@ -569,11 +461,11 @@ QINLINE void column_group(float* y, const ActBlock* xa, const uint8_t* w, const 
 
 // Column groups [g0, g1) of G columns (G = 4, or 2 for AVX2 tiles of more than 2 rows). Decoding
 // (1 or 2 rows) streams the weights once from memory: the rows 4 groups ahead are asked for
-// (prefetchnta; a hint, the same bits): 1.7x (q8_0) and 1.55x (q4_0) tokens/s on a 57M model.
+// (prefetchnta; a hint, the same bits): 1.7x tokens/s on a 57M model.
 template <QuantType T>
 QINLINE void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
                      int64_t nb, int64_t G, int64_t g0, int64_t g1) {
-  const int64_t rb = nb * (T == QuantType::Q4_0 ? 18 : 34), ahead = M <= 2 ? 4 : 0;
+  const int64_t rb = nb * 34, ahead = M <= 2 ? 4 : 0;
   for (int64_t g = g0; g < g1; g++) {
     if (ahead > 0 && g + ahead < g1)
       for (int64_t off = 0; off < G * rb; off += 64) __builtin_prefetch(w + (g + ahead) * G * rb + off, 0, 0);
@@ -587,13 +479,10 @@ QINLINE void columns(float* y, const ActBlock* xa, const uint8_t* w, const float
   }
 }
 
-// Column groups [g0, g1) of G columns: the entry of this dot product.
-void columns_of(float* y, const ActBlock* xa, const uint8_t* w, QuantType t, const float* bias, int64_t M, int64_t N,
-                int64_t nb, int64_t G, int64_t g0, int64_t g1) {
-  if (t == QuantType::Q4_0)
-    columns<QuantType::Q4_0>(y, xa, w, bias, M, N, nb, G, g0, g1);
-  else
-    columns<QuantType::Q8_0>(y, xa, w, bias, M, N, nb, G, g0, g1);
+// q8_0's column groups [g0, g1) of G columns: the entry of this dot product.
+void columns_of(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N, int64_t nb,
+                int64_t G, int64_t g0, int64_t g1) {
+  columns<QuantType::Q8_0>(y, xa, w, bias, M, N, nb, G, g0, g1);
 }
 
 }  // namespace ATTO_QUANT_CHAIN_NS

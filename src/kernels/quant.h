@@ -27,14 +27,19 @@ ATTO_ISA_BEGIN
 // computed in integers per block and combined in float in the fixed order documented below.
 // K must be a multiple of 32 (callers check; assert/ATTO_CHECK here too).
 //
-// The fixed order (every level and the reference give these bits): for output (m, n), 8 float
-// lanes acc_0..acc_7 start at 0. For each block b = 0 .. K/32-1 in order, lane l gets
-// p_l = sum_{j<4} w_int[32b + 4l + j] * x_int[32b + 4l + j] (exact int32; w_int = q8_0's int8,
-// -128 included, or q4_0's nibble - 8), s = dw_b * dx_b (one float multiply: the block's fp16
-// scale as float times the activation block's f32 scale), acc_l = fma(s, float(p_l), acc_l).
-// Then y = ((acc_0 + acc_4) + (acc_2 + acc_6)) + ((acc_1 + acc_5) + (acc_3 + acc_7)) (an __m256's
-// horizontal-sum tree), then y += bias[n]. An activation block with a NaN gets the scale NaN (so
-// its outputs are NaN); q is clamped to [-127, 127] (only a subnormal scale can round past it).
+// The fixed orders (every level, every dot product, any thread count and the reference give these
+// bits). In both, s_b = dw_b * dx_b (one float multiply: block b's fp16 scale as float times the
+// activation block's f32 scale), and at the end y += bias[n] (when bias is given).
+// q8_0: for output (m, n), 8 float lanes acc_0..acc_7 start at 0. For each block b = 0 .. K/32-1
+// in order, lane l gets p_l = sum_{j<4} w_int[32b + 4l + j] * x_int[32b + 4l + j] (exact int32;
+// w_int = the int8, -128 included), acc_l = fma(s_b, float(p_l), acc_l). Then
+// y = ((acc_0 + acc_4) + (acc_2 + acc_6)) + ((acc_1 + acc_5) + (acc_3 + acc_7)) (an __m256's
+// horizontal-sum tree).
+// q4_0: one float acc = 0 per output. For each block b in order, p_b = sum_{i<32} w_int[32b + i] *
+// x_int[32b + i] over the whole block, exact (w_int = nibble - 8; |p_b| <= 32512, so float(p_b)
+// is exact too), acc = fma(s_b, float(p_b), acc); y = acc.
+// An activation block with a NaN gets the scale NaN (so its outputs are NaN); q is clamped to
+// [-127, 127] (only a subnormal scale can round past it).
 // Throws std::invalid_argument when K is not a positive multiple of 32 (or M, N < 0).
 void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                           int64_t K, int64_t N);

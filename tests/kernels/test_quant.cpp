@@ -4,6 +4,7 @@
 // result against the f32 product within the activations' rounding, the row decoder, and K checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -300,6 +301,108 @@ TEST(KernelQuant, EveryLevelAndDotProductGivesTheReferenceBits) {
       }
   }
   EXPECT_GE(ran, 12);  // scalar and at least one SIMD form (or neon) on every CPU atto runs on
+}
+
+// q4_0 at every dot product this CPU runs, on 1 and 2 threads: column groups with tails (16 on
+// zmm, 8 on ymm), row tiles with tails (6 or 4 rows; decoding's 1..3 rows build the weights as
+// they go), K from one block to 96.
+TEST(KernelQuant, Q4EveryDotProductAndTailGivesTheReferenceBits) {
+  ThreadGuard threads;
+  uint32_t seed = 300;
+  int ran = 0;
+  for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
+    DotGuard guard(dot);
+    try {
+      quant_kernel_name();
+    } catch (const std::runtime_error&) {
+      continue;  // this CPU (or level) has no such dot product
+    }
+    ran++;
+    for (int64_t K : {32, 64, 3072})
+      for (int64_t N : {1, 7, 17, 40}) {
+        const auto w = make_weights(QuantType::Q4_0, N, K, true, seed++);
+        const auto bias = randn(N, seed++);
+        for (int64_t M : {1, 2, 3, 7, 13}) {
+          if (K == 3072 && N * M > 100) continue;  // the reference's time (ASan, qemu)
+          const auto x = randn(M * K, seed++);
+          const float* b = M % 2 == 1 ? bias.data() : nullptr;
+          const auto want = run_naive(x, w, QuantType::Q4_0, b, M, K, N);
+          for (int nt : {1, 2}) {
+            set_num_threads(nt);
+            expect_bit_identical(run_fast(x, w, QuantType::Q4_0, b, M, K, N), want,
+                                 std::string(dot) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                                     " N=" + std::to_string(N) + " threads=" + std::to_string(nt));
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+  }
+  EXPECT_GE(ran, 2);
+}
+
+// q4_0's documented order, recomputed here: per block p_b = sum (nibble - 8) * q exactly (in
+// 64 bits), s = dw * dx rounded once to float (the product of two floats is exact in double),
+// acc = fmaf(s, p_b, acc). Hand-made blocks with nibbles 0 and 15 against q = -127 and 127 (the
+// extremes of p_b: 8 * 127 * 32 = 32512 and 7 * 127 * 32), then random bytes and scales.
+TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
+  const int64_t K = 128, nb = K / 32;
+  std::vector<uint8_t> w(static_cast<size_t>(3 * nb * 18));
+  const uint16_t scales[4] = {0x3800, 0xBC00, 0x4000, 0x3400};  // 0.5, -1, 2, 0.25
+  for (int64_t b = 0; b < nb; b++) {
+    uint8_t* p0 = w.data() + b * 18;          // row 0: all nibbles 0 (-8)
+    uint8_t* p1 = w.data() + (nb + b) * 18;   // row 1: all 15 (7)
+    uint8_t* p2 = w.data() + (2 * nb + b) * 18;  // row 2: 0 and 15 alternating, and 8 (0)
+    put_half(p0, scales[b]), put_half(p1, scales[(b + 1) % 4]), put_half(p2, scales[(b + 2) % 4]);
+    for (int j = 0; j < 16; j++) {
+      p0[2 + j] = 0x00, p1[2 + j] = 0xFF;
+      p2[2 + j] = static_cast<uint8_t>(j % 3 == 0 ? 0xF0 : j % 3 == 1 ? 0x0F : 0x88);
+    }
+  }
+  // Row 0 of x: every value 127 (q = 127, d = 1); row 1: -127; row 2: 127 and -127 mixed with
+  // small integers; row 3: halves (d = 0.5, q = 2x).
+  const int64_t M = 4, N = 3;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (int64_t k = 0; k < K; k++) {
+    x[k] = 127.0f, x[K + k] = -127.0f;
+    x[2 * K + k] = k % 5 == 0 ? 127.0f : k % 5 == 1 ? -127.0f : static_cast<float>(k % 7) - 3.0f;
+    x[3 * K + k] = k % 4 == 0 ? 63.5f : static_cast<float>(k % 9) * 0.5f - 2.0f;
+  }
+  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n,
+                       int64_t kk) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < kk / 32; b++) {
+      const float* v = xs.data() + m * kk + 32 * b;
+      float amax = 0.0f;
+      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
+      const float dx = amax / 127.0f;
+      const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 18;
+      int64_t p = 0;
+      for (int i = 0; i < 32; i++) {
+        const int nib = i < 16 ? (blk[2 + i] & 15) : (blk[2 + i - 16] >> 4);
+        const int64_t q = dx != 0.0f ? static_cast<int64_t>(std::nearbyint(std::clamp(v[i] / dx, -127.0f, 127.0f))) : 0;
+        p += (nib - 8) * q;
+      }
+      const float s = static_cast<float>(from_half(get_half(blk)) * double{dx});
+      acc = std::fma(s, static_cast<float>(p), acc);
+    }
+    return acc;
+  };
+  const auto y = run_naive(x, w, QuantType::Q4_0, nullptr, M, K, N);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "m=" << m << " n=" << n;
+  // The hand-made extremes, exactly: row 0 of x against rows 0 and 1 of w, each block
+  // 32 * 127 * (-8) and 32 * 127 * 7 times its scale.
+  EXPECT_EQ(y[0], -32512.0f * (0.5f - 1.0f + 2.0f + 0.25f));
+  EXPECT_EQ(y[1], 28448.0f * (-1.0f + 2.0f + 0.25f + 0.5f));
+  EXPECT_EQ(y[N + 1], -28448.0f * (-1.0f + 2.0f + 0.25f + 0.5f));
+  // Random bytes and scales (subnormal ones too), random activations.
+  const int64_t M2 = 5, K2 = 256, N2 = 9;
+  const auto w2 = make_weights(QuantType::Q4_0, N2, K2, true, 61);
+  const auto x2 = randn(M2 * K2, 62);
+  const auto y2 = run_naive(x2, w2, QuantType::Q4_0, nullptr, M2, K2, N2);
+  for (int64_t m = 0; m < M2; m++)
+    for (int64_t n = 0; n < N2; n++)
+      EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
 }
 
 TEST(KernelQuant, NamesItsDotProduct) {

@@ -1,0 +1,82 @@
+// atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: q8_0, the entry
+// points, the activations; quant_q4.cpp: q4_0). Internal to src/kernels.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define QINLINE inline __attribute__((always_inline))
+
+// The VNNI forms each level holds: AVX512_VNNI's vpdpbusd in AVX-512 objects, AVX-VNNI's (its VEX
+// form: Alder Lake, Zen 5) in AVX2 ones (a CPU with both runs the avx512 level).
+#if defined(__AVX2__)
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define ATTO_QUANT_AVX512VNNI 1
+#define ATTO_QUANT_AVXVNNI 0
+#else
+#define ATTO_QUANT_AVX512VNNI 0
+#define ATTO_QUANT_AVXVNNI 1
+#endif
+#endif
+
+// A region of functions compiled for an extra target (GCC inlines vpdpbusd only into code compiled
+// for it: a pragma's region; clang has no GCC target pragma, and takes an attribute on each
+// function of the region).
+#define ATTO_QUANT_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define ATTO_QUANT_TARGET_PUSH(t) \
+  ATTO_QUANT_PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
+#define ATTO_QUANT_TARGET_POP ATTO_QUANT_PRAGMA(clang attribute pop)
+#else
+#define ATTO_QUANT_TARGET_PUSH(t) ATTO_QUANT_PRAGMA(GCC push_options) ATTO_QUANT_PRAGMA(GCC target(t))
+#define ATTO_QUANT_TARGET_POP ATTO_QUANT_PRAGMA(GCC pop_options)
+#endif
+
+namespace ATTO_KERNELS_NS::quant_detail {
+
+constexpr int64_t kQK = 32;  // values a block
+
+// One activation block: the f32 scale, -8 * the sum of q (q4_0's offset), the 32 int8 values in
+// [-127, 127].
+struct ActBlock {
+  float d;
+  int32_t nsum8;
+  int8_t q[kQK];
+};
+
+// The integer dot products (quant.cpp chooses one per call).
+enum class DotKind { Scalar, Neon, Avx2, AvxVnni, Avx512Vnni };
+
+// An IEEE binary16 at p (little-endian) as float: exact (F16C's vcvtph2ps where the level has it).
+QINLINE float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {  // zero or subnormal: m * 2^-24, exact
+    const float v = static_cast<float>(m) * 0x1p-24f;
+    return sign != 0 ? -v : v;
+  }
+  const uint32_t x = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+#endif
+}
+
+// q4_0's reference chain of one output (quant.h's q4_0 order): activation row xa (nb blocks)
+// against weight row w.
+float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
+// q4_0 outputs y[m * N + n] (+ bias[n]) for every row m < M and columns [n0, n1) with dot k.
+void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                int64_t nb, int64_t n0, int64_t n1);
+
+}  // namespace ATTO_KERNELS_NS::quant_detail

@@ -1,0 +1,340 @@
+// atto/kernels/quant_q4.cpp: the linear layer's q4_0 outputs in quant.h's q4_0 order: per output
+// one float chain, acc = fma(dw_b * dx_b, float(p_b), acc), p_b the block's exact int32 dot.
+// x86 computes 16 (zmm) or 8 (ymm) columns at once: a block's nibbles of those columns are laid
+// out [g = 0..3][column][4 bytes qs[4g..4g+3]] (low nibbles: k = 4g..4g+3; high: k = 16+4g..), so
+// that each vector of weights meets one broadcast dword of the activations, and 8 products give
+// each column's block sum in one int32 lane (from -8 * sum(x): the nibbles are taken unsigned).
+// Decoding (M <= the rows of a tile) builds them in registers from the rows as it goes; prompts
+// lay a column group out once (a scratch of K/32 * 576 bytes a thread) for all row tiles.
+#if !defined(ATTO_Q4_CHAIN)
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/quant_impl.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace {
+
+constexpr int64_t kBs = 18;  // bytes a q4_0 block
+
+// p_b: the block's sum of (nibble - 8) * x, exact.
+int32_t block_dot_ref(const uint8_t* blk, const int8_t* q) {
+  int32_t p = 0;
+  for (int j = 0; j < 16; j++)
+    p += (int32_t{blk[2 + j] & 0x0F} - 8) * q[j] + (int32_t{blk[2 + j] >> 4} - 8) * q[j + 16];
+  return p;
+}
+
+#if defined(__aarch64__)
+// The same chain, p_b on NEON: 16-bit products (|(n - 8) x| <= 1016, four a lane), then across.
+float dot_neon(const ActBlock* xa, const uint8_t* w, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* blk = w + b * kBs;
+    const uint8x16_t q = vld1q_u8(blk + 2);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+    const int8x16_t x0 = vld1q_s8(xa[b].q), x1 = vld1q_s8(xa[b].q + 16);
+    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(x0));
+    p = vmlal_high_s8(p, lo, x0);
+    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(x1));
+    p = vmlal_high_s8(p, hi, x1);
+    const float s = half_at(blk) * xa[b].d;
+    acc = std::fma(s, static_cast<float>(vaddlvq_s16(p)), acc);
+  }
+  return acc;
+}
+#endif
+
+}  // namespace
+
+float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* blk = w + b * kBs;
+    const float s = half_at(blk) * xa[b].d;
+    acc = std::fma(s, static_cast<float>(block_dot_ref(blk, xa[b].q)), acc);
+  }
+  return acc;
+}
+
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#if defined(__AVX2__)
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace {
+
+// 4x4 dwords transposed within each 128-bit lane: t[g] lane i = z[i] lane g.
+#define ATTO_Q4_TRANSPOSE(V, sfx, z, t)                                                       \
+  do {                                                                                        \
+    const V a0 = _mm##sfx##_unpacklo_epi32(z[0], z[1]), a1 = _mm##sfx##_unpackhi_epi32(z[0], z[1]); \
+    const V a2 = _mm##sfx##_unpacklo_epi32(z[2], z[3]), a3 = _mm##sfx##_unpackhi_epi32(z[2], z[3]); \
+    t[0] = _mm##sfx##_unpacklo_epi64(a0, a2), t[1] = _mm##sfx##_unpackhi_epi64(a0, a2);      \
+    t[2] = _mm##sfx##_unpacklo_epi64(a1, a3), t[3] = _mm##sfx##_unpackhi_epi64(a1, a3);      \
+  } while (0)
+
+QINLINE __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// One row of a tile's outputs: cols of them, + bias where given.
+QINLINE void store_row(float* y, const float* acc, const float* bias, int cols) {
+  for (int c = 0; c < cols; c++) {
+    float v = acc[c];
+    if (bias != nullptr) v += bias[c];  // (not + 0: that would turn -0 into +0)
+    y[c] = v;
+  }
+}
+
+}  // namespace
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#define ATTO_Q4_CHAIN 1
+#define ATTO_Q4_CHAIN_NS chain_avx2
+#include "kernels/quant_q4.cpp"  // NOLINT(build/include): 8 columns, vpmaddubsw + vpmaddwd
+#undef ATTO_Q4_CHAIN_NS
+#if ATTO_QUANT_AVXVNNI
+ATTO_QUANT_TARGET_PUSH("avxvnni")
+#define ATTO_Q4_CHAIN_NS chain_avxvnni
+#define ATTO_Q4_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
+#include "kernels/quant_q4.cpp"  // NOLINT(build/include): 8 columns, VEX vpdpbusd
+#undef ATTO_Q4_DPBUSD
+#undef ATTO_Q4_CHAIN_NS
+ATTO_QUANT_TARGET_POP
+#endif
+#if ATTO_QUANT_AVX512VNNI
+ATTO_QUANT_TARGET_PUSH("avx512vnni,avx512vl")
+#define ATTO_Q4_CHAIN_NS chain_avx512vnni
+#define ATTO_Q4_ZMM 1
+#include "kernels/quant_q4.cpp"  // NOLINT(build/include): 16 columns on zmm, vpdpbusd
+#undef ATTO_Q4_ZMM
+#undef ATTO_Q4_CHAIN_NS
+ATTO_QUANT_TARGET_POP
+#endif
+#undef ATTO_Q4_CHAIN
+#endif  // __AVX2__
+
+namespace ATTO_KERNELS_NS::quant_detail {
+
+void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                int64_t nb, int64_t n0, int64_t n1) {
+#if defined(__AVX2__)
+  switch (k) {
+#if ATTO_QUANT_AVX512VNNI
+    case DotKind::Avx512Vnni: return chain_avx512vnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+#endif
+#if ATTO_QUANT_AVXVNNI
+    case DotKind::AvxVnni: return chain_avxvnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+#endif
+    case DotKind::Avx2: return chain_avx2::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    default: break;
+  }
+#endif
+  const int64_t rb = nb * kBs;
+  for (int64_t n = n0; n < n1; n++)
+    for (int64_t m = 0; m < M; m++) {
+#if defined(__aarch64__)
+      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, nb) : q4_dot_ref(xa + m * nb, w + n * rb, nb);
+#else
+      (void)k;
+      float v = q4_dot_ref(xa + m * nb, w + n * rb, nb);
+#endif
+      if (bias != nullptr) v += bias[n];
+      y[m * N + n] = v;
+    }
+}
+
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#else  // ATTO_Q4_CHAIN: W columns at once for one dot product, included up to three times above
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace ATTO_Q4_CHAIN_NS {
+
+#if defined(ATTO_Q4_ZMM)
+// (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+constexpr int W = 16, kRows = 6;
+using VI = __m512i;
+using VF = __m512;
+QINLINE VI vload(const uint8_t* p) { return _mm512_loadu_si512(p); }
+QINLINE void vstore(uint8_t* p, VI v) { _mm512_storeu_si512(p, v); }
+QINLINE VF vloadf(const uint8_t* p) { return _mm512_loadu_ps(p); }
+QINLINE void vstoref(uint8_t* p, VF v) { _mm512_storeu_ps(p, v); }
+QINLINE VI set1(int32_t v) { return _mm512_set1_epi32(v); }
+QINLINE VI bcast4(const int8_t* p) {  // the 4 bytes at p in every dword
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+QINLINE VF zerof() { return _mm512_setzero_ps(); }
+QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
+  return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(p), acc);
+}
+// A block of 16 columns (column c's block at wb + off[c]): the 8 nibble vectors and the scales.
+QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
+  VI z[4], t[4];
+  for (int c = 0; c < 4; c++) {
+    VI q = _mm512_zextsi128_si512(load16(wb + off[c] + 2));
+    q = _mm512_inserti32x4(q, load16(wb + off[c + 4] + 2), 1);
+    q = _mm512_inserti32x4(q, load16(wb + off[c + 8] + 2), 2);
+    z[c] = _mm512_inserti32x4(q, load16(wb + off[c + 12] + 2), 3);
+  }
+  ATTO_Q4_TRANSPOSE(VI, 512, z, t);  // t[g]: qs[4g..4g+3] of columns 0..15 (lane i: columns 4i..4i+3)
+  const VI m = _mm512_set1_epi8(0x0F);
+  for (int g = 0; g < 4; g++) v[g] = _mm512_and_si512(t[g], m), v[4 + g] = _mm512_and_si512(_mm512_srli_epi16(t[g], 4), m);
+  alignas(32) uint16_t h[16];  // (16-bit loads: a gather costs more)
+  for (int c = 0; c < 16; c++) std::memcpy(h + c, wb + off[c], 2);
+  dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));  // exact
+}
+// p_b of the 16 columns against activation block a.
+QINLINE VI block_ints(const VI* v, const ActBlock& a) {
+  VI i0 = set1(a.nsum8), i1 = _mm512_setzero_si512();
+  for (int j = 0; j < 8; j += 2) {
+    i0 = _mm512_dpbusd_epi32(i0, v[j], bcast4(a.q + 4 * j));
+    i1 = _mm512_dpbusd_epi32(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
+  }
+  return _mm512_add_epi32(i0, i1);
+}
+#else
+constexpr int W = 8, kRows = 4;
+using VI = __m256i;
+using VF = __m256;
+QINLINE VI vload(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+QINLINE void vstore(uint8_t* p, VI v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+QINLINE VF vloadf(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+QINLINE void vstoref(uint8_t* p, VF v) { _mm256_storeu_ps(reinterpret_cast<float*>(p), v); }
+QINLINE VI set1(int32_t v) { return _mm256_set1_epi32(v); }
+QINLINE VI bcast4(const int8_t* p) {  // the 4 bytes at p in every dword
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+QINLINE VF zerof() { return _mm256_setzero_ps(); }
+QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(p), acc);
+}
+// A block of 8 columns (column c's block at wb + off[c]): the 8 nibble vectors and the scales.
+QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
+  VI z[4], t[4];
+  for (int c = 0; c < 4; c++) z[c] = _mm256_set_m128i(load16(wb + off[c + 4] + 2), load16(wb + off[c] + 2));
+  ATTO_Q4_TRANSPOSE(VI, 256, z, t);  // t[g]: qs[4g..4g+3] of columns 0..7
+  const VI m = _mm256_set1_epi8(0x0F);
+  for (int g = 0; g < 4; g++) v[g] = _mm256_and_si256(t[g], m), v[4 + g] = _mm256_and_si256(_mm256_srli_epi16(t[g], 4), m);
+  alignas(16) uint16_t h[8];  // (16-bit loads: a gather costs more)
+  for (int c = 0; c < 8; c++) std::memcpy(h + c, wb + off[c], 2);
+  dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));  // exact
+}
+// p_b of the 8 columns against activation block a (vpmaddubsw: 16 products of at most 15 * 127
+// an int16 lane over the 8 vectors, 30480 < 32767: exact).
+QINLINE VI block_ints(const VI* v, const ActBlock& a) {
+#if defined(ATTO_Q4_DPBUSD)
+  VI i0 = set1(a.nsum8), i1 = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j += 2) {
+    i0 = ATTO_Q4_DPBUSD(i0, v[j], bcast4(a.q + 4 * j));
+    i1 = ATTO_Q4_DPBUSD(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
+  }
+  return _mm256_add_epi32(i0, i1);
+#else
+  VI s0 = _mm256_maddubs_epi16(v[0], bcast4(a.q)), s1 = _mm256_maddubs_epi16(v[1], bcast4(a.q + 4));
+  for (int j = 2; j < 8; j += 2) {
+    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[j], bcast4(a.q + 4 * j)));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[j + 1], bcast4(a.q + 4 * j + 4)));
+  }
+  return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1)), set1(a.nsum8));
+#endif
+}
+#endif
+
+constexpr int64_t kPacked = 9 * W * 4;  // bytes of a laid-out block: 8 nibble vectors, the scales
+
+// R rows (xa, row r at xa + r * nb) of one column group: the weights built in registers from the
+// rows (wg, off) or read from the group's laid-out blocks (kLaid: pk).
+template <int R, bool kLaid>
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off, const uint8_t* pk,
+                  const float* bias, int64_t nb, int cols) {
+  VF acc[R];
+  for (int r = 0; r < R; r++) acc[r] = zerof();
+  for (int64_t b = 0; b < nb; b++) {
+    VI v[8];
+    VF dw;
+    if constexpr (kLaid) {
+      const uint8_t* p = pk + b * kPacked;
+      for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
+      dw = vloadf(p + 8 * W * 4);
+    } else {
+      // Decoding streams the weights once from memory: the next group's rows are asked for as
+      // this group's advance, every other block (prefetchnta; a hint, the same bits; past the
+      // matrix's end harmless): 1.2x tokens/s on a 57M model, one thread.
+      if constexpr (R <= 2)
+        if (b % 2 == 0)
+          for (int c = 0; c < W; c++)  // (an address, not a pointer into w: it may be past the end)
+            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(wg) + (W + c) * nb * kBs +
+                                                             b * kBs),
+                               0, 0);
+      build(v, dw, wg + b * kBs, off);
+    }
+    for (int r = 0; r < R; r++) {
+      const ActBlock& a = xa[r * nb + b];
+      acc[r] = fma_block(dw, a.d, block_ints(v, a), acc[r]);
+    }
+  }
+  alignas(64) float out[W];
+  for (int r = 0; r < R; r++) {
+    vstoref(reinterpret_cast<uint8_t*>(out), acc[r]);
+    store_row(y + r * ldy, out, bias, cols);
+  }
+}
+
+// The last rem < kRows rows of a column group: one tile of rem rows.
+template <int R, bool kLaid>
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off,
+                       const uint8_t* pk, const float* bias, int64_t nb, int cols, int64_t rem) {
+  if (rem == R)
+    tile<R, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols);
+  else if constexpr (R > 1)
+    rows_tail<R - 1, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols, rem);
+}
+
+// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group.
+void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N, int64_t nb,
+             int64_t n0, int64_t n1) {
+  const int64_t rb = nb * kBs;
+  std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb * kPacked) : 0);
+  for (int64_t c0 = n0; c0 < n1; c0 += W) {
+    const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
+    alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
+    for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
+    const uint8_t* wg = w + c0 * rb;
+    float* yg = y + c0;
+    const float* bg = bias != nullptr ? bias + c0 : nullptr;
+    if (M <= kRows) {
+      rows_tail<kRows, false>(yg, N, xa, wg, off, nullptr, bg, nb, cols, M);
+      continue;
+    }
+      for (int64_t b = 0; b < nb; b++) {
+      VI v[8];
+      VF dw;
+      build(v, dw, wg + b * kBs, off);
+      uint8_t* p = pk.data() + b * kPacked;
+      for (int j = 0; j < 8; j++) vstore(p + j * W * 4, v[j]);
+      vstoref(p + 8 * W * 4, dw);
+    }
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows) tile<kRows, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols);
+    if (m < M) rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols, M - m);
+  }
+}
+
+}  // namespace ATTO_Q4_CHAIN_NS
+}  // namespace ATTO_KERNELS_NS::quant_detail
+#if defined(ATTO_Q4_ZMM)
+#pragma GCC diagnostic pop
+#endif
+#endif  // ATTO_Q4_CHAIN
