@@ -128,11 +128,12 @@ int run_train_bench(const TrainBenchFlags& f) {
     nlohmann::json j = bench::to_json(r);
     j["model"] = describe(o.model);
     j["batch_size"] = o.batch_size;
+    j["recompute"] = o.recompute;
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}; {}\n", describe(o.model),
-             o.batch_size, r.num_parameters, r.threads, r.shards, r.precision);
+  fmt::print("atto bench train: {}; batch {}; {} parameters; threads {}, shards {}; {}{}\n", describe(o.model),
+             o.batch_size, r.num_parameters, r.threads, r.shards, r.precision, o.recompute ? "; recompute" : "");
   fmt::print("{}\n", kernels::kernels_description());
   fmt::print("{}\n", stats_line(r.step, "step"));
   fmt::print("{:<12} {:.0f} tokens/s ({} tokens per step)\n", "throughput", r.tokens_per_s, r.tokens_per_step);
@@ -289,6 +290,8 @@ Command add_bench(CLI::App& root) {
       ->capture_default_str();
   train->add_flag("--profile", tf->opt.profile,
                   "Also print where a step's time goes: its phases and each op kind's forward and backward");
+  train->add_flag("--recompute", tf->opt.recompute,
+                  "Recompute each block's activations in the backward (as `atto train --recompute`)");
 
   CLI::App* gen = app->add_subcommand("generate", "Time token generation with the KV cache");
   auto gf = std::make_shared<GenerateBenchFlags>();

@@ -8,6 +8,7 @@ namespace atto {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local Tape* g_tape_override = nullptr;  // a TapeScope's tape
 }
 
 bool grad_enabled() { return g_grad_enabled; }
@@ -15,8 +16,11 @@ void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
 Tape& tape() {
   thread_local Tape t;
-  return t;
+  return g_tape_override != nullptr ? *g_tape_override : t;
 }
+
+TapeScope::TapeScope(Tape& t) : prev_(g_tape_override) { g_tape_override = &t; }
+TapeScope::~TapeScope() { g_tape_override = prev_; }
 
 void Tape::record(const char* op, const Tensor& out, BackwardFn fn) {
   nodes_.push_back(Node{op, out, std::move(fn)});
@@ -74,6 +78,16 @@ void Tape::backward(Tensor loss, const Tensor& grad_output) {
                shape_str(loss.shape()));
     g.data()[0] += 1.0f;
   }
+  run_nodes();
+}
+
+void Tape::backward_seeded(const Tensor& out) {
+  ATTO_CHECK(out.defined() && out.requires_grad() && out.grad().defined(),
+             "backward_seeded: the output has no gradient to start from");
+  run_nodes();
+}
+
+void Tape::run_nodes() {
   // Run newest first. A node may not record new nodes (backward is not differentiable).
   const bool prev = grad_enabled();
   set_grad_enabled(false);
@@ -121,6 +135,10 @@ void Tape::note_inputs(std::initializer_list<const Tensor*> inputs) {
     if (it != watched_.end() && first_use_[it->second] < 0)
       first_use_[it->second] = static_cast<int64_t>(nodes_.size());  // the node this op records next
   }
+}
+
+void Tape::note_inputs(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs) note_inputs({&t});
 }
 
 // backward()'s node loop with the ready callbacks: leaves by first use, newest first; once node i

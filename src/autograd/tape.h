@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/rng.h"
 #include "tensor/tensor.h"
 
 namespace atto {
@@ -66,6 +67,8 @@ class Tape {
   // Seeds loss.grad with `grad_output` (ones for a one-element loss when undefined), runs
   // every node newest first, then clears the tape.
   void backward(Tensor loss, const Tensor& grad_output = Tensor());
+  // The same with out's gradient already set (out.set_grad): it is the seed, taken as it is.
+  void backward_seeded(const Tensor& out);
   void clear();
   size_t size() const { return nodes_.size(); }
   // Names of the recorded ops, oldest first (for tests and debugging).
@@ -90,6 +93,7 @@ class Tape {
   void watch(const std::vector<Tensor>& leaves, std::function<void(size_t)> on_final);
   bool watching() const { return on_final_ != nullptr; }
   void note_inputs(std::initializer_list<const Tensor*> inputs);
+  void note_inputs(const std::vector<Tensor>& inputs);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -104,6 +108,7 @@ class Tape {
   };
   std::vector<Node> nodes_;
   void run_node(Node& node);
+  void run_nodes();  // newest first, grad mode off; then clears the tape
 
   std::unordered_map<const void*, size_t> watched_;  // leaf id -> its index in first_use_
   std::vector<int64_t> first_use_;                   // per watched leaf: first node that may touch it (-1: none)
@@ -111,8 +116,36 @@ class Tape {
   void run_nodes_watched();
 };
 
-// The calling thread's tape.
+// The calling thread's tape: its own, or the one a TapeScope put in its place.
 Tape& tape();
+
+// Makes `t` the calling thread's tape for its lifetime (recompute's second forward and its
+// backward run on a tape of their own, inside a node of the outer one).
+class TapeScope {
+ public:
+  explicit TapeScope(Tape& t);
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  Tape* prev_;
+};
+
+// Activation recomputation (checkpointing; `atto train --recompute`): returns f(inputs) and keeps
+// only `inputs` for the backward, not what f's ops would save (for a transformer block, about
+// 15 floats a token per model dimension instead of 1). The forward runs f without recording.
+// One node holds the inputs; when the backward reaches it, it runs f again with recording on a
+// tape of its own, seeds that output with the gradient of the first, runs that tape's backward,
+// and passes the inputs' gradients on. The second forward gives the first's bits (every kernel
+// is deterministic; `rng`, the dropout Rng that f draws from, or nullptr, is put back to its
+// state at the first call for it and restored afterwards), so every gradient has the bits it
+// has without recomputation. Parameters f reads are leaves: their gradients accumulate where
+// they would. `params` lists them for gradient-ready callbacks (Tape::watch); it may be empty
+// when the tape is not watching. Without grad mode or an input or parameter that requires
+// grad, this is f(inputs).
+using RecomputeFn = std::function<Tensor(const std::vector<Tensor>&)>;
+Tensor recompute(const RecomputeFn& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, Rng* rng);
 
 // tape().backward(loss, grad_output).
 void backward(const Tensor& loss, const Tensor& grad_output = Tensor());

@@ -196,11 +196,16 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
 
   Rng init_rng(opt.seed), data_rng(opt.seed ^ 0xDA7A5EEDull), dropout_rng(opt.seed ^ 0xD50F0D7Eull);
   GPT model(opt.model, init_rng);
+  model.set_recompute(opt.recompute);
   model.set_rng(&dropout_rng);
   model.train();
   optim::AdamW adamw(optim::default_param_groups(model.trainable_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
   Rng replica_rng(0);  // replicas' own initial values are replaced by the model's
-  DataParallel dp(model, resolve_shards(opt.shards, B), [&] { return std::make_unique<GPT>(opt.model, replica_rng); });
+  DataParallel dp(model, resolve_shards(opt.shards, B), [&] {
+    auto replica = std::make_unique<GPT>(opt.model, replica_rng);
+    replica->set_recompute(opt.recompute);
+    return replica;
+  });
   std::vector<TokenBatch> batches;
   const int64_t nb = opt.data_batches > 0 ? std::min(opt.data_batches, total) : total;
   for (int64_t i = 0; i < nb; ++i) batches.push_back(random_batch(data_rng, B, T, opt.model.vocab_size));

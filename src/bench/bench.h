@@ -111,6 +111,7 @@ struct TrainBenchOptions {
   double peak_gflops = 0.0;  // sgemm peak for MFU; 0 = measure it (bench_gemm defaults); < 0 = skip
   bool profile = false;      // also time the step's phases and every op kind (slightly slower steps)
   kernels::Precision precision = kernels::Precision::F32;  // bf16: as atto train --precision bf16
+  bool recompute = false;    // as atto train --recompute
 };
 // With TrainBenchOptions::profile: mean milliseconds per timed step.
 struct PhaseTime {

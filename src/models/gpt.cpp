@@ -182,6 +182,10 @@ Tensor GPT::blocks_and_head(Tensor x, std::span<Cache* const> caches, nn::BlockO
   return lm_head.forward(x);  // [R, T, V]
 }
 
+void GPT::set_recompute(bool on) {
+  for (auto& b : transformer.h) b->recompute = on;
+}
+
 Tensor GPT::blocks(Tensor x, std::span<Cache* const> caches, nn::BlockObserver* observer) {
   const nn::AttentionMask causal{.causal = true, .key_mask = {}};
   std::vector<nn::KVCache*> layer(caches.size());

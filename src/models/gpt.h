@@ -116,6 +116,9 @@ class GPT : public nn::Module {
   Tensor forward_step(const std::vector<int32_t>& idx, std::span<Cache* const> caches);
 
   const GPTConfig& config() const { return cfg_; }
+  // `atto train --recompute`: each block keeps only its input for the backward and runs again
+  // there (nn::Block::recompute); the same bits, less memory, one more forward of the blocks.
+  void set_recompute(bool on);
   // Applies GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases,
   // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 n_layers)).
   void init_gpt2(Rng& rng);

@@ -56,6 +56,11 @@ Seq2Seq::EncoderStack::EncoderStack(const Seq2SeqConfig& cfg, Rng& rng) : Stack(
   add_final_norm(cfg);
 }
 
+void Seq2Seq::set_recompute(bool on) {
+  for (auto& l : encoder.layers) l->recompute = on;
+  for (auto& l : decoder.layers) l->recompute = on;
+}
+
 Tensor Seq2Seq::EncoderStack::forward(const std::vector<int32_t>& src, int64_t B, int64_t S,
                                       const nn::AttentionMask& mask, nn::BlockObserver* observer) const {
   Tensor x = embed(src, B, S, 0);

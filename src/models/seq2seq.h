@@ -84,6 +84,9 @@ class Seq2Seq : public nn::Module {
   Tensor decode_cached(const std::vector<int32_t>& tgt, int64_t B, int64_t Tn, Cache& cache);
 
   const Seq2SeqConfig& config() const { return cfg_; }
+  // `atto train --recompute`: every encoder and decoder layer keeps only its inputs for the
+  // backward and runs again there (nn::Block::recompute).
+  void set_recompute(bool on);
 
   // What both stacks start with: token embeddings scaled by sqrt(C) plus positions, then dropout;
   // and, pre-norm, the final norm ("ln_f", registered after the layers).

@@ -97,9 +97,26 @@ class Sublayers {
   bool pre_norm_;
   BlockObserver* observer_;
 };
+
+// The parameters a recomputed block reads, for the tape's gradient-ready callbacks (only a
+// watching tape needs them).
+std::vector<Tensor> watched_parameters(const Module& m) {
+  std::vector<Tensor> out;
+  if (!tape().watching()) return out;
+  for (const auto& p : m.named_parameters()) out.push_back(p.tensor);
+  return out;
+}
+
 }  // namespace
 
 Tensor Block::forward(const Tensor& x, const AttentionMask& mask, KVCaches caches, BlockObserver* observer) {
+  if (!recompute || !caches.empty() || observer != nullptr || !grad_enabled())
+    return forward_once(x, mask, caches, observer);
+  return atto::recompute([this, mask](const std::vector<Tensor>& in) { return forward_once(in[0], mask, {}, nullptr); },
+                         {x}, watched_parameters(*this), rng());
+}
+
+Tensor Block::forward_once(const Tensor& x, const AttentionMask& mask, KVCaches caches, BlockObserver* observer) {
   if (observer) observer->input(x.detach());
   const Sublayers residual(pre_norm_, observer);
   const Tensor h = residual(x, ln_1, Sublayer::SelfAttention, [&](const Tensor& a, const Tensor& r, Tensor* w) {
@@ -127,6 +144,17 @@ DecoderBlock::DecoderBlock(const BlockConfig& cfg, Rng& rng)
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
                              const AttentionMask& memory_mask, DecoderCache* cache, BlockObserver* observer) {
+  if (!recompute || cache != nullptr || observer != nullptr || !grad_enabled())
+    return forward_once(x, memory, self_mask, memory_mask, cache, observer);
+  return atto::recompute(
+      [this, self_mask, memory_mask](const std::vector<Tensor>& in) {
+        return forward_once(in[0], in[1], self_mask, memory_mask, nullptr, nullptr);
+      },
+      {x, memory}, watched_parameters(*this), rng());
+}
+
+Tensor DecoderBlock::forward_once(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
+                                  const AttentionMask& memory_mask, DecoderCache* cache, BlockObserver* observer) {
   if (observer) observer->input(x.detach());
   KVCache* self_cache[] = {cache ? &cache->self : nullptr};
   const KVCaches self_caches = cache ? KVCaches(self_cache) : KVCaches();

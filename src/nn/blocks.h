@@ -129,9 +129,13 @@ class Block : public Module {
   SelfAttention attn;
   Norm ln_2;
   FeedForward mlp;
+  // Training keeps only the block's input and recomputes the rest in the backward (autograd's
+  // recompute, `atto train --recompute`): the same bits, one more forward of the block.
+  bool recompute = false;
 
  private:
   bool pre_norm_;
+  Tensor forward_once(const Tensor& x, const AttentionMask& mask, KVCaches caches, BlockObserver* observer);
 };
 
 // Masked self-attention + cross-attention over the encoder output + FFN.
@@ -149,9 +153,12 @@ class DecoderBlock : public Module {
   CrossAttention cross_attn;
   Norm ln_3;
   FeedForward mlp;
+  bool recompute = false;  // as Block's (the inputs kept: x and the memory)
 
  private:
   bool pre_norm_;
+  Tensor forward_once(const Tensor& x, const Tensor& memory, const AttentionMask& self_mask,
+                      const AttentionMask& memory_mask, DecoderCache* cache, BlockObserver* observer);
 };
 
 AttentionConfig attention_config(const BlockConfig& cfg);

@@ -344,6 +344,12 @@ std::vector<ConfigField> run_control_rows() {
                 "fp32, or bf16: matrix products with bf16 inputs and fp32 sums on AMX or AVX512_BF16 "
                 "(weights, gradients and AdamW stay fp32)")
           .on_resume(),
+      Row("recompute", S::Train, kBoth, value(train(&TrainConfig::recompute)))
+          .flag("--recompute",
+                "Keep only each block's input for the backward and compute the block again there "
+                "(activation checkpointing): the same bits, much less memory for long blocks, about "
+                "a third more time a step. May change on --resume")
+          .on_resume(),
       Row("eval_every", S::Train, kBoth, value(train(&TrainConfig::eval_every)))
           .flag("--eval-every", "Evaluate the validation split every N steps")
           .on_resume(),

@@ -93,6 +93,8 @@ struct TrainConfig {
   int shards = 0;   // data-parallel shards of a batch's rows (train/data_parallel.h); 0 = auto
   // bf16: the GEMMs take bf16 inputs (kernels.h); weights, gradients and AdamW stay fp32.
   kernels::Precision precision = kernels::Precision::F32;
+  // Each block's activations recomputed in the backward (nn::Block::recompute): less memory.
+  bool recompute = false;
   int64_t eval_every = 250;
   int64_t eval_batches = 0;  // 0 = the whole validation split
   int64_t early_stop = 0;    // stop after N evaluations without improvement; 0 = off

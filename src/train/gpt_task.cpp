@@ -96,13 +96,18 @@ class GptTask final : public TrainTask {
     m.validate();
     check_memory(cfg);
     model_ = std::make_unique<GPT>(m, init_rng);
+    model_->set_recompute(cfg.train.recompute);
     if (source) copy_source_weights(*source->model, *model_, cfg.train.init_from);
     if (resume && m.lora()) load_lora_base(dir, *model_);  // checked whole before anything is written
     source.reset();
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
         *model_, resolve_shards(cfg.train.shards, cfg.train.batch_size, dist.ranks()),
-        [&] { return std::make_unique<GPT>(m, scratch); }, dist.collective, dist.overlap);
+        [&] {
+          auto replica = std::make_unique<GPT>(m, scratch);
+          replica->set_recompute(cfg.train.recompute);
+          return replica;
+        }, dist.collective, dist.overlap);
   }
 
   // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).

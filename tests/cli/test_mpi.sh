@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # mpirun -np 2 atto train on loopback (Open MPI's mpirun, as a user runs it): the same loss
 # curve and the same model bytes as one process with the same number of shards, for a GPT
-# (dropout, gradient accumulation, with and without overlap) and an encoder-decoder; a 2-rank
-# run resumed in one process continues bit for bit; fine-tuning from a trained run (full and
-# LoRA) is bit for bit the same under both; ranks that disagree on the data stop with
-# an error; a rank killed or stopped mid-run ends the run with an error within 60 s and leaves
+# (dropout, gradient accumulation, with and without overlap, with --recompute) and an
+# encoder-decoder; a 2-rank run resumed in one process (with --recompute) continues bit for
+# bit; fine-tuning from a trained run (full and LoRA) is bit for bit the same under both; ranks
+# that disagree on the data stop with an error; a rank killed or stopped mid-run ends the run with an error within 60 s and leaves
 # a run directory that loads and resumes.
 # Usage: test_mpi.sh PATH/TO/atto
 set -u
@@ -59,12 +59,13 @@ same_run "$W/one" "$W/two" "gpt, 2 ranks vs 1 process"
 [ "$(grep -c '^trained 30 steps' <<<"$out")" = 1 ] && ok || bad "expected one report (rank 0's): $out"
 expect_ok "${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 30 --out "$W/two_on" --shards 1 --overlap on
 same_run "$W/one" "$W/two_on" "gpt, 2 ranks with overlap (on one host auto is off)"
-# 2 ranks x 2 shards = 1 process x 4 shards (a bigger model: several gradient buckets in flight)
+# 2 ranks x 2 shards = 1 process x 4 shards (a bigger model: several gradient buckets in flight),
+# the ranks recomputing each block in the backward (the buckets go out as recomputed blocks finish)
 B=(--data "$W/names.txt" --d-model 256 --n-layers 2 --n-heads 4 --steps 6 --eval-every 3 --dropout 0.1
   --batch-size 8 --seed 3 -q)
 expect_ok "$ATTO" train "${B[@]}" --out "$W/b1" --shards 4 --threads 2
-expect_ok "${MPIRUN[@]}" "$ATTO" train "${B[@]}" --out "$W/b2" --shards 2 --overlap on
-same_run "$W/b1" "$W/b2" "gpt d256, 2 ranks x 2 shards vs 1 x 4"
+expect_ok "${MPIRUN[@]}" "$ATTO" train "${B[@]}" --out "$W/b2" --shards 2 --overlap on --recompute
+same_run "$W/b1" "$W/b2" "gpt d256, 2 ranks x 2 shards with --recompute vs 1 x 4 without"
 # 3 ranks x 2 shards = 1 process x 6 shards (segments of uneven size; more ranks than cores)
 T=(--data "$W/names.txt" --d-model 32 --n-layers 1 --n-heads 2 --steps 8 --eval-every 4 --dropout 0.1
   --batch-size 12 --seed 9 -q)
@@ -86,8 +87,8 @@ cmp -s "$W/ft_lora.1/adapter.safetensors" "$W/ft_lora.2/adapter.safetensors" && 
 
 # ---- resume: a 2-rank checkpoint continued in one process = one uninterrupted run ----
 expect_ok "${MPIRUN[@]}" "$ATTO" train "${G[@]}" --steps 10 --out "$W/half" --shards 1
-expect_ok "$ATTO" train --resume "$W/half" --steps 30 --shards 2 --threads 2 -q
-same_run "$W/one" "$W/half" "2-rank checkpoint resumed in 1 process"
+expect_ok "$ATTO" train --resume "$W/half" --steps 30 --shards 2 --threads 2 --recompute -q
+same_run "$W/one" "$W/half" "2-rank checkpoint resumed in 1 process, with --recompute"
 # and a 1-process checkpoint continued by 2 ranks
 expect_ok "$ATTO" train "${G[@]}" --steps 10 --out "$W/half1" --shards 2 --threads 2
 expect_ok "${MPIRUN[@]}" "$ATTO" train --resume "$W/half1" --steps 30 --shards 1 -q
