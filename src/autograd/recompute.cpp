@@ -36,15 +36,58 @@ class RngReplay {
   Rng now_;
 };
 
+// The backward of one recomputed call: f again on leaves of the inputs' values, recorded on a tape
+// of its own with rng as it was at the first call, seeded with out's gradient g; then each
+// input's gradient passed on, taken whole when it has none yet (the bits it would have had
+// without recomputation), added otherwise.
+void run_again(const RecomputeFn& f, const std::vector<Tensor>& inputs, const Tensor& out, const Tensor& g, Rng* rng,
+               const Rng& start) {
+  std::vector<Tensor> leaves;
+  leaves.reserve(inputs.size());
+  for (const Tensor& x : inputs) {
+    Tensor l = x.defined() ? x.detach() : Tensor();
+    if (x.defined() && x.requires_grad()) l.set_requires_grad(true);
+    leaves.push_back(l);
+  }
+  Tape inner;
+  {
+    const TapeScope scope(inner);
+    const GradModeScope grad(true);
+    Tensor y;
+    {
+      const RngReplay replay(rng, start);
+      y = f(leaves);
+    }
+    ATTO_CHECK(y.shape() == out.shape() && y.requires_grad(),
+               "recompute: the second forward gave shape {} (requires grad {}), the first {}", shape_str(y.shape()),
+               y.requires_grad(), shape_str(out.shape()));
+    y.set_grad(g);
+    inner.backward_seeded(y);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    const Tensor gl = leaves[i].defined() ? leaves[i].grad() : Tensor();
+    if (!x.defined() || !x.requires_grad() || !gl.defined()) continue;
+    if (!x.grad().defined()) {
+      Tensor h = x;
+      h.set_grad(gl);
+    } else {
+      float* gx = detail::grad_ptr(x);
+      kernels::add_forward(gx, gx, gl.data(), x.numel());
+    }
+  }
+}
+
+bool any_wants_grad(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
 }  // namespace
 
 Tensor recompute(const RecomputeFn& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, Rng* rng) {
-  const auto wants_grad = [](const std::vector<Tensor>& ts) {
-    for (const Tensor& t : ts)
-      if (t.defined() && t.requires_grad()) return true;
-    return false;
-  };
-  if (!grad_enabled() || !(wants_grad(inputs) || wants_grad(params))) return f(inputs);
+  if (!grad_enabled() || !(any_wants_grad(inputs) || any_wants_grad(params))) return f(inputs);
   if (Tape& t = tape(); t.watching()) {
     t.note_inputs(inputs);
     t.note_inputs(params);
@@ -58,44 +101,7 @@ Tensor recompute(const RecomputeFn& f, const std::vector<Tensor>& inputs, const 
   detail::mark_output(out);
   tape().record("recompute", out, [f, inputs, out, rng, start]() {
     const Tensor g = out.grad();
-    if (!g.defined()) return;
-    // The second forward on leaves of the inputs' values, recorded on a tape of its own.
-    std::vector<Tensor> leaves;
-    leaves.reserve(inputs.size());
-    for (const Tensor& x : inputs) {
-      Tensor l = x.defined() ? x.detach() : Tensor();
-      if (x.defined() && x.requires_grad()) l.set_requires_grad(true);
-      leaves.push_back(l);
-    }
-    Tape inner;
-    {
-      const TapeScope scope(inner);
-      const GradModeScope grad(true);
-      Tensor y;
-      {
-        const RngReplay replay(rng, start);
-        y = f(leaves);
-      }
-      ATTO_CHECK(y.shape() == out.shape() && y.requires_grad(),
-                 "recompute: the second forward gave shape {} (requires grad {}), the first {}", shape_str(y.shape()),
-                 y.requires_grad(), shape_str(out.shape()));
-      y.set_grad(g);
-      inner.backward_seeded(y);
-    }
-    // Pass each input's gradient on: taken whole when it has none yet (the bits it would have
-    // had without recomputation), added otherwise.
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& x = inputs[i];
-      const Tensor gl = leaves[i].defined() ? leaves[i].grad() : Tensor();
-      if (!x.defined() || !x.requires_grad() || !gl.defined()) continue;
-      if (!x.grad().defined()) {
-        Tensor h = x;
-        h.set_grad(gl);
-      } else {
-        float* gx = detail::grad_ptr(x);
-        kernels::add_forward(gx, gx, gl.data(), x.numel());
-      }
-    }
+    if (g.defined()) run_again(f, inputs, out, g, rng, start);
   });
   return out;
 }

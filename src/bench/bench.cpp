@@ -185,6 +185,13 @@ double gemm_peak(const TrainBenchOptions& opt) {
   return opt.precision == kernels::Precision::BF16 ? g.bf16_best_gflops : g.best_gflops;
 }
 
+// A data-parallel replica of the timed model (its values replaced by the model's).
+std::unique_ptr<GPT> make_replica(const TrainBenchOptions& opt, Rng& rng) {
+  auto replica = std::make_unique<GPT>(opt.model, rng);
+  replica->set_recompute(opt.recompute);
+  return replica;
+}
+
 }  // namespace
 
 TrainBenchResult bench_train(const TrainBenchOptions& opt) {
@@ -193,19 +200,14 @@ TrainBenchResult bench_train(const TrainBenchOptions& opt) {
   opt.model.validate();
   kernels::set_num_threads(opt.threads);
   const int64_t B = opt.batch_size, T = opt.model.block_size, total = opt.warmup + opt.steps;
-
   Rng init_rng(opt.seed), data_rng(opt.seed ^ 0xDA7A5EEDull), dropout_rng(opt.seed ^ 0xD50F0D7Eull);
   GPT model(opt.model, init_rng);
-  model.set_recompute(opt.recompute);
+  model.set_recompute(opt.recompute);  // and the replicas: make_replica
   model.set_rng(&dropout_rng);
   model.train();
   optim::AdamW adamw(optim::default_param_groups(model.trainable_parameters(), kWeightDecay), {kBeta1, kBeta2, kEps});
   Rng replica_rng(0);  // replicas' own initial values are replaced by the model's
-  DataParallel dp(model, resolve_shards(opt.shards, B), [&] {
-    auto replica = std::make_unique<GPT>(opt.model, replica_rng);
-    replica->set_recompute(opt.recompute);
-    return replica;
-  });
+  DataParallel dp(model, resolve_shards(opt.shards, B), [&] { return make_replica(opt, replica_rng); });
   std::vector<TokenBatch> batches;
   const int64_t nb = opt.data_batches > 0 ? std::min(opt.data_batches, total) : total;
   for (int64_t i = 0; i < nb; ++i) batches.push_back(random_batch(data_rng, B, T, opt.model.vocab_size));

@@ -17,9 +17,7 @@ namespace {
 
 using json = nlohmann::json;
 
-// ============================================================================================
-// Bindings: a field's member in a RunConfig, read and written as JSON
-// ============================================================================================
+// ==== Bindings: a field's member in a RunConfig, read and written as JSON ===================
 struct Binding {
   ValueKind kind;
   std::function<json(const RunConfig&)> get;
@@ -106,9 +104,7 @@ bool parse_placement(const std::string& s) {
 }
 const char* placement_name(bool pre_norm) { return pre_norm ? "pre" : "post"; }
 
-// ============================================================================================
-// The table
-// ============================================================================================
+// ==== The table =============================================================================
 class Row {
  public:
   Row(const char* key, Section section, std::optional<Task> task, Binding b) {
@@ -346,9 +342,8 @@ std::vector<ConfigField> run_control_rows() {
           .on_resume(),
       Row("recompute", S::Train, kBoth, value(train(&TrainConfig::recompute)))
           .flag("--recompute",
-                "Keep only each block's input for the backward and compute the block again there "
-                "(activation checkpointing): the same bits, much less memory for long blocks, about "
-                "a third more time a step. May change on --resume")
+                "Keep only each block's input for the backward and compute the block again there (activation "
+                "checkpointing): the same bits, much less memory, about a third more time. May change on --resume")
           .on_resume(),
       Row("eval_every", S::Train, kBoth, value(train(&TrainConfig::eval_every)))
           .flag("--eval-every", "Evaluate the validation split every N steps")
@@ -436,9 +431,7 @@ std::string resume_allowed(bool flags) {
 
 }  // namespace
 
-// ============================================================================================
-// Public
-// ============================================================================================
+// ==== Public ================================================================================
 const char* to_string(Section s) {
   switch (s) {
     case Section::Model: return "model";

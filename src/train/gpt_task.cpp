@@ -95,19 +95,14 @@ class GptTask final : public TrainTask {
     m.vocab_size = tok_->vocab_size();
     m.validate();
     check_memory(cfg);
-    model_ = std::make_unique<GPT>(m, init_rng);
-    model_->set_recompute(cfg.train.recompute);
+    model_ = with_recompute(std::make_unique<GPT>(m, init_rng), cfg.train);
     if (source) copy_source_weights(*source->model, *model_, cfg.train.init_from);
     if (resume && m.lora()) load_lora_base(dir, *model_);  // checked whole before anything is written
     source.reset();
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
         *model_, resolve_shards(cfg.train.shards, cfg.train.batch_size, dist.ranks()),
-        [&] {
-          auto replica = std::make_unique<GPT>(m, scratch);
-          replica->set_recompute(cfg.train.recompute);
-          return replica;
-        }, dist.collective, dist.overlap);
+        [&] { return with_recompute(std::make_unique<GPT>(m, scratch), cfg.train); }, dist.collective, dist.overlap);
   }
 
   // The data and tokenizer: a text file (the tokenizer built from it, or the run's on resume).

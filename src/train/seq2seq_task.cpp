@@ -90,18 +90,13 @@ class Seq2SeqTask final : public TrainTask {
     const BucketOptions bo = bucket_options();
     batches_ = bucket_batches(train_, bo);
     val_batches_ = bucket_batches(val_, bo);
-    model_ = std::make_unique<Seq2Seq>(m, init_rng);
-    model_->set_recompute(cfg.train.recompute);
+    model_ = with_recompute(std::make_unique<Seq2Seq>(m, init_rng), cfg.train);
     int64_t most_rows = 1;  // shards are capped by the largest batch's rows
     for (const auto& idx : batches_) most_rows = std::max<int64_t>(most_rows, static_cast<int64_t>(idx.size()));
     Rng scratch(0);  // the replicas' own initial values are replaced by the model's
     dp_ = std::make_unique<DataParallel>(
         *model_, resolve_shards(cfg.train.shards, most_rows, dist.ranks()),
-        [&] {
-          auto replica = std::make_unique<Seq2Seq>(m, scratch);
-          replica->set_recompute(cfg.train.recompute);
-          return replica;
-        }, dist.collective, dist.overlap);
+        [&] { return with_recompute(std::make_unique<Seq2Seq>(m, scratch), cfg.train); }, dist.collective, dist.overlap);
   }
 
   nn::Module& model() override { return *model_; }

@@ -45,6 +45,13 @@ class TrainTask {
   virtual void write_files(const std::string& dir) const = 0;
 };
 
+// A model built for training: `m` with --recompute set as cfg says (the model and its replicas).
+template <class Model>
+std::unique_ptr<Model> with_recompute(std::unique_ptr<Model> m, const TrainConfig& t) {
+  m->set_recompute(t.recompute);
+  return m;
+}
+
 // Builds the task of cfg.task. Resolves what the data decides (data mode, block size,
 // vocabulary) into cfg. A new run builds its tokenizer(s) from the data; a resumed one loads
 // them from `dir`.
