@@ -7,7 +7,8 @@
 # override), PyTorch OPENBLAS_NUM_THREADS=2 and 2 threads.
 #   bench/gpt2/run.sh build/atto
 # Environment: BLOCKS ("256 1024"), PRECISIONS ("fp32 bf16"), STEPS (3; 2 at block 1024),
-# LORA (0: full fine-tuning steps; R: LoRA rank R on qkv), PYTHON (/usr/bin/python3).
+# LORA (0: full fine-tuning steps; R: LoRA rank R on qkv), RECOMPUTE (1: atto with --recompute;
+# PyTorch keeps its activations as it does by default), PYTHON (/usr/bin/python3).
 set -euo pipefail
 ATTO=${1:?usage: bench/gpt2/run.sh path/to/atto}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,13 +20,15 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; OP
 "$ATTO" --version | sed 's/^/  /'
 M=(--vocab-size 50257 --d-model 768 --n-heads 12 --n-layers 12 --batch-size 4 --ffn gelu_tanh --warmup 1
    --lora-rank "$LORA")
+A=()
+[ "${RECOMPUTE:-0}" = 1 ] && A=(--recompute)
 field() { grep '^{' | tail -1 | "$PY" -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 printf '| block | precision | atto tokens/s | PyTorch tokens/s | atto / PyTorch | peak RSS atto / PyTorch (GB) |\n'
 printf '|---|---|---|---|---|---|\n'
 for T in ${BLOCKS:-256 1024}; do
   steps=${STEPS:-$([ "$T" -ge 1024 ] && echo 2 || echo 3)}
   for p in ${PRECISIONS:-fp32 bf16}; do
-    a=$("$ATTO" bench train "${M[@]}" --block-size "$T" --steps "$steps" --threads 2 --precision "$p" --json)
+    a=$("$ATTO" bench train "${M[@]}" --block-size "$T" --steps "$steps" --threads 2 --precision "$p" "${A[@]}" --json)
     t=$(OPENBLAS_NUM_THREADS=2 "$PY" "$SRC/bench/e2e/ref_torch.py" train "${M[@]}" --block-size "$T" \
         --steps "$steps" --threads 2 --blas-threads 2 --precision "$p" --json)
     at=$(field tokens_per_s <<<"$a") tt=$(field tokens_per_s <<<"$t")
