@@ -189,10 +189,16 @@ int run_generate_bench(const GenerateBenchFlags& f) {
 struct GemmBenchFlags {
   CommonFlags common{.warmup = 2, .steps = 10};
   bench::GemmBenchOptions opt;
+  std::vector<int64_t> shape;  // --shape M,N,K
 };
 
 int run_gemm_bench(const GemmBenchFlags& f) {
   bench::GemmBenchOptions o = f.opt;
+  if (!f.shape.empty()) {
+    ATTO_CHECK(f.shape.size() == 3 && f.shape[0] > 0 && f.shape[1] > 0 && f.shape[2] > 0,
+               "bench gemm: --shape takes three positive sizes M,N,K (e.g. 4096,768,3072)");
+    o.m = f.shape[0], o.n = f.shape[1], o.k = f.shape[2];
+  }
   o.threads = f.common.threads;
   o.warmup = f.common.warmup;
   o.steps = f.common.steps;
@@ -203,8 +209,8 @@ int run_gemm_bench(const GemmBenchFlags& f) {
     fmt::print("{}\n", bench::to_json(r).dump());
     return 0;
   }
-  fmt::print("atto bench gemm: C[{0}, {0}] = A[{0}, {0}] @ B[{0}, {0}]^T (kernels::gemm); threads {1}\n", r.size,
-             r.threads);
+  fmt::print("atto bench gemm: C[{0}, {1}] = A[{0}, {2}] @ B[{1}, {2}]^T (kernels::gemm); threads {3}\n", r.m, r.n,
+             r.k, r.threads);
   fmt::print("{}\n", kernels::kernels_description());
   fmt::print("{}\n", stats_line(r.call, "call"));
   fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best (the peak MFU is measured against)\n", "sgemm",
@@ -309,6 +315,9 @@ Command add_bench(CLI::App& root) {
   CLI::App* gemm = app->add_subcommand("gemm", "Measure the sgemm peak (kernels::gemm, square matrices)");
   auto mf = std::make_shared<GemmBenchFlags>();
   gemm->add_option("--size", mf->opt.size, "M = N = K")->capture_default_str();
+  gemm->add_option("--shape", mf->shape, "M,N,K: C[M, N] = A[M, K] B[N, K]^T instead of --size's square")
+      ->expected(3)
+      ->delimiter(',');
   gemm->add_option("--fma-seconds", mf->opt.fma_seconds,
                    "Seconds spent measuring the cores' FMA ceiling after the GEMM; 0 = skip it")
       ->capture_default_str();

@@ -114,28 +114,33 @@ int64_t peak_rss_kib() {
 GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
   check_counts(opt.warmup, opt.steps, 1, opt.threads, "gemm");
   ATTO_CHECK(opt.size >= 1 && opt.size <= 16384, "bench gemm: --size must be in [1, 16384], got {}", opt.size);
+  const int64_t M = opt.m > 0 ? opt.m : opt.size, N = opt.n > 0 ? opt.n : opt.size, K = opt.k > 0 ? opt.k : opt.size;
+  ATTO_CHECK(M <= (1 << 20) && N <= (1 << 20) && K <= (1 << 20) && M * K <= (1ll << 30) && N * K <= (1ll << 30) &&
+                 M * N <= (1ll << 30),
+             "bench gemm: --shape {},{},{} is too large (each size at most 2^20, each matrix at most 2^30 values)", M,
+             N, K);
   ATTO_CHECK(opt.fma_seconds >= 0.0 && opt.fma_seconds <= 60.0,
              "bench gemm: --fma-seconds must be in [0, 60] (0 = skip the FMA ceiling), got {}", opt.fma_seconds);
   if (opt.precision == kernels::Precision::BF16) kernels::require_bf16("--precision bf16");  // before any timing
   kernels::set_num_threads(opt.threads);
-  const int64_t n = opt.size;
   Rng rng(opt.seed);
-  const Tensor a = Tensor::randn({n, n}, rng), b = Tensor::randn({n, n}, rng);
-  Tensor c = Tensor::zeros({n, n});
+  const Tensor a = Tensor::randn({M, K}, rng), b = Tensor::randn({N, K}, rng);
+  Tensor c = Tensor::zeros({M, N});
   // C[M, N] = A[M, K] @ B[N, K]^T: the layout of linear_forward.
   auto time_calls = [&](kernels::Precision p) {
     const kernels::PrecisionScope scope(p);
     std::vector<double> ms;
     for (int64_t i = 0; i < opt.warmup + opt.steps; ++i) {
       const auto t0 = Clock::now();
-      kernels::gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      kernels::gemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
       if (i >= opt.warmup) ms.push_back(ms_since(t0));
     }
     return step_stats(ms);
   };
-  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  const double flop = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   GemmBenchResult r;
-  r.size = n;
+  r.size = opt.size;
+  r.m = M, r.n = N, r.k = K;
   r.threads = kernels::num_threads();
   r.call = time_calls(kernels::Precision::F32);
   r.median_gflops = flop / (r.call.median_ms * 1e6);
@@ -335,6 +340,9 @@ nlohmann::json to_json(const StepStats& s) {
 
 nlohmann::json to_json(const GemmBenchResult& r) {
   return {{"size", r.size},
+          {"m", r.m},
+          {"n", r.n},
+          {"k", r.k},
           {"threads", r.threads},
           {"kernels", kernels::cpu_level_name(kernels::cpu_level())},
           {"call", to_json(r.call)},

@@ -69,6 +69,7 @@ int64_t peak_rss_kib();
 // ---- GEMM -------------------------------------------------------------------------------
 struct GemmBenchOptions {
   int64_t size = 1024;  // M = N = K
+  int64_t m = 0, n = 0, k = 0;  // a product of another shape: C[m, n] = A[m, k] B[n, k]^T (0: size)
   int64_t warmup = 2;   // untimed calls
   int64_t steps = 10;   // timed calls
   int threads = 0;      // 0 = all cores
@@ -78,10 +79,11 @@ struct GemmBenchOptions {
 };
 struct GemmBenchResult {
   int64_t size = 0;
+  int64_t m = 0, n = 0, k = 0;  // the product timed
   int threads = 0;
   StepStats call;              // ms per call
-  double median_gflops = 0.0;  // 2 size^3 / median call time
-  double best_gflops = 0.0;    // 2 size^3 / fastest call: the peak used for MFU
+  double median_gflops = 0.0;  // 2 m n k / median call time
+  double best_gflops = 0.0;    // 2 m n k / fastest call: the peak used for MFU
   // The cores' FMA ceiling (kernels::fma_peak_gflops, all threads at once): per thread, and the
   // sum, which no GEMM passes.
   std::vector<double> fma_gflops_per_thread;
