@@ -277,6 +277,19 @@ CLI::App* add_comm_bench(CLI::App* app, int& runs, std::vector<int64_t>& floats)
 
 }  // namespace
 
+std::shared_ptr<GemmBenchFlags> add_gemm_flags(CLI::App* gemm) {
+  auto mf = std::make_shared<GemmBenchFlags>();
+  gemm->add_option("--size", mf->opt.size, "M = N = K")->capture_default_str();
+  gemm->add_option("--shape", mf->shape, "M,N,K: C[M, N] = A[M, K] B[N, K]^T instead of --size's square")
+      ->expected(3)
+      ->delimiter(',');
+  gemm->add_option("--fma-seconds", mf->opt.fma_seconds,
+                   "Seconds spent measuring the cores' FMA ceiling after the GEMM; 0 = skip it")
+      ->capture_default_str();
+  add_common_flags(gemm, mf->common, "calls");
+  return mf;
+}
+
 Command add_bench(CLI::App& root) {
   CLI::App* app = root.add_subcommand("bench", "Measure training, generation and GEMM speed (see docs/bench.md)");
   app->require_subcommand(1);
@@ -312,16 +325,7 @@ Command add_bench(CLI::App& root) {
   gen->add_flag("--greedy", gf->opt.greedy, "Take the most likely token instead of sampling");
   add_common_flags(gen, gf->common, "runs");
 
-  CLI::App* gemm = app->add_subcommand("gemm", "Measure the sgemm peak (kernels::gemm, square matrices)");
-  auto mf = std::make_shared<GemmBenchFlags>();
-  gemm->add_option("--size", mf->opt.size, "M = N = K")->capture_default_str();
-  gemm->add_option("--shape", mf->shape, "M,N,K: C[M, N] = A[M, K] B[N, K]^T instead of --size's square")
-      ->expected(3)
-      ->delimiter(',');
-  gemm->add_option("--fma-seconds", mf->opt.fma_seconds,
-                   "Seconds spent measuring the cores' FMA ceiling after the GEMM; 0 = skip it")
-      ->capture_default_str();
-  add_common_flags(gemm, mf->common, "calls");
+  const auto mf = add_gemm_flags(app->add_subcommand("gemm", "Measure the sgemm peak (kernels::gemm, square matrices)"));
 
   CLI::App* comm = nullptr;
   auto comm_runs = std::make_shared<int>(10);
