@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "autograd/tape.h"
 #include "support.h"
@@ -259,6 +261,20 @@ TEST(GgufModel, Q4KWeightsStayQuantizedAndComputeClose) {
   EXPECT_LT(worst, 0.02);
   EXPECT_GT(worst, 0.0) << "computed on floats";
   std::printf("q4_k: max |logit(integer kernels) - logit(floats)| = %.3g\n", worst);
+  // A super-block whose dmin is not finite is refused by name, as a block's scale is.
+  const io::GgufFile f = io::read_gguf(dir / "k.gguf");
+  const io::GgufTensorInfo* t = f.find("blk.0.ffn_down.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, io::GgmlType::Q4_K);
+  std::string bytes = f.bytes_;
+  const uint16_t inf = 0x7C00;
+  std::memcpy(bytes.data() + f.data_start_ + t->offset + 144 + 2, &inf, 2);  // super-block 1's dmin
+  {
+    std::ofstream out(dir / "bad.gguf", std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  EXPECT_THAT(error_of([&] { load_gguf(dir / "bad.gguf", WeightStorage::Quantized); }),
+              HasSubstr("blk.0.ffn_down.weight holds a non-finite block min scale (inf in block 1)"));
 }
 
 // A llama file whose attention keys disagree with its tensors, or name what atto cannot run.
