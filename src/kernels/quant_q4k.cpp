@@ -214,7 +214,6 @@ QINLINE VI srl32(VI a, int n) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(n))
 QINLINE VI hi4(VI a) { return _mm512_srli_epi16(a, 4); }
 QINLINE VF cvt(VI a) { return _mm512_cvtepi32_ps(a); }
 QINLINE VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
-QINLINE VF halves(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h))); }
 // 16 bytes at wb + off[c] + o for the 16 columns: t[g] lane c = column c's dword g (g < 4).
 QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int64_t o) {
   VI z[4];
@@ -234,6 +233,20 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
     i1 = _mm512_dpbusd_epi32(i1, v[j + 1], set1(ldq(a.q + 4 * j + 4)));
   }
   return _mm512_add_epi32(i0, i1);
+}
+// A super-block's d, dmin and 6-bit words (scale_words) of the 16 columns, by 4 gathers.
+QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const uint8_t* wb, const int32_t* off) {
+  const VI idx = _mm512_loadu_si512(off);
+  const VI h = _mm512_i32gather_epi32(idx, wb, 1);
+  const VI a0 = _mm512_i32gather_epi32(idx, wb + 4, 1), a1 = _mm512_i32gather_epi32(idx, wb + 8, 1),
+           a2 = _mm512_i32gather_epi32(idx, wb + 12, 1);
+  d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));  // exact
+  dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+  const VI m6 = set1(0x3f3f3f3f), m4 = set1(0x0f0f0f0f), m2 = set1(0x30303030);
+  u[0] = vand(a0, m6);
+  u[1] = _mm512_or_si512(vand(a2, m4), vand(_mm512_srli_epi32(a0, 2), m2));
+  u[2] = vand(a1, m6);
+  u[3] = _mm512_or_si512(vand(_mm512_srli_epi32(a2, 4), m4), vand(_mm512_srli_epi32(a1, 2), m2));
 }
 QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
   const VF dx = set1f(a.d);
@@ -283,6 +296,20 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
   return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
 #endif
 }
+// A super-block's d, dmin and 6-bit words (scale_words) of the 8 columns.
+QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const uint8_t* wb, const int32_t* off) {
+  alignas(32) uint16_t hd[W], hm[W];
+  alignas(32) uint32_t uw[4][W];
+  for (int c = 0; c < W; c++) {
+    const uint8_t* blk = wb + off[c];
+    std::memcpy(hd + c, blk, 2), std::memcpy(hm + c, blk + 2, 2);
+    uint32_t uc[4];
+    scale_words(uc, blk + 4);
+    for (int i = 0; i < 4; i++) uw[i][c] = uc[i];
+  }
+  d = halves(hd), dmin = halves(hm);  // exact
+  for (int i = 0; i < 4; i++) u[i] = vload(uw[i]);
+}
 QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
   const VF dx = set1f(a.d);
   acc = _mm256_fmadd_ps(vmul(dsc, dx), cvt(p), acc);
@@ -297,19 +324,12 @@ constexpr int64_t kPacked = 32 * W * 4 + kScaleFloats * 4;
 
 // The scale products of a super-block of W columns (column c's at wb + off[c]), exact.
 QINLINE void scales(float* out, const uint8_t* wb, const int32_t* off) {
-  alignas(64) uint16_t hd[W], hm[W];
-  alignas(64) uint32_t u[4][W];
-  for (int c = 0; c < W; c++) {
-    const uint8_t* blk = wb + off[c];
-    std::memcpy(hd + c, blk, 2), std::memcpy(hm + c, blk + 2, 2);
-    uint32_t uc[4];
-    scale_words(uc, blk + 4);
-    for (int i = 0; i < 4; i++) u[i][c] = uc[i];
-  }
-  const VF d = halves(hd), dmin = halves(hm);  // exact
+  VI u[4];
+  VF d, dmin;
+  scale_vectors(u, d, dmin, wb, off);
   const VI ff = set1(0xff);
   for (int i = 0; i < 4; i++) {
-    const VI v = vload(u[i]);
+    const VI v = u[i];
     for (int b = 0; b < 4; b++) {
       const VF six = cvt(vand(srl32(v, 8 * b), ff));
       vstoref(out + ((i % 2) * 4 + b + (i / 2) * 8) * W, vmul(i < 2 ? d : dmin, six));
