@@ -1,7 +1,7 @@
 // The GGUF reader (io/gguf.h: header, metadata, tensor infos, alignment, data) and the model
 // import on top of it (run/gguf_model.h: llama.cpp's gpt2 / llama layouts, hyperparameters
-// against tensor shapes, the tokenizer's vocabulary), as floats and with q8_0/q4_0 matrices kept
-// quantized, a model that loads then running one token through the integer kernels.
+// against tensor shapes, the tokenizer's vocabulary), as floats and with q8_0/q4_0/Q4_K matrices
+// kept quantized, a model that loads then running one token through the integer kernels.
 #include "common.h"
 #include "io/gguf.h"
 #include "autograd/tape.h"

@@ -487,5 +487,5 @@ float max_of(const float* x, int64_t n);
 ATTO_ISA_END
 }  // namespace atto::kernels
 
-#include "kernels/quant.h"     // the linear layer on quantized weights (q8_0, q4_0)
+#include "kernels/quant.h"     // the linear layer on quantized weights (q8_0, q4_0, Q4_K)
 #include "kernels/dispatch.h"  // in a portable build, the names above call the chosen level's kernels

@@ -1,5 +1,5 @@
-// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0), computed in
-// integers per block of 32 (docs/cpu.md, "Integer kernels (quantized weights)").
+// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0, Q4_K), computed
+// in integers per block of 32 (docs/cpu.md, "Integer kernels (quantized weights)").
 //
 //   // y[M, N] = x[M, K] W^T + bias, W as N rows of ggml blocks (K a multiple of 32)
 //   atto::kernels::linear_quant_forward(y, x, w, QuantType::Q8_0, bias, M, K, N);
@@ -15,17 +15,19 @@
 namespace atto::kernels {
 
 // ggml's type ids, as stored in GGUF files.
-enum class QuantType : int { Q4_0 = 2, Q8_0 = 8 };
-// Bytes of one row of K values (K a multiple of 32): K/32 blocks of 18 (q4_0) or 34 (q8_0).
-// (Inline: the same at every level, so not in the dispatched table.)
-inline int64_t quant_row_bytes(QuantType t, int64_t K) { return K / 32 * (t == QuantType::Q4_0 ? 18 : 34); }
+enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12 };
+// Bytes of one row of K values: K/32 blocks of 18 (q4_0) or 34 (q8_0), or K/256 super-blocks of
+// 144 (Q4_K). (Inline: the same at every level, so not in the dispatched table.)
+inline int64_t quant_row_bytes(QuantType t, int64_t K) {
+  return t == QuantType::Q4_K ? K / 256 * 144 : K / 32 * (t == QuantType::Q4_0 ? 18 : 34);
+}
 
 ATTO_ISA_BEGIN
 // y[M, N] = x[M, K] W^T (+ bias[N] when bias != nullptr), W given as N rows of quant_row_bytes(t, K)
 // bytes each (ggml block layout). x is quantized per row in blocks of 32 to int8 with an f32 scale
 // (d = max|x|/127, q = nearbyint(x/d), ties to even; d = 0 -> all q = 0), then each output is
 // computed in integers per block and combined in float in the fixed order documented below.
-// K must be a multiple of 32 (callers check; assert/ATTO_CHECK here too).
+// K must be a multiple of 32 (of 256 for Q4_K; callers check, and so does this).
 //
 // The fixed orders (every level, every dot product, any thread count and the reference give these
 // bits). In both, s_b = dw_b * dx_b (one float multiply: block b's fp16 scale as float times the
@@ -38,9 +40,15 @@ ATTO_ISA_BEGIN
 // q4_0: one float acc = 0 per output. For each block b in order, p_b = sum_{i<32} w_int[32b + i] *
 // x_int[32b + i] over the whole block, exact (w_int = nibble - 8; |p_b| <= 32512, so float(p_b)
 // is exact too), acc = fma(s_b, float(p_b), acc); y = acc.
+// Q4_K (super-blocks of 256: fp16 d and dmin, eight 6-bit scales sc_j and mins m_j, nibbles):
+// sub-block j of super-block s pairs with activation block b = 8s + j. One float acc = 0 per
+// output. For each b in order: P_b = sum_{i<32} nibble_i * x_int[32b + i] (exact int32, the
+// nibbles 0..15 as they are), S_b = sum_{i<32} x_int[32b + i] (exact), dsc = float(d) * sc_j and
+// dmn = float(dmin) * m_j (exact: 17 bits), then acc = fma(dsc * dx_b, float(P_b), acc) and
+// acc = fma(-(dmn * dx_b), float(S_b), acc) (each product one float multiply); y = acc.
 // An activation block with a NaN gets the scale NaN (so its outputs are NaN); q is clamped to
 // [-127, 127] (only a subnormal scale can round past it).
-// Throws std::invalid_argument when K is not a positive multiple of 32 (or M, N < 0).
+// Throws std::invalid_argument when K is not a multiple of 32 (Q4_K: 256) or t is another type.
 void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                           int64_t K, int64_t N);
 // The scalar reference: the same bits as linear_quant_forward at every level (plain C++ loops,
@@ -48,7 +56,8 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
 void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                                 int64_t K, int64_t N);
 // out[r, :] = dequantized row ids[r] of W (N rows of K values): an embedding lookup on quantized
-// rows. Each value is float(d) * int, the bits of io's ggml decoder (src/io/ggml_quants.cpp).
+// rows. Each value is float(d) * int (Q4_K: (d * sc) * nibble - dmin * m), the bits of io's ggml
+// decoder (src/io/ggml_quants.cpp).
 void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const int32_t* ids, int64_t n_ids);
 // Which integer dot product the chosen level runs: "avx512vnni", "avxvnni", "avx2", "neon", "scalar".
 const char* quant_kernel_name();

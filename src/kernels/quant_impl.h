@@ -1,5 +1,5 @@
 // atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: q8_0, the entry
-// points, the activations; quant_q4.cpp: q4_0). Internal to src/kernels.
+// points, the activations; quant_q4.cpp: q4_0; quant_q4k.cpp: Q4_K). Internal to src/kernels.
 #pragma once
 
 #include <cstdint>
@@ -78,5 +78,36 @@ float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
 // q4_0 outputs y[m * N + n] (+ bias[n]) for every row m < M and columns [n0, n1) with dot k.
 void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
                 int64_t nb, int64_t n0, int64_t n1);
+
+// Q4_K's (quant.h's Q4_K order; quant_q4k.cpp): the reference chain of one output (nb activation
+// blocks, nb / 8 super-blocks), the outputs of columns [n0, n1) with dot k, and one row of K
+// values decoded as io's decoder does (the same bits).
+float q4k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
+void q4k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                 int64_t nb, int64_t n0, int64_t n1);
+void q4k_dequantize_row(float* out, const uint8_t* row, int64_t K);
+
+#if defined(__AVX2__)
+// What the column-a-lane kernels (q4_0, Q4_K) share.
+// 4x4 dwords transposed within each 128-bit lane: t[g] lane i = z[i] lane g.
+#define ATTO_Q4_TRANSPOSE(V, sfx, z, t)                                                       \
+  do {                                                                                        \
+    const V a0 = _mm##sfx##_unpacklo_epi32(z[0], z[1]), a1 = _mm##sfx##_unpackhi_epi32(z[0], z[1]); \
+    const V a2 = _mm##sfx##_unpacklo_epi32(z[2], z[3]), a3 = _mm##sfx##_unpackhi_epi32(z[2], z[3]); \
+    t[0] = _mm##sfx##_unpacklo_epi64(a0, a2), t[1] = _mm##sfx##_unpackhi_epi64(a0, a2);      \
+    t[2] = _mm##sfx##_unpacklo_epi64(a1, a3), t[3] = _mm##sfx##_unpackhi_epi64(a1, a3);      \
+  } while (0)
+
+QINLINE __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// One row of a tile's outputs: cols of them, + bias where given.
+QINLINE void store_row(float* y, const float* acc, const float* bias, int cols) {
+  for (int c = 0; c < cols; c++) {
+    float v = acc[c];
+    if (bias != nullptr) v += bias[c];  // (not + 0: that would turn -0 into +0)
+    y[c] = v;
+  }
+}
+#endif
 
 }  // namespace ATTO_KERNELS_NS::quant_detail

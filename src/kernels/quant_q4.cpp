@@ -66,32 +66,6 @@ float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb) {
 }  // namespace ATTO_KERNELS_NS::quant_detail
 
 #if defined(__AVX2__)
-namespace ATTO_KERNELS_NS::quant_detail {
-namespace {
-
-// 4x4 dwords transposed within each 128-bit lane: t[g] lane i = z[i] lane g.
-#define ATTO_Q4_TRANSPOSE(V, sfx, z, t)                                                       \
-  do {                                                                                        \
-    const V a0 = _mm##sfx##_unpacklo_epi32(z[0], z[1]), a1 = _mm##sfx##_unpackhi_epi32(z[0], z[1]); \
-    const V a2 = _mm##sfx##_unpacklo_epi32(z[2], z[3]), a3 = _mm##sfx##_unpackhi_epi32(z[2], z[3]); \
-    t[0] = _mm##sfx##_unpacklo_epi64(a0, a2), t[1] = _mm##sfx##_unpackhi_epi64(a0, a2);      \
-    t[2] = _mm##sfx##_unpacklo_epi64(a1, a3), t[3] = _mm##sfx##_unpackhi_epi64(a1, a3);      \
-  } while (0)
-
-QINLINE __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-
-// One row of a tile's outputs: cols of them, + bias where given.
-QINLINE void store_row(float* y, const float* acc, const float* bias, int cols) {
-  for (int c = 0; c < cols; c++) {
-    float v = acc[c];
-    if (bias != nullptr) v += bias[c];  // (not + 0: that would turn -0 into +0)
-    y[c] = v;
-  }
-}
-
-}  // namespace
-}  // namespace ATTO_KERNELS_NS::quant_detail
-
 #define ATTO_Q4_CHAIN 1
 #define ATTO_Q4_CHAIN_NS chain_avx2
 #include "kernels/quant_q4.cpp"  // NOLINT(build/include): 8 columns, vpmaddubsw + vpmaddwd

@@ -466,29 +466,33 @@ RunConfig gguf_run_config(const std::string& path) {
 namespace {
 
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
-// token embedding reads (not the learned positions, which are sliced), every part of one q8_0 or
-// q4_0 type.
+// token embedding reads (not the learned positions, which are sliced), every part of one q8_0,
+// q4_0 or Q4_K type (Q4_K: rows of whole super-blocks of 256, as a Q4_K tensor's rows must be).
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
-  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0) return false;
+  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0 && type != io::GgmlType::Q4_K) return false;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
     if (t->type != type || t->shape.size() != 2) return false;
+    if (type == io::GgmlType::Q4_K && t->shape[1] % 256 != 0) return false;
     if (names[i].last) return true;
   }
 }
 
-// A quantized block's scale (its first two bytes, fp16) must be finite, as a float weight must be.
+// A quantized block's scale (its first two bytes, fp16; a Q4_K super-block's d and dmin, its first
+// four) must be finite, as a float weight must be.
 void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, const std::string& bytes) {
-  const uint64_t block = io::ggml_nbytes(t.type, 32);
-  for (uint64_t b = 0; b + block <= bytes.size(); b += block) {
-    uint16_t h = 0;
-    std::memcpy(&h, bytes.data() + b, 2);
-    const float d = io::f16_to_f32(h);
-    ATTO_CHECK(std::isfinite(d), "{}: tensor {} holds a non-finite block scale ({} in block {})", path, t.name, d,
-               b / block);
-  }
+  const bool k = t.type == io::GgmlType::Q4_K;
+  const uint64_t block = io::ggml_nbytes(t.type, k ? 256 : 32);
+  for (uint64_t b = 0; b + block <= bytes.size(); b += block)
+    for (uint64_t at = 0; at < (k ? 4u : 2u); at += 2) {
+      uint16_t h = 0;
+      std::memcpy(&h, bytes.data() + b + at, 2);
+      const float d = io::f16_to_f32(h);
+      ATTO_CHECK(std::isfinite(d), "{}: tensor {} holds a non-finite block {} ({} in block {})", path, t.name,
+                 at == 0 ? "scale" : "min scale", d, b / block);
+    }
 }
 
 }  // namespace

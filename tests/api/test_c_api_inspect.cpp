@@ -137,15 +137,18 @@ TEST_F(CApiInspect, EmbeddingRowIsTokenPlusPositionFromTheWeights) {
   atto_weights_free(w);
 }
 
-// A q4_0 or q8_0 GGUF keeps its matrices quantized when the C API opens it; atto_model_weights
-// gives them dequantized, the same values as the file read as floats (and the other tensors as
-// they are), instead of failing on rows that hold no floats.
+// A q4_0, q8_0 or Q4_K GGUF keeps its matrices quantized when the C API opens it;
+// atto_model_weights gives them dequantized, the same values as the file read as floats (and the
+// other tensors as they are), instead of failing on rows that hold no floats. (Q4_K: a model of
+// d_model 256, so that its matrices' rows fill super-blocks.)
 TEST_F(CApiInspect, WeightsOfAQuantizedFileAreItsDequantizedValues) {
   const std::string run = train_run(*dir_, "run32", R"({"data": ")" + data_ + R"(", "steps": 2, "d_model": 32,
       "n_heads": 2, "n_layers": 1, "block_size": 12, "batch_size": 4, "eval_every": 2, "threads": 1})");
-  for (const atto::io::GgmlType type : {atto::io::GgmlType::Q4_0, atto::io::GgmlType::Q8_0}) {
+  const std::string run256 = train_run(*dir_, "run256", R"({"data": ")" + data_ + R"(", "steps": 1, "d_model": 256,
+      "n_heads": 2, "n_layers": 1, "block_size": 12, "batch_size": 2, "eval_every": 1, "threads": 1})");
+  for (const atto::io::GgmlType type : {atto::io::GgmlType::Q4_0, atto::io::GgmlType::Q8_0, atto::io::GgmlType::Q4_K}) {
     const std::string gguf = *dir_ / "run32.gguf";
-    atto::export_gguf(atto::load_run(run), gguf, type);
+    atto::export_gguf(atto::load_run(type == atto::io::GgmlType::Q4_K ? run256 : run), gguf, type);
     const atto::LoadedModel floats = atto::load_gguf(gguf);
     std::map<std::string, std::vector<float>> want;
     for (const auto& [name, t] : floats.model->state_dict()) want[name] = values(t);
@@ -179,7 +182,8 @@ TEST_F(CApiInspect, ErrorsNameWhatIsWrong) {
   EXPECT_EQ(atto_inspect(o.c, nullptr, 2, &x), ATTO_ERR_INVALID_ARGUMENT);
   const std::string fits(11, 'a'), too_long(12, 'a');  // + <eos>: 12 and 13 tokens, block size 12
   EXPECT_EQ(atto_inspect(o.c, too_long.data(), too_long.size(), &x), ATTO_ERR_INVALID_ARGUMENT);
-  EXPECT_THAT(atto_last_error(), HasSubstr("13 tokens with the <eos> that starts it, more than the model's block size of 12"));
+  EXPECT_THAT(atto_last_error(),
+              HasSubstr("13 tokens with the <eos> that starts it, more than the model's block size of 12"));
   EXPECT_EQ(x, nullptr);
   EXPECT_EQ(atto_inspection_n_tokens(inspect(o.c, fits).get()), 12u);
   EXPECT_EQ(atto_inspect(o.c, "maz", 3, &x), ATTO_ERR_BAD_INPUT);
@@ -201,8 +205,10 @@ TEST_F(CApiInspect, ErrorsNameWhatIsWrong) {
   EXPECT_THAT(atto_last_error(), HasSubstr("the text is empty"));
   const std::string src = dir_->write("toy.src", "hello my name\nhello messi\nmy name is messi\n");
   const std::string tgt = dir_->write("toy.tgt", "hola mi nombre\nhola messi\nmi nombre es messi\n");
-  const std::string s2s = train_run(*dir_, "s2s", R"({"task": "seq2seq", "src": ")" + src + R"(", "tgt": ")" + tgt +
-      R"(", "tokenizer": "word", "d_model": 16, "n_heads": 2, "n_enc_layers": 1, "n_dec_layers": 1, "d_ff": 32,
+  const std::string s2s = train_run(
+      *dir_, "s2s",
+      R"({"task": "seq2seq", "src": ")" + src + R"(", "tgt": ")" + tgt +
+          R"(", "tokenizer": "word", "d_model": 16, "n_heads": 2, "n_enc_layers": 1, "n_dec_layers": 1, "d_ff": 32,
           "steps": 1, "eval_bleu": 0, "threads": 1})");
   Opened q(s2s);
   EXPECT_EQ(atto_inspect(q.c, "hello", 5, &x), ATTO_ERR_INVALID_ARGUMENT);

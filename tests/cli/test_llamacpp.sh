@@ -139,9 +139,10 @@ done
 # q8_0 and q4_0 (every matrix: d_model 32 fills its blocks of 32): llama.cpp against atto reading
 # the SAME file, so both start from the same weights, and both round the activations to int8 per
 # block of 32 for those products (atto's integer kernels keep each block's scale in f32, ggml
-# rounds it to f16; Q4_K is converted to floats by atto): measured 1.7e-2 and 2.9e-2 (tanh and
-# llama q8_0: the run directory's floats against the same q8_0 file, above, gave 2.3e-2 and
-# 8.0e-2), 2.3e-2 and 1.9e-2 (q4_0), 3.8e-2 (llama256 q4_k); the bound, 0.11, is 3x the largest.
+# rounds it to f16; Q4_K in integers too, per sub-block of 32): measured 1.7e-2 and 2.9e-2 (tanh
+# and llama q8_0: the run directory's floats against the same q8_0 file, above, gave 2.3e-2 and
+# 8.0e-2), 2.3e-2 and 1.9e-2 (q4_0), 3.3e-2 (llama256 q4_k; 3.8e-2 when atto converted Q4_K to
+# floats); the bound, 0.11, is 3x the largest.
 # q4_k: a llama-layout model with d_ff 256, whose ffn_down rows fill Q4_K's super-blocks (the
 # other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K bytes as atto does.
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${llama[@]}" --d-ff 256 "${common[@]}"

@@ -1,4 +1,4 @@
-// The linear layer on q8_0 / q4_0 weights (kernels/quant.h): the kernels against the scalar
+// The linear layer on q8_0 / q4_0 / Q4_K weights (kernels/quant.h): the kernels against the scalar
 // reference bit for bit (every shape class, every level and integer dot product this CPU runs, 1
 // and 2 threads), the reference against a double-precision dot of the dequantized values, the
 // result against the f32 product within the activations' rounding, the row decoder, and K checks.
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -349,8 +350,8 @@ TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
   std::vector<uint8_t> w(static_cast<size_t>(3 * nb * 18));
   const uint16_t scales[4] = {0x3800, 0xBC00, 0x4000, 0x3400};  // 0.5, -1, 2, 0.25
   for (int64_t b = 0; b < nb; b++) {
-    uint8_t* p0 = w.data() + b * 18;          // row 0: all nibbles 0 (-8)
-    uint8_t* p1 = w.data() + (nb + b) * 18;   // row 1: all 15 (7)
+    uint8_t* p0 = w.data() + b * 18;             // row 0: all nibbles 0 (-8)
+    uint8_t* p1 = w.data() + (nb + b) * 18;      // row 1: all 15 (7)
     uint8_t* p2 = w.data() + (2 * nb + b) * 18;  // row 2: 0 and 15 alternating, and 8 (0)
     put_half(p0, scales[b]), put_half(p1, scales[(b + 1) % 4]), put_half(p2, scales[(b + 2) % 4]);
     for (int j = 0; j < 16; j++) {
@@ -367,8 +368,7 @@ TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
     x[2 * K + k] = k % 5 == 0 ? 127.0f : k % 5 == 1 ? -127.0f : static_cast<float>(k % 7) - 3.0f;
     x[3 * K + k] = k % 4 == 0 ? 63.5f : static_cast<float>(k % 9) * 0.5f - 2.0f;
   }
-  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n,
-                       int64_t kk) {
+  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
     float acc = 0.0f;
     for (int64_t b = 0; b < kk / 32; b++) {
       const float* v = xs.data() + m * kk + 32 * b;
@@ -403,6 +403,211 @@ TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
   for (int64_t m = 0; m < M2; m++)
     for (int64_t n = 0; n < N2; n++)
       EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
+}
+
+// ---- Q4_K -----------------------------------------------------------------------------------------
+// A super-block's 12 scale bytes from eight 6-bit scales and mins (the inverse of ggml's
+// get_scale_min_k4).
+void put_scales_k4(uint8_t* q, const int* sc, const int* m) {
+  for (int j = 0; j < 4; j++) {
+    q[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    q[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
+// ggml's get_scale_min_k4, written out again.
+void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63, m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+// Value i (< 32) of sub-block j of the super-block at blk.
+int nibble_k4(const uint8_t* blk, int j, int i) {
+  const uint8_t b = blk[16 + 32 * (j / 2) + i];
+  return j % 2 == 0 ? b & 15 : b >> 4;
+}
+
+// N rows of random Q4_K super-blocks: random nibbles and 6-bit scales and mins, random finite d and
+// dmin (subnormal and negative ones too).
+std::vector<uint8_t> make_q4k(int64_t N, int64_t K, uint32_t seed) {
+  std::vector<uint8_t> w(static_cast<size_t>(quant_row_bytes(QuantType::Q4_K, K) * N));
+  std::mt19937 gen(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(gen());
+  for (size_t s = 0; s < w.size(); s += 144) {
+    put_half(w.data() + s, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+    put_half(w.data() + s + 2, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+  }
+  return w;
+}
+
+// Q4_K at every dot product this CPU runs, on 1 and 2 threads: column groups with tails (16 on
+// zmm, 8 on ymm), row tiles with tails (6 or 4 rows; decoding's rows build the weights as they go),
+// K of 1, 2 and 12 super-blocks, with and without a bias; prints the dot products it ran.
+TEST(KernelQuant, Q4KEveryDotProductAndTailGivesTheReferenceBits) {
+  ThreadGuard threads;
+  uint32_t seed = 700;
+  int ran = 0;
+  std::string kinds;
+  for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
+    DotGuard guard(dot);
+    try {
+      quant_kernel_name();
+    } catch (const std::runtime_error&) {
+      continue;  // this CPU (or level) has no such dot product
+    }
+    ran++;
+    kinds += std::string(" ") + dot;
+    for (int64_t K : {256, 512, 3072})
+      for (int64_t N : {1, 7, 17, 40}) {
+        const auto w = make_q4k(N, K, seed++);
+        const auto bias = randn(N, seed++);
+        for (int64_t M : {1, 2, 3, 7, 13})
+          for (const bool with_bias : {false, true}) {
+            if (K == 3072 && N * M > 120) continue;  // the reference's time (ASan, qemu); K = 512 has them
+            const auto x = randn(M * K, seed++);
+            const float* b = with_bias ? bias.data() : nullptr;
+            const auto want = run_naive(x, w, QuantType::Q4_K, b, M, K, N);
+            for (int nt : {1, 2}) {
+              set_num_threads(nt);
+              expect_bit_identical(run_fast(x, w, QuantType::Q4_K, b, M, K, N), want,
+                                   std::string(dot) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                                       " N=" + std::to_string(N) + " threads=" + std::to_string(nt) +
+                                       (with_bias ? " bias" : ""));
+              if (HasFatalFailure()) return;
+            }
+          }
+      }
+  }
+  std::printf("q4_k: dot products run:%s\n", kinds.c_str());
+  EXPECT_GE(ran, 2);
+}
+
+// Q4_K's documented order, recomputed here: per sub-block P_b = sum nibble * q and S_b = sum q
+// exactly (64 bits), dsc = d * sc and dmn = dmin * m (exact in float), acc = fmaf(dsc * dx, P_b,
+// acc), acc = fmaf(-(dmn * dx), S_b, acc). Hand-made super-blocks at the extremes (nibbles 0 and
+// 15, scales and mins 0 and 63, q = +-127) with exact expected sums, then random ones.
+TEST(KernelQuant, Q4KReferenceFollowsTheDocumentedOrder) {
+  const int64_t K = 256, N = 4;
+  std::vector<uint8_t> w(static_cast<size_t>(N * 144));
+  const int s63[8] = {63, 63, 63, 63, 63, 63, 63, 63}, s0[8] = {}, alt[8] = {63, 0, 63, 0, 0, 63, 0, 63};
+  // Row 0: d = 1, dmin = 1, scales 63, mins 0, nibbles 15. Row 1: scales 0, mins 63, nibbles 15.
+  // Row 2: scales and mins 63, nibbles 0. Row 3: d = 0.5, dmin = 2, scales alternating 63/0, mins
+  // the other way round, sub-block j's nibbles 15 (j even) or 0 (odd).
+  const uint16_t d[4] = {0x3C00, 0x3C00, 0x3C00, 0x3800}, dmin[4] = {0x3C00, 0x3C00, 0x3C00, 0x4000};
+  const int* scs[4] = {s63, s0, s63, alt};
+  const int mins3[8] = {0, 63, 0, 63, 63, 0, 63, 0};
+  const int* mns[4] = {s0, s63, s63, mins3};
+  for (int n = 0; n < N; n++) {
+    uint8_t* blk = w.data() + n * 144;
+    put_half(blk, d[n]), put_half(blk + 2, dmin[n]);
+    put_scales_k4(blk + 4, scs[n], mns[n]);
+    for (int j = 0; j < 8; j++)
+      for (int i = 0; i < 32; i++) {
+        const int v = n == 2 ? 0 : n == 3 ? (j % 2 == 0 ? 15 : 0) : 15;
+        uint8_t& b = blk[16 + 32 * (j / 2) + i];
+        b = static_cast<uint8_t>(j % 2 == 0 ? (b & 0xF0) | v : (b & 0x0F) | (v << 4));
+      }
+  }
+  // x rows: all 127 (q = 127, dx = 1); all -127; +-127 by sub-block and small integers; random.
+  const int64_t M = 4;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  const auto r = randn(K, 71);
+  for (int64_t k = 0; k < K; k++) {
+    x[k] = 127.0f, x[K + k] = -127.0f;
+    x[2 * K + k] = k % 32 == 0 ? ((k / 32) % 2 == 0 ? 127.0f : -127.0f) : static_cast<float>(k % 7) - 3.0f;
+    x[3 * K + k] = r[k];
+  }
+  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < kk / 32; b++) {
+      const float* v = xs.data() + m * kk + 32 * b;
+      float amax = 0.0f;
+      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
+      const float dx = amax / 127.0f;
+      const uint8_t* blk = ws.data() + (n * kk / 256 + b / 8) * 144;
+      const int j = static_cast<int>(b % 8);
+      int64_t p = 0, s = 0;
+      for (int i = 0; i < 32; i++) {
+        const int64_t q = dx != 0.0f ? static_cast<int64_t>(std::nearbyint(std::clamp(v[i] / dx, -127.0f, 127.0f))) : 0;
+        p += nibble_k4(blk, j, i) * q, s += q;
+      }
+      int sc, mn;
+      scale_min_k4(j, blk + 4, sc, mn);
+      const float dsc = static_cast<float>(from_half(get_half(blk)) * sc);
+      const float dmn = static_cast<float>(from_half(get_half(blk + 2)) * mn);
+      acc = std::fma(static_cast<float>(double{dsc} * dx), static_cast<float>(p), acc);
+      acc = std::fma(-static_cast<float>(double{dmn} * dx), static_cast<float>(s), acc);
+    }
+    return acc;
+  };
+  const auto y = run_naive(x, w, QuantType::Q4_K, nullptr, M, K, N);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "m=" << m << " n=" << n;
+  // Exactly, x = 127 everywhere (P = 32 * 127 * nibble, S = 4064): row 0, 8 sub-blocks of
+  // 63 * 60960; row 1, 8 of -63 * 4064; row 2 the same (its P = 0); row 3, two sub-blocks of
+  // 0.5 * 63 * 60960 (sub-blocks 0 and 2) and four of -2 * 63 * 4064 (1, 3, 4, 6; 5 and 7 add 0).
+  EXPECT_EQ(y[0], 8.0f * 63.0f * 60960.0f);
+  EXPECT_EQ(y[1], -8.0f * 63.0f * 4064.0f);
+  EXPECT_EQ(y[2], -8.0f * 63.0f * 4064.0f);
+  EXPECT_EQ(y[3], 2.0f * 31.5f * 60960.0f - 4.0f * 126.0f * 4064.0f);
+  // x = -127: row 0 -8 * 63 * 60960, row 1 +8 * 63 * 4064.
+  EXPECT_EQ(y[N + 0], -8.0f * 63.0f * 60960.0f);
+  EXPECT_EQ(y[N + 1], 8.0f * 63.0f * 4064.0f);
+  // Random super-blocks (subnormal and negative d and dmin), random activations.
+  const int64_t M2 = 5, K2 = 512, N2 = 9;
+  const auto w2 = make_q4k(N2, K2, 73);
+  const auto x2 = randn(M2 * K2, 74);
+  const auto y2 = run_naive(x2, w2, QuantType::Q4_K, nullptr, M2, K2, N2);
+  for (int64_t m = 0; m < M2; m++)
+    for (int64_t n = 0; n < N2; n++)
+      EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
+}
+
+// dequantize_rows on Q4_K: ggml's dequantize_row_q4_K (as io's decoder: d1 * q - m1 in float), bit
+// for bit, for rows picked by id.
+TEST(KernelQuant, Q4KDequantizeRowsIsGgmlsDecoder) {
+  const int64_t N = 5, K = 512;
+  const auto w = make_q4k(N, K, 81);
+  const std::vector<int32_t> ids = {4, 0, 4, 2};
+  std::vector<float> got(ids.size() * K);
+  dequantize_rows(got.data(), w.data(), QuantType::Q4_K, K, ids.data(), static_cast<int64_t>(ids.size()));
+  for (size_t r = 0; r < ids.size(); r++)
+    for (int64_t s = 0; s < K / 256; s++) {
+      const uint8_t* blk = w.data() + (ids[r] * K / 256 + s) * 144;
+      const float d = static_cast<float>(from_half(get_half(blk))),
+                  dmin = static_cast<float>(from_half(get_half(blk + 2)));
+      for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        scale_min_k4(j, blk + 4, sc, mn);
+        const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
+        for (int i = 0; i < 32; i++) {
+          const volatile float prod = d1 * static_cast<float>(nibble_k4(blk, j, i));  // (no fused multiply-add)
+          ASSERT_EQ(got[r * K + s * 256 + 32 * j + i], prod - m1)
+              << "r=" << r << " s=" << s << " j=" << j << " i=" << i;
+        }
+      }
+    }
+}
+
+TEST(KernelQuant, Q4KNeedsWholeSuperBlocks) {
+  EXPECT_EQ(quant_row_bytes(QuantType::Q4_K, 512), 288);
+  std::vector<float> x(2 * 512, 1.0f), y(4, 0.0f);
+  std::vector<uint8_t> w(4 * 288, 0);
+  const int32_t id = 0;
+  for (int64_t K : {32, 224, 288, -256, 1}) {
+    EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_K, nullptr, 1, K, 2),
+                 std::invalid_argument);
+    EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), QuantType::Q4_K, nullptr, 1, K, 2),
+                 std::invalid_argument);
+    EXPECT_THROW(dequantize_rows(y.data(), w.data(), QuantType::Q4_K, K, &id, 1), std::invalid_argument);
+  }
+  try {
+    linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_K, nullptr, 1, 32, 2);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
+  }
 }
 
 TEST(KernelQuant, NamesItsDotProduct) {

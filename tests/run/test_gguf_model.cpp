@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "autograd/tape.h"
 #include "support.h"
@@ -220,11 +222,59 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
       }
       // Training on quantized rows is refused, naming why; so is reading them as floats.
       EXPECT_THAT(error_of([&] { quant.model->forward(ids, 1, static_cast<int64_t>(ids.size())); }),
-                  HasSubstr("serve inference only")) << what;
+                  HasSubstr("serve inference only"))
+          << what;
       const Tensor w = quant.model->named_parameters()[0].tensor;
       EXPECT_THAT(error_of([&] { (void)w.data(); }), HasSubstr("holds quantized weights")) << what;
     }
   }
+}
+
+// A Q4_K file (atto quantize --type q4_k) of a model whose matrices have rows of 256 values: every
+// matrix stays Q4_K rows and computes on the integer kernels (as q4_0 does above), close to the same
+// file read as floats.
+TEST(GgufModel, Q4KWeightsStayQuantizedAndComputeClose) {
+  test::TempDir dir;
+  LoadedModel lm = random_model("abcdefgh\n", false);
+  lm.config.gpt.d_model = 256, lm.config.gpt.n_layers = 1;
+  Rng rng(5);
+  lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
+  lm.model->eval();
+  export_gguf(lm, dir / "k.gguf", io::GgmlType::Q4_K);
+  LoadedModel floats = load_gguf(dir / "k.gguf");
+  LoadedModel quant = load_gguf(dir / "k.gguf", WeightStorage::Quantized);
+  int matrices = 0;
+  for (const auto& [name, t] : quant.model->state_dict()) {
+    const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight";
+    EXPECT_EQ(t.quantized() != nullptr, matrix) << name;
+    if (const QuantizedData* q = t.quantized()) {
+      EXPECT_EQ(q->type, static_cast<int>(io::GgmlType::Q4_K)) << name;
+      EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * 144) << name;
+      matrices++;
+    }
+  }
+  EXPECT_GE(matrices, 5);  // the embedding (tied head), attention's two, the MLP's two
+  const std::vector<int32_t> ids = lm.tokenizer->encode("abcabcd");
+  const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  EXPECT_LT(worst, 0.02);
+  EXPECT_GT(worst, 0.0) << "computed on floats";
+  std::printf("q4_k: max |logit(integer kernels) - logit(floats)| = %.3g\n", worst);
+  // A super-block whose dmin is not finite is refused by name, as a block's scale is.
+  const io::GgufFile f = io::read_gguf(dir / "k.gguf");
+  const io::GgufTensorInfo* t = f.find("blk.0.ffn_down.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, io::GgmlType::Q4_K);
+  std::string bytes = f.bytes_;
+  const uint16_t inf = 0x7C00;
+  std::memcpy(bytes.data() + f.data_start_ + t->offset + 144 + 2, &inf, 2);  // super-block 1's dmin
+  {
+    std::ofstream out(dir / "bad.gguf", std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  EXPECT_THAT(error_of([&] { load_gguf(dir / "bad.gguf", WeightStorage::Quantized); }),
+              HasSubstr("blk.0.ffn_down.weight holds a non-finite block min scale (inf in block 1)"));
 }
 
 // A llama file whose attention keys disagree with its tensors, or name what atto cannot run.

@@ -1,0 +1,440 @@
+// atto/kernels/quant_q4k.cpp: the linear layer's Q4_K outputs in quant.h's Q4_K order: per
+// output one float chain, two FMAs a sub-block of 32 (activation block b = 8s + j):
+// acc = fma((d * sc_b) * dx_b, float(P_b), acc), acc = fma(-((dmin * m_b) * dx_b), float(S_b), acc),
+// P_b = sum nibble * x_int (exact int32: vpdpbusd's u8 x s8 as it is), S_b = sum x_int.
+// As quant_q4.cpp's q4_0, x86 computes 16 (zmm) or 8 (ymm) columns at once, one a lane: the 32
+// bytes of nibbles that sub-blocks 2p and 2p + 1 share (values 64p + i: low nibble of byte i;
+// 64p + 32 + i: its high one) are laid out [g = 0..7][column][4 bytes qs[32p + 4g..+3]], and each
+// sub-block takes the low or high nibbles of those 8 vectors. A super-block's 8 x 2 scale
+// products (d * sc_b and dmin * m_b: exact, 17 bits) are formed once for the columns.
+// Decoding (M <= the rows of a tile) builds them from the rows as it goes; prompts lay a column
+// group out once (a scratch of K/256 * 48 vectors a thread) for all row tiles.
+#if !defined(ATTO_Q4K_CHAIN)
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/quant_impl.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace {
+
+constexpr int64_t kSb = 144;  // bytes a Q4_K super-block: d, dmin, 12 bytes of scales, 128 of nibbles
+
+// The 12 scale bytes as 4 words of 4 six-bit values (ggml's get_scale_min_k4): u[0] the scales
+// of sub-blocks 0-3, u[1] those of 4-7, u[2] the mins of 0-3, u[3] those of 4-7 (byte j % 4).
+QINLINE void scale_words(uint32_t* u, const uint8_t* sc12) {
+  uint32_t a[3];
+  std::memcpy(a, sc12, 12);
+  u[0] = a[0] & 0x3f3f3f3fu;
+  u[1] = (a[2] & 0x0f0f0f0fu) | ((a[0] >> 2) & 0x30303030u);
+  u[2] = a[1] & 0x3f3f3f3fu;
+  u[3] = ((a[2] >> 4) & 0x0f0f0f0fu) | ((a[1] >> 2) & 0x30303030u);
+}
+// The 4 bytes at p as one int32 (to broadcast to every dword).
+QINLINE int32_t ldq(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+QINLINE int six_bits(const uint32_t* u, int w, int j) {
+  return static_cast<int>((u[w + j / 4] >> (8 * (j % 4))) & 0xffu);
+}
+
+// S_b: the activation block's sum, from -8 * sum (exact).
+QINLINE float act_sum(const ActBlock& a) { return static_cast<float>(-(a.nsum8 / 8)); }
+
+// One sub-block's two steps of the chain (dsc = d * sc_b, dmn = dmin * m_b).
+QINLINE float step(float acc, float dsc, float dmn, const ActBlock& a, int32_t p) {
+  acc = std::fma(dsc * a.d, static_cast<float>(p), acc);
+  return std::fma(-(dmn * a.d), act_sum(a), acc);
+}
+
+// P_b: the sub-block's nibbles (low or high of the 32 bytes qs) times q, exact.
+int32_t sub_dot_ref(const uint8_t* qs, int high, const int8_t* q) {
+  int32_t p = 0;
+  for (int i = 0; i < 32; i++) p += int32_t{high != 0 ? qs[i] >> 4 : qs[i] & 0x0F} * q[i];
+  return p;
+}
+
+#if defined(__aarch64__)
+// The same chain, P_b on NEON: 16-bit products (nibble * x: at most 1905, four a lane), then across.
+float dot_neon(const ActBlock* xa, const uint8_t* w, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < nb / 8; s++) {
+    const uint8_t* blk = w + s * kSb;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    uint32_t u[4];
+    scale_words(u, blk + 4);
+    for (int j = 0; j < 8; j++) {
+      const uint8_t* qs = blk + 16 + 32 * (j / 2);
+      uint8x16_t q0 = vld1q_u8(qs), q1 = vld1q_u8(qs + 16);
+      if (j % 2 == 0)
+        q0 = vandq_u8(q0, vdupq_n_u8(0x0F)), q1 = vandq_u8(q1, vdupq_n_u8(0x0F));
+      else
+        q0 = vshrq_n_u8(q0, 4), q1 = vshrq_n_u8(q1, 4);
+      const int8x16_t n0 = vreinterpretq_s8_u8(q0), n1 = vreinterpretq_s8_u8(q1);
+      const ActBlock& a = xa[8 * s + j];
+      const int8x16_t x0 = vld1q_s8(a.q), x1 = vld1q_s8(a.q + 16);
+      int16x8_t p = vmull_s8(vget_low_s8(n0), vget_low_s8(x0));
+      p = vmlal_high_s8(p, n0, x0);
+      p = vmlal_s8(p, vget_low_s8(n1), vget_low_s8(x1));
+      p = vmlal_high_s8(p, n1, x1);
+      acc = step(acc, d * static_cast<float>(six_bits(u, 0, j)), dmin * static_cast<float>(six_bits(u, 2, j)), a,
+                 vaddlvq_s16(p));
+    }
+  }
+  return acc;
+}
+#endif
+
+}  // namespace
+
+float q4k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < nb / 8; s++) {
+    const uint8_t* blk = w + s * kSb;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    uint32_t u[4];
+    scale_words(u, blk + 4);
+    for (int j = 0; j < 8; j++) {
+      const ActBlock& a = xa[8 * s + j];
+      const int32_t p = sub_dot_ref(blk + 16 + 32 * (j / 2), j % 2, a.q);
+      acc = step(acc, d * static_cast<float>(six_bits(u, 0, j)), dmin * static_cast<float>(six_bits(u, 2, j)), a, p);
+    }
+  }
+  return acc;
+}
+
+// As io's dequantize_q4_k: (d * sc) * nibble - dmin * m (both products exact, so one rounding,
+// fused or not).
+void q4k_dequantize_row(float* out, const uint8_t* row, int64_t K) {
+  for (int64_t s = 0; s < K / 256; s++) {
+    const uint8_t* blk = row + s * kSb;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    uint32_t u[4];
+    scale_words(u, blk + 4);
+    for (int j = 0; j < 8; j++) {
+      const float d1 = d * static_cast<float>(six_bits(u, 0, j)), m1 = dmin * static_cast<float>(six_bits(u, 2, j));
+      const uint8_t* qs = blk + 16 + 32 * (j / 2);
+      float* o = out + s * 256 + 32 * j;
+      for (int i = 0; i < 32; i++) o[i] = d1 * static_cast<float>(j % 2 != 0 ? qs[i] >> 4 : qs[i] & 0x0F) - m1;
+    }
+  }
+}
+
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#if defined(__AVX2__)
+#define ATTO_Q4K_CHAIN 1
+#define ATTO_Q4K_CHAIN_NS q4k_avx2
+#include "kernels/quant_q4k.cpp"  // NOLINT(build/include): 8 columns, vpmaddubsw + vpmaddwd
+#undef ATTO_Q4K_CHAIN_NS
+#if ATTO_QUANT_AVXVNNI
+ATTO_QUANT_TARGET_PUSH("avxvnni")
+#define ATTO_Q4K_CHAIN_NS q4k_avxvnni
+#define ATTO_Q4K_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
+#include "kernels/quant_q4k.cpp"  // NOLINT(build/include): 8 columns, VEX vpdpbusd
+#undef ATTO_Q4K_DPBUSD
+#undef ATTO_Q4K_CHAIN_NS
+ATTO_QUANT_TARGET_POP
+#endif
+#if ATTO_QUANT_AVX512VNNI
+ATTO_QUANT_TARGET_PUSH("avx512vnni,avx512vl")
+#define ATTO_Q4K_CHAIN_NS q4k_avx512vnni
+#define ATTO_Q4K_ZMM 1
+#include "kernels/quant_q4k.cpp"  // NOLINT(build/include): 16 columns on zmm, vpdpbusd
+#undef ATTO_Q4K_ZMM
+#undef ATTO_Q4K_CHAIN_NS
+ATTO_QUANT_TARGET_POP
+#endif
+#undef ATTO_Q4K_CHAIN
+#endif  // __AVX2__
+
+namespace ATTO_KERNELS_NS::quant_detail {
+
+void q4k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                 int64_t nb, int64_t n0, int64_t n1) {
+#if defined(__AVX2__)
+  switch (k) {
+#if ATTO_QUANT_AVX512VNNI
+    case DotKind::Avx512Vnni: return q4k_avx512vnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+#endif
+#if ATTO_QUANT_AVXVNNI
+    case DotKind::AvxVnni: return q4k_avxvnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+#endif
+    case DotKind::Avx2: return q4k_avx2::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    default: break;
+  }
+#endif
+  const int64_t rb = nb / 8 * kSb;
+  for (int64_t n = n0; n < n1; n++)
+    for (int64_t m = 0; m < M; m++) {
+#if defined(__aarch64__)
+      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, nb) : q4k_dot_ref(xa + m * nb, w + n * rb, nb);
+#else
+      (void)k;
+      float v = q4k_dot_ref(xa + m * nb, w + n * rb, nb);
+#endif
+      if (bias != nullptr) v += bias[n];
+      y[m * N + n] = v;
+    }
+}
+
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#else  // ATTO_Q4K_CHAIN: W columns at once for one dot product, included up to three times above
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace ATTO_Q4K_CHAIN_NS {
+
+#if defined(ATTO_Q4K_ZMM)
+// (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+constexpr int W = 16, kRows = 6;
+using VI = __m512i;
+using VF = __m512;
+QINLINE VI vload(const void* p) { return _mm512_loadu_si512(p); }
+QINLINE void vstore(void* p, VI v) { _mm512_storeu_si512(p, v); }
+QINLINE VF vloadf(const float* p) { return _mm512_loadu_ps(p); }
+QINLINE void vstoref(float* p, VF v) { _mm512_storeu_ps(p, v); }
+QINLINE VI set1(int32_t v) { return _mm512_set1_epi32(v); }
+QINLINE VF set1f(float v) { return _mm512_set1_ps(v); }
+QINLINE VI zeroi() { return _mm512_setzero_si512(); }
+QINLINE VF zerof() { return _mm512_setzero_ps(); }
+QINLINE VI vand(VI a, VI b) { return _mm512_and_si512(a, b); }
+QINLINE VI srl32(VI a, int n) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(n)); }
+QINLINE VI hi4(VI a) { return _mm512_srli_epi16(a, 4); }
+QINLINE VF cvt(VI a) { return _mm512_cvtepi32_ps(a); }
+QINLINE VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+// 16 bytes at wb + off[c] + o for the 16 columns: t[g] lane c = column c's dword g (g < 4).
+QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int64_t o) {
+  VI z[4];
+  for (int c = 0; c < 4; c++) {
+    VI q = _mm512_zextsi128_si512(load16(wb + off[c] + o));
+    q = _mm512_inserti32x4(q, load16(wb + off[c + 4] + o), 1);
+    q = _mm512_inserti32x4(q, load16(wb + off[c + 8] + o), 2);
+    z[c] = _mm512_inserti32x4(q, load16(wb + off[c + 12] + o), 3);
+  }
+  ATTO_Q4_TRANSPOSE(VI, 512, z, t);  // lane i of 128 bits: columns 4i..4i+3
+}
+// P_b of the 16 columns (nibble vectors v) against activation block a.
+QINLINE VI block_ints(const VI* v, const ActBlock& a) {
+  VI i0 = zeroi(), i1 = zeroi();
+  for (int j = 0; j < 8; j += 2) {
+    i0 = _mm512_dpbusd_epi32(i0, v[j], set1(ldq(a.q + 4 * j)));
+    i1 = _mm512_dpbusd_epi32(i1, v[j + 1], set1(ldq(a.q + 4 * j + 4)));
+  }
+  return _mm512_add_epi32(i0, i1);
+}
+// A super-block's d, dmin and 6-bit words (scale_words) of the 16 columns, by 4 gathers.
+QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const uint8_t* wb, const int32_t* off) {
+  const VI idx = _mm512_loadu_si512(off);
+  const VI h = _mm512_i32gather_epi32(idx, wb, 1);
+  const VI a0 = _mm512_i32gather_epi32(idx, wb + 4, 1), a1 = _mm512_i32gather_epi32(idx, wb + 8, 1),
+           a2 = _mm512_i32gather_epi32(idx, wb + 12, 1);
+  d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));  // exact
+  dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+  const VI m6 = set1(0x3f3f3f3f), m4 = set1(0x0f0f0f0f), m2 = set1(0x30303030);
+  u[0] = vand(a0, m6);
+  u[1] = _mm512_or_si512(vand(a2, m4), vand(_mm512_srli_epi32(a0, 2), m2));
+  u[2] = vand(a1, m6);
+  u[3] = _mm512_or_si512(vand(_mm512_srli_epi32(a2, 4), m4), vand(_mm512_srli_epi32(a1, 2), m2));
+}
+QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
+  const VF dx = set1f(a.d);
+  acc = _mm512_fmadd_ps(vmul(dsc, dx), cvt(p), acc);
+  return _mm512_fnmadd_ps(vmul(dmn, dx), set1f(act_sum(a)), acc);  // fma(-(dmn dx), S, acc)
+}
+#else
+constexpr int W = 8, kRows = 4;
+using VI = __m256i;
+using VF = __m256;
+QINLINE VI vload(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+QINLINE void vstore(void* p, VI v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+QINLINE VF vloadf(const float* p) { return _mm256_loadu_ps(p); }
+QINLINE void vstoref(float* p, VF v) { _mm256_storeu_ps(p, v); }
+QINLINE VI set1(int32_t v) { return _mm256_set1_epi32(v); }
+QINLINE VF set1f(float v) { return _mm256_set1_ps(v); }
+QINLINE VI zeroi() { return _mm256_setzero_si256(); }
+QINLINE VF zerof() { return _mm256_setzero_ps(); }
+QINLINE VI vand(VI a, VI b) { return _mm256_and_si256(a, b); }
+QINLINE VI srl32(VI a, int n) { return _mm256_srl_epi32(a, _mm_cvtsi32_si128(n)); }
+QINLINE VI hi4(VI a) { return _mm256_srli_epi16(a, 4); }
+QINLINE VF cvt(VI a) { return _mm256_cvtepi32_ps(a); }
+QINLINE VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+QINLINE VF halves(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))); }
+// 16 bytes at wb + off[c] + o for the 8 columns: t[g] lane c = column c's dword g (g < 4).
+QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int64_t o) {
+  VI z[4];
+  for (int c = 0; c < 4; c++) z[c] = _mm256_set_m128i(load16(wb + off[c + 4] + o), load16(wb + off[c] + o));
+  ATTO_Q4_TRANSPOSE(VI, 256, z, t);
+}
+// P_b of the 8 columns (nibble vectors v) against activation block a (vpmaddubsw: 16 products of
+// at most 15 * 127 an int16 lane over the 8 vectors, 30480 < 32767: exact).
+QINLINE VI block_ints(const VI* v, const ActBlock& a) {
+#if defined(ATTO_Q4K_DPBUSD)
+  VI i0 = zeroi(), i1 = zeroi();
+  for (int j = 0; j < 8; j += 2) {
+    i0 = ATTO_Q4K_DPBUSD(i0, v[j], set1(ldq(a.q + 4 * j)));
+    i1 = ATTO_Q4K_DPBUSD(i1, v[j + 1], set1(ldq(a.q + 4 * j + 4)));
+  }
+  return _mm256_add_epi32(i0, i1);
+#else
+  VI s0 = _mm256_maddubs_epi16(v[0], set1(ldq(a.q))), s1 = _mm256_maddubs_epi16(v[1], set1(ldq(a.q + 4)));
+  for (int j = 2; j < 8; j += 2) {
+    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[j], set1(ldq(a.q + 4 * j))));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[j + 1], set1(ldq(a.q + 4 * j + 4))));
+  }
+  return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
+#endif
+}
+// A super-block's d, dmin and 6-bit words (scale_words) of the 8 columns.
+QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const uint8_t* wb, const int32_t* off) {
+  alignas(32) uint16_t hd[W], hm[W];
+  alignas(32) uint32_t uw[4][W];
+  for (int c = 0; c < W; c++) {
+    const uint8_t* blk = wb + off[c];
+    std::memcpy(hd + c, blk, 2), std::memcpy(hm + c, blk + 2, 2);
+    uint32_t uc[4];
+    scale_words(uc, blk + 4);
+    for (int i = 0; i < 4; i++) uw[i][c] = uc[i];
+  }
+  d = halves(hd), dmin = halves(hm);  // exact
+  for (int i = 0; i < 4; i++) u[i] = vload(uw[i]);
+}
+QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
+  const VF dx = set1f(a.d);
+  acc = _mm256_fmadd_ps(vmul(dsc, dx), cvt(p), acc);
+  return _mm256_fnmadd_ps(vmul(dmn, dx), set1f(act_sum(a)), acc);  // fma(-(dmn dx), S, acc)
+}
+#endif
+
+// Floats a super-block's scale products take: d * sc_b (rows 0..7) and dmin * m_b (8..15), W each.
+constexpr int64_t kScaleFloats = 16 * W;
+// Bytes of a laid-out super-block: 4 pairs x 8 nibble vectors, then the scale products.
+constexpr int64_t kPacked = 32 * W * 4 + kScaleFloats * 4;
+
+// The scale products of a super-block of W columns (column c's at wb + off[c]), exact.
+QINLINE void scales(float* out, const uint8_t* wb, const int32_t* off) {
+  VI u[4];
+  VF d, dmin;
+  scale_vectors(u, d, dmin, wb, off);
+  const VI ff = set1(0xff);
+  for (int i = 0; i < 4; i++) {
+    const VI v = u[i];
+    for (int b = 0; b < 4; b++) {
+      const VF six = cvt(vand(srl32(v, 8 * b), ff));
+      vstoref(out + ((i % 2) * 4 + b + (i / 2) * 8) * W, vmul(i < 2 ? d : dmin, six));
+    }
+  }
+}
+
+// The 8 nibble vectors of sub-block pair p (raw bytes: both sub-blocks' nibbles).
+QINLINE void pair_bytes(VI* t, const uint8_t* wb, const int32_t* off, int p) {
+  gather16(t, wb, off, 16 + 32 * p);
+  gather16(t + 4, wb, off, 16 + 32 * p + 16);
+}
+
+// R rows (xa, row r at xa + r * nb) of one column group: the weights built from the rows (wg,
+// off) or read from the group's laid-out super-blocks (kLaid: pk).
+template <int R, bool kLaid>
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off, const uint8_t* pk,
+                  const float* bias, int64_t nb, int cols) {
+  VF acc[R];
+  for (int r = 0; r < R; r++) acc[r] = zerof();
+  const VI lo = set1(0x0f0f0f0f);
+  alignas(64) float sbuf[kLaid ? 1 : kScaleFloats];
+  for (int64_t s = 0; s < nb / 8; s++) {
+    const float* sc = sbuf;
+    if constexpr (kLaid)
+      sc = reinterpret_cast<const float*>(pk + s * kPacked + 32 * W * 4);
+    else
+      scales(sbuf, wg + s * kSb, off);
+    for (int p = 0; p < 4; p++) {
+      VI t[8];
+      if constexpr (kLaid) {
+        for (int g = 0; g < 8; g++) t[g] = vload(pk + s * kPacked + (8 * p + g) * W * 4);
+      } else {
+        // Decoding streams the weights once from memory: the next group's rows are asked for as
+        // this group's advance (prefetchnta; a hint, the same bits; past the matrix's end harmless).
+        if constexpr (R <= 2)
+          for (int c = 0; c < W; c++)  // (an address, not a pointer into w: it may be past the end)
+            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(wg) +
+                                                             (W + c) * (nb / 8) * kSb + s * kSb + 36 * p),
+                               0, 0);
+        pair_bytes(t, wg + s * kSb, off, p);
+      }
+      for (int h = 0; h < 2; h++) {
+        VI v[8];
+        for (int g = 0; g < 8; g++) v[g] = vand(h == 0 ? t[g] : hi4(t[g]), lo);
+        const int j = 2 * p + h;
+        const VF dsc = vloadf(sc + j * W), dmn = vloadf(sc + (8 + j) * W);
+        for (int r = 0; r < R; r++) {
+          const ActBlock& a = xa[r * nb + 8 * s + j];
+          acc[r] = fma_sub(dsc, dmn, a, block_ints(v, a), acc[r]);
+        }
+      }
+    }
+  }
+  alignas(64) float out[W];
+  for (int r = 0; r < R; r++) {
+    vstoref(out, acc[r]);
+    store_row(y + r * ldy, out, bias, cols);
+  }
+}
+
+// The last rem < kRows rows of a column group: one tile of rem rows.
+template <int R, bool kLaid>
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off,
+                       const uint8_t* pk, const float* bias, int64_t nb, int cols, int64_t rem) {
+  if (rem == R)
+    tile<R, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols);
+  else if constexpr (R > 1)
+    rows_tail<R - 1, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols, rem);
+}
+
+// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group.
+void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N, int64_t nb,
+             int64_t n0, int64_t n1) {
+  const int64_t rb = nb / 8 * kSb;
+  std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb / 8 * kPacked) : 0);
+  for (int64_t c0 = n0; c0 < n1; c0 += W) {
+    const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
+    alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
+    for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
+    const uint8_t* wg = w + c0 * rb;
+    float* yg = y + c0;
+    const float* bg = bias != nullptr ? bias + c0 : nullptr;
+    if (M <= kRows) {
+      rows_tail<kRows, false>(yg, N, xa, wg, off, nullptr, bg, nb, cols, M);
+      continue;
+    }
+    for (int64_t s = 0; s < nb / 8; s++) {
+      uint8_t* ps = pk.data() + s * kPacked;
+      for (int p = 0; p < 4; p++) {
+        VI t[8];
+        pair_bytes(t, wg + s * kSb, off, p);
+        for (int g = 0; g < 8; g++) vstore(ps + (8 * p + g) * W * 4, t[g]);
+      }
+      scales(reinterpret_cast<float*>(ps + 32 * W * 4), wg + s * kSb, off);
+    }
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows) tile<kRows, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols);
+    if (m < M) rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols, M - m);
+  }
+}
+
+}  // namespace ATTO_Q4K_CHAIN_NS
+}  // namespace ATTO_KERNELS_NS::quant_detail
+#if defined(ATTO_Q4K_ZMM)
+#pragma GCC diagnostic pop
+#endif
+#endif  // ATTO_Q4K_CHAIN
