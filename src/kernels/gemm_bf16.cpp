@@ -209,11 +209,14 @@ bool uses_amx(Bf16Backend backend, int64_t M) {
 // from beyond L2 once per group instead of once per row block: on (d), fc2's dweight (K 2,048,
 // B 6 MiB) took 0.70-0.87x the time of the plain order (medians of five in-process runs, the two
 // orders alternating), the other dweights 0.87-1.0x, the shapes it leaves alone within the noise. The sizes are those of the Xeon it was measured on (48 KiB L1d,
-// 2 MiB L2 a core). Each C block is computed as before: the order changes no bits.
-constexpr int64_t kL1Bytes = 48 << 10, kL2KeepBytes = 3 << 19, kGroupBytes = 512 << 10;
+// 2 MiB L2 a core). A B past kFarBytes is grouped too, whatever A's block: GPT-2's head
+// (4096 x 50257 x 768, B 77 MB) read all of B from memory for every 8 rows and ran at 210 GFLOP/s,
+// 713 grouped (AVX512_BF16, Zen 5, bench/onednn/run.sh's shape). Each C block is computed as
+// before: the order changes no bits.
+constexpr int64_t kL1Bytes = 48 << 10, kL2KeepBytes = 3 << 19, kGroupBytes = 512 << 10, kFarBytes = 16 << 20;
 int64_t row_blocks_per_group(int64_t rows, int64_t blocks, const PackedBf16& B) {
-  const int64_t a_block = rows * B.Kp * 2;
-  if (a_block <= kL1Bytes || B.Kp * B.Np * 2 < kL2KeepBytes) return 1;
+  const int64_t a_block = rows * B.Kp * 2, b_bytes = B.Kp * B.Np * 2;
+  if (b_bytes < kL2KeepBytes || (a_block <= kL1Bytes && b_bytes < kFarBytes)) return 1;
   return std::clamp<int64_t>(kGroupBytes / a_block, 1, blocks);
 }
 
