@@ -17,10 +17,20 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 
 namespace atto::test {
+
+// Whether two lists of float arrays (a model's gradients, say) agree bit for bit.
+inline bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
 
 // A fresh folder under $TMPDIR (mkdtemp: unique even when tests run in parallel), removed with
 // everything in it when the object goes out of scope. Failures throw atto::Error.

@@ -126,15 +126,22 @@ enum class ALayout { Rows, Tiles, Pairs };
 // `add`, the rows of init (ldi apart; 0: one row for all, a bias) or of C itself, each plus
 // `bias` first when there is one (a residual's rows + the bias: the bits of a pass writing
 // r + b into C before a product added onto it). The sums start from zero and are written from
-// the registers (no block in memory between the sums and C).
+// the registers (no block in memory between the sums and C), or with `resume` start from C: the
+// sums of an earlier part of K, which this part continues exactly as one pass over all of K
+// would (a K-blocked sweep, run_tasks). `pairs` pairs of K; A's rows Kp apart.
 // A row-major (Pairs false) or in pairs (the MR rows of one block of 8).
 template <int MR, bool Pairs>
 ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, const float* init, int64_t ldi,
-                                const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0,
-                                const uint16_t* B1) {
+                                const float* bias, const uint16_t* A, int64_t Kp, int64_t pairs, bool resume,
+                                const uint16_t* B0, const uint16_t* B1) {
+  const bool whole = nj == 32;
+  const __mmask16 m0 = static_cast<__mmask16>(nj >= 16 ? 0xffff : (1u << nj) - 1u);
+  const __mmask16 m1 = static_cast<__mmask16>(nj >= 32 ? 0xffff : nj > 16 ? (1u << (nj - 16)) - 1u : 0u);
   __m512 c0[MR], c1[MR];
-  for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
-  const int64_t pairs = Kp / 2;
+  for (int i = 0; i < MR; i++) {
+    c0[i] = resume ? load_cols(C + i * ldc, m0, whole) : _mm512_setzero_ps();
+    c1[i] = resume ? load_cols(C + i * ldc + 16, m1, whole) : _mm512_setzero_ps();
+  }
   for (int64_t r = 0; r < pairs; r++) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + r * 32);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(B1 + r * 32);
@@ -149,9 +156,6 @@ ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, con
   }
   // Whole rows (nj 32) take plain loads and stores: masked stores, even with full masks, cost
   // more on AMD Zen (proj and fc2 with their residual: 24.2 against 22.4 ms a (d) step).
-  const bool whole = nj == 32;
-  const __mmask16 m0 = static_cast<__mmask16>(nj >= 16 ? 0xffff : (1u << nj) - 1u);
-  const __mmask16 m1 = static_cast<__mmask16>(nj >= 32 ? 0xffff : nj > 16 ? (1u << (nj - 16)) - 1u : 0u);
   for (int i = 0; i < MR; i++) {
     float* c = C + i * ldc;
     if (add) {
@@ -171,25 +175,30 @@ ATTO_BF16_TARGET void avx_block(float* C, int64_t ldc, int64_t nj, bool add, con
 
 template <bool Pairs>
 void avx_rows_in(float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init, int64_t ldi,
-                 const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+                 const float* bias, const uint16_t* A, int64_t Kp, int64_t pairs, bool resume, const uint16_t* B0,
+                 const uint16_t* B1) {
   switch (rows) {
-    case 1: avx_block<1, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 2: avx_block<2, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 3: avx_block<3, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 4: avx_block<4, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 5: avx_block<5, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 6: avx_block<6, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    case 7: avx_block<7, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
-    default: avx_block<8, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, B0, B1); break;
+    case 1: avx_block<1, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    case 2: avx_block<2, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    case 3: avx_block<3, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    case 4: avx_block<4, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    case 5: avx_block<5, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    case 6: avx_block<6, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    case 7: avx_block<7, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
+    default: avx_block<8, Pairs>(C, ldc, nj, add, init, ldi, bias, A, Kp, pairs, resume, B0, B1); break;
   }
 }
 
 void avx_rows(ALayout layout, float* C, int64_t ldc, int64_t rows, int64_t nj, bool add, const float* init,
-              int64_t ldi, const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1) {
+              int64_t ldi, const float* bias, const uint16_t* A, int64_t Kp, const uint16_t* B0, const uint16_t* B1,
+              int64_t k0 = 0, int64_t kn = -1) {
+  // K pairs [k0 / 2, (k0 + kn) / 2) (all of K by default), continuing C's sums when k0 > 0.
+  const int64_t pairs = (kn < 0 ? Kp : kn) / 2;
+  const uint16_t *a = A + (layout == ALayout::Pairs ? k0 * 8 : k0), *b0 = B0 + k0 * 16, *b1 = B1 + k0 * 16;
   if (layout == ALayout::Pairs) {
-    avx_rows_in<true>(C, ldc, rows, nj, add, init, ldi, bias, A, Kp, B0, B1);
+    avx_rows_in<true>(C, ldc, rows, nj, add, init, ldi, bias, a, Kp, pairs, k0 > 0, b0, b1);
   } else {
-    avx_rows_in<false>(C, ldc, rows, nj, add, init, ldi, bias, A, Kp, B0, B1);
+    avx_rows_in<false>(C, ldc, rows, nj, add, init, ldi, bias, a, Kp, pairs, k0 > 0, b0, b1);
   }
 }
 
@@ -214,10 +223,40 @@ bool uses_amx(Bf16Backend backend, int64_t M) {
 // 713 grouped (AVX512_BF16, Zen 5, bench/onednn/run.sh's shape). Each C block is computed as
 // before: the order changes no bits.
 constexpr int64_t kL1Bytes = 48 << 10, kL2KeepBytes = 3 << 19, kGroupBytes = 512 << 10, kFarBytes = 16 << 20;
-int64_t row_blocks_per_group(int64_t rows, int64_t blocks, const PackedBf16& B) {
-  const int64_t a_block = rows * B.Kp * 2, b_bytes = B.Kp * B.Np * 2;
+int64_t row_blocks_per_group(int64_t rows, int64_t blocks, int64_t k, const PackedBf16& B) {
+  const int64_t a_block = rows * k * 2, b_bytes = B.Kp * B.Np * 2;
   if (b_bytes < kL2KeepBytes || (a_block <= kL1Bytes && b_bytes < kFarBytes)) return 1;
   return std::clamp<int64_t>(kGroupBytes / a_block, 1, blocks);
+}
+
+// Where a quarter of kGroupBytes holds no more than one row block of A and B is past kFarBytes
+// (GPT-2's head input gradient: K 50,257, one 8-row block of A 804 KB, B 77 MB), a group has
+// at most 3 row blocks, or none fits L2, and B came from memory for every 8 to 24 rows. Then
+// the tasks sweep K in parts of kKPart: each C block's sums
+// continue from the last part's (avx_block's resume), exactly the chain of one pass, and the
+// groups are those of A's part (16 blocks of 32 KB). Products that overwrite C (beta 0, alpha 1,
+// the row-major A of a linear layer's dout) on vdpbf16ps only: they need no second buffer.
+constexpr int64_t kKPart = 2048;
+bool k_parts(bool amx, int64_t rows, int64_t blocks, ALayout layout, const PackedBf16& B, float alpha, float beta,
+             const float* init) {
+  return !amx && blocks > 1 && alpha == 1.0f && beta == 0.0f && init == nullptr && layout == ALayout::Rows &&
+         rows * B.Kp * 2 > kGroupBytes / 4 && B.Kp * B.Np * 2 >= kFarBytes;
+}
+
+// Tasks [begin, end) of run_tasks' order (groups of row blocks, each taking the panels in turn),
+// K [k0, k0 + kn) of each: C = A B over that part, continuing C's sums when k0 > 0.
+void sweep_part(int64_t begin, int64_t end, int64_t group, int64_t panels, int64_t blocks, int64_t rows, int64_t M,
+                int64_t N, const uint16_t* A, ALayout layout, const PackedBf16& B, float* C, int64_t ldc, int64_t k0,
+                int64_t kn) {
+  const int64_t Kp = B.Kp;
+  for (int64_t task = begin; task < end; task++) {
+    const int64_t g0 = task / (group * panels) * group, gn = std::min(group, blocks - g0);
+    const int64_t p = (task - g0 * panels) / gn, m0 = (g0 + (task - g0 * panels) % gn) * rows;
+    const int64_t mi = std::min(rows, M - m0), n0 = p * kPanel, nj = std::min(kPanel, N - n0);
+    const uint16_t* b0 = B.data.data() + (2 * p) * Kp * 16;
+    avx_rows(layout, C + m0 * ldc + n0, ldc, mi, nj, false, nullptr, 0, nullptr, A + m0 * Kp, Kp, b0, b0 + Kp * 16, k0,
+             kn);
+  }
 }
 
 // The tasks (panel, row block) of C for packed A [Mp, Kp] and B on `backend`: C = alpha A B +
@@ -229,11 +268,17 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, ALayout layout
   const int64_t Kp = B.Kp, N = B.N, panels = (N + kPanel - 1) / kPanel;
   const bool amx = uses_amx(backend, M), a_tiled = layout == ALayout::Tiles;
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
-  const int64_t tasks = panels * blocks, group = row_blocks_per_group(rows, blocks, B);
+  const bool parts = k_parts(amx, rows, blocks, layout, B, alpha, beta, init);
+  const int64_t tasks = panels * blocks, group = row_blocks_per_group(rows, blocks, parts ? kKPart : Kp, B);
   const bool par = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(Kp) >= (1 << 18);
   parallel_region(par && tasks > 1, [&](int64_t t, int64_t nt) {
     const auto [begin, end] = static_range(tasks, t, nt);
     if (begin == end) return;
+    if (parts) {  // every part of K over the thread's C blocks, in order
+      for (int64_t k0 = 0; k0 < Kp; k0 += kKPart)
+        sweep_part(begin, end, group, panels, blocks, rows, M, N, A, layout, B, C, ldc, k0, std::min(kKPart, Kp - k0));
+      return;
+    }
     alignas(64) float acc[kAmxRows * kPanel];
     if (amx) amx_configure();
     // The group of row blocks from g0 (gn of them), then the panel p, then the block g0 + mb

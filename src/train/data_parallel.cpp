@@ -62,11 +62,17 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
     r.train(main.training());
   }
   const bool watch = exchange_ && exchange_->overlap();
+  // Without ranks, a parameter's gradients are summed as soon as every shard's is final, and
+  // the replicas' are dropped then: a replica holds its gradients of a few layers at a time,
+  // not of the whole model (the same additions in the same order as after the shards).
+  const bool early = !exchange_ && shards() > 1;
+  if (early) begin_early_sum(B);
   try {
     kernels::run_shards(shards(), [&](int s) {
       const auto [r0, r1] = rows(s, B);
       if (r1 <= r0) return;
       if (watch) tape().watch(params_[static_cast<size_t>(s)], [this, s](size_t i) { exchange_->ready(s, i); });
+      if (early) tape().watch(params_[static_cast<size_t>(s)], [this](size_t i) { early_ready(i); });
       try {
         fn(s, model(s), r0, r1);
       } catch (...) {
@@ -90,6 +96,36 @@ void DataParallel::run(int64_t B, const std::function<void(int, nn::Module&, int
     }
 }
 
+void DataParallel::begin_early_sum(int64_t B) {
+  int with_rows = 0;
+  for (int s = 0; s < shards(); ++s) with_rows += rows(s, B).second > rows(s, B).first ? 1 : 0;
+  const size_t n = params_[0].size();
+  if (ready_n_ != n) ready_ = std::make_unique<std::atomic<int>[]>(n), ready_n_ = n;
+  for (size_t i = 0; i < n; ++i) ready_[i].store(with_rows == 0 ? -1 : 0, std::memory_order_relaxed);
+  shards_with_rows_ = with_rows;
+}
+
+void DataParallel::early_ready(size_t i) {
+  // The shard that finishes parameter i last adds (its acquire sees the others' gradients).
+  if (ready_[i].fetch_add(1, std::memory_order_acq_rel) + 1 != shards_with_rows_) return;
+  sum_parameter(i);
+  ready_[i].store(-1, std::memory_order_relaxed);  // summed: sum_local_gradients skips it
+}
+
+void DataParallel::sum_parameter(size_t i) {
+  Tensor dst = params_[0][i];
+  for (size_t s = 1; s < params_.size(); ++s) {
+    Tensor p = params_[s][i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!dst.grad().defined())
+      dst.set_grad(g);
+    else if (g.data() != dst.grad().data())
+      kernels::add_forward(dst.grad().data(), dst.grad().data(), g.data(), dst.numel());
+    p.clear_grad();
+  }
+}
+
 void DataParallel::sum_local_gradients() {
   // Sum the gradients into the model's: per parameter in shard order, all parameters in one
   // parallel pass (elementwise chunks, so the same bits for any thread count). A shard's buffer
@@ -98,6 +134,7 @@ void DataParallel::sum_local_gradients() {
   sum_index_.clear();
   sum_n_.clear();
   for (size_t i = 0; i < into.size(); ++i) {
+    if (ready_n_ == into.size() && ready_[i].load(std::memory_order_relaxed) < 0) continue;  // summed early
     Tensor dst = into[i];
     bool adds = false;
     for (size_t s = 1; s < params_.size(); ++s) {

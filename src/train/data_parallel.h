@@ -18,14 +18,17 @@
 // - Shard s takes rows [rows(s).first, rows(s).second) of the batch; sizes differ by at most 1.
 // - The loss is the mean over the whole batch's counted targets: shard s seeds its backward
 //   with n_s / n (its share of the targets), so the summed gradient is that of the mean.
-// - After every shard's backward, each replica's gradients are added into the model's, in
-//   shard order, and dropped. The shards and this order do not depend on the thread count, so
-//   neither does any bit of the result: with 1 thread the shards run one after the other.
+// - Each replica's gradients are added into the model's, in shard order, and dropped. Without
+//   ranks this happens per parameter as soon as every shard's gradient of it is final (Tape::
+//   watch), so a replica holds the gradients of a few layers at a time, not of the whole model;
+//   with ranks, GradExchange sums them. The shards and this order do not depend on the thread
+//   count, so neither does any bit of the result: with 1 thread the shards run one after the other.
 // - Dropout: every replica starts from a copy of the model's Rng state and is told its first
 //   row (Module::set_rng), so each shard's masks are its rows of the masks the whole batch would
 //   get; the model's own Rng advances as it would without shards.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -75,6 +78,14 @@ class DataParallel {
   Collective* collective_ = nullptr;
   int ranks_ = 1, first_shard_ = 0;  // the ranks, and this rank's first global shard
   std::unique_ptr<GradExchange> exchange_;
+  // The early sum (run() without ranks): per parameter, how many shards' gradients are final
+  // (-1: summed, or no early sum this step).
+  std::unique_ptr<std::atomic<int>[]> ready_;
+  size_t ready_n_ = 0;
+  int shards_with_rows_ = 0;
+  void begin_early_sum(int64_t B);
+  void early_ready(size_t i);
+  void sum_parameter(size_t i);
   void sum_local_gradients();
 };
 

@@ -212,6 +212,24 @@ TEST(GemmBf16, SameBitsForAnyThreadCountAndAnyRowsBeside) {
   }
 }
 
+// A long K with B past 16 MB (GPT-2's head input gradient, smaller) is swept in parts of K, each
+// continuing the sums of the last: the bits of one pass, as a row alone (one pass) shows.
+TEST(GemmBf16, PartsOfALongKGiveTheBitsOfOnePass) {
+  const int64_t M = 21, N = 768, K = 11000;  // B 11,008 x 768 bf16: 16.9 MB; 3 row blocks
+  const std::vector<float> A = randn(M * K, 3), B = randn(K * N, 4);
+  for (Bf16Backend b : test::bf16_backends()) {
+    BackendGuard guard(b);
+    const RowStableScope stable;  // vdpbf16ps for every row count
+    std::vector<float> all(M * N, 1.0f), one(N, 1.0f);
+    gemm_bf16(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, all.data(), N);
+    for (int64_t m : {0, 9, 20}) {
+      gemm_bf16(false, false, 1, N, K, 1.0f, A.data() + m * K, K, B.data(), N, 0.0f, one.data(), N);
+      expect_bit_identical(one, std::vector<float>(all.begin() + m * N, all.begin() + (m + 1) * N),
+                           "row " + std::to_string(m) + " alone vs among 21, " + bf16_backend_name(b));
+    }
+  }
+}
+
 TEST(GemmBf16, PrecisionScopeRoutesGemmAndLinearLayers) {
   if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   const int64_t N = 40, C = 48, OC = 72;

@@ -11,9 +11,11 @@
 #include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
+#include "support.h"
 #include "train/data_parallel.h"
 
 using namespace atto;
+using atto::test::same_bits;
 
 namespace {
 
@@ -71,14 +73,6 @@ float max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<s
     for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, std::fabs(a[i][j] - b[i][j]) / scale);
   }
   return worst;
-}
-
-bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  return true;
 }
 
 }  // namespace
@@ -191,6 +185,36 @@ TEST(DataParallel, ThreadCountChangesNoBit) {
       EXPECT_TRUE(same_bits(grads[i], grads[0])) << shards << " shards, thread setting " << i;
     }
   }
+}
+
+// Without ranks a parameter's gradients are summed as soon as every shard's is final, so a
+// replica never holds a whole model's gradients. With 1 thread the shards run in order: when
+// the last one's backward returns, inside run(), its replica already holds none, and the sum is
+// the one run() gives with the sum at its end (the whole batch's, 2 threads: the same bits).
+TEST(DataParallel, ReplicaGradientsAreSummedDuringTheBackward) {
+  const GPTConfig c = small_gpt(0.1f);
+  const int64_t B = 4, T = c.block_size;
+  const Batch bt = random_batch(31, B, T, c.vocab_size);
+  kernels::set_num_threads(2);
+  ShardedGpt ref(c, 2);
+  gpt_forward_backward(ref.dp, bt.x, bt.y, B, T);
+  kernels::set_num_threads(1);
+  ShardedGpt r(c, 2);
+  int replica_grads_left = -1, model_grads = 0;
+  r.dp.run(B, [&](int s, nn::Module& m, int64_t r0, int64_t r1) {
+    auto& gpt = dynamic_cast<GPT&>(m);
+    const std::vector<int32_t> x(bt.x.begin() + r0 * T, bt.x.begin() + r1 * T);
+    const std::vector<int32_t> y(bt.y.begin() + r0 * T, bt.y.begin() + r1 * T);
+    backward(gpt.loss(x, y, r1 - r0, T), Tensor::scalar(0.5f));  // each shard's share: 2 of 4 rows
+    if (s != 1) return;
+    replica_grads_left = 0;
+    for (const auto& p : m.named_parameters()) replica_grads_left += p.tensor.grad().defined() ? 1 : 0;
+    for (const auto& p : r.model.named_parameters()) model_grads += p.tensor.grad().defined() ? 1 : 0;
+  });
+  kernels::set_num_threads(0);
+  EXPECT_EQ(replica_grads_left, 0);
+  EXPECT_EQ(model_grads, static_cast<int>(r.model.named_parameters().size()));
+  EXPECT_TRUE(same_bits(r.grads(), ref.grads()));
 }
 
 // A bad token id in the last shard's rows: the error reaches the caller, every shard's tape is

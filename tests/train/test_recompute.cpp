@@ -11,9 +11,11 @@
 #include "kernels/kernels.h"
 #include "models/gpt.h"
 #include "models/seq2seq.h"
+#include "support.h"
 #include "train/data_parallel.h"
 
 using namespace atto;
+using atto::test::same_bits;
 
 namespace {
 
@@ -60,14 +62,6 @@ Step run_step(const Config& c, int shards, bool recompute, Run&& run) {
   s.loss = run(dp);
   for (const auto& p : model.named_parameters()) s.grads.push_back(p.tensor.grad().to_vector());
   return s;
-}
-
-bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  return true;
 }
 
 }  // namespace
