@@ -227,6 +227,8 @@ int run_gemm_bench(const GemmBenchFlags& f) {
     fmt::print("{}\n", stats_line(r.bf16_call, "bf16 call"));
     fmt::print("{:<12} {:.2f} GFLOP/s median, {:.2f} GFLOP/s best ({} kernel; {:.2f}x sgemm best)\n", "bf16 gemm",
                r.bf16_median_gflops, r.bf16_best_gflops, r.bf16_kernel, r.bf16_best_gflops / r.best_gflops);
+    fmt::print("{:<12} {:.2f} GFLOP/s best with B packed once (a linear layer's weight cache, as in training)\n",
+               "bf16 cached", r.bf16_cached_best_gflops);
     if (!r.bf16_peak_gflops_per_thread.empty()) {
       std::string each;
       for (const double g : r.bf16_peak_gflops_per_thread)

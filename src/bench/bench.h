@@ -95,6 +95,10 @@ struct GemmBenchResult {
   std::string bf16_kernel;
   StepStats bf16_call;
   double bf16_median_gflops = 0.0, bf16_best_gflops = 0.0;
+  // The same product as a linear layer's forward with B from a weight cache (packed once, before
+  // the timed calls, as in a training step or a generation): A still rounded on each call.
+  StepStats bf16_cached_call;
+  double bf16_cached_best_gflops = 0.0;
   std::vector<double> bf16_peak_gflops_per_thread;
   double bf16_peak_gflops = 0.0;
 };

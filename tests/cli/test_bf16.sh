@@ -26,11 +26,13 @@ if ! out=$("$ATTO" bench gemm --size 64 --steps 2 --fma-seconds 0.05 --precision
 fi
 grep -q "^bf16 gemm .* (\(amx\|avx512bf16\) kernel" <<<"$out" && ok || bad "bench gemm: no bf16 line: $out"
 grep -q "^bf16 peak" <<<"$out" && ok || bad "bench gemm: no bf16 ceiling: $out"
+grep -q "^bf16 cached .* with B packed once" <<<"$out" && ok || bad "bench gemm: no cached-B line: $out"
 # --shape M,N,K: the product of another shape (bench/onednn/run.sh times GPT-2's with it)
 expect_fail "--shape takes three positive sizes" "$ATTO" bench gemm --shape 48,0,24
 out=$("$ATTO" bench gemm --shape 48,40,24 --warmup 0 --steps 1 --fma-seconds 0 --precision bf16 --json)
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if (j['m'], j['n'], j['k']) == (48, 40, 24) and
-  j['bf16']['best_gflops'] > 0 else 1)" "$out" && ok || bad "bench gemm --shape 48,40,24: $out"
+  j['bf16']['best_gflops'] > 0 and j['bf16']['cached_call']['count'] == 1 and j['bf16']['cached_best_gflops'] > 0
+  else 1)" "$out" && ok || bad "bench gemm --shape 48,40,24: $out"
 
 # The train losses logged every 10 steps of bf16 and fp32 runs: the largest relative difference.
 curve_gap() {
