@@ -217,15 +217,17 @@ bool uses_amx(Bf16Backend backend, int64_t M) {
 // next. Then groups of row blocks (about kGroupBytes of A) take each panel in turn, and B comes
 // from beyond L2 once per group instead of once per row block: on (d), fc2's dweight (K 2,048,
 // B 6 MiB) took 0.70-0.87x the time of the plain order (medians of five in-process runs, the two
-// orders alternating), the other dweights 0.87-1.0x, the shapes it leaves alone within the noise. The sizes are those of the Xeon it was measured on (48 KiB L1d,
-// 2 MiB L2 a core). A B past kFarBytes is grouped too, whatever A's block: GPT-2's head
+// orders alternating), the other dweights 0.87-1.0x, the shapes it leaves alone within the
+// noise. The sizes are those of the Xeon it was measured on (48 KiB L1d, 2 MiB L2 a core), with
+// AMX. On vdpbf16ps A's block must fit two thirds of L1: GPT-2's fc2 (4096 x 768 x 3072, a
+// 48 KiB block evicted by B's panels streaming past) ran 4-6% faster grouped (Zen 5). A B past kFarBytes is grouped too, whatever A's block: GPT-2's head
 // (4096 x 50257 x 768, B 77 MB) read all of B from memory for every 8 rows and ran at 210 GFLOP/s,
 // 713 grouped (AVX512_BF16, Zen 5, bench/onednn/run.sh's shape). Each C block is computed as
 // before: the order changes no bits.
 constexpr int64_t kL1Bytes = 48 << 10, kL2KeepBytes = 3 << 19, kGroupBytes = 512 << 10, kFarBytes = 16 << 20;
-int64_t row_blocks_per_group(int64_t rows, int64_t blocks, int64_t k, const PackedBf16& B) {
-  const int64_t a_block = rows * k * 2, b_bytes = B.Kp * B.Np * 2;
-  if (b_bytes < kL2KeepBytes || (a_block <= kL1Bytes && b_bytes < kFarBytes)) return 1;
+int64_t row_blocks_per_group(bool amx, int64_t rows, int64_t blocks, int64_t k, const PackedBf16& B) {
+  const int64_t a_block = rows * k * 2, b_bytes = B.Kp * B.Np * 2, a_keep = amx ? kL1Bytes : kL1Bytes * 2 / 3;
+  if (b_bytes < kL2KeepBytes || (a_block <= a_keep && b_bytes < kFarBytes)) return 1;
   return std::clamp<int64_t>(kGroupBytes / a_block, 1, blocks);
 }
 
@@ -269,7 +271,7 @@ void run_tasks(Bf16Backend backend, int64_t M, const uint16_t* A, ALayout layout
   const bool amx = uses_amx(backend, M), a_tiled = layout == ALayout::Tiles;
   const int64_t rows = amx ? kAmxRows : kAvxRows, blocks = (M + rows - 1) / rows;
   const bool parts = k_parts(amx, rows, blocks, layout, B, alpha, beta, init);
-  const int64_t tasks = panels * blocks, group = row_blocks_per_group(rows, blocks, parts ? kKPart : Kp, B);
+  const int64_t tasks = panels * blocks, group = row_blocks_per_group(amx, rows, blocks, parts ? kKPart : Kp, B);
   const bool par = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(Kp) >= (1 << 18);
   parallel_region(par && tasks > 1, [&](int64_t t, int64_t nt) {
     const auto [begin, end] = static_range(tasks, t, nt);
