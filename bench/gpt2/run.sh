@@ -23,7 +23,7 @@ M=(--vocab-size 50257 --d-model 768 --n-heads 12 --n-layers 12 --batch-size 4 --
 A=()
 [ "${RECOMPUTE:-0}" = 1 ] && A=(--recompute)
 field() { grep '^{' | tail -1 | "$PY" -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-printf '| block | precision | atto tokens/s | PyTorch tokens/s | atto / PyTorch | peak RSS atto / PyTorch (GB) |\n'
+printf '| block | precision | atto tokens/s | PyTorch tokens/s | atto / PyTorch | peak RSS atto / PyTorch (GiB) |\n'
 printf '|---|---|---|---|---|---|\n'
 for T in ${BLOCKS:-256 1024}; do
   steps=${STEPS:-$([ "$T" -ge 1024 ] && echo 2 || echo 3)}
