@@ -111,6 +111,25 @@ int64_t peak_rss_kib() {
 
 // ---- GEMM -------------------------------------------------------------------------------
 
+namespace {
+
+// C = A B^T as a bf16 linear layer's forward with B from a weight cache: the first call packs B
+// (a warm-up call at least), the timed ones find it packed.
+StepStats time_cached_bf16(const GemmBenchOptions& opt, const Tensor& a, const Tensor& b, Tensor& c) {
+  kernels::Bf16WeightCache cache;
+  const kernels::PrecisionScope scope(kernels::Precision::BF16, &cache);
+  const int64_t M = a.shape()[0], K = a.shape()[1], N = b.shape()[0], warmup = std::max<int64_t>(opt.warmup, 1);
+  std::vector<double> ms;
+  for (int64_t i = 0; i < warmup + opt.steps; ++i) {
+    const auto t0 = Clock::now();
+    kernels::linear_forward(c.data(), a.data(), b.data(), nullptr, M, K, N);
+    if (i >= warmup) ms.push_back(ms_since(t0));
+  }
+  return step_stats(ms);
+}
+
+}  // namespace
+
 GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
   check_counts(opt.warmup, opt.steps, 1, opt.threads, "gemm");
   ATTO_CHECK(opt.size >= 1 && opt.size <= 16384, "bench gemm: --size must be in [1, 16384], got {}", opt.size);
@@ -155,15 +174,7 @@ GemmBenchResult bench_gemm(const GemmBenchOptions& opt) {
     r.bf16_call = time_calls(kernels::Precision::BF16);
     r.bf16_median_gflops = flop / (r.bf16_call.median_ms * 1e6);
     r.bf16_best_gflops = flop / (r.bf16_call.min_ms * 1e6);
-    kernels::Bf16WeightCache cache;
-    const kernels::PrecisionScope scope(kernels::Precision::BF16, &cache);
-    std::vector<double> ms;
-    for (int64_t i = 0; i < std::max<int64_t>(opt.warmup, 1) + opt.steps; ++i) {  // the first call packs B
-      const auto t0 = Clock::now();
-      kernels::linear_forward(c.data(), a.data(), b.data(), nullptr, M, K, N);
-      if (i >= std::max<int64_t>(opt.warmup, 1)) ms.push_back(ms_since(t0));
-    }
-    r.bf16_cached_call = step_stats(ms);
+    r.bf16_cached_call = time_cached_bf16(opt, a, b, c);
     r.bf16_cached_best_gflops = flop / (r.bf16_cached_call.min_ms * 1e6);
     if (opt.fma_seconds > 0.0) {
       r.bf16_peak_gflops_per_thread = kernels::bf16_peak_gflops(opt.fma_seconds);
