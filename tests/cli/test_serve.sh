@@ -12,7 +12,7 @@ write_names 600 >"$W/names.txt"
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/run" --steps 150 --d-model 32 --n-heads 2 --n-layers 2 \
   --threads 1 --lr 0.01 -q
 # A stream model on chat-formatted text, for /v1/chat/completions. The checks compare the server
-# with atto sample, so the model need not be good: 40 steps (a tenth of the test's time under ASan).
+# with atto sample, so the model need not be good: 40 steps.
 for i in $(seq 1 300); do printf 'User: hello %d\nAssistant: hi there %d\n' $((i % 7)) $((i % 5)); done >"$W/chat.txt"
 expect_ok "$ATTO" train --data "$W/chat.txt" --mode stream --block-size 64 --out "$W/chat" --steps 40 \
   --d-model 32 --n-heads 2 --n-layers 2 --threads 1 --lr 0.01 -q
