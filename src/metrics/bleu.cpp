@@ -18,7 +18,7 @@ namespace {
 // -> count, one map per order.
 using NgramCounts = std::vector<std::unordered_map<std::string, int64_t>>;
 
-void check_options(const BleuOptions& o) {
+void check_bleu_options(const BleuOptions& o) {
   ATTO_CHECK(o.tokenize == "13a" || o.tokenize == "none",
              "BLEU: unknown tokenizer '{}'; use 13a (sacreBLEU's default) or none", o.tokenize);
   ATTO_CHECK(o.smooth == "exp" || o.smooth == "floor" || o.smooth == "add-k" || o.smooth == "none",
@@ -34,14 +34,14 @@ double smooth_value(const BleuOptions& o) {
 }
 
 // sacreBLEU's _preprocess_segment: lowercase, rstrip, tokenize.
-std::string preprocess(std::string_view sent, const BleuOptions& o) {
+std::string bleu_preprocess(std::string_view sent, const BleuOptions& o) {
   std::string s = o.lowercase ? text::lower(sent) : std::string(sent);
   std::string_view stripped = text::rstrip(s);
   return o.tokenize == "13a" ? tokenize_13a(stripped) : std::string(stripped);
 }
 
 // All n-grams of orders 1..max_order of a preprocessed segment, and its length in words.
-NgramCounts extract_ngrams(std::string_view line, int max_order, int64_t& length) {
+NgramCounts bleu_ngrams(std::string_view line, int max_order, int64_t& length) {
   const std::vector<std::string_view> words = text::split(line);
   length = static_cast<int64_t>(words.size());
   NgramCounts c(static_cast<size_t>(max_order));
@@ -80,7 +80,7 @@ void add_segment(Stats& s, std::string_view hyp, const std::vector<std::string_v
   std::vector<int64_t> ref_lens;
   for (std::string_view ref : refs) {
     int64_t len = 0;
-    NgramCounts c = extract_ngrams(preprocess(ref, o), o.max_order, len);
+    NgramCounts c = bleu_ngrams(bleu_preprocess(ref, o), o.max_order, len);
     ref_lens.push_back(len);
     for (size_t n = 0; n < c.size(); ++n) {
       for (auto& [gram, count] : c[n]) {
@@ -90,7 +90,7 @@ void add_segment(Stats& s, std::string_view hyp, const std::vector<std::string_v
     }
   }
   int64_t hyp_len = 0;
-  const NgramCounts h = extract_ngrams(preprocess(hyp, o), o.max_order, hyp_len);
+  const NgramCounts h = bleu_ngrams(bleu_preprocess(hyp, o), o.max_order, hyp_len);
   for (size_t n = 0; n < h.size(); ++n) {
     for (const auto& [gram, count] : h[n]) {
       s.totals[n] += count;
@@ -109,7 +109,7 @@ double floored_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
 
 BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<int64_t>& totals, int64_t sys_len,
                         int64_t ref_len, const BleuOptions& opts) {
-  check_options(opts);
+  check_bleu_options(opts);
   const auto N = static_cast<size_t>(opts.max_order);
   ATTO_CHECK(counts.size() == N && totals.size() == N,
              "BLEU: statistics need {} counts and "
@@ -161,7 +161,7 @@ BleuResult compute_bleu(const std::vector<int64_t>& counts, const std::vector<in
 
 BleuResult corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs,
                        const BleuOptions& opts) {
-  check_options(opts);
+  check_bleu_options(opts);
   const detail::References segs = detail::gather_references(hyps, refs, "BLEU");
   Stats s;
   s.counts.assign(static_cast<size_t>(opts.max_order), 0);

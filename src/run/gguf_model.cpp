@@ -24,7 +24,7 @@ using io::GgmlType;
 using io::GgufValue;
 
 constexpr int32_t kTokenNormal = 1, kTokenControl = 3;  // llama.cpp's token types
-constexpr float kNormEps = 1e-5f;                       // nn::BlockConfig::norm_eps
+constexpr float kGgufNormEps = 1e-5f;                       // nn::BlockConfig::norm_eps
 
 // The byte-level symbols of a character's UTF-8 bytes, one string per byte.
 std::vector<std::string> byte_symbols(char32_t c) {
@@ -317,7 +317,7 @@ GPTConfig read_gpt_config(const io::GgufFile& f, int64_t vocab, Arch& arch) {
   const std::string eps_key =
       name + (arch == Arch::Gpt2 ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon");
   const double eps = f.get(eps_key).as_number(f.path + ": " + eps_key);
-  ATTO_CHECK(std::fabs(eps - kNormEps) < 1e-9, "{}: {} is {}; atto's norms use {}", f.path, eps_key, eps, kNormEps);
+  ATTO_CHECK(std::fabs(eps - kGgufNormEps) < 1e-9, "{}: {} is {}; atto's norms use {}", f.path, eps_key, eps, kGgufNormEps);
   if (arch == Arch::Gpt2) {  // llama.cpp computes the tanh GELU; atto's files say what they trained with
     c.activation = f.has("atto.ffn") ? parse_activation(f.get("atto.ffn").as_string(f.path + ": atto.ffn"))
                                      : nn::Activation::GELUTanh;
@@ -359,10 +359,10 @@ void add_hparams(io::GgufWriter& w, const GPTConfig& c, Arch arch) {
   w.add(a + ".block_count", u32(c.n_layers));
   w.add(a + ".attention.head_count", u32(c.n_heads));
   if (arch == Arch::Gpt2) {
-    w.add(a + ".attention.layer_norm_epsilon", GgufValue::f32(kNormEps));
+    w.add(a + ".attention.layer_norm_epsilon", GgufValue::f32(kGgufNormEps));
   } else {
     w.add(a + ".attention.head_count_kv", u32(c.kv_heads()));
-    w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(kNormEps));
+    w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(kGgufNormEps));
     w.add(a + ".rope.freq_base", GgufValue::f32(c.rope_base));
     w.add(a + ".rope.dimension_count", u32(c.d_model / c.n_heads));
     w.add(a + ".vocab_size", u32(c.vocab_size));

@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kNormEps = 1e-5;  // nn::BlockConfig::norm_eps: atto's LayerNorm, GPT-2's
+constexpr double kExportNormEps = 1e-5;  // nn::BlockConfig::norm_eps: atto's LayerNorm, GPT-2's
 // Every file export_hf may write; with --force, the ones this export does not write are removed
 // (an earlier export of another tokenizer kind must not leave its files beside these).
 const char* const kExportFiles[] = {"model.safetensors",     "config.json",         "vocab.json", "merges.txt",
@@ -120,7 +120,7 @@ std::vector<std::pair<std::string, Tensor>> hf_tensors(const GPT& model) {
 // ---- config.json --------------------------------------------------------------------------------
 
 // The feed-forward width: the length of h.0.mlp.c_fc.bias (GPTConfig's d_ff may be 0: 4 x d_model).
-int64_t ffn_width(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+int64_t hf_ffn_width(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   for (const auto& [name, t] : tensors)
     if (name == "transformer.h.0.mlp.c_fc.bias") return t.numel();
   fail("--format hf: the model has no tensor 'transformer.h.0.mlp.c_fc.bias'");
@@ -142,7 +142,7 @@ nlohmann::ordered_json config_json(const GPTConfig& c, int64_t d_ff, const GptTo
           {"n_head", c.n_heads},
           {"n_inner", d_ff == 4 * c.d_model ? J(nullptr) : J(d_ff)},
           {"activation_function", c.activation == nn::Activation::GELUTanh ? "gelu_new" : "gelu"},
-          {"layer_norm_epsilon", kNormEps},
+          {"layer_norm_epsilon", kExportNormEps},
           {"resid_pdrop", decimal(c.dropout)},  // atto drops after each residual projection
           {"embd_pdrop", decimal(c.dropout)},   // and after the embeddings,
           {"attn_pdrop", 0.0},                  // never the attention weights
@@ -204,7 +204,7 @@ TokenizerFiles tokenizer_files(const GptTokenizer& tok, int64_t block_size) {
 
 // ---- the directory ------------------------------------------------------------------------------
 
-void check_out(const std::string& out, bool force, const std::string& source) {
+void check_export_out(const std::string& out, bool force, const std::string& source) {
   ATTO_CHECK(!out.empty(), "no output directory: pass --out DIR");
   if (!fs::exists(out)) return;
   ATTO_CHECK(fs::is_directory(out), "--out {} exists and is not a directory", out);
@@ -221,9 +221,9 @@ HfExportSummary export_hf(const LoadedModel& lm, const std::string& out, bool fo
   const GPT& model = *lm.model;
   const GPTConfig& c = model.config();
   check_hf_gpt2_architecture(c);
-  check_out(out, force, source);
+  check_export_out(out, force, source);
   const auto tensors = hf_tensors(model);
-  const int64_t d_ff = ffn_width(tensors);
+  const int64_t d_ff = hf_ffn_width(tensors);
   const TokenizerFiles tok = tokenizer_files(*lm.tokenizer, c.block_size);
   const nlohmann::ordered_json config = config_json(c, d_ff, *lm.tokenizer);
   // Everything is known: write.

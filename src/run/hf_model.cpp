@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr float kNormEps = 1e-5f;       // nn::BlockConfig::norm_eps: atto's LayerNorm
+constexpr float kHfNormEps = 1e-5f;       // nn::BlockConfig::norm_eps: atto's LayerNorm
 constexpr int64_t kMaxLayers = 100000;  // a damaged index must not ask for that many blocks
 constexpr const char* kPrefix = "transformer.";
 
@@ -185,9 +185,9 @@ void check_options(const HfConfig& c) {
              json_util::excerpt(j["model_type"]));
   if (j.contains("layer_norm_epsilon")) {
     const nlohmann::json& e = j["layer_norm_epsilon"];
-    ATTO_CHECK(e.is_number() && std::fabs(e.get<double>() - kNormEps) <= 1e-9,
+    ATTO_CHECK(e.is_number() && std::fabs(e.get<double>() - kHfNormEps) <= 1e-9,
                "{}: \"layer_norm_epsilon\" is {}; atto's LayerNorm uses {} (GPT-2's), so this model cannot be imported",
-               c.path, json_util::excerpt(e), kNormEps);
+               c.path, json_util::excerpt(e), kHfNormEps);
   }
   ATTO_CHECK(!j.contains("scale_attn_weights") || j["scale_attn_weights"] == true,
              "{}: \"scale_attn_weights\" is not true; atto's attention scales by 1/sqrt(head size)", c.path);
@@ -328,7 +328,7 @@ LoadedModel load_hf_gpt2(const std::string& dir) {
 
 namespace {
 
-void check_out(const std::string& from, const std::string& out, bool force) {
+void check_import_out(const std::string& from, const std::string& out, bool force) {
   if (!fs::exists(out)) return;
   ATTO_CHECK(fs::is_directory(out), "--out {} exists and is not a directory", out);
   std::error_code ec;
@@ -391,7 +391,7 @@ LoadedModel load_model_source(const std::string& source, const std::string& flag
 
 ImportSummary import_run(const std::string& from, const std::string& out, bool force) {
   ATTO_CHECK(!out.empty(), "no output directory: pass --out DIR");
-  check_out(from, out, force);
+  check_import_out(from, out, force);
   ImportSummary s;
   const LoadedModel lm = load_model_source(from, "--from", &s.source);
   s.parameters = lm.model->num_parameters();

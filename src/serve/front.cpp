@@ -201,7 +201,12 @@ class BufferedStream final : public httplib::Stream {
   int timeout_s_;
 };
 
+}  // namespace
+
 // A fixed set of threads running posted jobs; shutdown() runs the jobs already posted, then joins.
+// Outside the anonymous namespace: Front::Loop, a member of a class with external linkage, holds
+// two (GCC's -Wsubobject-linkage, when this file is compiled inside a unity source).
+namespace front_internal {
 class Pool {
  public:
   void start(int n, const char* what) {
@@ -249,6 +254,9 @@ class Pool {
   std::vector<std::thread> threads_;
   bool done_ = false;
 };
+}  // namespace front_internal
+
+namespace {
 
 bool is_health(std::string_view buf) {
   constexpr std::string_view kHealth = "GET /health";
@@ -291,7 +299,7 @@ struct Front::Loop {
   };
 
   Front& f;
-  Pool workers, health;
+  front_internal::Pool workers, health;
   int wake_fd = -1;
   std::atomic<bool> stopping{false};
   std::mutex mu;                   // guards returned

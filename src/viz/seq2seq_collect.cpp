@@ -25,7 +25,7 @@ std::vector<Matrix> heads_of(const Tensor& w) {
   return heads;
 }
 
-Matrix to_matrix(const Tensor& t) { return Matrix(t.size(0), t.size(1), t.contiguous().to_vector()); }
+Matrix square_matrix(const Tensor& t) { return Matrix(t.size(0), t.size(1), t.contiguous().to_vector()); }
 
 std::vector<int32_t> encode_flag(const Tokenizer& tok, const std::string& text, const char* flag) {
   try {
@@ -112,9 +112,9 @@ Seq2SeqView collect_seq2seq(Seq2Seq& model, const Tokenizer& src_tok, const Toke
                               detail::row_norms(b.cross_update), detail::row_norms(b.ffn_update)});
   }
   const Seq2Seq::Stack& e = model.encoder;
-  v.positions = to_matrix(e.embed_positions ? e.embed_positions->weight : e.pe->table());
-  v.src_embed = to_matrix(model.encoder.embed_tokens.weight);
-  v.tgt_embed = to_matrix(model.decoder.embed_tokens.weight);
+  v.positions = square_matrix(e.embed_positions ? e.embed_positions->weight : e.pe->table());
+  v.src_embed = square_matrix(model.encoder.embed_tokens.weight);
+  v.tgt_embed = square_matrix(model.decoder.embed_tokens.weight);
   for (int32_t id = 0; id < cfg.src_vocab; ++id) v.src_vocab.push_back(token_label(src_tok, id));
   for (int32_t id = 0; id < cfg.tgt_vocab; ++id) v.tgt_vocab.push_back(token_label(tgt_tok, id));
   v.last_logits.assign(logits.data() + (T - 1) * cfg.tgt_vocab, logits.data() + T * cfg.tgt_vocab);

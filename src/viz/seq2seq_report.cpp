@@ -81,7 +81,7 @@ void attention_kind(Report& r, const InspectOptions& opt, const AttnKind& k,
                                  {"weights", std::move(weights)}};
 }
 
-void residual_figure(Report& r, const std::vector<Seq2SeqView::Residual>& res, const char* stack) {
+void stack_residual_figure(Report& r, const std::vector<Seq2SeqView::Residual>& res, const char* stack) {
   const bool decoder = std::string_view(stack) == "decoder";
   Grid g;
   g.title = fmt::format("{} residual stream: L2 norm per position", decoder ? "Decoder" : "Encoder");
@@ -188,8 +188,8 @@ Report build_seq2seq_report(const Seq2SeqView& v, const TrainingCurves* curves, 
                  v.cross_attention, v.tgt_tokens, v.src_tokens);
   attention_kind(r, opt, {"decoder", "dec_attn", "dec_attention", "query (target)", "key (target)", true},
                  v.dec_attention, v.tgt_tokens, v.tgt_tokens);
-  residual_figure(r, v.enc_residual, "encoder");
-  residual_figure(r, v.dec_residual, "decoder");
+  stack_residual_figure(r, v.enc_residual, "encoder");
+  stack_residual_figure(r, v.dec_residual, "decoder");
   embedding_figures(r, v);
   position_figures(r, opt, v.positions, v.config.pos);
   training_figures(r, curves);

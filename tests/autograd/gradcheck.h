@@ -25,6 +25,12 @@
 namespace atto::test {
 
 using Inputs = std::vector<Tensor>;
+
+// A tensor of normal values (mean 0, standard deviation std) from its own seeded generator.
+inline Tensor randn(const Shape& s, uint64_t seed, float std = 1.0f) {
+  Rng rng(seed);
+  return Tensor::randn(s, rng, 0.0f, std);
+}
 using Fn = std::function<Tensor(const Inputs&)>;
 
 struct GradcheckOptions {

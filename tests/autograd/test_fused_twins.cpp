@@ -10,11 +10,6 @@ using namespace atto::test;
 
 namespace {
 
-Tensor randn(const Shape& s, uint64_t seed) {
-  Rng rng(seed);
-  return Tensor::randn(s, rng);
-}
-
 // Runs f on fresh leaf copies of the inputs; returns the output and every input's gradient
 // of sum(y * r) for a fixed r.
 struct Result {

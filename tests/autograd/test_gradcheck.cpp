@@ -10,10 +10,6 @@ using namespace atto::test;
 
 namespace {
 
-Tensor randn(const Shape& s, uint64_t seed, float std = 1.0f) {
-  Rng rng(seed);
-  return Tensor::randn(s, rng, 0.0f, std);
-}
 Tensor rand_pos(const Shape& s, uint64_t seed) {  // values in [0.5, 2): safe for log, sqrt, div
   Rng rng(seed);
   return Tensor::rand(s, rng, 0.5f, 2.0f);

@@ -1,17 +1,12 @@
 // The tape: recording, grad mode, accumulation, buffer reuse, and shape errors.
 #include <gtest/gtest.h>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "base/error.h"
 
 using namespace atto;
-
-namespace {
-Tensor randn(const Shape& s, uint64_t seed) {
-  Rng rng(seed);
-  return Tensor::randn(s, rng);
-}
-}  // namespace
+using test::randn;
 
 TEST(Tape, RecordsOnlyWhenAnInputRequiresGrad) {
   tape().clear();

@@ -18,7 +18,7 @@ namespace {
 using atto::test::error_of;
 using Ids = std::vector<int32_t>;
 
-std::unique_ptr<GPT> tiny_gpt(int64_t V, int64_t block_size, uint64_t seed) {
+std::unique_ptr<GPT> tiny_scoring_gpt(int64_t V, int64_t block_size, uint64_t seed) {
   GPTConfig c;
   c.vocab_size = V;
   c.block_size = block_size;
@@ -37,7 +37,7 @@ std::unique_ptr<GPT> tiny_gpt(int64_t V, int64_t block_size, uint64_t seed) {
 TEST(Score, LinesLogProbsSumToMinusTheTrainingLoss) {
   // <eos> a e m: "emma" is framed [<eos> e m m a] -> [e m m a <eos>].
   const auto tok = CharTokenizer::from_chars({U'a', U'e', U'm'}, true);
-  auto m = tiny_gpt(tok.vocab_size(), 8, 1);
+  auto m = tiny_scoring_gpt(tok.vocab_size(), 8, 1);
   const ScoreResult r = score_text(*m, tok, "emma");
   EXPECT_EQ(r.targets, (Ids{2, 3, 3, 1, 0}));
   ASSERT_EQ(r.logprobs.size(), 5u);
@@ -56,7 +56,7 @@ TEST(Score, LinesLogProbsSumToMinusTheTrainingLoss) {
 
 TEST(Score, LinesTextMustFitTheBlock) {
   const auto tok = CharTokenizer::from_chars({U'a', U'b'}, true);
-  auto m = tiny_gpt(tok.vocab_size(), 4, 2);
+  auto m = tiny_scoring_gpt(tok.vocab_size(), 4, 2);
   EXPECT_EQ(score_text(*m, tok, "abb").targets.size(), 4u);  // 3 + <eos> == block size: fits
   const std::string msg = error_of([&] { score_text(*m, tok, "abba"); });
   EXPECT_NE(msg.find("\"abba\""), std::string::npos) << msg;
@@ -66,7 +66,7 @@ TEST(Score, LinesTextMustFitTheBlock) {
 
 TEST(Score, StreamConditionsEachTokenOnUpToBlockSizePreviousTokens) {
   const int64_t V = 7, BS = 5;
-  auto m = tiny_gpt(V, BS, 3);
+  auto m = tiny_scoring_gpt(V, BS, 3);
   Rng rng(4);
   Ids ids(80);  // > kWindowsPerBatch windows past the first block: two batches
   for (auto& t : ids) t = static_cast<int32_t>(rng.below(V));
@@ -91,7 +91,7 @@ TEST(Score, StreamConditionsEachTokenOnUpToBlockSizePreviousTokens) {
 
 TEST(Score, StreamTextNeedsTwoCharacters) {
   const auto tok = CharTokenizer::from_chars({U'\n', U'a', U'b'}, false);
-  auto m = tiny_gpt(tok.vocab_size(), 4, 5);
+  auto m = tiny_scoring_gpt(tok.vocab_size(), 4, 5);
   const std::string msg = error_of([&] { score_text(*m, tok, "a"); });
   EXPECT_NE(msg.find("\"a\""), std::string::npos) << msg;
   EXPECT_NE(msg.find("at least 2"), std::string::npos) << msg;
@@ -103,7 +103,7 @@ TEST(Score, StreamTextNeedsTwoCharacters) {
 // only at the target's log-probability, which a -inf logit elsewhere leaves finite.
 TEST(Score, NonFiniteLogitsAreRefused) {
   for (float row : {-3e38f, 3e38f, std::nanf("")}) {
-    auto m = tiny_gpt(9, 8, 3);
+    auto m = tiny_scoring_gpt(9, 8, 3);
     atto::testing::break_logit(*m, 7, row);
     EXPECT_EQ(error_of([&] {
                 score_lines(*m, {1, 2, 3}, 0);

@@ -66,12 +66,16 @@ inline void expect_thread_invariant(const std::function<std::vector<float>()>& f
   expect_bit_identical(one, two, what);
 }
 
-// |got - want| <= atol + rtol * |want| element by element.
+// |got - want| <= atol + rtol * |want| element by element; an infinite want must be matched
+// exactly, and got may not be NaN.
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol,
                          const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); i++)
+  for (size_t i = 0; i < got.size(); i++) {
+    if (std::isinf(want[i]) && got[i] == want[i]) continue;
+    ASSERT_FALSE(std::isnan(got[i])) << what << " NaN at " << i;
     ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
+  }
 }
 
 // Each grad[i] against the central difference (loss(param[i] + h) - loss(param[i] - h)) / 2h,
@@ -89,6 +93,21 @@ inline void expect_matches_central_differences(std::vector<float>& param, const 
     const double fd = (up - down) / (2.0 * h);
     EXPECT_NEAR(grad[i], fd, 2e-3 * (1 + std::fabs(fd))) << what << "[" << i << "]";
   }
+}
+
+// One gemm case of the sweeps: C = alpha op(A) op(B) + beta C, each operand's leading dimension
+// pad columns wider than its rows.
+struct GemmCase {
+  bool ta, tb;
+  int64_t M, N, K;
+  int64_t pad;
+  float alpha, beta;
+};
+
+inline std::string name(const GemmCase& c) {
+  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
+         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " pad=" + std::to_string(c.pad) +
+         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta);
 }
 
 }  // namespace atto::kernels::test

@@ -19,6 +19,7 @@ namespace atto::kernels {
 namespace {
 
 using test::expect_bit_identical;
+using test::expect_close;
 using test::expect_matches_central_differences;
 using test::randn;
 using test::ThreadGuard;
@@ -107,16 +108,6 @@ void run_forward(Data& x, bool naive) {
 void run_backward(Data& x, bool naive) {
   (naive ? attention_backward_naive : attention_backward)(x.dq, x.dk, x.dv, x.dob.data(), x.ob.data(), x.lse.data(),
                                                           x.q, x.k, x.v, x.key_mask, x.d);
-}
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); i++) {
-    if (std::isinf(want[i]) && got[i] == want[i]) continue;
-    ASSERT_FALSE(std::isnan(got[i])) << what << " NaN at " << i;
-    ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
-  }
 }
 
 void expect_fast_matches_naive(const Case& c) {

@@ -31,7 +31,7 @@ using test::randn;
 
 using test::BackendGuard;
 
-struct Case {
+struct Bf16Case {
   int64_t B, NH, Tq, Tk, HS;
   bool causal;
   bool mask;        // scattered masked keys and tail padding, batch 0 wholly masked
@@ -44,7 +44,7 @@ struct Case {
   }
 };
 
-const Case kCases[] = {
+const Bf16Case kCases[] = {
     {2, 3, 100, 100, 64, true, false, false, 0},  // (d)-like head, partial second tile
     {2, 2, 200, 200, 24, true, true, false, 5},   // odd head size, masks, padded ld
     {1, 2, 70, 130, 80, false, false, false, 0},  // head size past 64, Tq != Tk
@@ -58,12 +58,12 @@ const Case kCases[] = {
 };
 
 // Buffers of one case. q, k, v, dout random; out and the gradients written by the kernels.
-struct Data {
+struct Bf16Data {
   AttentionDims d;
   std::vector<float> qkv, k, v, out, dout, lse, dqkv, dk, dv;
   std::vector<uint8_t> mask;
-  Case c;
-  explicit Data(const Case& cs) : c(cs) {
+  Bf16Case c;
+  explicit Bf16Data(const Bf16Case& cs) : c(cs) {
     const int64_t C = c.NH * c.HS, ld = c.fused ? 3 * C : C + c.pad;
     d.B = c.B;
     d.NH = c.NH;
@@ -134,9 +134,9 @@ TEST(AttentionBf16, MatchesTheNaiveKernelsOnRoundedInputs) {
   if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   for (Bf16Backend be : test::bf16_backends()) {
     const BackendGuard guard(be);
-    for (const Case& c : kCases) {
+    for (const Bf16Case& c : kCases) {
       const std::string what = std::string(bf16_backend_name(be)) + " " + c.name();
-      Data fast(c), ref(c);
+      Bf16Data fast(c), ref(c);
       ref.round_inputs();
       ref.forward(true);
       ref.backward(true);
@@ -168,8 +168,8 @@ TEST(AttentionBf16, RoundsItsInputsAndIsWhatTheScopeRuns) {
   if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   for (Bf16Backend be : test::bf16_backends()) {
     const BackendGuard guard(be);
-    const Case c = kCases[1];
-    Data raw(c), rounded(c), f32(c);
+    const Bf16Case c = kCases[1];
+    Bf16Data raw(c), rounded(c), f32(c);
     rounded.round_inputs();
     {
       const PrecisionScope bf16(Precision::BF16);
@@ -193,10 +193,10 @@ TEST(AttentionBf16, SameBitsForOneAndTwoThreads) {
   if (test::bf16_backends().empty()) GTEST_SKIP() << "no bf16 on this CPU";
   for (Bf16Backend be : test::bf16_backends()) {
     const BackendGuard guard(be);
-    for (const Case& c : {kCases[0], kCases[1], kCases[4]}) {
+    for (const Bf16Case& c : {kCases[0], kCases[1], kCases[4]}) {
       test::expect_thread_invariant(
           [&] {
-            Data x(c);
+            Bf16Data x(c);
             const PrecisionScope bf16(Precision::BF16);
             x.forward(false);
             x.backward(false);

@@ -20,25 +20,14 @@ namespace atto::kernels {
 namespace {
 
 using test::expect_bit_identical;
+using test::GemmCase;
+using test::name;
 using test::randn;
 using test::ThreadGuard;
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
-}
-
-struct GemmCase {
-  bool ta, tb;
-  int64_t M, N, K;
-  int64_t pad;  // extra leading-dimension columns
-  float alpha, beta;
-};
-
-std::string name(const GemmCase& c) {
-  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
-         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " pad=" + std::to_string(c.pad) +
-         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta);
 }
 
 // Runs fast (or naive) gemm on the case's operands; C starts from c0.

@@ -22,6 +22,8 @@ namespace atto::kernels {
 namespace {
 
 using test::expect_bit_identical;
+using test::GemmCase;
+using test::name;
 using test::randn;
 using test::ThreadGuard;
 
@@ -96,24 +98,12 @@ TEST(Bf16, PackingRoundsAsToBf16AndPlacesEachElement) {
   }
 }
 
-struct Case {
-  bool ta, tb;
-  int64_t M, N, K, pad;
-  float alpha, beta;
-};
-
-std::string name(const Case& c) {
-  return "tA=" + std::to_string(c.ta) + " tB=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) +
-         " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " pad=" + std::to_string(c.pad) +
-         " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta);
-}
-
 struct Operands {
   int64_t lda, ldb, ldc;
   std::vector<float> A, B, C;
 };
 
-Operands operands(const Case& c, uint32_t seed) {
+Operands operands(const GemmCase& c, uint32_t seed) {
   Operands o;
   o.lda = (c.ta ? c.M : c.K) + c.pad;
   o.ldb = (c.tb ? c.K : c.N) + c.pad;
@@ -126,7 +116,7 @@ Operands operands(const Case& c, uint32_t seed) {
 
 // The M x N block of C after f; padding columns must keep their values.
 template <class F>
-std::vector<float> run(const Case& c, Operands o, F f) {
+std::vector<float> run(const GemmCase& c, Operands o, F f) {
   const std::vector<float> before = o.C;
   f(c.ta, c.tb, c.M, c.N, c.K, c.alpha, o.A.data(), o.lda, o.B.data(), o.ldb, c.beta, o.C.data(), o.ldc);
   std::vector<float> block;
@@ -143,7 +133,7 @@ std::vector<float> abs_of(std::vector<float> v) {
 }
 
 TEST(GemmBf16, EveryBackendMatchesTheNaiveReference) {
-  const std::vector<Case> cases = {
+  const std::vector<GemmCase> cases = {
       {false, false, 1, 1, 1, 0, 1.0f, 0.0f},      {false, true, 1, 100, 384, 0, 1.0f, 0.0f},
       {false, true, 7, 33, 31, 3, 1.0f, 0.0f},     {false, false, 17, 16, 32, 0, 0.5f, 1.0f},
       {true, false, 33, 47, 65, 1, 1.0f, 1.0f},    {true, true, 64, 64, 64, 0, 2.0f, -0.5f},
@@ -155,13 +145,13 @@ TEST(GemmBf16, EveryBackendMatchesTheNaiveReference) {
   };
   for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
-    for (const Case& c : cases) {
+    for (const GemmCase& c : cases) {
       const Operands o = operands(c, 11);
       const std::vector<float> fast = run(c, o, gemm_bf16), ref = run(c, o, gemm_bf16_naive);
       Operands a = o;
       a.A = abs_of(a.A);
       a.B = abs_of(a.B);
-      const Case abs_case{c.ta, c.tb, c.M, c.N, c.K, c.pad, std::fabs(c.alpha), 0.0f};
+      const GemmCase abs_case{c.ta, c.tb, c.M, c.N, c.K, c.pad, std::fabs(c.alpha), 0.0f};
       const std::vector<float> mag = run(abs_case, a, gemm_bf16_naive);
       const double tol = std::ldexp(1.0, -22) * static_cast<double>(c.K + 2);
       for (size_t i = 0; i < fast.size(); i++)
@@ -174,7 +164,7 @@ TEST(GemmBf16, RoundsItsInputs) {
   // Against fp32 inputs (gemm_naive) a bf16 product is off by far more than the tolerance above.
   for (Bf16Backend b : test::bf16_backends()) {
     BackendGuard guard(b);
-    const Case c{false, true, 8, 8, 256, 0, 1.0f, 0.0f};
+    const GemmCase c{false, true, 8, 8, 256, 0, 1.0f, 0.0f};
     const Operands o = operands(c, 5);
     const std::vector<float> fast = run(c, o, gemm_bf16), fp32 = run(c, o, gemm_naive);
     double worst = 0.0;

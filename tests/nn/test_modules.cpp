@@ -10,10 +10,6 @@ using namespace atto;
 using namespace atto::test;
 
 namespace {
-Tensor randn(const Shape& s, uint64_t seed, float std = 1.0f) {
-  Rng rng(seed);
-  return Tensor::randn(s, rng, 0.0f, std);
-}
 std::vector<std::string> names(const nn::Module& m) {
   std::vector<std::string> out;
   for (const auto& p : m.named_parameters()) out.push_back(p.name);

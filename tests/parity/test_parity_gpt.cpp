@@ -41,6 +41,7 @@
 
 namespace atto {
 namespace {
+namespace gpt_parity {
 
 using atto::test::TempDir;
 
@@ -435,5 +436,6 @@ TEST(GptParity, Bf16AttentionMatchesTorchAutocast) {
   run_bf16_case("bf16_attention", c, make_batch(c.vocab_size, 2, 96), false);
 }
 
+}  // namespace gpt_parity
 }  // namespace
 }  // namespace atto

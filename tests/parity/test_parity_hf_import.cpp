@@ -18,6 +18,7 @@
 
 namespace atto {
 namespace {
+namespace hf_import_parity {
 
 constexpr float kTol = 1e-4f;
 
@@ -57,5 +58,6 @@ TEST(HfImportParity, PlainF16AndBf16) {
   check_case("plain", "bf16");
 }
 
+}  // namespace hf_import_parity
 }  // namespace
 }  // namespace atto

@@ -19,6 +19,7 @@
 
 namespace atto {
 namespace {
+namespace modules_parity {
 
 using test::Inputs;
 using test::ModuleRef;
@@ -220,5 +221,6 @@ TEST(ModuleParityReference, MatchesTorchBuiltinsAndCaseListIsComplete) {
   EXPECT_EQ(ours, theirs) << "kCases and ref_modules.py's CASES differ";
 }
 
+}  // namespace modules_parity
 }  // namespace
 }  // namespace atto

@@ -22,6 +22,7 @@
 
 namespace atto {
 namespace {
+namespace optim_parity {
 
 constexpr float kTol = 1e-6f;
 
@@ -137,5 +138,6 @@ TEST(OptimParity, AdamWAdamSgdWithClippingMatchPyTorch) {
   }
 }
 
+}  // namespace optim_parity
 }  // namespace
 }  // namespace atto

@@ -37,6 +37,7 @@
 
 namespace atto {
 namespace {
+namespace seq2seq_parity {
 
 using atto::test::TempDir;
 
@@ -321,5 +322,6 @@ TEST(Seq2SeqParity, RmsSwigluNoBiasUntiedMatchesPyTorch) {
   run_case("rms_swiglu", c, 0.1f);
 }
 
+}  // namespace seq2seq_parity
 }  // namespace
 }  // namespace atto

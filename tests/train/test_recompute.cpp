@@ -19,7 +19,7 @@ using atto::test::same_bits;
 
 namespace {
 
-GPTConfig small_gpt() {
+GPTConfig small_recompute_gpt() {
   GPTConfig c;
   c.vocab_size = 13;
   c.block_size = 8;
@@ -68,7 +68,7 @@ Step run_step(const Config& c, int shards, bool recompute, Run&& run) {
 
 // The forward records one "recompute" node per block and none of the blocks' own ops.
 TEST(Recompute, TheTapeKeepsOneNodeABlock) {
-  const GPTConfig c = small_gpt();
+  const GPTConfig c = small_recompute_gpt();
   Rng init(5), drop(7);
   GPT model(c, init);
   model.set_rng(&drop);
@@ -101,7 +101,7 @@ TEST(Recompute, TheTapeKeepsOneNodeABlock) {
 
 // With dropout, 1 or 2 shards and 1 or 2 threads: the bits of the step without recomputation.
 TEST(Recompute, GptGradientsLossAndRngKeepTheirBits) {
-  const GPTConfig c = small_gpt();
+  const GPTConfig c = small_recompute_gpt();
   const int64_t B = 4, T = c.block_size;
   const auto x = random_ids(3, B * T, c.vocab_size), y = random_ids(4, B * T, c.vocab_size);
   auto run = [&](DataParallel& dp) { return gpt_forward_backward(dp, x, y, B, T); };
@@ -150,7 +150,7 @@ TEST(Recompute, Seq2SeqGradientsKeepTheirBits) {
 // comes once, after every node that adds to its gradient, recomputed blocks included, and as soon
 // as its block's node has run: the last block's before the first block's.
 TEST(Recompute, ReadyCallbacksSeeFinalGradients) {
-  const GPTConfig c = small_gpt();
+  const GPTConfig c = small_recompute_gpt();
   Rng init(5), drop(7);
   GPT model(c, init);
   model.set_rng(&drop);

@@ -9,17 +9,11 @@
 #include "viz/figures.h"
 #include "viz/pca.h"
 #include "viz/svg.h"
+#include "viz/viz_support.h"
 
 using namespace atto;
 using namespace atto::viz;
-
-namespace {
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + what.size())) ++n;
-  return n;
-}
-}  // namespace
+using atto::test::occurrences;
 
 // ---- svg ------------------------------------------------------------------------------------
 
@@ -38,8 +32,8 @@ TEST(Svg, TextAndAttributesAreEscapedInTheDocument) {
   s.rect(0, 0, 1, 1, "#000", "", "tip <b>&");
   const std::string doc = s.document({.css_class = "a\"b", .data = {{"k", "<v>"}}, .title = "t&"});
   EXPECT_TRUE(doc.starts_with("<?xml"));
-  EXPECT_EQ(count(doc, "<script"), 0u);
-  EXPECT_EQ(count(doc, "</svg>"), 1u);
+  EXPECT_EQ(occurrences(doc, "<script"), 0u);
+  EXPECT_EQ(occurrences(doc, "</svg>"), 1u);
   EXPECT_NE(doc.find("&lt;/svg&gt;&lt;script&gt;"), std::string::npos);
   EXPECT_NE(doc.find("class=\"a&quot;b\""), std::string::npos);
   EXPECT_NE(doc.find("data-k=\"&lt;v&gt;\""), std::string::npos);
@@ -195,10 +189,10 @@ TEST(Heatmap, OneCellPerEntryAndMaskedCellsHatched) {
   h.root = {.css_class = "atto-attn", .data = {{"layer", "0"}}, .title = ""};
   const std::string svg = heatmap_svg(h);
   EXPECT_EQ(h.masked, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0}));
-  EXPECT_EQ(count(svg, "class=\"cell\""), 9u);
-  EXPECT_EQ(count(svg, "class=\"cell masked\""), 3u);
-  EXPECT_EQ(count(svg, "fill=\"url(#hm1-hatch)\""), 3u);
-  EXPECT_EQ(count(svg, "<pattern id=\"hm1-hatch\""), 1u);
+  EXPECT_EQ(occurrences(svg, "class=\"cell\""), 9u);
+  EXPECT_EQ(occurrences(svg, "class=\"cell masked\""), 3u);
+  EXPECT_EQ(occurrences(svg, "fill=\"url(#hm1-hatch)\""), 3u);
+  EXPECT_EQ(occurrences(svg, "<pattern id=\"hm1-hatch\""), 1u);
   // Masked cells are drawn hatched, never in the colour of 0 (viridis(0)), while the zero-valued
   // unmasked entries are.
   for (size_t p = svg.find("class=\"cell masked\""); p != std::string::npos;
@@ -206,7 +200,7 @@ TEST(Heatmap, OneCellPerEntryAndMaskedCellsHatched) {
     const std::string rect = svg.substr(svg.rfind("<rect", p), p - svg.rfind("<rect", p));
     EXPECT_NE(rect.find("fill=\"url(#hm1-hatch)\""), std::string::npos) << rect;
   }
-  EXPECT_EQ(count(svg, "fill=\"" + hex(viridis(0)) + "\" class=\"cell\""), 3u);  // the three unmasked zeros
+  EXPECT_EQ(occurrences(svg, "fill=\"" + hex(viridis(0)) + "\" class=\"cell\""), 3u);  // the three unmasked zeros
   // Labels escaped; values written in the (large) cells; root attributes present.
   EXPECT_NE(svg.find("&lt;eos&gt;"), std::string::npos);
   EXPECT_EQ(svg.find("<eos>"), std::string::npos);
@@ -225,10 +219,10 @@ TEST(Heatmap, SmallCellsDropTheNumbersAndThinTheLabels) {
   }
   h.target_size = 384;
   const std::string svg = heatmap_svg(h);
-  EXPECT_EQ(count(svg, "class=\"cell\""), static_cast<size_t>(n * n));
-  EXPECT_EQ(count(svg, ">0.00</text>") + count(svg, ">.00</text>"), 0u);  // no room for numbers
+  EXPECT_EQ(occurrences(svg, "class=\"cell\""), static_cast<size_t>(n * n));
+  EXPECT_EQ(occurrences(svg, ">0.00</text>") + occurrences(svg, ">.00</text>"), 0u);  // no room for numbers
   // Labels are thinned so they do not overlap: fewer than n per axis, but some.
-  const size_t labels = count(svg, "font-family=\"DejaVu Sans Mono");
+  const size_t labels = occurrences(svg, "font-family=\"DejaVu Sans Mono");
   EXPECT_GT(labels, 20u);
   EXPECT_LT(labels, static_cast<size_t>(2 * n));
   Heatmap bad = h;
@@ -242,7 +236,7 @@ TEST(Figures, PlotsEscapeLabelsAndCheckLengths) {
   sc.y = {0, 1, 0};
   sc.labels = {"<eos>", "\\n", "&"};
   const std::string s = scatter_svg(sc);
-  EXPECT_EQ(count(s, "class=\"point\""), 3u);
+  EXPECT_EQ(occurrences(s, "class=\"point\""), 3u);
   EXPECT_NE(s.find(">&lt;eos&gt;</text>"), std::string::npos);
   EXPECT_NE(s.find(">&amp;</text>"), std::string::npos);
   sc.labels.pop_back();
@@ -252,7 +246,7 @@ TEST(Figures, PlotsEscapeLabelsAndCheckLengths) {
   b.labels = {"a", "b", "c"};
   b.panels = {{"raw", {0.5, 0.3, 0.2}, {}}, {"top-k 2", {0.625, 0.375, 0.0}, {0, 0, 1}}};
   const std::string bars = bar_chart_svg(b);
-  EXPECT_EQ(count(bars, "class=\"bar\""), 5u);  // the removed one is a cross, not a bar
+  EXPECT_EQ(occurrences(bars, "class=\"bar\""), 5u);  // the removed one is a cross, not a bar
   b.panels[1].values.pop_back();
   EXPECT_THROW(bar_chart_svg(b), Error);
 

@@ -15,17 +15,14 @@
 #include "io/file.h"
 #include "models/gpt.h"
 #include "viz/report.h"
+#include "viz/viz_support.h"
 
 using namespace atto;
 using namespace atto::viz;
+using atto::test::occurrences;
 
 namespace {
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + what.size())) ++n;
-  return n;
-}
 
 CharTokenizer names_tokenizer() {
   return CharTokenizer::build("emma\nolivia\nava\nisabella\nsophia\n", {.boundary = true, .include_newline = false});
@@ -104,14 +101,14 @@ TEST(Report, AttentionInTheJsonIsTheModelsOwn) {
   }
   EXPECT_GT(max_off_diag, 0.3);  // the sharpened model attends to earlier positions too
   // One attention map per layer and head, each an SVG file and inlined in the page.
-  EXPECT_EQ(count(r.html, "class=\"atto-attn\""), 4u);
+  EXPECT_EQ(occurrences(r.html, "class=\"atto-attn\""), 4u);
   int maps = 0;
   for (const Figure& f : r.figures) maps += f.section == "attention";
   EXPECT_EQ(maps, 4);
   // Masked cells in each map: T(T-1)/2.
   for (const Figure& f : r.figures)
     if (f.section == "attention") {
-      EXPECT_EQ(count(f.svg, "class=\"cell masked\""), 10u) << f.id;
+      EXPECT_EQ(occurrences(f.svg, "class=\"cell masked\""), 10u) << f.id;
     }
 }
 
@@ -268,17 +265,17 @@ TEST(Report, MetricsAndWritingTheFolder) {
   for (const Figure& f : r.figures) {
     const std::string svg = io::read_file((out / (f.id + ".svg")).string());
     EXPECT_TRUE(svg.starts_with("<?xml")) << f.id;
-    EXPECT_EQ(count(svg, "<svg "), f.id == "residual" ? 3u : 1u) << f.id;  // residual: 2 nested panels
+    EXPECT_EQ(occurrences(svg, "<svg "), f.id == "residual" ? 3u : 1u) << f.id;  // residual: 2 nested panels
   }
   EXPECT_TRUE(fs::exists(out / "loss.svg"));
   EXPECT_TRUE(fs::exists(out / "lr.svg"));
   const std::string html = io::read_file((out / "index.html").string());
   EXPECT_EQ(html, r.html);
   // Self-contained: the only URL is the SVG namespace; no external scripts, styles or fonts.
-  EXPECT_EQ(count(html, "http"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
-  EXPECT_EQ(count(html, "<script src"), 0u);
-  EXPECT_EQ(count(html, "@import"), 0u);
-  EXPECT_EQ(count(html, "<link"), 0u);
+  EXPECT_EQ(occurrences(html, "http"), occurrences(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_EQ(occurrences(html, "<script src"), 0u);
+  EXPECT_EQ(occurrences(html, "@import"), 0u);
+  EXPECT_EQ(occurrences(html, "<link"), 0u);
   // A run directory is never used as the report folder.
   io::write_file_atomic((dir / "config.json").string(), "{}");
   EXPECT_THROW(write_report(r, dir.string()), Error);
@@ -292,14 +289,14 @@ TEST(Report, HostileTextCannotBreakThePage) {
   InspectOptions opt;
   opt.text = text;
   const Report r = build_report(collect(*m, tok, opt.text), nullptr, {.title = "<t>", .source = "a&b"}, opt);
-  EXPECT_EQ(count(r.html, "</script>"), 2u);  // the JSON block and the check script, nothing else
-  EXPECT_EQ(count(r.html, "<!--"), 0u);
+  EXPECT_EQ(occurrences(r.html, "</script>"), 2u);  // the JSON block and the check script, nothing else
+  EXPECT_EQ(occurrences(r.html, "<!--"), 0u);
   EXPECT_NE(r.html.find("&lt;/script&gt;&lt;!--&lt;b&gt;&amp;"), std::string::npos);  // shown, escaped
   EXPECT_NE(r.html.find("<title>&lt;t&gt; a&amp;b</title>"), std::string::npos);
   const nlohmann::json d = extract_data(r.html);
   EXPECT_EQ(d["input"]["text"], text);
   EXPECT_EQ(d["input"]["tokens"][0], "<");
-  for (const Figure& f : r.figures) EXPECT_EQ(count(f.svg, "<!--"), 0u) << f.id;
+  for (const Figure& f : r.figures) EXPECT_EQ(occurrences(f.svg, "<!--"), 0u) << f.id;
 }
 
 // Non-finite logits anywhere in the traced pass are refused with the message every command

@@ -15,18 +15,15 @@
 #include "run/run_dir.h"
 #include "train/trainer.h"
 #include "viz/seq2seq_report.h"
+#include "viz/viz_support.h"
 
 using namespace atto;
 using namespace atto::viz;
+using atto::test::occurrences;
 namespace fs = std::filesystem;
 
 namespace {
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + what.size())) ++n;
-  return n;
-}
 
 // A tiny seq2seq run (60 training steps), shared by the tests of this file.
 class Seq2SeqReport : public ::testing::Test {
@@ -68,14 +65,14 @@ class Seq2SeqReport : public ::testing::Test {
 };
 fs::path Seq2SeqReport::dir_;
 
-struct Traced {
+struct Seq2SeqTraced {
   std::vector<nn::BlockTrace> enc, dec;
   std::vector<float> logits;  // [T, V]
 };
-Traced trace(Seq2Seq& m, const std::vector<int32_t>& src, const std::vector<int32_t>& tgt) {
+Seq2SeqTraced trace(Seq2Seq& m, const std::vector<int32_t>& src, const std::vector<int32_t>& tgt) {
   NoGradGuard ng;
   m.eval();
-  Traced t;
+  Seq2SeqTraced t;
   nn::BlockRecorder enc(t.enc), dec(t.dec);
   const Tensor mem = m.encode(src, 1, static_cast<int64_t>(src.size()), {}, &enc);
   t.logits = m.decode(tgt, 1, static_cast<int64_t>(tgt.size()), mem, {}, {}, &dec).contiguous().to_vector();
@@ -132,7 +129,7 @@ TEST_F(Seq2SeqReport, AttentionInTheJsonIsTheModelsOwn) {
   EXPECT_EQ(d["input"]["translation"], lm.tgt_tok->decode(h.tokens));
   EXPECT_NE(r.html.find("id=\"atto-translation\""), std::string::npos);
 
-  const Traced ref = trace(*lm.model, src, tgt);
+  const Seq2SeqTraced ref = trace(*lm.model, src, tgt);
   const auto& a = d["attention"];
   ASSERT_EQ(ref.enc.size(), 2u);
   ASSERT_EQ(ref.dec.size(), 3u);
@@ -143,19 +140,19 @@ TEST_F(Seq2SeqReport, AttentionInTheJsonIsTheModelsOwn) {
   EXPECT_EQ(a["cross"]["col_tokens"], d["input"]["src_tokens"]);
 
   // One map per layer and head and kind, marked for the page's self-check.
-  EXPECT_EQ(count(r.html, "data-kind=\"cross\""), 3u * 2u);
-  EXPECT_EQ(count(r.html, "data-kind=\"decoder\""), 3u * 2u);
-  EXPECT_EQ(count(r.html, "data-kind=\"encoder\""), 2u * 2u);
-  EXPECT_EQ(count(r.html, "class=\"atto-attn\""), 16u);
+  EXPECT_EQ(occurrences(r.html, "data-kind=\"cross\""), 3u * 2u);
+  EXPECT_EQ(occurrences(r.html, "data-kind=\"decoder\""), 3u * 2u);
+  EXPECT_EQ(occurrences(r.html, "data-kind=\"encoder\""), 2u * 2u);
+  EXPECT_EQ(occurrences(r.html, "class=\"atto-attn\""), 16u);
   int cross = 0;
   const auto T = static_cast<size_t>(tgt.size());
   for (const Figure& f : r.figures) {
     cross += f.section == "cross_attention";
     if (f.section == "dec_attention") {
-      EXPECT_EQ(count(f.svg, "class=\"cell masked\""), T * (T - 1) / 2) << f.id;
+      EXPECT_EQ(occurrences(f.svg, "class=\"cell masked\""), T * (T - 1) / 2) << f.id;
     }
     if (f.section == "cross_attention" || f.section == "enc_attention") {
-      EXPECT_EQ(count(f.svg, "class=\"cell masked\""), 0u) << f.id;
+      EXPECT_EQ(occurrences(f.svg, "class=\"cell masked\""), 0u) << f.id;
     }
   }
   EXPECT_EQ(cross, 6);
@@ -183,7 +180,7 @@ TEST_F(Seq2SeqReport, ForcedTargetAndNextTokenAtTheLastPosition) {
   for (int32_t id : lm.tgt_tok->encode("die katze")) tgt.push_back(id);
   EXPECT_EQ(d["input"]["tgt_ids"].get<std::vector<int32_t>>(), tgt);
   EXPECT_TRUE(d["input"]["forced"].get<bool>());
-  const Traced ref = trace(*lm.model, lm.src_tok->encode("the cat runs"), tgt);
+  const Seq2SeqTraced ref = trace(*lm.model, lm.src_tok->encode("the cat runs"), tgt);
   // The next-token bars: softmax of the logits at the last target position.
   const int64_t V = lm.model->config().tgt_vocab;
   const float* last = ref.logits.data() + (tgt.size() - 1) * V;
