@@ -253,17 +253,15 @@ void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, Quan
     default: break;
   }
 #endif
-  const int64_t rb = quant_row_bytes(t, nb * kQK);
-  for (int64_t n = g0 * G; n < std::min(N, g1 * G); n++)
-    for (int64_t m = 0; m < M; m++) {
+  columns_one_by_one(y, xa, w, bias, M, N, nb, quant_row_bytes(t, nb * kQK), g0 * G, std::min(N, g1 * G),
+                     [k, t, nb](const ActBlock* x, const uint8_t* r) {
 #if defined(__aarch64__)
-      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, nb) : dot_ref(xa + m * nb, w + n * rb, t, nb);
+                       if (k == DotKind::Neon) return dot_neon(x, r, nb);
 #else
-      float v = dot_ref(xa + m * nb, w + n * rb, t, nb);
+                       (void)k;
 #endif
-      if (bias != nullptr) v += bias[n];
-      y[m * N + n] = v;
-    }
+                       return dot_ref(x, r, t, nb);
+                     });
 }
 
 }  // namespace

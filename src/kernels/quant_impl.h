@@ -110,4 +110,18 @@ QINLINE void store_row(float* y, const float* acc, const float* bias, int cols) 
 }
 #endif
 
+// y[m * N + n] = dot(activation row m, weight row n) (+ bias[n]) for the columns [n0, n1), one
+// dot product at a time: the path of the CPUs without a vector form of the type (the scalar
+// reference; NEON on ARM64). dot(x, w) takes the rows' first block and weight byte.
+template <class Dot>
+inline void columns_one_by_one(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                               int64_t nb, int64_t row_bytes, int64_t n0, int64_t n1, const Dot& dot) {
+  for (int64_t n = n0; n < n1; n++)
+    for (int64_t m = 0; m < M; m++) {
+      float v = dot(xa + m * nb, w + n * row_bytes);
+      if (bias != nullptr) v += bias[n];
+      y[m * N + n] = v;
+    }
+}
+
 }  // namespace ATTO_KERNELS_NS::quant_detail

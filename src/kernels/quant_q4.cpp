@@ -107,18 +107,14 @@ void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const
     default: break;
   }
 #endif
-  const int64_t rb = nb * kBs;
-  for (int64_t n = n0; n < n1; n++)
-    for (int64_t m = 0; m < M; m++) {
+  columns_one_by_one(y, xa, w, bias, M, N, nb, nb * kBs, n0, n1, [k, nb](const ActBlock* x, const uint8_t* r) {
 #if defined(__aarch64__)
-      float v = k == DotKind::Neon ? dot_neon(xa + m * nb, w + n * rb, nb) : q4_dot_ref(xa + m * nb, w + n * rb, nb);
+    if (k == DotKind::Neon) return dot_neon(x, r, nb);
 #else
-      (void)k;
-      float v = q4_dot_ref(xa + m * nb, w + n * rb, nb);
+    (void)k;
 #endif
-      if (bias != nullptr) v += bias[n];
-      y[m * N + n] = v;
-    }
+    return q4_dot_ref(x, r, nb);
+  });
 }
 
 }  // namespace ATTO_KERNELS_NS::quant_detail

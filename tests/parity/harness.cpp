@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "base/error.h"
 #include "io/file.h"
@@ -233,6 +234,28 @@ void expect_close(const Tensor& got, const Tensor& want, float tol, const std::s
     msg += fmt::format("\n  {} got {} want {} (diff {:.3g})", index_str(shape, static_cast<int64_t>(i)), g[i], w[i],
                        elem_diff(g[i], w[i]));
   ADD_FAILURE() << msg;
+}
+
+float compare(const Tensor& got, const Tensor& want, float tol, const std::string& what) {
+  expect_close(got, want, tol, what);
+  return got.shape() == want.shape() ? max_abs_diff(got, want) : INFINITY;
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(9);
+  s << v;
+  return s.str();
+}
+
+std::set<std::string> split_names(const io::SafetensorsFile& ref, const std::string& key) {
+  auto it = ref.metadata.find(key);
+  if (it == ref.metadata.end()) fail("the reference script wrote no '{}' metadata", key);
+  std::set<std::string> out;
+  std::stringstream s(it->second);
+  for (std::string n; std::getline(s, n, ',');)
+    if (!n.empty()) out.insert(n);
+  return out;
 }
 
 }  // namespace atto::test

@@ -24,6 +24,7 @@
 // when $ATTO_PYTHON cannot import torch, and skips it only when ATTO_ALLOW_NO_TORCH=1.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,15 @@ io::SafetensorsFile run_reference(const std::string& script, const std::string& 
 // failure) the max difference, its index and both values there, how many elements exceed tol,
 // and the first few of them. NaN never matches anything; equal infinities match.
 void expect_close(const Tensor& got, const Tensor& want, float tol, const std::string& what);
+
+// expect_close, then the largest |got - want| for a summary line (infinity if the shapes differ).
+float compare(const Tensor& got, const Tensor& want, float tol, const std::string& what);
+
+// A number as a reference script's argument (9 significant digits: a float's value exactly).
+std::string num(double v);
+
+// The comma-separated names a reference script wrote under the metadata key `key` of its file.
+std::set<std::string> split_names(const io::SafetensorsFile& ref, const std::string& key);
 
 }  // namespace atto::test
 

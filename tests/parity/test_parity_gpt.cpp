@@ -44,6 +44,9 @@ namespace {
 namespace gpt_parity {
 
 using atto::test::TempDir;
+using test::compare;
+using test::num;
+using test::split_names;
 
 constexpr float kTol = 1e-4f;
 constexpr int kSteps = 10;
@@ -65,13 +68,6 @@ GPTConfig base_config() {
   c.d_model = 16;
   c.dropout = 0.0f;
   return c;
-}
-
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(9);
-  s << v;
-  return s.str();
 }
 
 // The model and training configuration as ref_gpt.py's command line.
@@ -127,21 +123,6 @@ Tensor as_float_tensor(const std::vector<int32_t>& v, const Batch& b) {
 // The batch as the reference reads it.
 void save_batch(const std::string& path, const Batch& b) {
   io::save_safetensors(path, {{"idx", as_float_tensor(b.idx, b)}, {"targets", as_float_tensor(b.targets, b)}});
-}
-
-std::set<std::string> split_names(const io::SafetensorsFile& ref, const std::string& key) {
-  auto it = ref.metadata.find(key);
-  if (it == ref.metadata.end()) fail("ref_gpt.py wrote no '{}' metadata", key);
-  std::set<std::string> out;
-  std::stringstream s(it->second);
-  for (std::string n; std::getline(s, n, ',');)
-    if (!n.empty()) out.insert(n);
-  return out;
-}
-
-float compare(const Tensor& got, const Tensor& want, float tol, const std::string& what) {
-  test::expect_close(got, want, tol, what);
-  return got.shape() == want.shape() ? max_abs_diff(got, want) : INFINITY;
 }
 
 // The largest differences measured, for the summary lines.

@@ -40,6 +40,9 @@ namespace {
 namespace seq2seq_parity {
 
 using atto::test::TempDir;
+using test::compare;
+using test::num;
+using test::split_names;
 
 constexpr float kTol = 1e-4f;
 // Pad contents cannot reach real positions through -inf scores; allow float32 GEMM noise only.
@@ -56,13 +59,6 @@ Seq2SeqConfig base_config() {
   c.d_model = 16;
   c.dropout = 0.0f;
   return c;
-}
-
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(9);
-  s << v;
-  return s.str();
 }
 
 std::vector<std::string> reference_args(const Seq2SeqConfig& c, float label_smoothing, const std::string& weights,
@@ -149,21 +145,6 @@ AltIds alt_ids(const Seq2SeqBatch& b, const Seq2SeqConfig& c) {
 template <typename T>
 Tensor as_float_tensor(const std::vector<T>& v, int64_t B, int64_t n) {
   return Tensor::from_vector({B, n}, std::vector<float>(v.begin(), v.end()));
-}
-
-std::set<std::string> split_names(const io::SafetensorsFile& ref, const std::string& key) {
-  auto it = ref.metadata.find(key);
-  if (it == ref.metadata.end()) fail("ref_seq2seq.py wrote no '{}' metadata", key);
-  std::set<std::string> out;
-  std::stringstream s(it->second);
-  for (std::string n; std::getline(s, n, ',');)
-    if (!n.empty()) out.insert(n);
-  return out;
-}
-
-float compare(const Tensor& got, const Tensor& want, float tol, const std::string& what) {
-  test::expect_close(got, want, tol, what);
-  return got.shape() == want.shape() ? max_abs_diff(got, want) : INFINITY;
 }
 
 // The rows [B*T, V] of logits at real target positions (tgt_mask = 1), as [N, V].
