@@ -27,10 +27,8 @@ KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "decltype", "ali
 
 def declared_name(header):
     """The name a namespace-scope declaration (text up to its '{', ';' or '=') declares, or None."""
-    h = re.sub(r"\s+", " ", header).strip()
-    if not h or h.startswith(("using namespace", "template <", "namespace", "extern \"", "friend ")):
-        h = re.sub(r"^template ?<.*?> ?", "", h) if h.startswith("template") else ""
-    if not h:
+    h = re.sub(r"^template ?<.*?> ?", "", re.sub(r"\s+", " ", header).strip())  # a template's parameters
+    if not h or h.startswith(("using namespace", "namespace", "extern \"", "friend ")):
         return None
     m = re.match(r"^using (\w+) =", h)
     if m:
@@ -105,8 +103,10 @@ def record(out, stack, header):
     is_static = re.match(r"\s*(?:inline\s+)?static\b", header) is not None
     if not (anonymous or is_static):
         return
-    head = header.split("=")[0] if "(" not in header.split("=")[0] or "operator" in header else header
-    if re.match(r"\s*(?:typedef|using\s+namespace|using\s+\w+::)", head):
+    before_eq = header.split("=")[0]
+    # A variable's initialiser follows its '='; a function's default arguments follow its '('.
+    head = header if "(" in before_eq or "operator" in header else before_eq
+    if re.match(r"\s*typedef\b", head):
         return
     name = declared_name(head)
     if name:
