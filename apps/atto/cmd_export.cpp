@@ -92,7 +92,7 @@ int run_export(const ExportFlags& f) {
 
 io::GgmlType parse_gguf_type(const std::string& s) {
   using io::GgmlType;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K})
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
     if (s == io::to_string(t)) return t;
   throw UsageError(fmt::format("--type must be {}, got '{}'", kGgufTypes, s));
 }

@@ -1,5 +1,5 @@
 // atto quantize: a trained GPT (a run directory) or a GGUF file written again as a GGUF file whose
-// weight matrices are f32, f16, q8_0, q4_0 or q4_k, as llama.cpp's llama-quantize does for those types
+// weight matrices are f32, f16, q8_0, q6_k, q4_0 or q4_k, as llama.cpp's llama-quantize does for those types
 // (docs/gguf.md).
 #include <cstdint>
 #include <filesystem>
@@ -86,10 +86,12 @@ Command add_quantize(CLI::App& root) {
   auto f = std::make_shared<QuantizeFlags>();
   app->add_option("IN", f->in, "A run directory (as atto export --format gguf) or a GGUF file")->required();
   app->add_option("OUT", f->out, "The GGUF file to write (atomically; not IN)")->required();
-  app->add_option("--type", f->type,
-                  fmt::format("{}: the type of the weight matrices (one whose rows are not a multiple of the "
-                              "type's block, 32 values or q4_k's 256, is stored f16; q4_k falls back to q8_0)",
-                              kGgufTypes))
+  app->add_option(
+         "--type", f->type,
+         fmt::format(
+             "{}: the type of the weight matrices (one whose rows are not a multiple of the "
+             "type's block, 32 values or q4_k's and q6_k's 256, is stored f16; q4_k and q6_k fall back to q8_0)",
+             kGgufTypes))
       ->required();
   app->add_flag("--allow-requantize", f->allow_requantize,
                 "A GGUF IN: re-encode a matrix to a type of more precision than it is stored in (q4_0 to q8_0, "

@@ -220,7 +220,7 @@ atto_status atto_model_open(const char* run_dir, atto_model** out) {
     if (m->task == Task::Seq2Seq) {
       m->s2s = load_seq2seq_run(dir);
     } else {
-      m->gpt = load_run(dir, WeightStorage::Quantized);  // q8_0/q4_0/Q4_K GGUF weights stay quantized
+      m->gpt = load_run(dir, WeightStorage::Quantized);  // q8_0/q4_0/Q4_K/Q6_K GGUF weights stay quantized
     }
     *out = m.release();
   });

@@ -2,7 +2,7 @@
 // model's tensors by name, read without a copy. The list holds references to the tensors'
 // storage, so its pointers stay valid until atto_weights_free, also after the model is freed;
 // a model's weights never change after atto_model_open, so they are read-only. A matrix that a
-// q8_0/q4_0/Q4_K GGUF file keeps quantized (run_dir.h, WeightStorage) is given as its dequantized
+// q8_0/q4_0/Q4_K/Q6_K GGUF file keeps quantized (run_dir.h, WeightStorage) is given as its dequantized
 // values: a float copy, the values the integer kernels compute with.
 #include <map>
 #include <memory>

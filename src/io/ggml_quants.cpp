@@ -64,7 +64,7 @@ const char* to_string(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(
 
 bool ggml_type_readable(uint32_t t) { return t == 0 || t == 1 || t == 2 || t == 8 || t == 12 || t == 14; }
 
-bool ggml_type_writable(GgmlType t) { return t != GgmlType::Q6_K; }
+bool ggml_type_writable(GgmlType /*t*/) { return true; }
 
 uint64_t ggml_block_size(GgmlType t) {
   switch (t) {
@@ -95,8 +95,8 @@ GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape) {
   const int64_t row = shape.back();
   if (row % static_cast<int64_t>(ggml_block_size(want)) == 0) return want;
   // llama.cpp's llama-quantize takes q5_0 for a Q4_K matrix whose rows do not fill super-blocks of
-  // 256; atto writes no q5_0, and takes the next type with more precision, q8_0.
-  if (want == GgmlType::Q4_K && row % static_cast<int64_t>(kQK) == 0) return GgmlType::Q8_0;
+  // 256 and q8_0 for a Q6_K one; atto writes no q5_0, and takes q8_0 for both.
+  if ((want == GgmlType::Q4_K || want == GgmlType::Q6_K) && row % static_cast<int64_t>(kQK) == 0) return GgmlType::Q8_0;
   return GgmlType::F16;
 }
 
@@ -394,7 +394,86 @@ void q4_k_scales(const float* x, uint8_t* blk, uint8_t* L) {
   put_half(blk + 2, max_min / 63.0f);
 }
 
+// ggml's make_qx_quants(16, 32, x, L, 1, NULL): 6-bit quants L (0..63, the value l + 32) of 16
+// values as scale * l, weighted by x^2, the scale searched over 19 steps around 32 / max for the
+// largest sum(w x l)^2 / sum(w l^2). Returns the scale (negative when the largest |x| is).
+float make_qx_quants16(const float* x, int8_t* L) {
+  constexpr int nmax = 32;
+  float max = 0, amax = 0;
+  for (int i = 0; i < 16; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  if (amax < 1e-15f) {  // ggml's GROUP_MAX_EPS: all (nearly) zero
+    std::fill(L, L + 16, int8_t{0});
+    return 0.0f;
+  }
+  const auto quant = [&](float iscale, int i) {
+    return std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+  };
+  float iscale = -static_cast<float>(nmax) / max, sumlx = 0, suml2 = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int l = quant(iscale, i);
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i], fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < 16; ++i) {
+      const float w = x[i] * x[i], fl = static_cast<float>(quant(iscale, i));
+      sumlx += w * x[i] * fl;
+      suml2 += w * fl * fl;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < 16; ++i) L[i] = static_cast<int8_t>(quant(iscale, i) + nmax);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
 }  // namespace
+
+// As ggml's quantize_row_q6_K_ref.
+std::vector<uint8_t> quantize_q6_k(std::span<const float> xs) {
+  ATTO_CHECK(xs.size() % kQKK == 0, "q6_k needs a multiple of 256 values, got {}", xs.size());
+  std::vector<uint8_t> out(xs.size() / kQKK * kQ6KBytes, 0);
+  for (size_t b = 0; b < xs.size() / kQKK; ++b) {
+    const float* x = xs.data() + b * kQKK;
+    uint8_t* blk = out.data() + b * kQ6KBytes;
+    int8_t L[256];
+    float scales[16], max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < 16; ++ib) {
+      scales[ib] = make_qx_quants16(x + 16 * ib, L + 16 * ib);
+      if (std::fabs(scales[ib]) > max_abs_scale) max_abs_scale = std::fabs(scales[ib]), max_scale = scales[ib];
+    }
+    if (max_abs_scale < 1e-15f) continue;  // all zero (d = +0 too)
+    const float iscale = -128.0f / max_scale;
+    put_half(blk + 208, 1 / iscale);
+    auto* sc = reinterpret_cast<int8_t*>(blk + 192);
+    for (int ib = 0; ib < 16; ++ib) sc[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int j = 0; j < 16; ++j) {
+      const float d = half_at(blk + 208) * static_cast<float>(sc[j]);
+      if (d == 0.0f) continue;
+      for (int i = 0; i < 16; ++i)
+        L[16 * j + i] = static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * j + i] / d))) + 32);
+    }
+    uint8_t* ql = blk;
+    uint8_t* qh = blk + 128;
+    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32)
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
+        ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+        ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+        qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+      }
+  }
+  return out;
+}
 
 // As ggml's quantize_row_q4_K_ref.
 std::vector<uint8_t> quantize_q4_k(std::span<const float> xs) {
@@ -440,6 +519,7 @@ std::string encode(GgmlType t, std::span<const float> x) {
   } else {
     const std::vector<uint8_t> q = t == GgmlType::Q8_0   ? quantize_q8_0(x)
                                    : t == GgmlType::Q4_0 ? quantize_q4_0(x)
+                                   : t == GgmlType::Q6_K ? quantize_q6_k(x)
                                                          : quantize_q4_k(x);
     out.assign(q.begin(), q.end());
   }

@@ -31,7 +31,7 @@ const char* ggml_type_name(uint32_t t);
 const char* to_string(GgmlType t);
 // Whether atto reads ggml type number t (the enumerators above).
 bool ggml_type_readable(uint32_t t);
-// Whether atto writes type t (every type it reads but Q6_K).
+// Whether atto writes type t (every type it reads).
 bool ggml_type_writable(GgmlType t);
 // Values per block: 1 (f32, f16), 32 (q4_0, q8_0), 256 (Q4_K, Q6_K).
 uint64_t ggml_block_size(GgmlType t);
@@ -55,6 +55,9 @@ void dequantize_q4_0(const uint8_t* blocks, float* out, uint64_t n);
 // per sub-block of 32 a scale and an offset fitted by weighted least squares (make_qkx2_quants),
 // both rounded to 6 bits against the super-block's f16 d and dmin; n a multiple of 256.
 std::vector<uint8_t> quantize_q4_k(std::span<const float> x);
+// Q6_K as ggml's quantize_row_q6_K_ref: per 16 values an int8 scale over the super-block's f16 d,
+// fitted by make_qx_quants (weights x^2), the values 6-bit q - 32; n a multiple of 256.
+std::vector<uint8_t> quantize_q6_k(std::span<const float> x);
 // Q4_K and Q6_K as ggml's dequantize_row_q4_K / dequantize_row_q6_K; n a multiple of 256.
 void dequantize_q4_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q6_k(const uint8_t* blocks, float* out, uint64_t n);
@@ -67,10 +70,11 @@ void decode(GgmlType t, const uint8_t* src, float* out, uint64_t n);
 // The type a tensor of row-major `shape` is stored as when `want` is asked for, the rule of
 // `atto export` and `atto quantize`: 1-D tensors (norms, biases) stay f32; a matrix takes `want`,
 // or, when its rows are not a multiple of want's block size, f16 (q8_0 for Q4_K where rows of
-// a multiple of 32 allow it: llama.cpp takes q5_0 there, which atto does not write).
+// a multiple of 32 allow it: llama.cpp takes q5_0 there, which atto does not write; q8_0 for
+// Q6_K, as llama.cpp).
 GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape);
 // llama.cpp's general.file_type (enum llama_ftype) of a file whose matrices are `t`:
-// 0 ALL_F32, 1 MOSTLY_F16, 2 MOSTLY_Q4_0, 7 MOSTLY_Q8_0, 14 MOSTLY_Q4_K_S (and Q6_K 18).
+// 0 ALL_F32, 1 MOSTLY_F16, 2 MOSTLY_Q4_0, 7 MOSTLY_Q8_0, 14 MOSTLY_Q4_K_S, 18 MOSTLY_Q6_K.
 uint32_t ggml_file_type(GgmlType t);
 // How much precision a type keeps, for the refusal to "re-quantize" to a better type:
 // f32 5, f16 4, q8_0 3, Q6_K 2, Q4_K 1, q4_0 0.

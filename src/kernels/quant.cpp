@@ -1,10 +1,10 @@
-// atto/kernels/quant.cpp: the linear layer on ggml's q8_0, q4_0 and Q4_K weights, computed in
+// atto/kernels/quant.cpp: the linear layer on ggml's q8_0, q4_0, Q4_K and Q6_K weights, computed in
 // integers per block of 32 (quant.h has the fixed orders that define the bits; docs/cpu.md, "Integer
 // kernels", the dot products per level and how each keeps every lane's sum exact).
 // Activations are quantized once per call to blocks {float d; -8 sum(q); int8 q[32]}; q8_0's
 // tiles (up to 6 rows x 4 columns) unpack a weight block once for their rows, q4_0's are in
-// quant_q4.cpp and Q4_K's in quant_q4k.cpp; threads split the columns (fixed groups: any thread
-// count gives the same bits).
+// quant_q4.cpp, Q4_K's in quant_q4k.cpp and Q6_K's in quant_q6k.cpp; threads split the columns
+// (fixed groups: any thread count gives the same bits).
 // $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
 #if !defined(ATTO_QUANT_CHAIN)
 #include <omp.h>
@@ -36,12 +36,12 @@ constexpr int64_t kParMacs = int64_t{1} << 15;  // below this many multiply-adds
 int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : 34; }
 
 void check_args(QuantType t, int64_t K, const char* what) {
-  if (t != QuantType::Q4_0 && t != QuantType::Q8_0 && t != QuantType::Q4_K)
+  if (t != QuantType::Q4_0 && t != QuantType::Q8_0 && t != QuantType::Q4_K && t != QuantType::Q6_K)
     throw std::invalid_argument(std::string(what) +
-                                ": not a q4_0, q8_0 or q4_k type id: " + std::to_string(static_cast<int>(t)));
-  if (t == QuantType::Q4_K && (K < 0 || K % (8 * kQK) != 0))
+                                ": not a q4_0, q8_0, q4_k or q6_k type id: " + std::to_string(static_cast<int>(t)));
+  if (quant_super_blocks(t) && (K < 0 || K % (8 * kQK) != 0))
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
-                                " is not a multiple of 256 (the super-block size of q4_k)");
+                                " is not a multiple of 256 (the super-block size of q4_k and q6_k)");
   if (K < 0 || K % kQK != 0)
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
                                 " is not a multiple of 32 (the block size of q4_0 and q8_0)");
@@ -99,6 +99,7 @@ QINLINE float tree8(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + (
 float dot_ref(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
   if (t == QuantType::Q4_0) return q4_dot_ref(xa, w, nb);
   if (t == QuantType::Q4_K) return q4k_dot_ref(xa, w, nb);
+  if (t == QuantType::Q6_K) return q6k_dot_ref(xa, w, nb);
   const int64_t bs = block_bytes(t);
   float acc[8] = {};
   int8_t wi[kQK];
@@ -241,6 +242,7 @@ void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, Quan
                  int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
   if (t == QuantType::Q4_0) return q4_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
   if (t == QuantType::Q4_K) return q4k_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
+  if (t == QuantType::Q6_K) return q6k_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
 #if defined(__AVX2__)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
@@ -275,8 +277,8 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
   const bool par = M * N * K >= kParMacs;
   const std::vector<ActBlock> xa = quantize_acts(x, M, K, par);
   // Columns a group: q8_0 4, but 2 for AVX2's 16 registers when tiles have more than 2 rows;
-  // q4_0 and Q4_K 16 (quant_q4.cpp's and quant_q4k.cpp's groups of 16 or 8).
-  const bool lanes = t == QuantType::Q4_0 || t == QuantType::Q4_K;
+  // q4_0, Q4_K and Q6_K 16 (quant_q4.cpp's, quant_q4k.cpp's and quant_q6k.cpp's groups of 16 or 8).
+  const bool lanes = t == QuantType::Q4_0 || quant_super_blocks(t);
 #if defined(__AVX512VL__)
   const int64_t G = lanes ? 16 : 4;
 #else
@@ -311,6 +313,7 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const
     const uint8_t* row = w + static_cast<int64_t>(ids[r]) * rb;
     float* o = out + r * K;
     if (t == QuantType::Q4_K) return q4k_dequantize_row(o, row, K);
+    if (t == QuantType::Q6_K) return q6k_dequantize_row(o, row, K);
     int8_t wi[kQK];
     for (int64_t b = 0; b < nb; b++) {
       const uint8_t* blk = row + b * bs;
@@ -323,7 +326,7 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const
 
 const char* quant_kernel_name() { return dot_name(dot_kind()); }
 
-}  // namespace atto::kernels
+}  // namespace ATTO_KERNELS_NS
 
 #else  // ATTO_QUANT_CHAIN: the tiles of one dot product, included three times above
 // ---- the tiles for ATTO_QUANT_DOT ---------------------------------------------------------------

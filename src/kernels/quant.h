@@ -1,4 +1,4 @@
-// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0, Q4_K), computed
+// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0, Q4_K, Q6_K), computed
 // in integers per block of 32 (docs/cpu.md, "Integer kernels (quantized weights)").
 //
 //   // y[M, N] = x[M, K] W^T + bias, W as N rows of ggml blocks (K a multiple of 32)
@@ -15,11 +15,14 @@
 namespace atto::kernels {
 
 // ggml's type ids, as stored in GGUF files.
-enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12 };
+enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };
+// Whether t's rows are super-blocks of 256 values (Q4_K, Q6_K), not blocks of 32.
+inline bool quant_super_blocks(QuantType t) { return t == QuantType::Q4_K || t == QuantType::Q6_K; }
 // Bytes of one row of K values: K/32 blocks of 18 (q4_0) or 34 (q8_0), or K/256 super-blocks of
-// 144 (Q4_K). (Inline: the same at every level, so not in the dispatched table.)
+// 144 (Q4_K) or 210 (Q6_K). (Inline: the same at every level, so not in the dispatched table.)
 inline int64_t quant_row_bytes(QuantType t, int64_t K) {
-  return t == QuantType::Q4_K ? K / 256 * 144 : K / 32 * (t == QuantType::Q4_0 ? 18 : 34);
+  if (quant_super_blocks(t)) return K / 256 * (t == QuantType::Q4_K ? 144 : 210);
+  return K / 32 * (t == QuantType::Q4_0 ? 18 : 34);
 }
 
 ATTO_ISA_BEGIN
@@ -27,7 +30,7 @@ ATTO_ISA_BEGIN
 // bytes each (ggml block layout). x is quantized per row in blocks of 32 to int8 with an f32 scale
 // (d = max|x|/127, q = nearbyint(x/d), ties to even; d = 0 -> all q = 0), then each output is
 // computed in integers per block and combined in float in the fixed order documented below.
-// K must be a multiple of 32 (of 256 for Q4_K; callers check, and so does this).
+// K must be a multiple of 32 (of 256 for Q4_K and Q6_K; callers check, and so does this).
 //
 // The fixed orders (every level, every dot product, any thread count and the reference give these
 // bits). In both, s_b = dw_b * dx_b (one float multiply: block b's fp16 scale as float times the
@@ -46,9 +49,15 @@ ATTO_ISA_BEGIN
 // nibbles 0..15 as they are), S_b = sum_{i<32} x_int[32b + i] (exact), dsc = float(d) * sc_j and
 // dmn = float(dmin) * m_j (exact: 17 bits), then acc = fma(dsc * dx_b, float(P_b), acc) and
 // acc = fma(-(dmn * dx_b), float(S_b), acc) (each product one float multiply); y = acc.
+// Q6_K (super-blocks of 256: sixteen int8 scales sc_i, one per 16 values, an fp16 d, 6-bit u):
+// activation block b = 8s + j covers sub-blocks 2j and 2j + 1 of super-block s. One float acc = 0
+// per output. For each b in order: P_i = sum_{16 values} (u - 32) * x_int (exact int32), Q_b =
+// sc_2j * P_2j + sc_2j+1 * P_2j+1 (exact; |Q_b| < 2^24, so float(Q_b) is exact), acc = fma(float(d)
+// * dx_b, float(Q_b), acc) (the product one float multiply); y = acc.
 // An activation block with a NaN gets the scale NaN (so its outputs are NaN); q is clamped to
 // [-127, 127] (only a subnormal scale can round past it).
-// Throws std::invalid_argument when K is not a multiple of 32 (Q4_K: 256) or t is another type.
+// Throws std::invalid_argument when K is not a multiple of 32 (Q4_K, Q6_K: 256) or t is another
+// type.
 void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                           int64_t K, int64_t N);
 // The scalar reference: the same bits as linear_quant_forward at every level (plain C++ loops,
@@ -56,8 +65,8 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
 void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                                 int64_t K, int64_t N);
 // out[r, :] = dequantized row ids[r] of W (N rows of K values): an embedding lookup on quantized
-// rows. Each value is float(d) * int (Q4_K: (d * sc) * nibble - dmin * m), the bits of io's ggml
-// decoder (src/io/ggml_quants.cpp).
+// rows. Each value is float(d) * int (Q4_K: (d * sc) * nibble - dmin * m; Q6_K: (d * sc) * (u - 32)),
+// the bits of io's ggml decoder (src/io/ggml_quants.cpp).
 void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const int32_t* ids, int64_t n_ids);
 // Which integer dot product the chosen level runs: "avx512vnni", "avxvnni", "avx2", "neon", "scalar".
 const char* quant_kernel_name();

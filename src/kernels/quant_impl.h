@@ -1,5 +1,6 @@
 // atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: q8_0, the entry
-// points, the activations; quant_q4.cpp: q4_0; quant_q4k.cpp: Q4_K). Internal to src/kernels.
+// points, the activations; quant_q4.cpp: q4_0; quant_q4k.cpp: Q4_K; quant_q6k.cpp: Q6_K). Internal
+// to src/kernels.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +73,13 @@ QINLINE float half_at(const uint8_t* p) {
 #endif
 }
 
+// The 4 bytes at p as one int32 (to broadcast to every dword).
+QINLINE int32_t ldq4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 // q4_0's reference chain of one output (quant.h's q4_0 order): activation row xa (nb blocks)
 // against weight row w.
 float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
@@ -86,9 +94,14 @@ float q4k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
 void q4k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
                  int64_t nb, int64_t n0, int64_t n1);
 void q4k_dequantize_row(float* out, const uint8_t* row, int64_t K);
+// Q6_K's (quant.h's Q6_K order; quant_q6k.cpp): the same three.
+float q6k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
+void q6k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+                 int64_t nb, int64_t n0, int64_t n1);
+void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 
 #if defined(__AVX2__)
-// What the column-a-lane kernels (q4_0, Q4_K) share.
+// What the column-a-lane kernels (q4_0, Q4_K, Q6_K) share.
 // 4x4 dwords transposed within each 128-bit lane: t[g] lane i = z[i] lane g.
 #define ATTO_Q4_TRANSPOSE(V, sfx, z, t)                                                       \
   do {                                                                                        \

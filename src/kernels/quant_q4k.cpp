@@ -35,12 +35,6 @@ QINLINE void scale_words(uint32_t* u, const uint8_t* sc12) {
   u[2] = a[1] & 0x3f3f3f3fu;
   u[3] = ((a[2] >> 4) & 0x0f0f0f0fu) | ((a[1] >> 2) & 0x30303030u);
 }
-// The 4 bytes at p as one int32 (to broadcast to every dword).
-QINLINE int32_t ldq(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 QINLINE int six_bits(const uint32_t* u, int w, int j) {
   return static_cast<int>((u[w + j / 4] >> (8 * (j % 4))) & 0xffu);
 }
@@ -194,39 +188,17 @@ namespace ATTO_Q4K_CHAIN_NS {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
-constexpr int W = 16, kRows = 6;
-using VI = __m512i;
-using VF = __m512;
-QINLINE VI vload(const void* p) { return _mm512_loadu_si512(p); }
-QINLINE void vstore(void* p, VI v) { _mm512_storeu_si512(p, v); }
-QINLINE VF vloadf(const float* p) { return _mm512_loadu_ps(p); }
-QINLINE void vstoref(float* p, VF v) { _mm512_storeu_ps(p, v); }
-QINLINE VI set1(int32_t v) { return _mm512_set1_epi32(v); }
-QINLINE VF set1f(float v) { return _mm512_set1_ps(v); }
-QINLINE VI zeroi() { return _mm512_setzero_si512(); }
-QINLINE VF zerof() { return _mm512_setzero_ps(); }
-QINLINE VI vand(VI a, VI b) { return _mm512_and_si512(a, b); }
+#define ATTO_QUANT_LANES_ZMM 1
+#include "kernels/quant_lanes.h"  // NOLINT(build/include): W, VI, VF and their operations
+#undef ATTO_QUANT_LANES_ZMM
 QINLINE VI srl32(VI a, int n) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(n)); }
-QINLINE VI hi4(VI a) { return _mm512_srli_epi16(a, 4); }
-QINLINE VF cvt(VI a) { return _mm512_cvtepi32_ps(a); }
-QINLINE VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
-// 16 bytes at wb + off[c] + o for the 16 columns: t[g] lane c = column c's dword g (g < 4).
-QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int64_t o) {
-  VI z[4];
-  for (int c = 0; c < 4; c++) {
-    VI q = _mm512_zextsi128_si512(load16(wb + off[c] + o));
-    q = _mm512_inserti32x4(q, load16(wb + off[c + 4] + o), 1);
-    q = _mm512_inserti32x4(q, load16(wb + off[c + 8] + o), 2);
-    z[c] = _mm512_inserti32x4(q, load16(wb + off[c + 12] + o), 3);
-  }
-  ATTO_Q4_TRANSPOSE(VI, 512, z, t);  // lane i of 128 bits: columns 4i..4i+3
-}
+QINLINE VI hi4(VI a) { return srl16<4>(a); }
 // P_b of the 16 columns (nibble vectors v) against activation block a.
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
   VI i0 = zeroi(), i1 = zeroi();
   for (int j = 0; j < 8; j += 2) {
-    i0 = _mm512_dpbusd_epi32(i0, v[j], set1(ldq(a.q + 4 * j)));
-    i1 = _mm512_dpbusd_epi32(i1, v[j + 1], set1(ldq(a.q + 4 * j + 4)));
+    i0 = _mm512_dpbusd_epi32(i0, v[j], set1(ldq4(a.q + 4 * j)));
+    i1 = _mm512_dpbusd_epi32(i1, v[j + 1], set1(ldq4(a.q + 4 * j + 4)));
   }
   return _mm512_add_epi32(i0, i1);
 }
@@ -250,28 +222,11 @@ QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
   return _mm512_fnmadd_ps(vmul(dmn, dx), set1f(act_sum(a)), acc);  // fma(-(dmn dx), S, acc)
 }
 #else
-constexpr int W = 8, kRows = 4;
-using VI = __m256i;
-using VF = __m256;
-QINLINE VI vload(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-QINLINE void vstore(void* p, VI v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
-QINLINE VF vloadf(const float* p) { return _mm256_loadu_ps(p); }
-QINLINE void vstoref(float* p, VF v) { _mm256_storeu_ps(p, v); }
-QINLINE VI set1(int32_t v) { return _mm256_set1_epi32(v); }
-QINLINE VF set1f(float v) { return _mm256_set1_ps(v); }
-QINLINE VI zeroi() { return _mm256_setzero_si256(); }
-QINLINE VF zerof() { return _mm256_setzero_ps(); }
-QINLINE VI vand(VI a, VI b) { return _mm256_and_si256(a, b); }
+#include "kernels/quant_lanes.h"  // NOLINT(build/include): W, VI, VF and their operations
 QINLINE VI srl32(VI a, int n) { return _mm256_srl_epi32(a, _mm_cvtsi32_si128(n)); }
-QINLINE VI hi4(VI a) { return _mm256_srli_epi16(a, 4); }
-QINLINE VF cvt(VI a) { return _mm256_cvtepi32_ps(a); }
-QINLINE VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
-QINLINE VF halves(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h))); }
-// 16 bytes at wb + off[c] + o for the 8 columns: t[g] lane c = column c's dword g (g < 4).
-QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int64_t o) {
-  VI z[4];
-  for (int c = 0; c < 4; c++) z[c] = _mm256_set_m128i(load16(wb + off[c + 4] + o), load16(wb + off[c] + o));
-  ATTO_Q4_TRANSPOSE(VI, 256, z, t);
+QINLINE VI hi4(VI a) { return srl16<4>(a); }
+QINLINE VF halves(const uint16_t* h) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
 // P_b of the 8 columns (nibble vectors v) against activation block a (vpmaddubsw: 16 products of
 // at most 15 * 127 an int16 lane over the 8 vectors, 30480 < 32767: exact).
@@ -279,15 +234,15 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
 #if defined(ATTO_Q4K_DPBUSD)
   VI i0 = zeroi(), i1 = zeroi();
   for (int j = 0; j < 8; j += 2) {
-    i0 = ATTO_Q4K_DPBUSD(i0, v[j], set1(ldq(a.q + 4 * j)));
-    i1 = ATTO_Q4K_DPBUSD(i1, v[j + 1], set1(ldq(a.q + 4 * j + 4)));
+    i0 = ATTO_Q4K_DPBUSD(i0, v[j], set1(ldq4(a.q + 4 * j)));
+    i1 = ATTO_Q4K_DPBUSD(i1, v[j + 1], set1(ldq4(a.q + 4 * j + 4)));
   }
   return _mm256_add_epi32(i0, i1);
 #else
-  VI s0 = _mm256_maddubs_epi16(v[0], set1(ldq(a.q))), s1 = _mm256_maddubs_epi16(v[1], set1(ldq(a.q + 4)));
+  VI s0 = _mm256_maddubs_epi16(v[0], set1(ldq4(a.q))), s1 = _mm256_maddubs_epi16(v[1], set1(ldq4(a.q + 4)));
   for (int j = 2; j < 8; j += 2) {
-    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[j], set1(ldq(a.q + 4 * j))));
-    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[j + 1], set1(ldq(a.q + 4 * j + 4))));
+    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[j], set1(ldq4(a.q + 4 * j))));
+    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[j + 1], set1(ldq4(a.q + 4 * j + 4))));
   }
   return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
 #endif

@@ -467,31 +467,35 @@ namespace {
 
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
 // token embedding reads (not the learned positions, which are sliced), every part of one q8_0,
-// q4_0 or Q4_K type (Q4_K: rows of whole super-blocks of 256, as a Q4_K tensor's rows must be).
+// q4_0, Q4_K or Q6_K type (Q4_K, Q6_K: rows of whole super-blocks of 256, as their rows must be).
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
-  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0 && type != io::GgmlType::Q4_K) return false;
+  const bool super = type == io::GgmlType::Q4_K || type == io::GgmlType::Q6_K;
+  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0 && !super) return false;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
     if (t->type != type || t->shape.size() != 2) return false;
-    if (type == io::GgmlType::Q4_K && t->shape[1] % 256 != 0) return false;
+    if (super && t->shape[1] % 256 != 0) return false;
     if (names[i].last) return true;
   }
 }
 
-// A quantized block's scale (its first two bytes, fp16; a Q4_K super-block's d and dmin, its first
-// four) must be finite, as a float weight must be.
+// A quantized block's scales must be finite, as a float weight must be: a block's first two bytes
+// (fp16), a Q4_K super-block's d and dmin (its first four), a Q6_K one's d (its last two).
 void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, const std::string& bytes) {
-  const bool k = t.type == io::GgmlType::Q4_K;
-  const uint64_t block = io::ggml_nbytes(t.type, k ? 256 : 32);
+  const bool k4 = t.type == io::GgmlType::Q4_K, k6 = t.type == io::GgmlType::Q6_K;
+  const uint64_t block = io::ggml_nbytes(t.type, k4 || k6 ? 256 : 32);
+  const std::vector<uint64_t> scales = k6   ? std::vector<uint64_t>{208}
+                                       : k4 ? std::vector<uint64_t>{0, 2}
+                                            : std::vector<uint64_t>{0};
   for (uint64_t b = 0; b + block <= bytes.size(); b += block)
-    for (uint64_t at = 0; at < (k ? 4u : 2u); at += 2) {
+    for (uint64_t at : scales) {
       uint16_t h = 0;
       std::memcpy(&h, bytes.data() + b + at, 2);
       const float d = io::f16_to_f32(h);
       ATTO_CHECK(std::isfinite(d), "{}: tensor {} holds a non-finite block {} ({} in block {})", path, t.name,
-                 at == 0 ? "scale" : "min scale", d, b / block);
+                 k4 && at == 2 ? "min scale" : "scale", d, b / block);
     }
 }
 

@@ -47,7 +47,7 @@ const char* gguf_arch_name(const GPTConfig& c);
 
 // A GGUF file of the gpt2 or llama architecture with a character vocabulary (as export_gguf writes them),
 // validated like a run directory: every dimension against the tensors' shapes.
-// WeightStorage::Quantized keeps q8_0, q4_0 and Q4_K matrices of the linear layers and the token embedding
+// WeightStorage::Quantized keeps q8_0, q4_0, Q4_K and Q6_K matrices of the linear layers and the token embedding
 // as quantized rows (run_dir.h's load_run).
 LoadedModel load_gguf(const std::string& path, WeightStorage weights = WeightStorage::Floats);
 // Its configuration only (no model is built): what load_run_config gives for a GGUF file.

@@ -66,7 +66,7 @@ struct LoadedModel {
 // the weights must be finite (check_finite_weights). Stale temporary files of killed saves in
 // the directory are removed first (io::remove_stale_temp_files; best effort).
 //
-// A GGUF file loads too (load_gguf). Its q8_0, q4_0 and Q4_K matrices are converted to floats unless
+// A GGUF file loads too (load_gguf). Its q8_0, q4_0, Q4_K and Q6_K matrices are converted to floats unless
 // `weights` is Quantized: then the linear layers and the token embedding keep their quantized
 // rows and compute on them (integer kernels, a quarter to an eighth of the memory), for the
 // commands that only run the model (sample, score, eval, serve, the C API's generation); the

@@ -245,10 +245,11 @@ bool Tensor::is_contiguous() const {
 
 namespace {
 [[noreturn]] void refuse_quantized(const Shape& shape) {
-  throw Error(fmt::format("a tensor {} holds quantized weights (q8_0, q4_0 or Q4_K rows), which only the linear layers "
-                          "and the embedding lookup read; this use needs floats: load the model with its weights "
-                          "dequantized (atto's commands that train, export or inspect do)",
-                          shape_str(shape)));
+  throw Error(
+      fmt::format("a tensor {} holds quantized weights (q8_0, q4_0, Q4_K or Q6_K rows), which only the linear layers "
+                  "and the embedding lookup read; this use needs floats: load the model with its weights "
+                  "dequantized (atto's commands that train, export or inspect do)",
+                  shape_str(shape)));
 }
 }  // namespace
 

@@ -137,18 +137,20 @@ TEST_F(CApiInspect, EmbeddingRowIsTokenPlusPositionFromTheWeights) {
   atto_weights_free(w);
 }
 
-// A q4_0, q8_0 or Q4_K GGUF keeps its matrices quantized when the C API opens it;
+// A q4_0, q8_0, Q4_K or Q6_K GGUF keeps its matrices quantized when the C API opens it;
 // atto_model_weights gives them dequantized, the same values as the file read as floats (and the
-// other tensors as they are), instead of failing on rows that hold no floats. (Q4_K: a model of
-// d_model 256, so that its matrices' rows fill super-blocks.)
+// other tensors as they are), instead of failing on rows that hold no floats. (Q4_K, Q6_K: a model
+// of d_model 256, so that its matrices' rows fill super-blocks.)
 TEST_F(CApiInspect, WeightsOfAQuantizedFileAreItsDequantizedValues) {
   const std::string run = train_run(*dir_, "run32", R"({"data": ")" + data_ + R"(", "steps": 2, "d_model": 32,
       "n_heads": 2, "n_layers": 1, "block_size": 12, "batch_size": 4, "eval_every": 2, "threads": 1})");
   const std::string run256 = train_run(*dir_, "run256", R"({"data": ")" + data_ + R"(", "steps": 1, "d_model": 256,
       "n_heads": 2, "n_layers": 1, "block_size": 12, "batch_size": 2, "eval_every": 1, "threads": 1})");
-  for (const atto::io::GgmlType type : {atto::io::GgmlType::Q4_0, atto::io::GgmlType::Q8_0, atto::io::GgmlType::Q4_K}) {
+  using atto::io::GgmlType;
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const std::string gguf = *dir_ / "run32.gguf";
-    atto::export_gguf(atto::load_run(type == atto::io::GgmlType::Q4_K ? run256 : run), gguf, type);
+    const bool super = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+    atto::export_gguf(atto::load_run(super ? run256 : run), gguf, type);
     const atto::LoadedModel floats = atto::load_gguf(gguf);
     std::map<std::string, std::vector<float>> want;
     for (const auto& [name, t] : floats.model->state_dict()) want[name] = values(t);

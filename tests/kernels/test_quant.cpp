@@ -1,4 +1,4 @@
-// The linear layer on q8_0 / q4_0 / Q4_K weights (kernels/quant.h): the kernels against the scalar
+// The linear layer on q8_0 / q4_0 / Q4_K / Q6_K weights (kernels/quant.h): the kernels against the scalar
 // reference bit for bit (every shape class, every level and integer dot product this CPU runs, 1
 // and 2 threads), the reference against a double-precision dot of the dequantized values, the
 // result against the f32 product within the activations' rounding, the row decoder, and K checks.
@@ -128,6 +128,17 @@ std::vector<float> run_naive(const std::vector<float>& x, const std::vector<uint
   std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
   linear_quant_forward_naive(y.data(), x.data(), w.data(), t, bias, M, K, N);
   return y;
+}
+
+// An activation block's documented rounding (quant.h): d = max|x| / 127 over the 32 values at v,
+// q = nearbyint(x / d) clamped to [-127, 127], 0 when d = 0.
+float act_scale(const float* v) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
+  return amax / 127.0f;
+}
+int64_t act_int(float x, float d) {
+  return d != 0.0f ? static_cast<int64_t>(std::nearbyint(std::clamp(x / d, -127.0f, 127.0f))) : 0;
 }
 
 const char* type_name(QuantType t) { return t == QuantType::Q4_0 ? "q4_0" : "q8_0"; }
@@ -372,14 +383,12 @@ TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
     float acc = 0.0f;
     for (int64_t b = 0; b < kk / 32; b++) {
       const float* v = xs.data() + m * kk + 32 * b;
-      float amax = 0.0f;
-      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
-      const float dx = amax / 127.0f;
+      const float dx = act_scale(v);
       const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 18;
       int64_t p = 0;
       for (int i = 0; i < 32; i++) {
         const int nib = i < 16 ? (blk[2 + i] & 15) : (blk[2 + i - 16] >> 4);
-        const int64_t q = dx != 0.0f ? static_cast<int64_t>(std::nearbyint(std::clamp(v[i] / dx, -127.0f, 127.0f))) : 0;
+        const int64_t q = act_int(v[i], dx);
         p += (nib - 8) * q;
       }
       const float s = static_cast<float>(from_half(get_half(blk)) * double{dx});
@@ -442,12 +451,13 @@ std::vector<uint8_t> make_q4k(int64_t N, int64_t K, uint32_t seed) {
   return w;
 }
 
-// Q4_K at every dot product this CPU runs, on 1 and 2 threads: column groups with tails (16 on
-// zmm, 8 on ymm), row tiles with tails (6 or 4 rows; decoding's rows build the weights as they go),
-// K of 1, 2 and 12 super-blocks, with and without a bias; prints the dot products it ran.
-TEST(KernelQuant, Q4KEveryDotProductAndTailGivesTheReferenceBits) {
+// A super-block type at every dot product this CPU runs, on 1 and 2 threads: column groups with
+// tails (16 on zmm, 8 on ymm), row tiles with tails (6 or 4 rows; decoding's rows build the
+// weights as they go), K of 1, 2 and 12 super-blocks, with and without a bias; prints the dot
+// products it ran. make(N, K, seed) gives N random rows.
+template <class Make>
+void every_dot_product_gives_the_reference_bits(QuantType t, const char* name, uint32_t seed, const Make& make) {
   ThreadGuard threads;
-  uint32_t seed = 700;
   int ran = 0;
   std::string kinds;
   for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
@@ -461,27 +471,31 @@ TEST(KernelQuant, Q4KEveryDotProductAndTailGivesTheReferenceBits) {
     kinds += std::string(" ") + dot;
     for (int64_t K : {256, 512, 3072})
       for (int64_t N : {1, 7, 17, 40}) {
-        const auto w = make_q4k(N, K, seed++);
+        const auto w = make(N, K, seed++);
         const auto bias = randn(N, seed++);
         for (int64_t M : {1, 2, 3, 7, 13})
           for (const bool with_bias : {false, true}) {
             if (K == 3072 && N * M > 120) continue;  // the reference's time (ASan, qemu); K = 512 has them
             const auto x = randn(M * K, seed++);
             const float* b = with_bias ? bias.data() : nullptr;
-            const auto want = run_naive(x, w, QuantType::Q4_K, b, M, K, N);
+            const auto want = run_naive(x, w, t, b, M, K, N);
             for (int nt : {1, 2}) {
               set_num_threads(nt);
-              expect_bit_identical(run_fast(x, w, QuantType::Q4_K, b, M, K, N), want,
-                                   std::string(dot) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
-                                       " N=" + std::to_string(N) + " threads=" + std::to_string(nt) +
-                                       (with_bias ? " bias" : ""));
-              if (HasFatalFailure()) return;
+              expect_bit_identical(run_fast(x, w, t, b, M, K, N), want,
+                                   std::string(name) + " " + dot + " M=" + std::to_string(M) +
+                                       " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                       " threads=" + std::to_string(nt) + (with_bias ? " bias" : ""));
+              if (::testing::Test::HasFatalFailure()) return;
             }
           }
       }
   }
-  std::printf("q4_k: dot products run:%s\n", kinds.c_str());
+  std::printf("%s: dot products run:%s\n", name, kinds.c_str());
   EXPECT_GE(ran, 2);
+}
+
+TEST(KernelQuant, Q4KEveryDotProductAndTailGivesTheReferenceBits) {
+  every_dot_product_gives_the_reference_bits(QuantType::Q4_K, "q4_k", 700, make_q4k);
 }
 
 // Q4_K's documented order, recomputed here: per sub-block P_b = sum nibble * q and S_b = sum q
@@ -523,14 +537,12 @@ TEST(KernelQuant, Q4KReferenceFollowsTheDocumentedOrder) {
     float acc = 0.0f;
     for (int64_t b = 0; b < kk / 32; b++) {
       const float* v = xs.data() + m * kk + 32 * b;
-      float amax = 0.0f;
-      for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
-      const float dx = amax / 127.0f;
+      const float dx = act_scale(v);
       const uint8_t* blk = ws.data() + (n * kk / 256 + b / 8) * 144;
       const int j = static_cast<int>(b % 8);
       int64_t p = 0, s = 0;
       for (int i = 0; i < 32; i++) {
-        const int64_t q = dx != 0.0f ? static_cast<int64_t>(std::nearbyint(std::clamp(v[i] / dx, -127.0f, 127.0f))) : 0;
+        const int64_t q = act_int(v[i], dx);
         p += nibble_k4(blk, j, i) * q, s += q;
       }
       int sc, mn;
@@ -591,22 +603,171 @@ TEST(KernelQuant, Q4KDequantizeRowsIsGgmlsDecoder) {
     }
 }
 
-TEST(KernelQuant, Q4KNeedsWholeSuperBlocks) {
+TEST(KernelQuant, SuperBlockTypesNeedWholeSuperBlocks) {
   EXPECT_EQ(quant_row_bytes(QuantType::Q4_K, 512), 288);
+  EXPECT_EQ(quant_row_bytes(QuantType::Q6_K, 512), 420);
   std::vector<float> x(2 * 512, 1.0f), y(4, 0.0f);
-  std::vector<uint8_t> w(4 * 288, 0);
+  std::vector<uint8_t> w(4 * 420, 0);
   const int32_t id = 0;
-  for (int64_t K : {32, 224, 288, -256, 1}) {
-    EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_K, nullptr, 1, K, 2),
-                 std::invalid_argument);
-    EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), QuantType::Q4_K, nullptr, 1, K, 2),
-                 std::invalid_argument);
-    EXPECT_THROW(dequantize_rows(y.data(), w.data(), QuantType::Q4_K, K, &id, 1), std::invalid_argument);
+  for (QuantType t : {QuantType::Q4_K, QuantType::Q6_K}) {
+    for (int64_t K : {32, 224, 288, -256, 1}) {
+      EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2), std::invalid_argument);
+      EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2),
+                   std::invalid_argument);
+      EXPECT_THROW(dequantize_rows(y.data(), w.data(), t, K, &id, 1), std::invalid_argument);
+    }
+    try {
+      linear_quant_forward(y.data(), x.data(), w.data(), t, nullptr, 1, 32, 2);
+      ADD_FAILURE() << "K = 32 accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
+    }
   }
-  try {
-    linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_K, nullptr, 1, 32, 2);
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
+}
+
+// ---- Q6_K -----------------------------------------------------------------------------------------
+// The 256 six-bit values (0..63) of the Q6_K super-block at blk, in ggml's dequantize_row_q6_K
+// loop: per half of 128, value l of the four runs of 32 from ql's low or high nibbles and qh's bit
+// pairs.
+std::vector<int> values_k6(const uint8_t* blk) {
+  std::vector<int> u(256);
+  const uint8_t* ql = blk;
+  const uint8_t* qh = blk + 128;
+  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32)
+    for (int l = 0; l < 32; l++) {
+      u[n + l] = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+      u[n + l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+      u[n + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+      u[n + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+    }
+  return u;
+}
+int scale_k6(const uint8_t* blk, int i) { return static_cast<int8_t>(blk[192 + i]); }
+
+// N rows of random Q6_K super-blocks: random 6-bit values and int8 scales (-128 in every one), a
+// random finite d (subnormal and negative ones too).
+std::vector<uint8_t> make_q6k(int64_t N, int64_t K, uint32_t seed) {
+  std::vector<uint8_t> w(static_cast<size_t>(quant_row_bytes(QuantType::Q6_K, K) * N));
+  std::mt19937 gen(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(gen());
+  for (size_t s = 0; s < w.size(); s += 210) {
+    w[s + 192 + gen() % 16] = 0x80;
+    put_half(w.data() + s + 208, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+  }
+  return w;
+}
+
+TEST(KernelQuant, Q6KEveryDotProductAndTailGivesTheReferenceBits) {
+  every_dot_product_gives_the_reference_bits(QuantType::Q6_K, "q6_k", 900, make_q6k);
+}
+
+// Q6_K's documented order, recomputed here from ggml's value layout: per activation block b (sub-
+// blocks 2j, 2j + 1) P_i = sum (u - 32) * q exactly, Q_b = sc_2j P_2j + sc_2j+1 P_2j+1, acc =
+// fmaf(d * dx, Q_b, acc). Hand-made super-blocks at the extremes (u = 63 and 0, scales -128 and
+// 127, q = +-127) with exact expected sums, then random ones.
+TEST(KernelQuant, Q6KReferenceFollowsTheDocumentedOrder) {
+  const int64_t K = 256, N = 3;
+  std::vector<uint8_t> w(static_cast<size_t>(N * 210));
+  // Row 0: d = 1, every scale -128, every u 63 (q = 31). Row 1: d = 1, scales 127, u 0 (q = -32).
+  // Row 2: d = 0.5, scales alternating 127 / -128 by sub-block, u 63.
+  for (int n = 0; n < N; n++) {
+    uint8_t* blk = w.data() + n * 210;
+    std::memset(blk, n == 1 ? 0x00 : 0xFF, 192);
+    for (int i = 0; i < 16; i++)
+      blk[192 + i] = static_cast<uint8_t>(n == 0 ? 0x80 : n == 1 ? 0x7F : (i % 2 == 0 ? 0x7F : 0x80));
+    put_half(blk + 208, n == 2 ? 0x3800 : 0x3C00);
+  }
+  const int64_t M = 3;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  const auto r = randn(K, 91);
+  for (int64_t k = 0; k < K; k++) x[k] = 127.0f, x[K + k] = -127.0f, x[2 * K + k] = r[k];
+  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < kk / 32; b++) {
+      const float* v = xs.data() + m * kk + 32 * b;
+      const float dx = act_scale(v);
+      const uint8_t* blk = ws.data() + (n * kk / 256 + b / 8) * 210;
+      const std::vector<int> u = values_k6(blk);
+      const int j = static_cast<int>(b % 8);
+      int64_t p[2] = {0, 0};
+      for (int i = 0; i < 32; i++) {
+        const int64_t q = act_int(v[i], dx);
+        p[i / 16] += (u[32 * j + i] - 32) * q;
+      }
+      const int64_t qb = scale_k6(blk, 2 * j) * p[0] + scale_k6(blk, 2 * j + 1) * p[1];
+      const float d = static_cast<float>(from_half(get_half(blk + 208)));
+      acc = std::fma(static_cast<float>(double{d} * dx), static_cast<float>(qb), acc);
+    }
+    return acc;
+  };
+  const auto y = run_naive(x, w, QuantType::Q6_K, nullptr, M, K, N);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "m=" << m << " n=" << n;
+  // Exactly, x = 127 (q = 127, dx = 1): row 0, 8 blocks of -128 * 2 * (16 * 31 * 127); row 1, 8
+  // of 127 * 2 * (16 * -32 * 127); row 2, 8 of 0.5 * (127 - 128) * 16 * 31 * 127.
+  EXPECT_EQ(y[0], 8.0f * -128.0f * 2.0f * 62992.0f);
+  EXPECT_EQ(y[1], 8.0f * 127.0f * 2.0f * -65024.0f);
+  EXPECT_EQ(y[2], 8.0f * 0.5f * -62992.0f);
+  EXPECT_EQ(y[N + 0], 8.0f * 128.0f * 2.0f * 62992.0f);  // x = -127
+  EXPECT_EQ(y[N + 1], 8.0f * 127.0f * 2.0f * 65024.0f);
+  // Random super-blocks (subnormal and negative d, scale -128), random activations; the kernels too.
+  const int64_t M2 = 5, K2 = 512, N2 = 9;
+  const auto w2 = make_q6k(N2, K2, 93);
+  const auto x2 = randn(M2 * K2, 94);
+  const auto y2 = run_naive(x2, w2, QuantType::Q6_K, nullptr, M2, K2, N2);
+  for (int64_t m = 0; m < M2; m++)
+    for (int64_t n = 0; n < N2; n++)
+      EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
+  expect_bit_identical(run_fast(x2, w2, QuantType::Q6_K, nullptr, M2, K2, N2), y2, "q6_k kernel");
+}
+
+// dequantize_rows on Q6_K: ggml's dequantize_row_q6_K (as io's decoder: d * sc * (u - 32) in
+// float, left to right), bit for bit, for rows picked by id.
+TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
+  const int64_t N = 5, K = 512;
+  const auto w = make_q6k(N, K, 95);
+  const std::vector<int32_t> ids = {4, 0, 4, 2};
+  std::vector<float> got(ids.size() * K);
+  dequantize_rows(got.data(), w.data(), QuantType::Q6_K, K, ids.data(), static_cast<int64_t>(ids.size()));
+  for (size_t r = 0; r < ids.size(); r++)
+    for (int64_t s = 0; s < K / 256; s++) {
+      const uint8_t* blk = w.data() + (ids[r] * K / 256 + s) * 210;
+      const float d = static_cast<float>(from_half(get_half(blk + 208)));
+      const std::vector<int> u = values_k6(blk);
+      for (int v = 0; v < 256; v++)
+        ASSERT_EQ(got[r * K + s * 256 + v],
+                  d * static_cast<float>(scale_k6(blk, v / 16)) * static_cast<float>(u[v] - 32))
+            << "r=" << r << " s=" << s << " v=" << v;
+    }
+}
+
+// Q6_K and Q4_K against the f32 product of their dequantized weights: within the activations'
+// rounding (|x - dx q| <= dx / 2 per value), which a wrong value or scale layout would exceed.
+TEST(KernelQuant, SuperBlocksCloseToTheF32ProductOfTheDequantizedWeights) {
+  const int64_t M = 4, K = 512, N = 21;
+  const auto x = randn(M * K, 97);
+  for (QuantType t : {QuantType::Q4_K, QuantType::Q6_K}) {
+    const auto w = t == QuantType::Q4_K ? make_q4k(N, K, 98) : make_q6k(N, K, 98);
+    std::vector<int32_t> ids(N);
+    for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(n);
+    std::vector<float> wd(static_cast<size_t>(N * K));
+    dequantize_rows(wd.data(), w.data(), t, K, ids.data(), N);
+    const auto y = run_fast(x, w, t, nullptr, M, K, N);
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double exact = 0, bound = 0;
+        for (int64_t b = 0; b < K / 32; b++) {
+          float amax = 0.0f;
+          for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(x[m * K + 32 * b + i]));
+          for (int i = 0; i < 32; i++) {
+            const double wv = wd[n * K + 32 * b + i];
+            exact += wv * x[m * K + 32 * b + i];
+            bound += std::fabs(wv) * (amax / 127.0 / 2 + 1e-6 * std::fabs(x[m * K + 32 * b + i]));
+          }
+        }
+        EXPECT_NEAR(y[m * N + n], exact, bound * 1.01 + 1e-30)
+            << (t == QuantType::Q4_K ? "q4_k" : "q6_k") << " m=" << m << " n=" << n;
+      }
   }
 }
 

@@ -230,51 +230,65 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   }
 }
 
-// A Q4_K file (atto quantize --type q4_k) of a model whose matrices have rows of 256 values: every
-// matrix stays Q4_K rows and computes on the integer kernels (as q4_0 does above), close to the same
-// file read as floats.
-TEST(GgufModel, Q4KWeightsStayQuantizedAndComputeClose) {
+// A Q4_K or Q6_K file (atto quantize --type q4_k|q6_k) of a model whose matrices have rows of 256
+// values: every matrix stays rows of that type and computes on the integer kernels (as q4_0 does
+// above), close to the same file read as floats (Q6_K closer than Q4_K).
+TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
   test::TempDir dir;
   LoadedModel lm = random_model("abcdefgh\n", false);
   lm.config.gpt.d_model = 256, lm.config.gpt.n_layers = 1;
   Rng rng(5);
   lm.model = std::make_unique<GPT>(lm.config.gpt, rng);
   lm.model->eval();
-  export_gguf(lm, dir / "k.gguf", io::GgmlType::Q4_K);
-  LoadedModel floats = load_gguf(dir / "k.gguf");
-  LoadedModel quant = load_gguf(dir / "k.gguf", WeightStorage::Quantized);
-  int matrices = 0;
-  for (const auto& [name, t] : quant.model->state_dict()) {
-    const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight";
-    EXPECT_EQ(t.quantized() != nullptr, matrix) << name;
-    if (const QuantizedData* q = t.quantized()) {
-      EXPECT_EQ(q->type, static_cast<int>(io::GgmlType::Q4_K)) << name;
-      EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * 144) << name;
-      matrices++;
-    }
-  }
-  EXPECT_GE(matrices, 5);  // the embedding (tied head), attention's two, the MLP's two
   const std::vector<int32_t> ids = lm.tokenizer->encode("abcabcd");
-  const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-  EXPECT_LT(worst, 0.02);
-  EXPECT_GT(worst, 0.0) << "computed on floats";
-  std::printf("q4_k: max |logit(integer kernels) - logit(floats)| = %.3g\n", worst);
-  // A super-block whose dmin is not finite is refused by name, as a block's scale is.
-  const io::GgufFile f = io::read_gguf(dir / "k.gguf");
-  const io::GgufTensorInfo* t = f.find("blk.0.ffn_down.weight");
-  ASSERT_NE(t, nullptr);
-  ASSERT_EQ(t->type, io::GgmlType::Q4_K);
-  std::string bytes = f.bytes_;
-  const uint16_t inf = 0x7C00;
-  std::memcpy(bytes.data() + f.data_start_ + t->offset + 144 + 2, &inf, 2);  // super-block 1's dmin
-  {
-    std::ofstream out(dir / "bad.gguf", std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::vector<float> original = logits_of(*lm.model, ids);
+  double file_error[2] = {0, 0};  // the file's weights (as floats) against the model's
+  for (const io::GgmlType type : {io::GgmlType::Q4_K, io::GgmlType::Q6_K}) {
+    const bool k6 = type == io::GgmlType::Q6_K;
+    const std::string name_of = io::to_string(type), file = dir / (name_of + ".gguf");
+    export_gguf(lm, file, type);
+    LoadedModel floats = load_gguf(file);
+    LoadedModel quant = load_gguf(file, WeightStorage::Quantized);
+    int matrices = 0;
+    for (const auto& [name, t] : quant.model->state_dict()) {
+      const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight";
+      EXPECT_EQ(t.quantized() != nullptr, matrix) << name_of << " " << name;
+      if (const QuantizedData* q = t.quantized()) {
+        EXPECT_EQ(q->type, static_cast<int>(type)) << name;
+        EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * (k6 ? 210 : 144)) << name;
+        matrices++;
+      }
+    }
+    EXPECT_GE(matrices, 5) << name_of;  // the embedding (tied head), attention's two, the MLP's two
+    const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+      file_error[k6 ? 1 : 0] = std::max(file_error[k6 ? 1 : 0], std::fabs(double(want[i]) - original[i]));
+    }
+    EXPECT_LT(worst, 0.02) << name_of;
+    EXPECT_GT(worst, 0.0) << name_of << ": computed on floats";
+    std::printf("%s: max |logit(integer kernels) - logit(floats)| = %.3g\n", name_of.c_str(), worst);
+    // A super-block whose dmin (Q4_K) or d (Q6_K) is not finite is refused by name, as a block's
+    // scale is.
+    const io::GgufFile f = io::read_gguf(file);
+    const io::GgufTensorInfo* t = f.find("blk.0.ffn_down.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->type, type);
+    std::string bytes = f.bytes_;
+    const uint16_t inf = 0x7C00;
+    std::memcpy(bytes.data() + f.data_start_ + t->offset + (k6 ? 210 + 208 : 144 + 2), &inf, 2);  // super-block 1's
+    {
+      std::ofstream out(dir / "bad.gguf", std::ios::binary);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    EXPECT_THAT(error_of([&] { load_gguf(dir / "bad.gguf", WeightStorage::Quantized); }),
+                HasSubstr(fmt::format("blk.0.ffn_down.weight holds a non-finite block {} (inf in block 1)",
+                                      k6 ? "scale" : "min scale")));
   }
-  EXPECT_THAT(error_of([&] { load_gguf(dir / "bad.gguf", WeightStorage::Quantized); }),
-              HasSubstr("blk.0.ffn_down.weight holds a non-finite block min scale (inf in block 1)"));
+  // Q6_K's weights are 4x finer than Q4_K's: its file moves the logits less.
+  std::printf("file against the model: q4_k %.3g, q6_k %.3g\n", file_error[0], file_error[1]);
+  EXPECT_LT(file_error[1], file_error[0] / 2);
 }
 
 // A llama file whose attention keys disagree with its tensors, or name what atto cannot run.
