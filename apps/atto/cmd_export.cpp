@@ -79,7 +79,7 @@ int run_export(const ExportFlags& f) {
   if (f.lora_only) return run_export_lora(f);
   if (f.format == "hf") return run_export_hf(f);
   if (f.format != "gguf") throw UsageError(fmt::format("--format must be gguf or hf, got '{}'", f.format));
-  const io::GgmlType type = parse_gguf_type(f.type);
+  const io::QuantRecipe type = parse_gguf_type(f.type);
   if (f.out.empty()) throw UsageError("no output file: pass --out FILE.gguf");
   LoadedModel lm = load_for_export(f);
   const std::string arch = export_gguf(lm, f.out, type);
@@ -90,11 +90,10 @@ int run_export(const ExportFlags& f) {
 
 }  // namespace
 
-io::GgmlType parse_gguf_type(const std::string& s) {
-  using io::GgmlType;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
-    if (s == io::to_string(t)) return t;
-  throw UsageError(fmt::format("--type must be {}, got '{}'", kGgufTypes, s));
+io::QuantRecipe parse_gguf_type(const std::string& s) {
+  io::QuantRecipe r;
+  if (!io::parse_recipe(s, r)) throw UsageError(fmt::format("--type must be {}, got '{}'", kGgufTypes, s));
+  return r;
 }
 
 Command add_export(CLI::App& root) {

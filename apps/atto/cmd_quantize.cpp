@@ -1,6 +1,6 @@
 // atto quantize: a trained GPT (a run directory) or a GGUF file written again as a GGUF file whose
-// weight matrices are f32, f16, q8_0, q6_k, q4_0 or q4_k, as llama.cpp's llama-quantize does for those types
-// (docs/gguf.md).
+// weight matrices are f32, f16, q8_0, q6_k, q4_0, q4_k or llama.cpp's q4_k_m mix, as llama.cpp's
+// llama-quantize does for those types (docs/gguf.md).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -46,7 +46,7 @@ uintmax_t quantize_input_size(const std::string& in) {
 }
 
 int run_quantize(const QuantizeFlags& f) {
-  const io::GgmlType type = parse_gguf_type(f.type);
+  const io::QuantRecipe type = parse_gguf_type(f.type);
   check_quantize_paths(f);
   int requantized = 0, copied = 0;
   if (fs::is_directory(f.in)) {  // atto export --format gguf --type T --out OUT
@@ -90,7 +90,9 @@ Command add_quantize(CLI::App& root) {
          "--type", f->type,
          fmt::format(
              "{}: the type of the weight matrices (one whose rows are not a multiple of the "
-             "type's block, 32 values or q4_k's and q6_k's 256, is stored f16; q4_k and q6_k fall back to q8_0)",
+             "type's block, 32 values or q4_k's and q6_k's 256, is stored f16; q4_k and q6_k fall back to q8_0); "
+             "q4_k_m: llama.cpp's Q4_K_M mix, q4_k with q6_k for the output and some attention-value and "
+             "MLP-down matrices",
              kGgufTypes))
       ->required();
   app->add_flag("--allow-requantize", f->allow_requantize,
@@ -100,6 +102,7 @@ Command add_quantize(CLI::App& root) {
       "Examples:\n"
       "  atto quantize runs/names names-q4.gguf --type q4_0\n"
       "  atto quantize names-f32.gguf names-q8.gguf --type q8_0\n"
+      "  atto quantize runs/shakespeare shakespeare-q4km.gguf --type q4_k_m\n"
       "A GGUF IN keeps every metadata key (general.file_type becomes the new type's) and every tensor; a matrix "
       "of another type is re-encoded from its values (q4_k and q6_k ones too), the rest is copied byte for byte.");
   return {app, [f] { return run_quantize(*f); }};

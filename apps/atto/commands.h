@@ -7,7 +7,7 @@
 
 #include "base/limits.h"
 #include "generate/seq2seq_decode.h"
-#include "io/ggml_quants.h"
+#include "io/gguf_recipe.h"
 #include "tokenize/gpt_tokenizer.h"
 
 #include <functional>
@@ -43,8 +43,8 @@ std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokeniz
 
 // --type of atto export --format gguf and atto quantize: the GGUF types atto writes (UsageError
 // naming the flag and kGgufTypes otherwise).
-inline constexpr const char* kGgufTypes = "f32, f16, q8_0, q6_k, q4_0 or q4_k";
-io::GgmlType parse_gguf_type(const std::string& s);
+inline constexpr const char* kGgufTypes = "f32, f16, q8_0, q6_k, q4_0, q4_k or q4_k_m";
+io::QuantRecipe parse_gguf_type(const std::string& s);
 
 // Beam search flags shared by translate and eval.
 void add_decode_flags(CLI::App* app, gen::DecodeOptions& d);

@@ -451,13 +451,16 @@ bool is_gguf_file(const std::string& path) {
   }
 }
 
-GgufRequantized requantize_gguf(const GgufFile& in, GgmlType want, bool allow_requantize) {
-  ATTO_CHECK(ggml_type_writable(want), "atto does not write ggml type {}", to_string(want));
+GgufRequantized requantize_gguf(const GgufFile& in, const QuantRecipe& want, bool allow_requantize) {
+  ATTO_CHECK(ggml_type_writable(want.type), "atto does not write ggml type {}", to_string(want.type));
   GgufRequantized r;
   for (const std::string& k : in.keys)
-    r.writer.add(k, k == "general.file_type" ? GgufValue::u32(ggml_file_type(want)) : in.metadata.at(k));
+    r.writer.add(k, k == "general.file_type" ? GgufValue::u32(file_type_of(want)) : in.metadata.at(k));
+  std::vector<std::string> names;
+  for (const GgufTensorInfo& t : in.tensors) names.push_back(t.name);
+  const TypePlan plan(want, names);
   for (const GgufTensorInfo& t : in.tensors) {
-    const GgmlType to = t.shape.size() < 2 ? t.type : stored_type_for(want, t.shape);
+    const GgmlType to = plan.type_of(t.name, t.shape, t.type);
     if (to == t.type) {
       r.writer.add_tensor_bytes(t.name, t.shape, t.type, in.tensor_bytes(t));
       ++r.copied;

@@ -1,6 +1,7 @@
 // atto/io/gguf.h: GGUF (version 3), the file format of llama.cpp and ggml: typed metadata and
-// tensors, written and read without any model knowledge. Tensors are read as f32, f16, q4_0, q8_0,
-// Q4_K and Q6_K and written as f32, f16, q4_0, q8_0 and Q4_K (io/ggml_quants.h: ggml's blocks).
+// tensors, written and read without any model knowledge. Tensors are read and written as f32, f16,
+// q4_0, q8_0, Q4_K and Q6_K (io/ggml_quants.h: ggml's blocks; io/gguf_recipe.h: which type each
+// tensor of an exported or re-quantized file gets).
 //
 //   io::GgufWriter w;
 //   w.add("general.architecture", io::GgufValue::string("gpt2"));
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "io/ggml_quants.h"
+#include "io/gguf_recipe.h"
 
 namespace atto::io {
 
@@ -142,9 +144,9 @@ GgufFile read_gguf(const std::string& path);
 // Whether a file starts with the GGUF magic.
 bool is_gguf_file(const std::string& path);
 
-// A GGUF file with its matrices stored as `want` (llama.cpp's llama-quantize, for the types atto
-// writes): every metadata key in its order (general.file_type set to want's) and every tensor in
-// its order. A matrix whose type is not stored_type_for(want, shape) is re-encoded to that type
+// A GGUF file with its matrices stored as `want` says (llama.cpp's llama-quantize, for the types
+// atto writes): every metadata key in its order (general.file_type set to want's) and every tensor
+// in its order. A tensor whose type is not the one TypePlan gives it is re-encoded to that type
 // from its f32 values; 1-D tensors (norms, biases) and the other matrices are copied byte for byte.
 // Re-encoding to a type of more precision than the tensor has (q8_0 to f16, q4_0 to q8_0) would
 // not make it better: an atto::Error naming the tensor and both types unless allow_requantize.
@@ -152,6 +154,6 @@ struct GgufRequantized {
   GgufWriter writer;
   int requantized = 0, copied = 0;
 };
-GgufRequantized requantize_gguf(const GgufFile& in, GgmlType want, bool allow_requantize);
+GgufRequantized requantize_gguf(const GgufFile& in, const QuantRecipe& want, bool allow_requantize);
 
 }  // namespace atto::io

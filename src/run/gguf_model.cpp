@@ -117,11 +117,6 @@ std::vector<TensorMap> tensor_names(const GPTConfig& c, Arch arch) {
   return m;
 }
 
-// 1-D tensors f32, matrices `want` (f16 where their rows do not fill its blocks): io's rule, which
-// `atto quantize` applies to a GGUF file too.
-GgmlType stored_type(GgmlType want, const std::vector<int64_t>& shape) { return io::stored_type_for(want, shape); }
-
-uint32_t file_type(GgmlType t) { return io::ggml_file_type(t); }
 
 // A byte-level BPE vocabulary is already in llama.cpp's gpt2 form: tokens and merges in GPT-2's
 // printable byte form, <|endoftext|> a control token.
@@ -410,14 +405,15 @@ char32_t char_of_byte_level(const std::string& token) {
 
 const char* gguf_arch_name(const GPTConfig& c) { return arch_name(arch_of(c)); }
 
-std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType type) {
-  ATTO_CHECK(io::ggml_type_writable(type), "GGUF export: atto does not write ggml type {}", io::to_string(type));
+std::string export_gguf(const LoadedModel& lm, const std::string& path, const io::QuantRecipe& type) {
+  ATTO_CHECK(io::ggml_type_writable(type.type), "GGUF export: atto does not write ggml type {}",
+             io::to_string(type.type));
   const GPTConfig& c = lm.model->config();
   const Arch arch = arch_of(c);
   io::GgufWriter w;
   w.add("general.architecture", GgufValue::string(arch_name(arch)));
   w.add("general.name", GgufValue::string("atto"));
-  w.add("general.file_type", GgufValue::u32(file_type(type)));
+  w.add("general.file_type", GgufValue::u32(io::file_type_of(type)));
   w.add("general.alignment", GgufValue::u32(32));
   // How the model reads text (atto eval scores a file that way); other programs ignore it.
   if (lm.config.data.mode != DataMode::Auto) w.add("atto.data.mode", GgufValue::string(to_string(lm.config.data.mode)));
@@ -426,10 +422,16 @@ std::string export_gguf(const LoadedModel& lm, const std::string& path, GgmlType
   w.add("atto.ffn", GgufValue::string(to_string(c.activation)));
   w.add("atto.lines_mode", GgufValue::boolean(lm.tokenizer->has_boundary()));
   const auto state = lm.model->state_dict();
-  for (const TensorMap& m : tensor_names(c, arch)) {
+  const std::vector<TensorMap> maps = tensor_names(c, arch);
+  std::vector<std::string> names;
+  for (const TensorMap& m : maps) names.push_back(m.gguf);
+  // 1-D tensors f32, matrices as the recipe says (io's rule, which `atto quantize` applies to a
+  // GGUF file too).
+  const io::TypePlan plan(type, names);
+  for (const TensorMap& m : maps) {
     std::vector<int64_t> shape;
     const std::vector<float> data = tensor_data(state, m, shape);
-    w.add_tensor(m.gguf, shape, stored_type(type, shape), data);
+    w.add_tensor(m.gguf, shape, plan.type_of(m.gguf, shape, GgmlType::F32), data);
   }
   w.write(path);
   return arch_name(arch);

@@ -40,7 +40,7 @@ namespace atto {
 
 // The GPT-2 and llama layouts export; anything else is an atto::Error naming the model's settings.
 // Returns the architecture written ("gpt2" or "llama").
-std::string export_gguf(const LoadedModel& lm, const std::string& path, io::GgmlType type);
+std::string export_gguf(const LoadedModel& lm, const std::string& path, const io::QuantRecipe& type);
 // llama.cpp's architecture for a GPT's layout, "gpt2" or "llama" (what export_gguf writes);
 // atto::Error naming the settings of any other layout.
 const char* gguf_arch_name(const GPTConfig& c);

@@ -143,13 +143,14 @@ done
 # and llama q8_0: the run directory's floats against the same q8_0 file, above, gave 2.3e-2 and
 # 8.0e-2), 2.3e-2 and 1.9e-2 (q4_0), 3.3e-2 (llama256 q4_k; 3.8e-2 when atto converted Q4_K to
 # floats); the bound, 0.11, is 3x the largest.
-# q4_k and q6_k: a llama-layout model with d_ff 256, whose ffn_down rows fill the super-blocks (the
-# other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K and Q6_K bytes as atto does.
+# q4_k, q6_k and q4_k_m: a llama-layout model with d_ff 256, whose ffn_down rows fill the
+# super-blocks (the other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K and Q6_K
+# bytes as atto does.
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${llama[@]}" --d-ff 256 "${common[@]}"
 "$ATTO" score --model "$W/llama256" --file "$W/lines.txt" --json >"$W/llama256.score.json"
 compare seqs "$W/llama256.score.json" "$W/llama256.seqs.json" 0
-for mt in tanh.q8_0 llama.q8_0 tanh.q4_0 llama.q4_0 llama256.q4_k llama256.q6_k; do
-  model=${mt%.*} type=${mt#*.}
+for mt in tanh.q8_0 llama.q8_0 tanh.q4_0 llama.q4_0 llama256.q4_k llama256.q6_k llama256.q4_k_m; do
+  model=${mt%%.*} type=${mt#*.}
   g=$W/$mt.gguf
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"
   "$ATTO" score --model "$g" --file "$W/lines.txt" --json >"$W/$mt.score.json"

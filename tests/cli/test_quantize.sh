@@ -37,21 +37,25 @@ expect_ok "$ATTO" score --model "$W/q4.gguf" emma
 expect_ok "$ATTO" train --init-from "$W/q4.gguf" --data "$W/names.txt" --out "$W/ft" --steps 3 --threads 1 -q
 expect_ok "$ATTO" export --model "$W/q4.gguf" --format gguf --type f32 --out "$W/q4-as-f32.gguf"
 
+# RUN quantized to $1 into $2: the summary counts $3 and $4 tensors, and the perplexity is within a
+# factor $5 of the f32 run's.
+k_quant() {
+  local type=$1 file=$2 t1=$3 t2=$4 factor=$5 out p
+  out=$("$ATTO" quantize "$RUN" "$file" --type "$type" 2>&1) && ok || bad "quantize RUN --type $type: $out"
+  echo "  $out"
+  grep -q "tensors (.*$t1" <<<"$out" && grep -q "tensors (.*$t2" <<<"$out" && ok || bad "$type summary: $out"
+  p=$(ppl "$file")
+  echo "  perplexity: $type $p"
+  python3 -c "import sys; a, b, f = map(float, sys.argv[1:]); sys.exit(0 if a / f < b < a * f else 1)" \
+    "$p32" "$p" "$factor" && ok || bad "$type perplexity $p is not within a factor $factor of the f32 run's $p32"
+}
 # q4_k: the matrix of 256-value rows as Q4_K, the others (rows of 64) as q8_0, as the summary says.
-out=$("$ATTO" quantize "$RUN" "$W/k.gguf" --type q4_k 2>&1) && ok || bad "quantize RUN --type q4_k: $out"
-echo "  $out"
-grep -q "tensors (.*q4_k" <<<"$out" && grep -q "tensors (.*q8_0" <<<"$out" && ok || bad "q4_k summary: $out"
-pk=$(ppl "$W/k.gguf")
-echo "  perplexity: q4_k (and q8_0) $pk"
-python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a / 1.1 < b < a * 1.1 else 1)" \
-  "$p32" "$pk" && ok || bad "q4_k perplexity $pk is not within 10% of the f32 run's $p32"
+k_quant q4_k "$W/k.gguf" q4_k q8_0 1.1
 # q6_k the same way (6.6 bits a weight): within 2% of f32, as q8_0 below.
-out=$("$ATTO" quantize "$RUN" "$W/k6.gguf" --type q6_k 2>&1) && ok || bad "quantize RUN --type q6_k: $out"
-grep -q "tensors (.*q6_k" <<<"$out" && grep -q "tensors (.*q8_0" <<<"$out" && ok || bad "q6_k summary: $out"
-p6=$(ppl "$W/k6.gguf")
-echo "  perplexity: q6_k (and q8_0) $p6"
-python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a / 1.02 < b < a * 1.02 else 1)" \
-  "$p32" "$p6" && ok || bad "q6_k perplexity $p6 is not within 2% of the f32 run's $p32"
+k_quant q6_k "$W/k6.gguf" q6_k q8_0 1.02
+# q4_k_m, llama.cpp's mix: the MLP's down matrix (layer 0 of 1) Q6_K, the other matrices q8_0 here
+# (rows of 64), the learned positions f32 (llama.cpp never quantizes them).
+k_quant q4_k_m "$W/km.gguf" q6_k q8_0 1.02
 
 # ---- a GGUF file -> another type: the same bytes as exporting the run at that type ----------------
 expect_ok "$ATTO" export --model "$RUN" --format gguf --type f32 --out "$W/f32.gguf"
@@ -76,7 +80,7 @@ expect_ok "$ATTO" quantize "$W/q4.gguf" "$W/same.gguf" --type q4_0
 cmp -s "$W/q4.gguf" "$W/same.gguf" && ok || bad "q4_0 -> q4_0 did not copy the file as it was"
 
 # ---- bad input ---------------------------------------------------------------------------------------
-expect_fail "--type must be f32, f16, q8_0, q6_k, q4_0 or q4_k, got 'q5_0'" "$ATTO" quantize "$RUN" "$W/x.gguf" --type q5_0
+expect_fail "--type must be f32, f16, q8_0, q6_k, q4_0, q4_k or q4_k_m, got 'q5_0'" "$ATTO" quantize "$RUN" "$W/x.gguf" --type q5_0
 expect_fail "--type is required" "$ATTO" quantize "$RUN" "$W/x.gguf"
 expect_fail "IN $W/missing does not exist" "$ATTO" quantize "$W/missing" "$W/x.gguf" --type q4_0
 expect_fail "IN $W/names.txt is neither a run directory nor a GGUF file" "$ATTO" quantize "$W/names.txt" "$W/x.gguf" \
@@ -87,7 +91,7 @@ expect_fail "not an atto run directory" "$ATTO" quantize "$W" "$W/x.gguf" --type
 head -c 200 "$W/f32.gguf" >"$W/cut.gguf"
 expect_fail "$W/cut.gguf: " "$ATTO" quantize "$W/cut.gguf" "$W/x.gguf" --type q4_0
 [ ! -e "$W/x.gguf" ] && ok || bad "a refused quantize wrote its OUT"
-expect_fail "--type must be f32, f16, q8_0, q6_k, q4_0 or q4_k, got 'q5_k'" "$ATTO" export --model "$RUN" --type q5_k \
+expect_fail "--type must be f32, f16, q8_0, q6_k, q4_0, q4_k or q4_k_m, got 'q5_k'" "$ATTO" export --model "$RUN" --type q5_k \
   --out "$W/x.gguf"
 
 finish quantize

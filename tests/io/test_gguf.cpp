@@ -164,12 +164,12 @@ uint64_t fnv1a(const std::vector<uint8_t>& b) {
   return h;
 }
 
-// The bytes ggml's quantize_row_q4_0_ref and quantize_row_q4_K_ref give for 2048 values made of
-// integers (exact on every machine; sub-blocks of eight ranges), as their FNV-1a hash: computed
-// once with ggml-quants.c's two functions as written (every operation rounded, which clang and
-// GCC -ffp-contract=off builds of it give; a build that fuses products into sums as FMAs differs
-// in a few Q4_K rows of other data).
-TEST(Gguf, Q4BytesAreGgmlsReference) {
+// The bytes ggml's quantize_row_q4_0_ref, quantize_row_q4_K_ref and quantize_row_q6_K_ref give
+// for 2048 values made of integers (exact on every machine; sub-blocks of eight ranges), as their
+// FNV-1a hash: computed once with ggml-quants.c's functions as written (every operation rounded,
+// which clang and GCC -ffp-contract=off builds of it give; a build that fuses products into sums
+// as FMAs differs in a few Q4_K rows of other data).
+TEST(Gguf, QuantizedBytesAreGgmlsReference) {
   std::vector<float> x(2048);
   for (int i = 0; i < 2048; ++i) {
     const int k = (i * 7919 + (i / 256) * 131) % 2001 - 1000;
@@ -183,6 +183,15 @@ TEST(Gguf, Q4BytesAreGgmlsReference) {
   EXPECT_EQ((std::vector<uint8_t>(k4.begin(), k4.begin() + 6)),
             (std::vector<uint8_t>{0x55, 0x25, 0x31, 0x31, 0x7f, 0x27}));
   EXPECT_EQ(fnv1a(k4), 0x644f25d805b8f163ull);
+  // Q6_K: ggml's quantize_row_q6_K_ref (ggml-org/ggml d99724f, clang -ffp-contract=off) on the same
+  // values; d is the last two bytes of each 210.
+  const std::vector<uint8_t> k6 = quantize_q6_k(x);
+  ASSERT_EQ(k6.size(), 8u * 210u);
+  EXPECT_EQ((std::vector<uint8_t>(k6.begin(), k6.begin() + 4)), (std::vector<uint8_t>{0xe0, 0x1d, 0x4b, 0x78}));
+  EXPECT_EQ((std::vector<uint8_t>(k6.begin() + 192, k6.begin() + 198)),
+            (std::vector<uint8_t>{0x80, 0x7f, 0xb2, 0x49, 0x37, 0xc8}));
+  EXPECT_EQ((std::vector<uint8_t>(k6.begin() + 208, k6.begin() + 210)), (std::vector<uint8_t>{0x28, 0x99}));
+  EXPECT_EQ(fnv1a(k6), 0xab6d36311d0576dbull);
 }
 
 // Q4_K by hand: a ramp 0..15 in every sub-block is fitted exactly (scale 1, offset 0), so every
@@ -496,6 +505,68 @@ TEST(Gguf, RequantizeKeepsTheFileAndReencodesItsMatrices) {
   // q6_k asked for rows of 32: q8_0, as llama-quantize falls back.
   const GgufFile six = parse_gguf(requantize_gguf(q4, GgmlType::Q6_K, true).writer.bytes(), "six.gguf");
   EXPECT_EQ(six.tensors[0].type, GgmlType::Q8_0);
+}
+
+// llama.cpp's Q4_K_M mix (llama_tensor_get_type) on a llama-layout file of 8 layers: the output
+// matrix Q6_K; attn_v and ffn_down Q6_K in layers 0, 3, 6 and 7 (use_more_bits: the first and last
+// eighth and every third between), Q4_K in the others; every other matrix Q4_K, a matrix whose rows
+// do not fill 256 values q8_0 (or f16 below 32), 1-D tensors and learned positions as they are. A
+// tied head (no output.weight) puts Q6_K on token_embd; gpt2's fused attn_qkv is Q6_K.
+TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
+  std::vector<std::string> names = {"token_embd.weight"};
+  for (int i = 0; i < 8; ++i)
+    for (const char* t : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                          "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
+      names.push_back("blk." + std::to_string(i) + "." + t);
+  names.push_back("output_norm.weight");
+  names.push_back("output.weight");
+  QuantRecipe mix;
+  ASSERT_TRUE(parse_recipe("q4_k_m", mix));
+  EXPECT_EQ(to_string(mix), "q4_k_m");
+  EXPECT_EQ(file_type_of(mix), 15u);
+  const TypePlan plan(mix, names);
+  const std::vector<int64_t> m = {512, 256}, narrow = {512, 64}, tiny = {512, 16}, vec = {256};
+  EXPECT_EQ(plan.type_of("output.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(plan.type_of("output.weight", narrow, GgmlType::F32), GgmlType::Q8_0);
+  EXPECT_EQ(plan.type_of("token_embd.weight", m, GgmlType::F32), GgmlType::Q4_K);
+  for (int i = 0; i < 8; ++i) {
+    const bool more = i == 0 || i == 3 || i == 6 || i == 7;
+    const std::string b = "blk." + std::to_string(i) + ".";
+    EXPECT_EQ(plan.type_of(b + "attn_v.weight", m, GgmlType::F32), more ? GgmlType::Q6_K : GgmlType::Q4_K) << i;
+    EXPECT_EQ(plan.type_of(b + "ffn_down.weight", m, GgmlType::F32), more ? GgmlType::Q6_K : GgmlType::Q4_K) << i;
+    EXPECT_EQ(plan.type_of(b + "attn_q.weight", m, GgmlType::F32), GgmlType::Q4_K) << i;
+    EXPECT_EQ(plan.type_of(b + "ffn_up.weight", narrow, GgmlType::F32), GgmlType::Q8_0) << i;
+    EXPECT_EQ(plan.type_of(b + "ffn_down.weight", tiny, GgmlType::F32), GgmlType::F16) << i;
+    EXPECT_EQ(plan.type_of(b + "attn_norm.weight", vec, GgmlType::F16), GgmlType::F16) << i;
+  }
+  // A tied head and the gpt2 layout.
+  const TypePlan tied(mix, {"token_embd.weight", "position_embd.weight", "blk.0.attn_qkv.weight",
+                            "blk.0.attn_qkv.bias", "blk.0.ffn_down.weight", "blk.0.ffn_down.bias"});
+  EXPECT_EQ(tied.type_of("token_embd.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(tied.type_of("position_embd.weight", m, GgmlType::F32), GgmlType::F32);
+  EXPECT_EQ(tied.type_of("position_embd.weight", m, GgmlType::Q8_0), GgmlType::Q8_0);
+  EXPECT_EQ(tied.type_of("blk.0.attn_qkv.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(tied.type_of("blk.0.ffn_down.weight", m, GgmlType::F32), GgmlType::Q6_K);  // layer 0 of 1
+  // One type for every matrix: stored_type_for's rule, positions included.
+  const TypePlan q4(QuantRecipe(GgmlType::Q4_0), names);
+  EXPECT_EQ(q4.type_of("blk.3.ffn_down.weight", m, GgmlType::F32), GgmlType::Q4_0);
+  EXPECT_EQ(tied.type_of("blk.0.attn_qkv.bias", vec, GgmlType::F32), GgmlType::F32);
+  QuantRecipe r;
+  EXPECT_FALSE(parse_recipe("q5_k", r));
+  EXPECT_TRUE(parse_recipe("q6_k", r) && r.type == GgmlType::Q6_K && !r.q4_k_m);
+  // Re-quantizing a file to the mix sets general.file_type and each tensor's type.
+  GgufWriter w;
+  w.add("general.file_type", GgufValue::u32(0));
+  std::vector<float> big(512 * 256);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  w.add_tensor("blk.0.ffn_down.weight", m, GgmlType::F32, big);
+  w.add_tensor("blk.0.ffn_up.weight", m, GgmlType::F32, big);
+  w.add_tensor("output.weight", m, GgmlType::F32, big);
+  const GgufFile out = parse_gguf(requantize_gguf(parse_gguf(w.bytes(), "f.gguf"), mix, false).writer.bytes(), "m");
+  EXPECT_EQ(out.get("general.file_type").as_uint("file type"), 15u);
+  EXPECT_EQ(out.find("blk.0.ffn_down.weight")->type, GgmlType::Q6_K);
+  EXPECT_EQ(out.find("blk.0.ffn_up.weight")->type, GgmlType::Q4_K);
+  EXPECT_EQ(out.find("output.weight")->type, GgmlType::Q6_K);
 }
 
 TEST(Gguf, WriterRefusesWhatItCannotStore) {

@@ -286,6 +286,27 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
                 HasSubstr(fmt::format("blk.0.ffn_down.weight holds a non-finite block {} (inf in block 1)",
                                       k6 ? "scale" : "min scale")));
   }
+  // llama.cpp's Q4_K_M mix: a 1-layer gpt2 model's tied head and fused attention Q6_K (llama.cpp:
+  // Q5_K, which atto does not write), its ffn_down Q6_K (layer 0 of 1), the other two Q4_K, the
+  // learned positions f32; every matrix computes on its own type.
+  export_gguf(lm, dir / "m.gguf", io::QuantRecipe::q4_k_m_mix());
+  {
+    const io::GgufFile f = io::read_gguf(dir / "m.gguf");
+    EXPECT_EQ(f.get("general.file_type").as_uint("file type"), 15u);
+    EXPECT_EQ(f.find("position_embd.weight")->type, io::GgmlType::F32);
+    for (const char* six : {"token_embd.weight", "blk.0.attn_qkv.weight", "blk.0.ffn_down.weight"})
+      EXPECT_EQ(f.find(six)->type, io::GgmlType::Q6_K) << six;
+    for (const char* four : {"blk.0.attn_output.weight", "blk.0.ffn_up.weight"})
+      EXPECT_EQ(f.find(four)->type, io::GgmlType::Q4_K) << four;
+    LoadedModel floats = load_gguf(dir / "m.gguf");
+    LoadedModel quant = load_gguf(dir / "m.gguf", WeightStorage::Quantized);
+    for (const auto& [name, t] : quant.model->state_dict())
+      EXPECT_EQ(t.quantized() != nullptr, t.ndim() == 2 && name != "transformer.wpe.weight") << "q4_k_m " << name;
+    const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+    EXPECT_LT(worst, 0.02) << "q4_k_m";
+  }
   // Q6_K's weights are 4x finer than Q4_K's: its file moves the logits less.
   std::printf("file against the model: q4_k %.3g, q6_k %.3g\n", file_error[0], file_error[1]);
   EXPECT_LT(file_error[1], file_error[0] / 2);

@@ -1,0 +1,69 @@
+#include "io/gguf_recipe.h"
+
+namespace atto::io {
+
+namespace {
+
+// llama.cpp's use_more_bits: the first and last eighth of n, and every third between.
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+QuantRecipe QuantRecipe::q4_k_m_mix() {
+  QuantRecipe r(GgmlType::Q4_K);
+  r.q4_k_m = true;
+  return r;
+}
+
+std::string to_string(const QuantRecipe& r) { return r.q4_k_m ? "q4_k_m" : to_string(r.type); }
+
+uint32_t file_type_of(const QuantRecipe& r) { return r.q4_k_m ? 15 : ggml_file_type(r.type); }
+
+bool parse_recipe(const std::string& name, QuantRecipe& r) {
+  if (name == "q4_k_m") {
+    r = QuantRecipe::q4_k_m_mix();
+    return true;
+  }
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_K})
+    if (name == to_string(t)) {
+      r = QuantRecipe(t);
+      return true;
+    }
+  return false;
+}
+
+TypePlan::TypePlan(const QuantRecipe& r, const std::vector<std::string>& names) : recipe_(r) {
+  if (!r.q4_k_m) return;
+  // llama.cpp counts attention-value matrices (attn_v, and the fused attn_qkv) over the file, and
+  // takes the MLP-down count from the layers (one matrix each); both are numbered in the file's
+  // order.
+  int n_v = 0, n_down = 0;
+  for (const std::string& n : names) {
+    has_output_ = has_output_ || n == "output.weight";
+    n_v += contains(n, "attn_v.weight") || contains(n, "attn_qkv.weight") ? 1 : 0;
+    n_down += contains(n, "ffn_down.weight") ? 1 : 0;
+  }
+  int i_v = 0, i_down = 0;
+  for (const std::string& n : names)
+    if (contains(n, "attn_v.weight"))
+      more_bits_[n] = use_more_bits(i_v++, n_v);
+    else if (contains(n, "ffn_down.weight"))
+      more_bits_[n] = use_more_bits(i_down++, n_down);
+}
+
+GgmlType TypePlan::type_of(const std::string& name, const std::vector<int64_t>& shape, GgmlType current) const {
+  if (shape.size() < 2 || (recipe_.q4_k_m && name == "position_embd.weight")) return current;
+  if (!recipe_.q4_k_m) return stored_type_for(recipe_.type, shape);
+  GgmlType want = GgmlType::Q4_K;
+  if (name == "output.weight" || (!has_output_ && name == "token_embd.weight"))
+    want = shape.back() % 256 != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
+  else if (contains(name, "attn_qkv.weight"))
+    want = GgmlType::Q6_K;
+  else if (const auto it = more_bits_.find(name); it != more_bits_.end() && it->second)
+    want = GgmlType::Q6_K;
+  return stored_type_for(want, shape);
+}
+
+}  // namespace atto::io
