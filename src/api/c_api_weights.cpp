@@ -41,7 +41,8 @@ atto_status atto_model_weights(const atto_model* m, atto_weights** out) {
           std::vector<int32_t> rows(static_cast<size_t>(N));
           std::iota(rows.begin(), rows.end(), 0);
           atto::kernels::dequantize_rows(it->second.data(), q->bytes.data(),
-                                         static_cast<atto::kernels::QuantType>(q->type), K, rows.data(), N);
+                                         static_cast<atto::kernels::QuantType>(q->type),
+                                         static_cast<atto::kernels::QuantLayout>(q->layout), N, K, rows.data(), N);
         }
         w->tensors.push_back(it->second);
       } else {

@@ -22,7 +22,8 @@ Tensor embedding(const Tensor& weight_in, const std::vector<int32_t>& ids, const
   Tensor out = Tensor::empty(shape);
   if (const QuantizedData* q = weight.quantized()) {  // rows decoded as they are looked up (inference)
     detail::refuse_quantized_grad("embedding", weight, any_requires_grad({&weight}));
-    kernels::dequantize_rows(out.data(), q->bytes.data(), static_cast<kernels::QuantType>(q->type), C, ids.data(), N);
+    kernels::dequantize_rows(out.data(), q->bytes.data(), static_cast<kernels::QuantType>(q->type),
+                             static_cast<kernels::QuantLayout>(q->layout), V, C, ids.data(), N);
     return out;
   }
   kernels::embedding_forward(out.data(), ids.data(), weight.data(), N, C, V);

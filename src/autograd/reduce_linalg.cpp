@@ -170,7 +170,8 @@ void detail::linear_forward_any(const char* op, float* out, const float* x, cons
   const QuantizedData* q = weight.quantized();
   if (q == nullptr) return kernels::linear_forward(out, x, weight.data(), bias, N, C, OC);
   refuse_quantized_grad(op, weight, grad_wanted);
-  kernels::linear_quant_forward(out, x, q->bytes.data(), static_cast<kernels::QuantType>(q->type), bias, N, C, OC);
+  kernels::linear_quant_forward(out, x, q->bytes.data(), static_cast<kernels::QuantType>(q->type),
+                                static_cast<kernels::QuantLayout>(q->layout), bias, N, C, OC);
 }
 
 namespace {

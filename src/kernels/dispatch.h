@@ -27,7 +27,8 @@
   X(cross_entropy_backward) X(cross_entropy_forward_naive) X(cross_entropy_backward_naive) X(adam_update)         \
   X(sgd_update) X(adam_update_many) X(sum_squares) X(scale_inplace) X(sum_squares_many)            \
   X(scale_inplace_many) X(exp_shift_sum) X(sum_of) X(max_of)                                                      \
-  X(linear_quant_forward) X(linear_quant_forward_naive) X(dequantize_rows) X(quant_kernel_name)
+  X(linear_quant_forward) X(linear_quant_forward_naive) X(dequantize_rows) X(quant_kernel_name)                  \
+  X(quant_layout_for) X(quant_pack)
 
 #if defined(ATTO_KERNEL_VARIANT)
 #define ATTO_KERNEL_DECL_NS ATTO_KERNEL_VARIANT

@@ -47,6 +47,13 @@ void check_args(QuantType t, int64_t K, const char* what) {
                                 " is not a multiple of 32 (the block size of q4_0 and q8_0)");
 }
 
+void check_layout(QuantType t, QuantLayout layout, const char* what) {
+  if (layout != QuantLayout::Rows && !(layout == QuantLayout::Lanes16 && t == QuantType::Q6_K))
+    throw std::invalid_argument(std::string(what) + ": layout " + std::to_string(static_cast<int>(layout)) +
+                                " is not one of type id " + std::to_string(static_cast<int>(t)) +
+                                " (Lanes16 is Q6_K's only)");
+}
+
 // The 32 integer values of a weight block: q8_0's int8, q4_0's nibble - 8 (low nibbles first).
 void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
   if (t == QuantType::Q8_0) {
@@ -238,11 +245,12 @@ DotKind dot_kind() {
 }
 
 // Columns of groups [g0, g1) with dot product k.
-void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, QuantType t, const float* bias, int64_t M,
-                 int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
+void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, QuantType t, QuantLayout layout,
+                 const float* bias, int64_t M, int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
   if (t == QuantType::Q4_0) return q4_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
   if (t == QuantType::Q4_K) return q4k_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
-  if (t == QuantType::Q6_K) return q6k_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
+  if (t == QuantType::Q6_K)
+    return q6k_columns(k, layout == QuantLayout::Lanes16, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
 #if defined(__AVX2__)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
@@ -268,9 +276,10 @@ void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, Quan
 
 }  // namespace
 
-void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
-                          int64_t K, int64_t N) {
+void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, QuantLayout layout,
+                          const float* bias, int64_t M, int64_t K, int64_t N) {
   check_args(t, K, "linear_quant_forward");
+  check_layout(t, layout, "linear_quant_forward");
   if (M <= 0 || N <= 0) return;
   const DotKind k = dot_kind();
   const int64_t nb = K / kQK;
@@ -287,7 +296,7 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
   const int64_t groups = (N + G - 1) / G;
   parallel_region(par && groups > 1, [&](int64_t th, int64_t nt) {
     const auto [g0, g1] = static_range(groups, th, nt);
-    if (g0 < g1) run_columns(k, y, xa.data(), w, t, bias, M, N, nb, G, g0, g1);
+    if (g0 < g1) run_columns(k, y, xa.data(), w, t, layout, bias, M, N, nb, G, g0, g1);
   });
 }
 
@@ -306,13 +315,20 @@ void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, Quan
     }
 }
 
-void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const int32_t* ids, int64_t n_ids) {
+void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layout, int64_t N, int64_t K,
+                     const int32_t* ids, int64_t n_ids) {
   check_args(t, K, "dequantize_rows");
+  check_layout(t, layout, "dequantize_rows");
   const int64_t nb = K / kQK, bs = block_bytes(t), rb = quant_row_bytes(t, K);
   parallel_for(n_ids, n_ids > 1 && n_ids * K >= (1 << 16), [&](int64_t r) {
     const uint8_t* row = w + static_cast<int64_t>(ids[r]) * rb;
     float* o = out + r * K;
     if (t == QuantType::Q4_K) return q4k_dequantize_row(o, row, K);
+    if (t == QuantType::Q6_K && layout == QuantLayout::Lanes16) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(rb));
+      q6k_unpack_row(bytes.data(), w, N, K, ids[r]);
+      return q6k_dequantize_row(o, bytes.data(), K);
+    }
     if (t == QuantType::Q6_K) return q6k_dequantize_row(o, row, K);
     int8_t wi[kQK];
     for (int64_t b = 0; b < nb; b++) {
@@ -325,6 +341,22 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const
 }
 
 const char* quant_kernel_name() { return dot_name(dot_kind()); }
+
+QuantLayout quant_layout_for(QuantType t) {
+#if defined(__AVX2__)
+  if (t == QuantType::Q6_K) return QuantLayout::Lanes16;
+#else
+  (void)t;
+#endif
+  return QuantLayout::Rows;
+}
+
+void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layout, int64_t N, int64_t K) {
+  check_args(t, K, "quant_pack");
+  check_layout(t, layout, "quant_pack");
+  if (layout == QuantLayout::Lanes16) return q6k_pack(out, rows, N, K);
+  std::memcpy(out, rows, static_cast<size_t>(N * quant_row_bytes(t, K)));
+}
 
 }  // namespace ATTO_KERNELS_NS
 

@@ -25,9 +25,22 @@ inline int64_t quant_row_bytes(QuantType t, int64_t K) {
   return K / 32 * (t == QuantType::Q4_0 ? 18 : 34);
 }
 
+// How a quantized matrix's bytes are laid out in memory. Rows: ggml's, N rows of quant_row_bytes
+// each, as in a GGUF file. Lanes16 (Q6_K): the same bytes regrouped for the column-a-lane kernels,
+// so that they load a super-block of 16 columns as whole vectors instead of gathering it from 16
+// rows: the first N / 16 * 16 rows as groups of 16 (group G, super-block s at byte (G * K / 256 +
+// s) * 16 * 210: dword q (0..51) of its first 208 bytes for column c at (q * 16 + c) * 4, then
+// column c's fp16 d at 3328 + 2c), then the last N % 16 rows as they are.
+enum class QuantLayout : int { Rows = 0, Lanes16 = 1 };
+
 ATTO_ISA_BEGIN
+// The layout linear_quant_forward reads fastest for type t at this level: Lanes16 for Q6_K on
+// x86 (AVX2 and up), Rows otherwise. Every function takes either.
+QuantLayout quant_layout_for(QuantType t);
+// out = the N rows of K values at `rows` (ggml's row layout) in `layout` (the same number of bytes).
+void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layout, int64_t N, int64_t K);
 // y[M, N] = x[M, K] W^T (+ bias[N] when bias != nullptr), W given as N rows of quant_row_bytes(t, K)
-// bytes each (ggml block layout). x is quantized per row in blocks of 32 to int8 with an f32 scale
+// bytes each (ggml block layout; `layout` says how they are arranged). x is quantized per row in blocks of 32 to int8 with an f32 scale
 // (d = max|x|/127, q = nearbyint(x/d), ties to even; d = 0 -> all q = 0), then each output is
 // computed in integers per block and combined in float in the fixed order documented below.
 // K must be a multiple of 32 (of 256 for Q4_K and Q6_K; callers check, and so does this).
@@ -58,16 +71,17 @@ ATTO_ISA_BEGIN
 // [-127, 127] (only a subnormal scale can round past it).
 // Throws std::invalid_argument when K is not a multiple of 32 (Q4_K, Q6_K: 256) or t is another
 // type.
-void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
-                          int64_t K, int64_t N);
+void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, QuantLayout layout,
+                          const float* bias, int64_t M, int64_t K, int64_t N);
 // The scalar reference: the same bits as linear_quant_forward at every level (plain C++ loops,
 // std::fma where the kernel fuses), single-threaded.
 void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                                 int64_t K, int64_t N);
-// out[r, :] = dequantized row ids[r] of W (N rows of K values): an embedding lookup on quantized
-// rows. Each value is float(d) * int (Q4_K: (d * sc) * nibble - dmin * m; Q6_K: (d * sc) * (u - 32)),
+// out[r, :] = dequantized row ids[r] (< N) of W (N rows of K values): an embedding lookup on
+// quantized rows. Each value is float(d) * int (Q4_K: (d * sc) * nibble - dmin * m; Q6_K: (d * sc) * (u - 32)),
 // the bits of io's ggml decoder (src/io/ggml_quants.cpp).
-void dequantize_rows(float* out, const uint8_t* w, QuantType t, int64_t K, const int32_t* ids, int64_t n_ids);
+void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layout, int64_t N, int64_t K,
+                     const int32_t* ids, int64_t n_ids);
 // Which integer dot product the chosen level runs: "avx512vnni", "avxvnni", "avx2", "neon", "scalar".
 const char* quant_kernel_name();
 ATTO_ISA_END

@@ -94,11 +94,14 @@ float q4k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
 void q4k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
                  int64_t nb, int64_t n0, int64_t n1);
 void q4k_dequantize_row(float* out, const uint8_t* row, int64_t K);
-// Q6_K's (quant.h's Q6_K order; quant_q6k.cpp): the same three.
+// Q6_K's (quant.h's Q6_K order; quant_q6k.cpp): the same three (q6k_columns on W in ggml's rows or,
+// packed, in quant.h's Lanes16 layout), and that layout's packing and one row of it unpacked.
 float q6k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
-void q6k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
-                 int64_t nb, int64_t n0, int64_t n1);
+void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
+                 int64_t N, int64_t nb, int64_t n0, int64_t n1);
 void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
+void q6k_pack(uint8_t* out, const uint8_t* rows, int64_t N, int64_t K);
+void q6k_unpack_row(uint8_t* row, const uint8_t* w, int64_t N, int64_t K, int64_t n);
 
 #if defined(__AVX2__)
 // What the column-a-lane kernels (q4_0, Q4_K, Q6_K) share.

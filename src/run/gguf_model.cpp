@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "kernels/kernels.h"
 #include "tokenize/bpe.h"
 #include "tokenize/char_tokenizer.h"
 #include "tokenize/spm_tokenizer.h"
@@ -501,6 +502,18 @@ void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, co
     }
 }
 
+// The rows in the layout the integer kernels read fastest at this level (Q6_K: regrouped for
+// them; the same bytes, the same results).
+void pack_for_kernels(QuantizedData& q, const std::vector<int64_t>& shape) {
+  const auto type = static_cast<kernels::QuantType>(q.type);
+  const kernels::QuantLayout layout = kernels::quant_layout_for(type);
+  if (layout == kernels::QuantLayout::Rows) return;
+  std::vector<uint8_t> packed(q.bytes.size());
+  kernels::quant_pack(packed.data(), q.bytes.data(), type, layout, shape[0], shape[1]);
+  q.bytes = std::move(packed);
+  q.layout = static_cast<int>(layout);
+}
+
 }  // namespace
 
 LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
@@ -551,6 +564,7 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
       parts.insert(parts.end(), v.begin(), v.end());
     }
     shape[0] += t->shape[0];
+    if (m.last && qparts) pack_for_kernels(*qparts, shape);
     if (m.last)
       tensors.emplace_back(m.atto, qparts ? Tensor::quantized(shape, qparts) : Tensor::from_vector(shape, parts));
   }

@@ -64,6 +64,7 @@ AllocatorStats allocator_stats();
 // of floats, for inference: a matrix of rows x cols values as rows of row_bytes bytes each.
 struct QuantizedData {
   int type = 0;           // ggml's type id (kernels::QuantType)
+  int layout = 0;         // how the rows are arranged (kernels::QuantLayout: 0 as in the file)
   int64_t row_bytes = 0;  // bytes of one row
   std::vector<uint8_t> bytes;
 };

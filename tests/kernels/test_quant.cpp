@@ -117,10 +117,19 @@ std::vector<uint8_t> make_weights(QuantType t, int64_t N, int64_t K, bool raw, u
   return w;
 }
 
+// W (rows) in `layout`.
+std::vector<uint8_t> packed_as(const std::vector<uint8_t>& w, QuantType t, QuantLayout layout, int64_t N, int64_t K) {
+  std::vector<uint8_t> p(w.size(), 0xEE);
+  quant_pack(p.data(), w.data(), t, layout, N, K);
+  return p;
+}
+
+// linear_quant_forward on W given as rows, packed into `layout` first.
 std::vector<float> run_fast(const std::vector<float>& x, const std::vector<uint8_t>& w, QuantType t, const float* bias,
-                            int64_t M, int64_t K, int64_t N) {
+                            int64_t M, int64_t K, int64_t N, QuantLayout layout = QuantLayout::Rows) {
   std::vector<float> y(static_cast<size_t>(M * N), -7.0f);
-  linear_quant_forward(y.data(), x.data(), w.data(), t, bias, M, K, N);
+  const std::vector<uint8_t> wl = packed_as(w, t, layout, N, K);
+  linear_quant_forward(y.data(), x.data(), wl.data(), t, layout, bias, M, K, N);
   return y;
 }
 std::vector<float> run_naive(const std::vector<float>& x, const std::vector<uint8_t>& w, QuantType t, const float* bias,
@@ -287,7 +296,7 @@ TEST(KernelQuant, EveryLevelAndDotProductGivesTheReferenceBits) {
         const auto want = run_naive(x, w, t, bias.data(), M, K, N);
         std::vector<float> got(static_cast<size_t>(M * N));
         try {
-          linear_quant_forward(got.data(), x.data(), w.data(), t, bias.data(), M, K, N);
+          linear_quant_forward(got.data(), x.data(), w.data(), t, QuantLayout::Rows, bias.data(), M, K, N);
         } catch (const std::runtime_error&) {
           continue;  // this CPU (or level) has no such dot product
         }
@@ -299,7 +308,7 @@ TEST(KernelQuant, EveryLevelAndDotProductGivesTheReferenceBits) {
         if (cpu_features().avx512) tables.emplace_back("avx512", &atto_kernel_table_isa_avx512);
         for (const auto& [level, table] : tables) {
           try {
-            table->linear_quant_forward(got.data(), x.data(), w.data(), t, bias.data(), M, K, N);
+            table->linear_quant_forward(got.data(), x.data(), w.data(), t, QuantLayout::Rows, bias.data(), M, K, N);
           } catch (const std::runtime_error&) {
             continue;
           }
@@ -479,14 +488,17 @@ void every_dot_product_gives_the_reference_bits(QuantType t, const char* name, u
             const auto x = randn(M * K, seed++);
             const float* b = with_bias ? bias.data() : nullptr;
             const auto want = run_naive(x, w, t, b, M, K, N);
-            for (int nt : {1, 2}) {
-              set_num_threads(nt);
-              expect_bit_identical(run_fast(x, w, t, b, M, K, N), want,
-                                   std::string(name) + " " + dot + " M=" + std::to_string(M) +
-                                       " K=" + std::to_string(K) + " N=" + std::to_string(N) +
-                                       " threads=" + std::to_string(nt) + (with_bias ? " bias" : ""));
-              if (::testing::Test::HasFatalFailure()) return;
-            }
+            for (int nt : {1, 2})
+              for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
+                if (layout == QuantLayout::Lanes16 && t != QuantType::Q6_K) continue;
+                set_num_threads(nt);
+                expect_bit_identical(run_fast(x, w, t, b, M, K, N, layout), want,
+                                     std::string(name) + " " + dot + " M=" + std::to_string(M) + " K=" +
+                                         std::to_string(K) + " N=" + std::to_string(N) + " threads=" +
+                                         std::to_string(nt) + (with_bias ? " bias" : "") +
+                                         (layout == QuantLayout::Lanes16 ? " lanes16" : ""));
+                if (::testing::Test::HasFatalFailure()) return;
+              }
           }
       }
   }
@@ -584,7 +596,7 @@ TEST(KernelQuant, Q4KDequantizeRowsIsGgmlsDecoder) {
   const auto w = make_q4k(N, K, 81);
   const std::vector<int32_t> ids = {4, 0, 4, 2};
   std::vector<float> got(ids.size() * K);
-  dequantize_rows(got.data(), w.data(), QuantType::Q4_K, K, ids.data(), static_cast<int64_t>(ids.size()));
+  dequantize_rows(got.data(), w.data(), QuantType::Q4_K, QuantLayout::Rows, N, K, ids.data(), static_cast<int64_t>(ids.size()));
   for (size_t r = 0; r < ids.size(); r++)
     for (int64_t s = 0; s < K / 256; s++) {
       const uint8_t* blk = w.data() + (ids[r] * K / 256 + s) * 144;
@@ -611,13 +623,13 @@ TEST(KernelQuant, SuperBlockTypesNeedWholeSuperBlocks) {
   const int32_t id = 0;
   for (QuantType t : {QuantType::Q4_K, QuantType::Q6_K}) {
     for (int64_t K : {32, 224, 288, -256, 1}) {
-      EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2), std::invalid_argument);
+      EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, QuantLayout::Rows, nullptr, 1, K, 2), std::invalid_argument);
       EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2),
                    std::invalid_argument);
-      EXPECT_THROW(dequantize_rows(y.data(), w.data(), t, K, &id, 1), std::invalid_argument);
+      EXPECT_THROW(dequantize_rows(y.data(), w.data(), t, QuantLayout::Rows, 2, K, &id, 1), std::invalid_argument);
     }
     try {
-      linear_quant_forward(y.data(), x.data(), w.data(), t, nullptr, 1, 32, 2);
+      linear_quant_forward(y.data(), x.data(), w.data(), t, QuantLayout::Rows, nullptr, 1, 32, 2);
       ADD_FAILURE() << "K = 32 accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
@@ -728,7 +740,7 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
   const auto w = make_q6k(N, K, 95);
   const std::vector<int32_t> ids = {4, 0, 4, 2};
   std::vector<float> got(ids.size() * K);
-  dequantize_rows(got.data(), w.data(), QuantType::Q6_K, K, ids.data(), static_cast<int64_t>(ids.size()));
+  dequantize_rows(got.data(), w.data(), QuantType::Q6_K, QuantLayout::Rows, N, K, ids.data(), static_cast<int64_t>(ids.size()));
   for (size_t r = 0; r < ids.size(); r++)
     for (int64_t s = 0; s < K / 256; s++) {
       const uint8_t* blk = w.data() + (ids[r] * K / 256 + s) * 210;
@@ -741,6 +753,42 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
     }
 }
 
+// Q6_K's Lanes16 packing: the same bytes regrouped (every byte of the rows kept, the rows past the
+// last group of 16 where they were), each row read back by dequantize_rows as from the rows; the
+// layout the kernels want on this CPU; a layout another type does not have is refused.
+TEST(KernelQuant, Q6KLanes16PackingKeepsEveryRow) {
+  for (int64_t N : {1, 16, 37}) {
+    const int64_t K = 512;
+    const auto w = make_q6k(N, K, 99);
+    const auto p = packed_as(w, QuantType::Q6_K, QuantLayout::Lanes16, N, K);
+    auto sorted_w = w, sorted_p = p;
+    std::sort(sorted_w.begin(), sorted_w.end()), std::sort(sorted_p.begin(), sorted_p.end());
+    EXPECT_EQ(sorted_p, sorted_w) << N;
+    const int64_t tail = N / 16 * 16 * 420;
+    EXPECT_TRUE(std::equal(w.begin() + tail, w.end(), p.begin() + tail)) << N;
+    if (N >= 16) {
+      EXPECT_NE(p, w) << N;
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(N - 1 - n);
+    std::vector<float> a(static_cast<size_t>(N * K)), b(a.size());
+    dequantize_rows(a.data(), w.data(), QuantType::Q6_K, QuantLayout::Rows, N, K, ids.data(), N);
+    dequantize_rows(b.data(), p.data(), QuantType::Q6_K, QuantLayout::Lanes16, N, K, ids.data(), N);
+    expect_bit_identical(b, a, "lanes16 rows N=" + std::to_string(N));
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(quant_layout_for(QuantType::Q6_K), QuantLayout::Lanes16);
+#endif
+  EXPECT_EQ(quant_layout_for(QuantType::Q4_K), QuantLayout::Rows);
+  EXPECT_EQ(quant_layout_for(QuantType::Q8_0), QuantLayout::Rows);
+  std::vector<uint8_t> w(2 * 288), o(w.size());
+  std::vector<float> x(512), y(2);
+  EXPECT_THROW(quant_pack(o.data(), w.data(), QuantType::Q4_K, QuantLayout::Lanes16, 2, 512), std::invalid_argument);
+  EXPECT_THROW(
+      linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_K, QuantLayout::Lanes16, nullptr, 1, 512, 2),
+      std::invalid_argument);
+}
+
 // Q6_K and Q4_K against the f32 product of their dequantized weights: within the activations'
 // rounding (|x - dx q| <= dx / 2 per value), which a wrong value or scale layout would exceed.
 TEST(KernelQuant, SuperBlocksCloseToTheF32ProductOfTheDequantizedWeights) {
@@ -751,7 +799,7 @@ TEST(KernelQuant, SuperBlocksCloseToTheF32ProductOfTheDequantizedWeights) {
     std::vector<int32_t> ids(N);
     for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(n);
     std::vector<float> wd(static_cast<size_t>(N * K));
-    dequantize_rows(wd.data(), w.data(), t, K, ids.data(), N);
+    dequantize_rows(wd.data(), w.data(), t, QuantLayout::Rows, N, K, ids.data(), N);
     const auto y = run_fast(x, w, t, nullptr, M, K, N);
     for (int64_t m = 0; m < M; m++)
       for (int64_t n = 0; n < N; n++) {
@@ -795,12 +843,12 @@ TEST(KernelQuant, DequantizeRowsDecodesTheBlocks) {
   for (int i = 0; i < 32; i++) q8[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(i == 31 ? 127 : -128 + 8 * i));
   const int32_t id0 = 0;
   std::vector<float> out(32);
-  dequantize_rows(out.data(), q4, QuantType::Q4_0, 32, &id0, 1);
+  dequantize_rows(out.data(), q4, QuantType::Q4_0, QuantLayout::Rows, 1, 32, &id0, 1);
   for (int j = 0; j < 16; j++) {
     EXPECT_EQ(out[j], -4.0f + 0.5f * j) << j;
     EXPECT_EQ(out[16 + j], 3.5f - 0.5f * j) << j;
   }
-  dequantize_rows(out.data(), q8, QuantType::Q8_0, 32, &id0, 1);
+  dequantize_rows(out.data(), q8, QuantType::Q8_0, QuantLayout::Rows, 1, 32, &id0, 1);
   for (int i = 0; i < 32; i++) EXPECT_EQ(out[i], 0.25f * (i == 31 ? 127 : -128 + 8 * i)) << i;
   // Rows picked by id (repeats, any order) against the test's decode, subnormal scales included.
   for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
@@ -809,7 +857,7 @@ TEST(KernelQuant, DequantizeRowsDecodesTheBlocks) {
     const auto wd = dequantize_ref(w, t, N, K);
     const std::vector<int32_t> ids = {3, 0, 10, 3, 7};
     std::vector<float> got(ids.size() * K);
-    dequantize_rows(got.data(), w.data(), t, K, ids.data(), static_cast<int64_t>(ids.size()));
+    dequantize_rows(got.data(), w.data(), t, QuantLayout::Rows, N, K, ids.data(), static_cast<int64_t>(ids.size()));
     for (size_t r = 0; r < ids.size(); r++)
       for (int64_t k = 0; k < K; k++)
         ASSERT_EQ(got[r * K + k], static_cast<float>(wd[ids[r] * K + k])) << type_name(t) << " r=" << r << " k=" << k;
@@ -824,12 +872,12 @@ TEST(KernelQuant, RefusesKNotAMultipleOf32) {
   const int32_t id = 0;
   for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
     for (int64_t K : {33, 31, 1, -32}) {
-      EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2), std::invalid_argument);
+      EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, QuantLayout::Rows, nullptr, 1, K, 2), std::invalid_argument);
       EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2),
                    std::invalid_argument);
-      EXPECT_THROW(dequantize_rows(y.data(), w.data(), t, K, &id, 1), std::invalid_argument);
+      EXPECT_THROW(dequantize_rows(y.data(), w.data(), t, QuantLayout::Rows, 2, K, &id, 1), std::invalid_argument);
     }
-  EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), static_cast<QuantType>(1), nullptr, 1, 32, 2),
+  EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), static_cast<QuantType>(1), QuantLayout::Rows, nullptr, 1, 32, 2),
                std::invalid_argument);
 }
 
