@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 
@@ -91,17 +92,20 @@ void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const
 // blocks, nb / 8 super-blocks), the outputs of columns [n0, n1) with dot k, and one row of K
 // values decoded as io's decoder does (the same bits).
 float q4k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
-void q4k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
-                 int64_t nb, int64_t n0, int64_t n1);
+void q4k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
+                 int64_t N, int64_t nb, int64_t n0, int64_t n1);
 void q4k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 // Q6_K's (quant.h's Q6_K order; quant_q6k.cpp): the same three (q6k_columns on W in ggml's rows or,
-// packed, in quant.h's Lanes16 layout), and that layout's packing and one row of it unpacked.
+// packed, in quant.h's Lanes16 layout).
 float q6k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
 void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
                  int64_t N, int64_t nb, int64_t n0, int64_t n1);
 void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
-void q6k_pack(uint8_t* out, const uint8_t* rows, int64_t N, int64_t K);
-void q6k_unpack_row(uint8_t* row, const uint8_t* w, int64_t N, int64_t K, int64_t n);
+
+// quant.h's Lanes16 for super-blocks of sb bytes (144: Q4_K, 210: Q6_K): N rows of K values packed,
+// and row n of such a packing unpacked (quant.cpp).
+void lanes16_pack(uint8_t* out, const uint8_t* rows, int64_t sb, int64_t N, int64_t K);
+void lanes16_unpack_row(uint8_t* row, const uint8_t* w, int64_t sb, int64_t N, int64_t K, int64_t n);
 
 #if defined(__AVX2__)
 // What the column-a-lane kernels (q4_0, Q4_K, Q6_K) share.
@@ -138,6 +142,19 @@ inline void columns_one_by_one(float* y, const ActBlock* xa, const uint8_t* w, c
       if (bias != nullptr) v += bias[n];
       y[m * N + n] = v;
     }
+}
+
+// The same on a Lanes16 packing of super-blocks of sb bytes: each column's row unpacked first (the
+// scalar reference's and NEON's way to read a packing).
+template <class Dot>
+inline void packed_columns_one_by_one(float* y, const ActBlock* xa, const uint8_t* w, int64_t sb, const float* bias,
+                                      int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1, const Dot& dot) {
+  const int64_t rb = nb / 8 * sb;
+  std::vector<uint8_t> row(static_cast<size_t>(rb));
+  for (int64_t n = n0; n < n1; n++) {
+    lanes16_unpack_row(row.data(), w, sb, N, nb * kQK, n);
+    columns_one_by_one(y + n, xa, row.data(), bias != nullptr ? bias + n : nullptr, M, N, nb, rb, 0, 1, dot);
+  }
 }
 
 }  // namespace ATTO_KERNELS_NS::quant_detail

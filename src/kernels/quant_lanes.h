@@ -1,7 +1,7 @@
 // atto/kernels/quant_lanes.h: the vector words of the column-a-lane integer kernels (quant_q4k.cpp,
 // quant_q6k.cpp): W columns a register (16 on zmm when ATTO_QUANT_LANES_ZMM is defined, else 8 on
-// ymm), kRows rows a prompt tile, and the loads, stores, lane-wise operations and the 16-byte
-// gather they share. Included inside each chain's namespace, once per dot product (so no include
+// ymm), kRows rows a prompt tile, the loads, stores, lane-wise operations and the 16-byte gather
+// they share, and where a column group's super-blocks come from (rows or a Lanes16 packing). Included inside each chain's namespace, once per dot product (so no include
 // guard); the includer holds GCC's diagnostic push around the zmm form.
 // NOLINT(build/header_guard)
 
@@ -79,3 +79,34 @@ QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int64_t o) {
   ATTO_Q4_TRANSPOSE(VI, 256, z, t);
 }
 #endif
+
+// Where a group of W columns of super-blocks of SB bytes comes from: gathered from its W rows
+// (column c's at wg + off[c]), or loaded from quant.h's Lanes16 packing (pg: the group of 16 it
+// is part of, sub: which W of them).
+template <int64_t SB>
+struct LaneSource {
+  const uint8_t* wg = nullptr;
+  const int32_t* off = nullptr;
+  const uint8_t* pg = nullptr;
+  int sub = 0;
+  // Dwords o/4 .. o/4 + 3 (o a multiple of 16) of super-block s: t[k] lane c = column c's.
+  QINLINE void load4(VI* t, int64_t s, int64_t o) const {
+    if (pg == nullptr) return gather16(t, wg + s * SB, off, o);
+    const uint8_t* p = pg + s * 16 * SB + sub * W * 4;
+    for (int k = 0; k < 4; k++) t[k] = vload(p + (o / 4 + k) * 64);
+  }
+  // Decoding streams the weights once from memory and asks for what comes next as it goes
+  // (prefetchnta; a hint, the same bits; an address past the matrix's end is harmless): from a
+  // packing, the next super-block of the 16 columns (the second 8 of 16 on ymm find it cached by
+  // the first); from rows, the next group's rows at byte o of super-block s.
+  QINLINE void prefetch_next(int64_t s, int64_t o, int64_t nsb) const {
+    const auto at = [](const uint8_t* p, int64_t by) {  // (an address, not a pointer: it may be past the end)
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + by), 0, 0);
+    };
+    if (pg == nullptr) {
+      for (int c = 0; c < W; c++) at(wg, (W + c) * nsb * SB + s * SB + o);
+    } else if (sub == 0 && o == 0) {
+      for (int64_t line = 0; line < 16 * SB; line += 64) at(pg, (s + 1) * 16 * SB + line);
+    }
+  }
+};

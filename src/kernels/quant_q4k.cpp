@@ -151,28 +151,30 @@ ATTO_QUANT_TARGET_POP
 
 namespace ATTO_KERNELS_NS::quant_detail {
 
-void q4k_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
-                 int64_t nb, int64_t n0, int64_t n1) {
+void q4k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
+                 int64_t N, int64_t nb, int64_t n0, int64_t n1) {
 #if defined(__AVX2__)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
-    case DotKind::Avx512Vnni: return q4k_avx512vnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::Avx512Vnni: return q4k_avx512vnni::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
 #endif
 #if ATTO_QUANT_AVXVNNI
-    case DotKind::AvxVnni: return q4k_avxvnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::AvxVnni: return q4k_avxvnni::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
 #endif
-    case DotKind::Avx2: return q4k_avx2::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::Avx2: return q4k_avx2::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
     default: break;
   }
 #endif
-  columns_one_by_one(y, xa, w, bias, M, N, nb, nb / 8 * kSb, n0, n1, [k, nb](const ActBlock* x, const uint8_t* r) {
+  const auto dot = [k, nb](const ActBlock* x, const uint8_t* r) {
 #if defined(__aarch64__)
     if (k == DotKind::Neon) return dot_neon(x, r, nb);
 #else
     (void)k;
 #endif
     return q4k_dot_ref(x, r, nb);
-  });
+  };
+  if (packed) return packed_columns_one_by_one(y, xa, w, kSb, bias, M, N, nb, n0, n1, dot);
+  columns_one_by_one(y, xa, w, bias, M, N, nb, nb / 8 * kSb, n0, n1, dot);
 }
 
 }  // namespace ATTO_KERNELS_NS::quant_detail
@@ -202,19 +204,16 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
   }
   return _mm512_add_epi32(i0, i1);
 }
-// A super-block's d, dmin and 6-bit words (scale_words) of the 16 columns, by 4 gathers.
-QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const uint8_t* wb, const int32_t* off) {
+// The first 4 dwords (d and dmin, the 12 scale bytes) of the 16 super-blocks at wb + off[c], by
+// 4 gathers: w[q] lane c = column c's dword q.
+QINLINE void head_words(VI* w, const uint8_t* wb, const int32_t* off) {
   const VI idx = _mm512_loadu_si512(off);
-  const VI h = _mm512_i32gather_epi32(idx, wb, 1);
-  const VI a0 = _mm512_i32gather_epi32(idx, wb + 4, 1), a1 = _mm512_i32gather_epi32(idx, wb + 8, 1),
-           a2 = _mm512_i32gather_epi32(idx, wb + 12, 1);
-  d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));  // exact
+  for (int q = 0; q < 4; q++) w[q] = _mm512_i32gather_epi32(idx, wb + 4 * q, 1);
+}
+// d and dmin of the 16 columns from their first dwords (exact).
+QINLINE void halves_of(VF& d, VF& dmin, VI h) {
+  d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
   dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
-  const VI m6 = set1(0x3f3f3f3f), m4 = set1(0x0f0f0f0f), m2 = set1(0x30303030);
-  u[0] = vand(a0, m6);
-  u[1] = _mm512_or_si512(vand(a2, m4), vand(_mm512_srli_epi32(a0, 2), m2));
-  u[2] = vand(a1, m6);
-  u[3] = _mm512_or_si512(vand(_mm512_srli_epi32(a2, 4), m4), vand(_mm512_srli_epi32(a1, 2), m2));
 }
 QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
   const VF dx = set1f(a.d);
@@ -247,19 +246,21 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
   return _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
 #endif
 }
-// A super-block's d, dmin and 6-bit words (scale_words) of the 8 columns.
-QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const uint8_t* wb, const int32_t* off) {
+// The first 4 dwords (d and dmin, the 12 scale bytes) of the 8 super-blocks at wb + off[c]: w[q]
+// lane c = column c's dword q.
+QINLINE void head_words(VI* w, const uint8_t* wb, const int32_t* off) {
+  alignas(32) uint32_t v[4][W];
+  for (int c = 0; c < W; c++) std::memcpy(&v[0][c], wb + off[c], 4), std::memcpy(&v[1][c], wb + off[c] + 4, 4),
+                                std::memcpy(&v[2][c], wb + off[c] + 8, 4), std::memcpy(&v[3][c], wb + off[c] + 12, 4);
+  for (int q = 0; q < 4; q++) w[q] = vload(v[q]);
+}
+// d and dmin of the 8 columns from their first dwords (exact).
+QINLINE void halves_of(VF& d, VF& dmin, VI h) {
+  alignas(32) uint32_t v[W];
   alignas(32) uint16_t hd[W], hm[W];
-  alignas(32) uint32_t uw[4][W];
-  for (int c = 0; c < W; c++) {
-    const uint8_t* blk = wb + off[c];
-    std::memcpy(hd + c, blk, 2), std::memcpy(hm + c, blk + 2, 2);
-    uint32_t uc[4];
-    scale_words(uc, blk + 4);
-    for (int i = 0; i < 4; i++) uw[i][c] = uc[i];
-  }
-  d = halves(hd), dmin = halves(hm);  // exact
-  for (int i = 0; i < 4; i++) u[i] = vload(uw[i]);
+  vstore(v, h);
+  for (int c = 0; c < W; c++) hd[c] = static_cast<uint16_t>(v[c]), hm[c] = static_cast<uint16_t>(v[c] >> 16);
+  d = halves(hd), dmin = halves(hm);
 }
 QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
   const VF dx = set1f(a.d);
@@ -268,16 +269,37 @@ QINLINE VF fma_sub(VF dsc, VF dmn, const ActBlock& a, VI p, VF acc) {
 }
 #endif
 
+using Source = LaneSource<kSb>;
+
+// The first 4 dwords of super-block s of src's columns (w[q] lane c = column c's dword q).
+QINLINE void head_of(VI* w, const Source& src, int64_t s) {
+  if (src.pg == nullptr) return head_words(w, src.wg + s * kSb, src.off);
+  src.load4(w, s, 0);
+}
+
+// A super-block's d, dmin and 6-bit words (scale_words: the scales of sub-blocks 0-3 and 4-7, the
+// mins of 0-3 and 4-7, byte j % 4) of the W columns.
+QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const Source& src, int64_t s) {
+  VI a[4];
+  head_of(a, src, s);
+  halves_of(d, dmin, a[0]);
+  const VI m6 = set1(0x3f3f3f3f), m4 = set1(0x0f0f0f0f), m2 = set1(0x30303030);
+  u[0] = vand(a[1], m6);
+  u[1] = vor(vand(a[3], m4), vand(srl32(a[1], 2), m2));
+  u[2] = vand(a[2], m6);
+  u[3] = vor(vand(srl32(a[3], 4), m4), vand(srl32(a[2], 2), m2));
+}
+
 // Floats a super-block's scale products take: d * sc_b (rows 0..7) and dmin * m_b (8..15), W each.
 constexpr int64_t kScaleFloats = 16 * W;
 // Bytes of a laid-out super-block: 4 pairs x 8 nibble vectors, then the scale products.
 constexpr int64_t kPacked = 32 * W * 4 + kScaleFloats * 4;
 
-// The scale products of a super-block of W columns (column c's at wb + off[c]), exact.
-QINLINE void scales(float* out, const uint8_t* wb, const int32_t* off) {
+// The scale products of super-block s of the W columns of src, exact.
+QINLINE void scales(float* out, const Source& src, int64_t s) {
   VI u[4];
   VF d, dmin;
-  scale_vectors(u, d, dmin, wb, off);
+  scale_vectors(u, d, dmin, src, s);
   const VI ff = set1(0xff);
   for (int i = 0; i < 4; i++) {
     const VI v = u[i];
@@ -288,40 +310,35 @@ QINLINE void scales(float* out, const uint8_t* wb, const int32_t* off) {
   }
 }
 
-// The 8 nibble vectors of sub-block pair p (raw bytes: both sub-blocks' nibbles).
-QINLINE void pair_bytes(VI* t, const uint8_t* wb, const int32_t* off, int p) {
-  gather16(t, wb, off, 16 + 32 * p);
-  gather16(t + 4, wb, off, 16 + 32 * p + 16);
+// The 8 nibble vectors of sub-block pair p of super-block s (raw bytes: both sub-blocks' nibbles).
+QINLINE void pair_bytes(VI* t, const Source& src, int64_t s, int p) {
+  src.load4(t, s, 16 + 32 * p);
+  src.load4(t + 4, s, 16 + 32 * p + 16);
 }
 
-// R rows (xa, row r at xa + r * nb) of one column group: the weights built from the rows (wg,
-// off) or read from the group's laid-out super-blocks (kLaid: pk).
+// R rows (xa, row r at xa + r * nb) of one column group: the weights built from src as they come
+// or read from the group's laid-out super-blocks (kLaid: pk).
 template <int R, bool kLaid>
-QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off, const uint8_t* pk,
-                  const float* bias, int64_t nb, int cols) {
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source& src, const uint8_t* pk, const float* bias,
+                  int64_t nb, int cols) {
   VF acc[R];
   for (int r = 0; r < R; r++) acc[r] = zerof();
   const VI lo = set1(0x0f0f0f0f);
   alignas(64) float sbuf[kLaid ? 1 : kScaleFloats];
   for (int64_t s = 0; s < nb / 8; s++) {
     const float* sc = sbuf;
-    if constexpr (kLaid)
+    if constexpr (kLaid) {
       sc = reinterpret_cast<const float*>(pk + s * kPacked + 32 * W * 4);
-    else
-      scales(sbuf, wg + s * kSb, off);
+    } else {
+      scales(sbuf, src, s);
+    }
     for (int p = 0; p < 4; p++) {
       VI t[8];
       if constexpr (kLaid) {
         for (int g = 0; g < 8; g++) t[g] = vload(pk + s * kPacked + (8 * p + g) * W * 4);
       } else {
-        // Decoding streams the weights once from memory: the next group's rows are asked for as
-        // this group's advance (prefetchnta; a hint, the same bits; past the matrix's end harmless).
-        if constexpr (R <= 2)
-          for (int c = 0; c < W; c++)  // (an address, not a pointer into w: it may be past the end)
-            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(wg) +
-                                                             (W + c) * (nb / 8) * kSb + s * kSb + 36 * p),
-                               0, 0);
-        pair_bytes(t, wg + s * kSb, off, p);
+        if constexpr (R <= 2) src.prefetch_next(s, 36 * p, nb / 8);
+        pair_bytes(t, src, s, p);
       }
       for (int h = 0; h < 2; h++) {
         VI v[8];
@@ -344,42 +361,47 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, 
 
 // The last rem < kRows rows of a column group: one tile of rem rows.
 template <int R, bool kLaid>
-QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off,
-                       const uint8_t* pk, const float* bias, int64_t nb, int cols, int64_t rem) {
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const Source& src, const uint8_t* pk,
+                       const float* bias, int64_t nb, int cols, int64_t rem) {
   if (rem == R)
-    tile<R, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols);
+    tile<R, kLaid>(y, ldy, xa, src, pk, bias, nb, cols);
   else if constexpr (R > 1)
-    rows_tail<R - 1, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols, rem);
+    rows_tail<R - 1, kLaid>(y, ldy, xa, src, pk, bias, nb, cols, rem);
 }
 
-// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group.
-void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N, int64_t nb,
-             int64_t n0, int64_t n1) {
+// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group; w in ggml's rows or (packed)
+// quant.h's Lanes16.
+void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+             int64_t nb, int64_t n0, int64_t n1) {
   const int64_t rb = nb / 8 * kSb;
   std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb / 8 * kPacked) : 0);
   for (int64_t c0 = n0; c0 < n1; c0 += W) {
     const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
     alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
     for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
-    const uint8_t* wg = w + c0 * rb;
+    Source src;
+    if (packed && c0 < N / 16 * 16)  // a whole group of 16 (the rows past the last are as they are)
+      src.pg = w + c0 / 16 * 16 * rb, src.sub = static_cast<int>(c0 % 16 / W);
+    else
+      src.wg = w + c0 * rb, src.off = off;
     float* yg = y + c0;
     const float* bg = bias != nullptr ? bias + c0 : nullptr;
     if (M <= kRows) {
-      rows_tail<kRows, false>(yg, N, xa, wg, off, nullptr, bg, nb, cols, M);
+      rows_tail<kRows, false>(yg, N, xa, src, nullptr, bg, nb, cols, M);
       continue;
     }
     for (int64_t s = 0; s < nb / 8; s++) {
       uint8_t* ps = pk.data() + s * kPacked;
       for (int p = 0; p < 4; p++) {
         VI t[8];
-        pair_bytes(t, wg + s * kSb, off, p);
+        pair_bytes(t, src, s, p);
         for (int g = 0; g < 8; g++) vstore(ps + (8 * p + g) * W * 4, t[g]);
       }
-      scales(reinterpret_cast<float*>(ps + 32 * W * 4), wg + s * kSb, off);
+      scales(reinterpret_cast<float*>(ps + 32 * W * 4), src, s);
     }
     int64_t m = 0;
-    for (; m + kRows <= M; m += kRows) tile<kRows, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols);
-    if (m < M) rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols, M - m);
+    for (; m + kRows <= M; m += kRows) tile<kRows, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols);
+    if (m < M) rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols, M - m);
   }
 }
 

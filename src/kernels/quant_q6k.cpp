@@ -89,37 +89,6 @@ float q6k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb) {
   return acc;
 }
 
-// quant.h's Lanes16: group G of 16 rows, super-block s at (G * K/256 + s) * 16 * 210; dword q of
-// column c's first 208 bytes at (q * 16 + c) * 4, its d at 3328 + 2c; rows past the last whole
-// group as they are (at the same offsets as in ggml's layout).
-void q6k_pack(uint8_t* out, const uint8_t* rows, int64_t N, int64_t K) {
-  const int64_t nsb = K / 256, rb = nsb * kSb6, packed = N / 16 * 16;
-  for (int64_t n = 0; n < packed; n++)
-    for (int64_t s = 0; s < nsb; s++) {
-      uint8_t* g = out + ((n / 16) * nsb + s) * 16 * kSb6;
-      const uint8_t* src = rows + n * rb + s * kSb6;
-      const int64_t c = n % 16;
-      for (int64_t q = 0; q < 52; q++) std::memcpy(g + (q * 16 + c) * 4, src + 4 * q, 4);
-      std::memcpy(g + 3328 + 2 * c, src + 208, 2);
-    }
-  std::memcpy(out + packed * rb, rows + packed * rb, static_cast<size_t>((N - packed) * rb));
-}
-
-void q6k_unpack_row(uint8_t* row, const uint8_t* w, int64_t N, int64_t K, int64_t n) {
-  const int64_t nsb = K / 256, rb = nsb * kSb6;
-  if (n >= N / 16 * 16) {
-    std::memcpy(row, w + n * rb, static_cast<size_t>(rb));
-    return;
-  }
-  for (int64_t s = 0; s < nsb; s++) {
-    const uint8_t* g = w + ((n / 16) * nsb + s) * 16 * kSb6;
-    uint8_t* dst = row + s * kSb6;
-    const int64_t c = n % 16;
-    for (int64_t q = 0; q < 52; q++) std::memcpy(dst + 4 * q, g + (q * 16 + c) * 4, 4);
-    std::memcpy(dst + 208, g + 3328 + 2 * c, 2);
-  }
-}
-
 // As io's dequantize_q6_k: (d * sc) * (u - 32), left to right.
 void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K) {
   for (int64_t s = 0; s < K / 256; s++) {
@@ -182,13 +151,8 @@ void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uin
 #endif
     return q6k_dot_ref(x, r, nb);
   };
-  const int64_t rb = nb / 8 * kSb6;
-  if (!packed) return columns_one_by_one(y, xa, w, bias, M, N, nb, rb, n0, n1, dot);
-  std::vector<uint8_t> row(static_cast<size_t>(rb));  // each column's row, unpacked
-  for (int64_t n = n0; n < n1; n++) {
-    q6k_unpack_row(row.data(), w, N, nb * 32, n);
-    columns_one_by_one(y + n, xa, row.data(), bias != nullptr ? bias + n : nullptr, M, N, nb, rb, 0, 1, dot);
-  }
+  if (packed) return packed_columns_one_by_one(y, xa, w, kSb6, bias, M, N, nb, n0, n1, dot);
+  columns_one_by_one(y, xa, w, bias, M, N, nb, nb / 8 * kSb6, n0, n1, dot);
 }
 
 }  // namespace ATTO_KERNELS_NS::quant_detail
@@ -265,23 +229,13 @@ QINLINE VI half_ints(const VI* v, const int8_t* q) {
 constexpr int64_t kU = 0, kSc = 64, kD = 80, kVecs = 81;
 constexpr int64_t kPacked = kVecs * W * 4;
 
-// Where a group of W columns comes from: gathered from its W rows (column c's at wg + off[c]), or
-// loaded from quant.h's Lanes16 packing (pg: the group of 16 it is part of, sub: which W of them).
-struct Source {
-  const uint8_t* wg = nullptr;
-  const int32_t* off = nullptr;
-  const uint8_t* pg = nullptr;
-  int sub = 0;
-  // Dwords o/4 .. o/4 + 3 (o a multiple of 16, below 208) of super-block s: t[k] lane c = column c's.
-  QINLINE void load4(VI* t, int64_t s, int64_t o) const {
-    if (pg == nullptr) return gather16(t, wg + s * kSb6, off, o);
-    const uint8_t* p = pg + s * 16 * kSb6 + sub * W * 4;
-    for (int k = 0; k < 4; k++) t[k] = vload(p + (o / 4 + k) * 64);
-  }
-  QINLINE VF d(int64_t s) const {
-    return pg == nullptr ? scale_d(wg + s * kSb6, off) : load_halves(pg + s * 16 * kSb6 + 3328 + sub * W * 2);
-  }
-};
+using Source = LaneSource<kSb6>;
+
+// The d of super-block s of src's columns.
+QINLINE VF d_of(const Source& src, int64_t s) {
+  return src.pg == nullptr ? scale_d(src.wg + s * kSb6, src.off)
+                           : load_halves(src.pg + s * 16 * kSb6 + 3328 + src.sub * W * 2);
+}
 
 // Lays out super-block s of the W columns of src.
 QINLINE void lay_out(uint8_t* out, const Source& src, int64_t s) {
@@ -307,7 +261,7 @@ QINLINE void lay_out(uint8_t* out, const Source& src, int64_t s) {
     vstore(at(kSc + 4 * g + 2), byte_of<2>(t[g]));
     vstore(at(kSc + 4 * g + 3), byte_of<3>(t[g]));
   }
-  vstoref(at(kD), src.d(s));
+  vstoref(at(kD), d_of(src, s));
 }
 
 // R rows (xa, row r at xa + r * nb; xs32 their 32 * sum(x) per half block) of one column group:
@@ -323,24 +277,8 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const int32_t* xs32
     if constexpr (kLaid) {
       ps = pk + s * kPacked;
     } else {
-      // Decoding streams the weights once from memory, and asks for what comes next as it goes
-      // (prefetchnta; a hint, the same bits; an address past the matrix's end is harmless): from a
-      // packing, the next super-block of the 16 columns (3,360 bytes on, whichever group it is
-      // in; the second 8 of 16 on ymm find it cached by the first), which took a 65,536 x 768
-      // product from 6.0 to 2.1 ms on one thread (Zen 5); from rows, the next group's rows.
-      if constexpr (R <= 2) {
-        if (src.pg != nullptr && src.sub == 0)
-          for (int64_t line = 0; line < 16 * kSb6; line += 64)
-            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src.pg) +
-                                                             (s + 1) * 16 * kSb6 + line),
-                               0, 0);
-        if (src.pg == nullptr)
-          for (int c = 0; c < W; c++)
-            for (int line = 0; line < 4; line++)  // (an address, not a pointer into w: it may be past the end)
-              __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src.wg) +
-                                                               (W + c) * (nb / 8) * kSb6 + s * kSb6 + 64 * line),
-                                 0, 0);
-      }
+      if constexpr (R <= 2)
+        for (int64_t o = 0; o < 256; o += 64) src.prefetch_next(s, o, nb / 8);
       lay_out(sbuf, src, s);
       ps = sbuf;
     }

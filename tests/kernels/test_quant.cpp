@@ -490,7 +490,7 @@ void every_dot_product_gives_the_reference_bits(QuantType t, const char* name, u
             const auto want = run_naive(x, w, t, b, M, K, N);
             for (int nt : {1, 2})
               for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
-                if (layout == QuantLayout::Lanes16 && t != QuantType::Q6_K) continue;
+                if (layout == QuantLayout::Lanes16 && !quant_super_blocks(t)) continue;
                 set_num_threads(nt);
                 expect_bit_identical(run_fast(x, w, t, b, M, K, N, layout), want,
                                      std::string(name) + " " + dot + " M=" + std::to_string(M) + " K=" +
@@ -753,39 +753,42 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
     }
 }
 
-// Q6_K's Lanes16 packing: the same bytes regrouped (every byte of the rows kept, the rows past the
-// last group of 16 where they were), each row read back by dequantize_rows as from the rows; the
-// layout the kernels want on this CPU; a layout another type does not have is refused.
-TEST(KernelQuant, Q6KLanes16PackingKeepsEveryRow) {
-  for (int64_t N : {1, 16, 37}) {
-    const int64_t K = 512;
-    const auto w = make_q6k(N, K, 99);
-    const auto p = packed_as(w, QuantType::Q6_K, QuantLayout::Lanes16, N, K);
-    auto sorted_w = w, sorted_p = p;
-    std::sort(sorted_w.begin(), sorted_w.end()), std::sort(sorted_p.begin(), sorted_p.end());
-    EXPECT_EQ(sorted_p, sorted_w) << N;
-    const int64_t tail = N / 16 * 16 * 420;
-    EXPECT_TRUE(std::equal(w.begin() + tail, w.end(), p.begin() + tail)) << N;
-    if (N >= 16) {
-      EXPECT_NE(p, w) << N;
+// The Lanes16 packing (Q4_K, Q6_K): the same bytes regrouped (every byte of the rows kept, the rows
+// past the last group of 16 where they were), each row read back by dequantize_rows as from the
+// rows; the layout the kernels want on this CPU; a layout another type does not have is refused.
+TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
+  for (const QuantType t : {QuantType::Q4_K, QuantType::Q6_K})
+    for (int64_t N : {1, 16, 37}) {
+      const int64_t K = 512;
+      const auto w = t == QuantType::Q4_K ? make_q4k(N, K, 99) : make_q6k(N, K, 99);
+      const auto p = packed_as(w, t, QuantLayout::Lanes16, N, K);
+      const std::string what = std::string(t == QuantType::Q4_K ? "q4_k" : "q6_k") + " N=" + std::to_string(N);
+      auto sorted_w = w, sorted_p = p;
+      std::sort(sorted_w.begin(), sorted_w.end()), std::sort(sorted_p.begin(), sorted_p.end());
+      EXPECT_EQ(sorted_p, sorted_w) << what;
+      const int64_t tail = N / 16 * 16 * quant_row_bytes(t, K);
+      EXPECT_TRUE(std::equal(w.begin() + tail, w.end(), p.begin() + tail)) << what;
+      if (N >= 16) {
+        EXPECT_NE(p, w) << what;
+      }
+      std::vector<int32_t> ids(static_cast<size_t>(N));
+      for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(N - 1 - n);
+      std::vector<float> a(static_cast<size_t>(N * K)), b(a.size());
+      dequantize_rows(a.data(), w.data(), t, QuantLayout::Rows, N, K, ids.data(), N);
+      dequantize_rows(b.data(), p.data(), t, QuantLayout::Lanes16, N, K, ids.data(), N);
+      expect_bit_identical(b, a, "lanes16 rows " + what);
     }
-    std::vector<int32_t> ids(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(N - 1 - n);
-    std::vector<float> a(static_cast<size_t>(N * K)), b(a.size());
-    dequantize_rows(a.data(), w.data(), QuantType::Q6_K, QuantLayout::Rows, N, K, ids.data(), N);
-    dequantize_rows(b.data(), p.data(), QuantType::Q6_K, QuantLayout::Lanes16, N, K, ids.data(), N);
-    expect_bit_identical(b, a, "lanes16 rows N=" + std::to_string(N));
-  }
 #if defined(__x86_64__)
   EXPECT_EQ(quant_layout_for(QuantType::Q6_K), QuantLayout::Lanes16);
+  EXPECT_EQ(quant_layout_for(QuantType::Q4_K), QuantLayout::Lanes16);
 #endif
-  EXPECT_EQ(quant_layout_for(QuantType::Q4_K), QuantLayout::Rows);
+  EXPECT_EQ(quant_layout_for(QuantType::Q4_0), QuantLayout::Rows);
   EXPECT_EQ(quant_layout_for(QuantType::Q8_0), QuantLayout::Rows);
-  std::vector<uint8_t> w(2 * 288), o(w.size());
+  std::vector<uint8_t> w(2 * 34 * 16), o(w.size());
   std::vector<float> x(512), y(2);
-  EXPECT_THROW(quant_pack(o.data(), w.data(), QuantType::Q4_K, QuantLayout::Lanes16, 2, 512), std::invalid_argument);
+  EXPECT_THROW(quant_pack(o.data(), w.data(), QuantType::Q8_0, QuantLayout::Lanes16, 2, 512), std::invalid_argument);
   EXPECT_THROW(
-      linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_K, QuantLayout::Lanes16, nullptr, 1, 512, 2),
+      linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_0, QuantLayout::Lanes16, nullptr, 1, 512, 2),
       std::invalid_argument);
 }
 

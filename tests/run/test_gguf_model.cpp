@@ -257,11 +257,11 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
       if (const QuantizedData* q = t.quantized()) {
         EXPECT_EQ(q->type, static_cast<int>(type)) << name;
         EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * (k6 ? 210 : 144)) << name;
-        // Q6_K regrouped for the column-a-lane kernels where the level has them (x86).
+        // Regrouped for the column-a-lane kernels where the level has them (x86).
         const auto want_layout = kernels::quant_layout_for(static_cast<kernels::QuantType>(type));
         EXPECT_EQ(q->layout, static_cast<int>(want_layout)) << name;
 #if defined(__x86_64__)
-        EXPECT_EQ(want_layout, k6 ? kernels::QuantLayout::Lanes16 : kernels::QuantLayout::Rows);
+        EXPECT_EQ(want_layout, kernels::QuantLayout::Lanes16);
 #endif
         matrices++;
       }
