@@ -100,13 +100,15 @@ struct LaneSource {
   // packing, the next super-block of the 16 columns (the second 8 of 16 on ymm find it cached by
   // the first); from rows, the next group's rows at byte o of super-block s.
   QINLINE void prefetch_next(int64_t s, int64_t o, int64_t nsb) const {
-    const auto at = [](const uint8_t* p, int64_t by) {  // (an address, not a pointer: it may be past the end)
-      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + by), 0, 0);
-    };
+    // (addresses, not pointers into the matrix: they may be past its end)
     if (pg == nullptr) {
-      for (int c = 0; c < W; c++) at(wg, (W + c) * nsb * SB + s * SB + o);
+      const uintptr_t a = reinterpret_cast<uintptr_t>(wg) + static_cast<uintptr_t>(W * nsb * SB + s * SB + o);
+      for (int c = 0; c < W; c++)
+        __builtin_prefetch(reinterpret_cast<const void*>(a + static_cast<uintptr_t>(c * nsb * SB)), 0, 0);
     } else if (sub == 0 && o == 0) {
-      for (int64_t line = 0; line < 16 * SB; line += 64) at(pg, (s + 1) * 16 * SB + line);
+      const uintptr_t a = reinterpret_cast<uintptr_t>(pg) + static_cast<uintptr_t>((s + 1) * 16 * SB);
+      for (int64_t line = 0; line < 16 * SB; line += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(a + static_cast<uintptr_t>(line)), 0, 0);
     }
   }
 };
