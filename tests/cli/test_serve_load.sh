@@ -3,8 +3,9 @@
 # concurrent clients x 20 streamed completions each against a model of the benchmark's size (c)
 # (d_model 128, 4 layers, block 64), on loopback. Every request must succeed; the server's
 # resident memory must stay flat from the first few hundred requests to the last; continuous
-# batching must make many streams (the better of 8 and 64) at least twice as fast in aggregate
-# as one. Prints the table (tokens/s, time to first token) that docs/serve.md reports.
+# batching must put several streams in each decode step (the server's /metrics: decoded rows per
+# step) and make many streams (the better of 8 and 64) faster in aggregate than one. Prints the
+# table (tokens/s, time to first token, rows a step) that docs/serve.md reports.
 ATTO=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cli/lib.sh"
@@ -33,8 +34,18 @@ done
 # memory: fewer requests there, and no memory or speed figures.
 REQ=20
 [ "$ATTO_ASAN" = 1 ] && REQ=3
-declare -A rate
+# The server's decode steps and the rows they fed so far (/metrics), as "steps rows".
+decode_counts() {
+  python3 -c '
+import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=10).read().decode()
+v = dict(l.split()[:2] for l in text.splitlines() if l and not l.startswith("#"))
+print(v["atto_decode_steps_total"], v["atto_decode_rows_total"])
+' "$URL"
+}
+declare -A rate width
 for clients in 1 8 64; do
+  read -r steps0 rows0 < <(decode_counts)
   node "$SRC/tests/serve/openai_client.mjs" load --base-url "$URL/v1" --api-key unused --clients $clients \
     --requests $REQ --prompt "User:" --max-tokens 64 --temperature 0.8 --timeout 120 --server-pid $PID \
     --rss-every 256 >"$W/load$clients.json" || bad "load with $clients clients: the client failed"
@@ -46,7 +57,10 @@ print(d["ok"], d["failed"], round(d["tokens_per_s"]), round(d["ttft_ms"]["p50"],
   [ "$okn" == $((clients * REQ)) ] && [ "$failed" == 0 ] && ok ||
     bad "$clients clients: $okn ok, $failed failed of $((clients * REQ)): $(head -c 600 "$W/load$clients.json")"
   rate[$clients]=$tps
-  printf 'streams %2d: %6s tokens/s, time to first token p50 %s ms, p99 %s ms\n' $clients "$tps" "$p50" "$p99"
+  read -r steps1 rows1 < <(decode_counts)
+  width[$clients]=$(python3 -c "print(round(($rows1 - $rows0) / max(1, $steps1 - $steps0), 2))")
+  printf 'streams %2d: %6s tokens/s, time to first token p50 %s ms, p99 %s ms, %s rows a decode step\n' $clients \
+    "$tps" "$p50" "$p99" "${width[$clients]}"
 done
 if [ "$ATTO_ASAN" != 1 ]; then
   read -r first last < <(python3 -c '
@@ -56,12 +70,17 @@ print(next(kb for n, kb in r if n >= 256), r[-1][1])
 ' "$W/load64.json")
   echo "resident memory: ${first} kB after 256 of the 64 clients' requests, ${last} kB after all"
   [ $((last - first)) -lt 2048 ] && ok || bad "resident memory grew from $first kB to $last kB over the requests"
-  # Batching: the better of 8 and 64 streams at least twice one stream's tokens/s. Where one
-  # stream is already fast (AMD Zen 5: 7,533 tokens/s against a Xeon's 3,820), 64 clients on
-  # the same 2 cores are bound by the client's own work: 14,707 there, 1.95x, while 8 gave 2.5x.
+  # Batching, in the server's own counts: the decode steps of 8 and of 64 clients fed at least 3
+  # rows each on average (one at a time would be 1; the client keeps at most 8 or 64 in flight).
+  # And what it buys: the better of 8 and 64 streams at least 1.5x one stream's tokens/s. The
+  # node client runs on the same 2 cores and bounds the aggregate where one stream is already
+  # fast: 1.95-2.0x on an AMD Zen 5 at 6,000-8,300 tokens/s for one stream (8 clients: 16,215),
+  # 2.5x where one stream was slower, so the ratio is no test of batching by itself.
+  python3 -c "import sys; sys.exit(0 if min(${width[8]}, ${width[64]}) >= 3 else 1)" && ok ||
+    bad "8 and 64 streams fed ${width[8]} and ${width[64]} rows a decode step: are requests batched?"
   best=$(python3 -c "print(max(${rate[8]}, ${rate[64]}))")
-  python3 -c "import sys; sys.exit(0 if ${best} >= 2 * ${rate[1]} else 1)" && ok ||
-    bad "8 and 64 streams gave ${rate[8]} and ${rate[64]} tokens/s, not even twice one stream's ${rate[1]}: are requests batched?"
+  python3 -c "import sys; sys.exit(0 if ${best} >= 1.5 * ${rate[1]} else 1)" && ok ||
+    bad "8 and 64 streams gave ${rate[8]} and ${rate[64]} tokens/s, not even 1.5x one stream's ${rate[1]}"
 fi
 kill -TERM $PID
 wait $PID
