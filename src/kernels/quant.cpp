@@ -48,14 +48,17 @@ void check_args(QuantType t, int64_t K, const char* what) {
 }
 
 void check_layout(QuantType t, QuantLayout layout, const char* what) {
-  if (layout != QuantLayout::Rows && !(layout == QuantLayout::Lanes16 && quant_super_blocks(t)))
+  if (layout != QuantLayout::Rows && !(layout == QuantLayout::Lanes16 && t != QuantType::Q8_0))
     throw std::invalid_argument(std::string(what) + ": layout " + std::to_string(static_cast<int>(layout)) +
                                 " is not one of type id " + std::to_string(static_cast<int>(t)) +
-                                " (Lanes16 is Q4_K's and Q6_K's only)");
+                                " (Lanes16 is q4_0's, Q4_K's and Q6_K's)");
 }
 
-// Bytes of a Q4_K or Q6_K super-block.
-int64_t super_block_bytes(QuantType t) { return t == QuantType::Q4_K ? 144 : 210; }
+// The block format of a type Lanes16 regroups (quant_impl.h).
+LaneBlock lane_block(QuantType t) {
+  if (t == QuantType::Q4_0) return {18, 2, 32};
+  return {t == QuantType::Q4_K ? 144 : 210, 0, 256};
+}
 
 // The 32 integer values of a weight block: q8_0's int8, q4_0's nibble - 8 (low nibbles first).
 void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
@@ -250,7 +253,8 @@ DotKind dot_kind() {
 // Columns of groups [g0, g1) with dot product k.
 void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, QuantType t, QuantLayout layout,
                  const float* bias, int64_t M, int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
-  if (t == QuantType::Q4_0) return q4_columns(k, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
+  if (t == QuantType::Q4_0)
+    return q4_columns(k, layout == QuantLayout::Lanes16, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
   if (t == QuantType::Q4_K)
     return q4k_columns(k, layout == QuantLayout::Lanes16, y, xa, w, bias, M, N, nb, g0 * G, std::min(N, g1 * G));
   if (t == QuantType::Q6_K)
@@ -327,15 +331,14 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layo
   parallel_for(n_ids, n_ids > 1 && n_ids * K >= (1 << 16), [&](int64_t r) {
     const uint8_t* row = w + static_cast<int64_t>(ids[r]) * rb;
     float* o = out + r * K;
-    if (quant_super_blocks(t)) {
-      std::vector<uint8_t> bytes;  // a packing's row, unpacked
-      if (layout == QuantLayout::Lanes16) {
-        bytes.resize(static_cast<size_t>(rb));
-        lanes16_unpack_row(bytes.data(), w, super_block_bytes(t), N, K, ids[r]);
-        row = bytes.data();
-      }
-      return t == QuantType::Q4_K ? q4k_dequantize_row(o, row, K) : q6k_dequantize_row(o, row, K);
+    if (layout == QuantLayout::Lanes16) {
+      thread_local std::vector<uint8_t> bytes;  // a packing's row, unpacked (kept: a lookup a token)
+      bytes.resize(static_cast<size_t>(rb));
+      lanes16_unpack_row(bytes.data(), w, lane_block(t), N, K, ids[r]);
+      row = bytes.data();
     }
+    if (quant_super_blocks(t))
+      return t == QuantType::Q4_K ? q4k_dequantize_row(o, row, K) : q6k_dequantize_row(o, row, K);
     int8_t wi[kQK];
     for (int64_t b = 0; b < nb; b++) {
       const uint8_t* blk = row + b * bs;
@@ -348,37 +351,43 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layo
 
 const char* quant_kernel_name() { return dot_name(dot_kind()); }
 
-void quant_detail::lanes16_pack(uint8_t* out, const uint8_t* rows, int64_t sb, int64_t N, int64_t K) {
-  const int64_t nsb = K / 256, rb = nsb * sb, packed = N / 16 * 16, words = sb / 4, rest = sb % 4;
+void quant_detail::lanes16_pack(uint8_t* out, const uint8_t* rows, LaneBlock f, int64_t N, int64_t K) {
+  const int64_t nbk = K / f.values, rb = nbk * f.bytes, packed = N / 16 * 16;
+  const int64_t words = (f.bytes - f.lead) / 4, extra = f.bytes - 4 * words;  // extra: lead + the rest
   for (int64_t n = 0; n < packed; n++)
-    for (int64_t s = 0; s < nsb; s++) {
-      uint8_t* g = out + ((n / 16) * nsb + s) * 16 * sb;
-      const uint8_t* src = rows + n * rb + s * sb;
+    for (int64_t b = 0; b < nbk; b++) {
+      uint8_t* g = out + ((n / 16) * nbk + b) * 16 * f.bytes;
+      const uint8_t* src = rows + n * rb + b * f.bytes;
       const int64_t c = n % 16;
-      for (int64_t q = 0; q < words; q++) std::memcpy(g + (q * 16 + c) * 4, src + 4 * q, 4);
-      std::memcpy(g + words * 64 + rest * c, src + 4 * words, static_cast<size_t>(rest));
+      for (int64_t q = 0; q < words; q++) std::memcpy(g + (q * 16 + c) * 4, src + f.lead + 4 * q, 4);
+      uint8_t* e = g + words * 64 + extra * c;
+      std::memcpy(e, src, static_cast<size_t>(f.lead));
+      std::memcpy(e + f.lead, src + f.lead + 4 * words, static_cast<size_t>(extra - f.lead));
     }
   std::memcpy(out + packed * rb, rows + packed * rb, static_cast<size_t>((N - packed) * rb));
 }
 
-void quant_detail::lanes16_unpack_row(uint8_t* row, const uint8_t* w, int64_t sb, int64_t N, int64_t K, int64_t n) {
-  const int64_t nsb = K / 256, rb = nsb * sb, words = sb / 4, rest = sb % 4;
+void quant_detail::lanes16_unpack_row(uint8_t* row, const uint8_t* w, LaneBlock f, int64_t N, int64_t K, int64_t n) {
+  const int64_t nbk = K / f.values, rb = nbk * f.bytes;
+  const int64_t words = (f.bytes - f.lead) / 4, extra = f.bytes - 4 * words;
   if (n >= N / 16 * 16) {
     std::memcpy(row, w + n * rb, static_cast<size_t>(rb));
     return;
   }
-  for (int64_t s = 0; s < nsb; s++) {
-    const uint8_t* g = w + ((n / 16) * nsb + s) * 16 * sb;
-    uint8_t* dst = row + s * sb;
+  for (int64_t b = 0; b < nbk; b++) {
+    const uint8_t* g = w + ((n / 16) * nbk + b) * 16 * f.bytes;
+    uint8_t* dst = row + b * f.bytes;
     const int64_t c = n % 16;
-    for (int64_t q = 0; q < words; q++) std::memcpy(dst + 4 * q, g + (q * 16 + c) * 4, 4);
-    std::memcpy(dst + 4 * words, g + words * 64 + rest * c, static_cast<size_t>(rest));
+    for (int64_t q = 0; q < words; q++) std::memcpy(dst + f.lead + 4 * q, g + (q * 16 + c) * 4, 4);
+    const uint8_t* e = g + words * 64 + extra * c;
+    std::memcpy(dst, e, static_cast<size_t>(f.lead));
+    std::memcpy(dst + f.lead + 4 * words, e + f.lead, static_cast<size_t>(extra - f.lead));
   }
 }
 
 QuantLayout quant_layout_for(QuantType t) {
 #if defined(__AVX2__)
-  if (quant_super_blocks(t)) return QuantLayout::Lanes16;
+  if (t != QuantType::Q8_0) return QuantLayout::Lanes16;
 #else
   (void)t;
 #endif
@@ -388,7 +397,7 @@ QuantLayout quant_layout_for(QuantType t) {
 void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layout, int64_t N, int64_t K) {
   check_args(t, K, "quant_pack");
   check_layout(t, layout, "quant_pack");
-  if (layout == QuantLayout::Lanes16) return lanes16_pack(out, rows, super_block_bytes(t), N, K);
+  if (layout == QuantLayout::Lanes16) return lanes16_pack(out, rows, lane_block(t), N, K);
   std::memcpy(out, rows, static_cast<size_t>(N * quant_row_bytes(t, K)));
 }
 

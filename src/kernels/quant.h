@@ -26,16 +26,18 @@ inline int64_t quant_row_bytes(QuantType t, int64_t K) {
 }
 
 // How a quantized matrix's bytes are laid out in memory. Rows: ggml's, N rows of quant_row_bytes
-// each, as in a GGUF file. Lanes16 (Q6_K): the same bytes regrouped for the column-a-lane kernels,
-// so that they load a super-block of 16 columns as whole vectors instead of gathering it from 16
-// rows: the first N / 16 * 16 rows as groups of 16 (group G, super-block s at byte (G * K / 256 +
-// s) * 16 * 210: dword q (0..51) of its first 208 bytes for column c at (q * 16 + c) * 4, then
-// column c's fp16 d at 3328 + 2c), then the last N % 16 rows as they are.
+// each, as in a GGUF file. Lanes16 (q4_0, Q4_K, Q6_K): the same bytes regrouped for the
+// column-a-lane kernels, so that they load a block of 16 columns as whole vectors instead of
+// gathering it from 16 rows. The first N / 16 * 16 rows go as groups of 16; in group G, block s
+// (q4_0's blocks of 32 values, or the super-blocks of 256) is at byte (G * blocks a row + s) * 16 *
+// block bytes: the block's dwords for the 16 columns (dword q of column c at (q * 16 + c) * 4),
+// then each column's leftover bytes in column order (q4_0: its leading fp16 d, Q6_K: its trailing
+// fp16 d; Q4_K's 144 bytes are all dwords). The last N % 16 rows stay as they are.
 enum class QuantLayout : int { Rows = 0, Lanes16 = 1 };
 
 ATTO_ISA_BEGIN
-// The layout linear_quant_forward reads fastest for type t at this level: Lanes16 for Q6_K on
-// x86 (AVX2 and up), Rows otherwise. Every function takes either.
+// The layout linear_quant_forward reads fastest for type t at this level: Lanes16 for q4_0, Q4_K
+// and Q6_K on x86 (AVX2 and up), Rows otherwise (q8_0, ARM64). Every function takes either.
 QuantLayout quant_layout_for(QuantType t);
 // out = the N rows of K values at `rows` (ggml's row layout) in `layout` (the same number of bytes).
 void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layout, int64_t N, int64_t K);

@@ -85,8 +85,8 @@ QINLINE int32_t ldq4(const int8_t* p) {
 // against weight row w.
 float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
 // q4_0 outputs y[m * N + n] (+ bias[n]) for every row m < M and columns [n0, n1) with dot k.
-void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
-                int64_t nb, int64_t n0, int64_t n1);
+void q4_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
+                int64_t N, int64_t nb, int64_t n0, int64_t n1);
 
 // Q4_K's (quant.h's Q4_K order; quant_q4k.cpp): the reference chain of one output (nb activation
 // blocks, nb / 8 super-blocks), the outputs of columns [n0, n1) with dot k, and one row of K
@@ -102,10 +102,15 @@ void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uin
                  int64_t N, int64_t nb, int64_t n0, int64_t n1);
 void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 
-// quant.h's Lanes16 for super-blocks of sb bytes (144: Q4_K, 210: Q6_K): N rows of K values packed,
-// and row n of such a packing unpacked (quant.cpp).
-void lanes16_pack(uint8_t* out, const uint8_t* rows, int64_t sb, int64_t N, int64_t K);
-void lanes16_unpack_row(uint8_t* row, const uint8_t* w, int64_t sb, int64_t N, int64_t K, int64_t n);
+// A block format as quant.h's Lanes16 regroups it: `bytes` a block of `values` values, of which
+// the first `lead` (q4_0's d) go after the dwords, as do the bytes past the last whole dword
+// (Q6_K's d). q4_0 {18, 2, 32}, Q4_K {144, 0, 256}, Q6_K {210, 0, 256}.
+struct LaneBlock {
+  int64_t bytes, lead, values;
+};
+// N rows of K values packed, and row n of such a packing unpacked (quant.cpp).
+void lanes16_pack(uint8_t* out, const uint8_t* rows, LaneBlock f, int64_t N, int64_t K);
+void lanes16_unpack_row(uint8_t* row, const uint8_t* w, LaneBlock f, int64_t N, int64_t K, int64_t n);
 
 #if defined(__AVX2__)
 // What the column-a-lane kernels (q4_0, Q4_K, Q6_K) share.
@@ -144,15 +149,15 @@ inline void columns_one_by_one(float* y, const ActBlock* xa, const uint8_t* w, c
     }
 }
 
-// The same on a Lanes16 packing of super-blocks of sb bytes: each column's row unpacked first (the
-// scalar reference's and NEON's way to read a packing).
+// The same on a Lanes16 packing of blocks f: each column's row unpacked first (the scalar
+// reference's and NEON's way to read a packing).
 template <class Dot>
-inline void packed_columns_one_by_one(float* y, const ActBlock* xa, const uint8_t* w, int64_t sb, const float* bias,
+inline void packed_columns_one_by_one(float* y, const ActBlock* xa, const uint8_t* w, LaneBlock f, const float* bias,
                                       int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1, const Dot& dot) {
-  const int64_t rb = nb / 8 * sb;
+  const int64_t rb = nb * kQK / f.values * f.bytes;
   std::vector<uint8_t> row(static_cast<size_t>(rb));
   for (int64_t n = n0; n < n1; n++) {
-    lanes16_unpack_row(row.data(), w, sb, N, nb * kQK, n);
+    lanes16_unpack_row(row.data(), w, f, N, nb * kQK, n);
     columns_one_by_one(y + n, xa, row.data(), bias != nullptr ? bias + n : nullptr, M, N, nb, rb, 0, 1, dot);
   }
 }

@@ -93,28 +93,30 @@ ATTO_QUANT_TARGET_POP
 
 namespace ATTO_KERNELS_NS::quant_detail {
 
-void q4_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
-                int64_t nb, int64_t n0, int64_t n1) {
+void q4_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
+                int64_t N, int64_t nb, int64_t n0, int64_t n1) {
 #if defined(__AVX2__)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
-    case DotKind::Avx512Vnni: return chain_avx512vnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::Avx512Vnni: return chain_avx512vnni::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
 #endif
 #if ATTO_QUANT_AVXVNNI
-    case DotKind::AvxVnni: return chain_avxvnni::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::AvxVnni: return chain_avxvnni::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
 #endif
-    case DotKind::Avx2: return chain_avx2::columns(y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::Avx2: return chain_avx2::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
     default: break;
   }
 #endif
-  columns_one_by_one(y, xa, w, bias, M, N, nb, nb * kBs, n0, n1, [k, nb](const ActBlock* x, const uint8_t* r) {
+  const auto dot = [k, nb](const ActBlock* x, const uint8_t* r) {
 #if defined(__aarch64__)
     if (k == DotKind::Neon) return dot_neon(x, r, nb);
 #else
     (void)k;
 #endif
     return q4_dot_ref(x, r, nb);
-  });
+  };
+  if (packed) return packed_columns_one_by_one(y, xa, w, LaneBlock{kBs, 2, 32}, bias, M, N, nb, n0, n1, dot);
+  columns_one_by_one(y, xa, w, bias, M, N, nb, nb * kBs, n0, n1, dot);
 }
 
 }  // namespace ATTO_KERNELS_NS::quant_detail
@@ -163,6 +165,15 @@ QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
   for (int c = 0; c < 16; c++) std::memcpy(h + c, wb + off[c], 2);
   dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));  // exact
 }
+// The same from a Lanes16 packing's block of 16 columns at p (4 dword rows, then the 16 d).
+QINLINE void build_packed(VI* v, VF& dw, const uint8_t* p, int /*sub*/) {
+  const VI m = _mm512_set1_epi8(0x0F);
+  for (int g = 0; g < 4; g++) {
+    const VI t = vload(p + g * 64);
+    v[g] = _mm512_and_si512(t, m), v[4 + g] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m);
+  }
+  dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 256)));  // exact
+}
 // p_b of the 16 columns against activation block a.
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
   VI i0 = set1(a.nsum8), i1 = _mm512_setzero_si512();
@@ -201,6 +212,15 @@ QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
   for (int c = 0; c < 8; c++) std::memcpy(h + c, wb + off[c], 2);
   dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));  // exact
 }
+// The same from a Lanes16 packing's block of 16 columns at p: its columns 8 sub .. 8 sub + 7.
+QINLINE void build_packed(VI* v, VF& dw, const uint8_t* p, int sub) {
+  const VI m = _mm256_set1_epi8(0x0F);
+  for (int g = 0; g < 4; g++) {
+    const VI t = vload(p + g * 64 + sub * 32);
+    v[g] = _mm256_and_si256(t, m), v[4 + g] = _mm256_and_si256(_mm256_srli_epi16(t, 4), m);
+  }
+  dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 256 + sub * 16)));  // exact
+}
 // p_b of the 8 columns against activation block a (vpmaddubsw: 16 products of at most 15 * 127
 // an int16 lane over the 8 vectors, 30480 < 32767: exact).
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
@@ -224,10 +244,23 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
 
 constexpr int64_t kPacked = 9 * W * 4;  // bytes of a laid-out block: 8 nibble vectors, the scales
 
-// R rows (xa, row r at xa + r * nb) of one column group: the weights built in registers from the
-// rows (wg, off) or read from the group's laid-out blocks (kLaid: pk).
+// A group's weights: W rows (wg, off) or, from a Lanes16 packing, its group of 16 (pg) and which W
+// of them (sub).
+struct Q4Source {
+  const uint8_t* wg;
+  const int32_t* off;
+  const uint8_t* pg;
+  int sub;
+  QINLINE void build_block(VI* v, VF& dw, int64_t b) const {
+    if (pg != nullptr) return build_packed(v, dw, pg + b * 16 * kBs, sub);
+    build(v, dw, wg + b * kBs, off);
+  }
+};
+
+// R rows (xa, row r at xa + r * nb) of one column group: the weights built in registers from src
+// or read from the group's laid-out blocks (kLaid: pk).
 template <int R, bool kLaid>
-QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off, const uint8_t* pk,
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Q4Source& src, const uint8_t* pk,
                   const float* bias, int64_t nb, int cols) {
   VF acc[R];
   for (int r = 0; r < R; r++) acc[r] = zerof();
@@ -241,14 +274,21 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, 
     } else {
       // Decoding streams the weights once from memory: the next group's rows are asked for as
       // this group's advance, every other block (prefetchnta; a hint, the same bits; past the
-      // matrix's end harmless): 1.2x tokens/s on a 57M model, one thread.
-      if constexpr (R <= 2)
-        if (b % 2 == 0)
+      // matrix's end harmless): 1.2x tokens/s on a 57M model, one thread. From a packing (one
+      // stream), the block 8 on (2.3 KB), by the first 8 of the 16 columns on ymm.
+      if constexpr (R <= 2) {
+        if (src.pg != nullptr && src.sub == 0) {
+          const uintptr_t a = reinterpret_cast<uintptr_t>(src.pg) + static_cast<uintptr_t>((b + 8) * 16 * kBs);
+          for (int64_t line = 0; line < 16 * kBs; line += 64)
+            __builtin_prefetch(reinterpret_cast<const void*>(a + static_cast<uintptr_t>(line)), 0, 0);
+        } else if (src.pg == nullptr && b % 2 == 0) {
           for (int c = 0; c < W; c++)  // (an address, not a pointer into w: it may be past the end)
-            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(wg) + (W + c) * nb * kBs +
-                                                             b * kBs),
+            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src.wg) +
+                                                             (W + c) * nb * kBs + b * kBs),
                                0, 0);
-      build(v, dw, wg + b * kBs, off);
+        }
+      }
+      src.build_block(v, dw, b);
     }
     for (int r = 0; r < R; r++) {
       const ActBlock& a = xa[r * nb + b];
@@ -264,41 +304,44 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, 
 
 // The last rem < kRows rows of a column group: one tile of rem rows.
 template <int R, bool kLaid>
-QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const uint8_t* wg, const int32_t* off,
-                       const uint8_t* pk, const float* bias, int64_t nb, int cols, int64_t rem) {
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const Q4Source& src, const uint8_t* pk,
+                       const float* bias, int64_t nb, int cols, int64_t rem) {
   if (rem == R)
-    tile<R, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols);
+    tile<R, kLaid>(y, ldy, xa, src, pk, bias, nb, cols);
   else if constexpr (R > 1)
-    rows_tail<R - 1, kLaid>(y, ldy, xa, wg, off, pk, bias, nb, cols, rem);
+    rows_tail<R - 1, kLaid>(y, ldy, xa, src, pk, bias, nb, cols, rem);
 }
 
-// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group.
-void columns(float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N, int64_t nb,
-             int64_t n0, int64_t n1) {
+// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group; w in ggml's rows or (packed)
+// quant.h's Lanes16.
+void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+             int64_t nb, int64_t n0, int64_t n1) {
   const int64_t rb = nb * kBs;
   std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb * kPacked) : 0);
   for (int64_t c0 = n0; c0 < n1; c0 += W) {
     const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
     alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
     for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
-    const uint8_t* wg = w + c0 * rb;
+    Q4Source src{w + c0 * rb, off, nullptr, 0};
+    if (packed && c0 < N / 16 * 16)  // a whole group of 16 (the rows past the last are as they are)
+      src.pg = w + c0 / 16 * 16 * rb, src.sub = static_cast<int>(c0 % 16 / W);
     float* yg = y + c0;
     const float* bg = bias != nullptr ? bias + c0 : nullptr;
     if (M <= kRows) {
-      rows_tail<kRows, false>(yg, N, xa, wg, off, nullptr, bg, nb, cols, M);
+      rows_tail<kRows, false>(yg, N, xa, src, nullptr, bg, nb, cols, M);
       continue;
     }
-      for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = 0; b < nb; b++) {
       VI v[8];
       VF dw;
-      build(v, dw, wg + b * kBs, off);
+      src.build_block(v, dw, b);
       uint8_t* p = pk.data() + b * kPacked;
       for (int j = 0; j < 8; j++) vstore(p + j * W * 4, v[j]);
       vstoref(p + 8 * W * 4, dw);
     }
     int64_t m = 0;
-    for (; m + kRows <= M; m += kRows) tile<kRows, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols);
-    if (m < M) rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, wg, off, pk.data(), bg, nb, cols, M - m);
+    for (; m + kRows <= M; m += kRows) tile<kRows, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols);
+    if (m < M) rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols, M - m);
   }
 }
 

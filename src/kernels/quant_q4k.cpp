@@ -173,7 +173,7 @@ void q4k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uin
 #endif
     return q4k_dot_ref(x, r, nb);
   };
-  if (packed) return packed_columns_one_by_one(y, xa, w, kSb, bias, M, N, nb, n0, n1, dot);
+  if (packed) return packed_columns_one_by_one(y, xa, w, LaneBlock{kSb, 0, 256}, bias, M, N, nb, n0, n1, dot);
   columns_one_by_one(y, xa, w, bias, M, N, nb, nb / 8 * kSb, n0, n1, dot);
 }
 

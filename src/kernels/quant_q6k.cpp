@@ -151,7 +151,7 @@ void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uin
 #endif
     return q6k_dot_ref(x, r, nb);
   };
-  if (packed) return packed_columns_one_by_one(y, xa, w, kSb6, bias, M, N, nb, n0, n1, dot);
+  if (packed) return packed_columns_one_by_one(y, xa, w, LaneBlock{kSb6, 0, 256}, bias, M, N, nb, n0, n1, dot);
   columns_one_by_one(y, xa, w, bias, M, N, nb, nb / 8 * kSb6, n0, n1, dot);
 }
 

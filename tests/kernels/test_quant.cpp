@@ -348,13 +348,15 @@ TEST(KernelQuant, Q4EveryDotProductAndTailGivesTheReferenceBits) {
           const auto x = randn(M * K, seed++);
           const float* b = M % 2 == 1 ? bias.data() : nullptr;
           const auto want = run_naive(x, w, QuantType::Q4_0, b, M, K, N);
-          for (int nt : {1, 2}) {
-            set_num_threads(nt);
-            expect_bit_identical(run_fast(x, w, QuantType::Q4_0, b, M, K, N), want,
-                                 std::string(dot) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
-                                     " N=" + std::to_string(N) + " threads=" + std::to_string(nt));
-            if (HasFatalFailure()) return;
-          }
+          for (int nt : {1, 2})
+            for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
+              set_num_threads(nt);
+              expect_bit_identical(run_fast(x, w, QuantType::Q4_0, b, M, K, N, layout), want,
+                                   std::string(dot) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                                       " N=" + std::to_string(N) + " threads=" + std::to_string(nt) +
+                                       (layout == QuantLayout::Lanes16 ? " lanes16" : ""));
+              if (HasFatalFailure()) return;
+            }
         }
       }
   }
@@ -490,7 +492,7 @@ void every_dot_product_gives_the_reference_bits(QuantType t, const char* name, u
             const auto want = run_naive(x, w, t, b, M, K, N);
             for (int nt : {1, 2})
               for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
-                if (layout == QuantLayout::Lanes16 && !quant_super_blocks(t)) continue;
+                if (layout == QuantLayout::Lanes16 && t == QuantType::Q8_0) continue;
                 set_num_threads(nt);
                 expect_bit_identical(run_fast(x, w, t, b, M, K, N, layout), want,
                                      std::string(name) + " " + dot + " M=" + std::to_string(M) + " K=" +
@@ -753,16 +755,21 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
     }
 }
 
-// The Lanes16 packing (Q4_K, Q6_K): the same bytes regrouped (every byte of the rows kept, the rows
+// The Lanes16 packing (q4_0, Q4_K, Q6_K): the same bytes regrouped (every byte of the rows kept, the rows
 // past the last group of 16 where they were), each row read back by dequantize_rows as from the
 // rows; the layout the kernels want on this CPU; a layout another type does not have is refused.
 TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
-  for (const QuantType t : {QuantType::Q4_K, QuantType::Q6_K})
+  for (const QuantType t : {QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K})
     for (int64_t N : {1, 16, 37}) {
       const int64_t K = 512;
-      const auto w = t == QuantType::Q4_K ? make_q4k(N, K, 99) : make_q6k(N, K, 99);
+      const auto w = t == QuantType::Q4_K   ? make_q4k(N, K, 99)
+                     : t == QuantType::Q6_K ? make_q6k(N, K, 99)
+                                            : make_weights(t, N, K, true, 99);
       const auto p = packed_as(w, t, QuantLayout::Lanes16, N, K);
-      const std::string what = std::string(t == QuantType::Q4_K ? "q4_k" : "q6_k") + " N=" + std::to_string(N);
+      const std::string what = std::string(t == QuantType::Q4_K   ? "q4_k"
+                                           : t == QuantType::Q6_K ? "q6_k"
+                                                                  : "q4_0") +
+                               " N=" + std::to_string(N);
       auto sorted_w = w, sorted_p = p;
       std::sort(sorted_w.begin(), sorted_w.end()), std::sort(sorted_p.begin(), sorted_p.end());
       EXPECT_EQ(sorted_p, sorted_w) << what;
@@ -782,13 +789,15 @@ TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
   EXPECT_EQ(quant_layout_for(QuantType::Q6_K), QuantLayout::Lanes16);
   EXPECT_EQ(quant_layout_for(QuantType::Q4_K), QuantLayout::Lanes16);
 #endif
-  EXPECT_EQ(quant_layout_for(QuantType::Q4_0), QuantLayout::Rows);
+#if defined(__x86_64__)
+  EXPECT_EQ(quant_layout_for(QuantType::Q4_0), QuantLayout::Lanes16);
+#endif
   EXPECT_EQ(quant_layout_for(QuantType::Q8_0), QuantLayout::Rows);
   std::vector<uint8_t> w(2 * 34 * 16), o(w.size());
   std::vector<float> x(512), y(2);
   EXPECT_THROW(quant_pack(o.data(), w.data(), QuantType::Q8_0, QuantLayout::Lanes16, 2, 512), std::invalid_argument);
   EXPECT_THROW(
-      linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q4_0, QuantLayout::Lanes16, nullptr, 1, 512, 2),
+      linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q8_0, QuantLayout::Lanes16, nullptr, 1, 512, 2),
       std::invalid_argument);
 }
 
