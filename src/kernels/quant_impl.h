@@ -1,6 +1,6 @@
-// atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: q8_0, the entry
-// points, the activations; quant_q4.cpp: q4_0; quant_q4k.cpp: Q4_K; quant_q6k.cpp: Q6_K). Internal
-// to src/kernels.
+// atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: the entry points,
+// the activations; quant_q4_q8.cpp: q4_0 and q8_0; quant_q4k.cpp: Q4_K; quant_q6k.cpp: Q6_K).
+// Internal to src/kernels.
 #pragma once
 
 #include <cstdint>
@@ -81,12 +81,13 @@ QINLINE int32_t ldq4(const int8_t* p) {
   return v;
 }
 
-// q4_0's reference chain of one output (quant.h's q4_0 order): activation row xa (nb blocks)
-// against weight row w.
-float q4_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
-// q4_0 outputs y[m * N + n] (+ bias[n]) for every row m < M and columns [n0, n1) with dot k.
-void q4_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
-                int64_t N, int64_t nb, int64_t n0, int64_t n1);
+// q4_0's or (q8) q8_0's reference chain of one output (quant.h's order of blocks of 32):
+// activation row xa (nb blocks) against weight row w.
+float b32_dot_ref(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb);
+// Their outputs y[m * N + n] (+ bias[n]) for every row m < M and columns [n0, n1) with dot k, on W
+// in ggml's rows or (packed) quant.h's Lanes16 (quant_q4_q8.cpp).
+void b32_columns(DotKind k, bool q8, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
+                 int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1);
 
 // Q4_K's (quant.h's Q4_K order; quant_q4k.cpp): the reference chain of one output (nb activation
 // blocks, nb / 8 super-blocks), the outputs of columns [n0, n1) with dot k, and one row of K

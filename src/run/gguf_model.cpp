@@ -502,8 +502,8 @@ void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, co
     }
 }
 
-// The rows in the layout the integer kernels read fastest at this level (Q6_K: regrouped for
-// them; the same bytes, the same results).
+// The rows in the layout the integer kernels read fastest at this level (on x86 every quantized
+// type is regrouped for them: quant.h's Lanes16; the same bytes, the same results).
 void pack_for_kernels(QuantizedData& q, const std::vector<int64_t>& shape) {
   const auto type = static_cast<kernels::QuantType>(q.type);
   const kernels::QuantLayout layout = kernels::quant_layout_for(type);

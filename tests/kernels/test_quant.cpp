@@ -324,10 +324,11 @@ TEST(KernelQuant, EveryLevelAndDotProductGivesTheReferenceBits) {
   EXPECT_GE(ran, 12);  // scalar and at least one SIMD form (or neon) on every CPU atto runs on
 }
 
-// q4_0 at every dot product this CPU runs, on 1 and 2 threads: column groups with tails (16 on
-// zmm, 8 on ymm), row tiles with tails (6 or 4 rows; decoding's 1..3 rows build the weights as
-// they go), K from one block to 96.
-TEST(KernelQuant, Q4EveryDotProductAndTailGivesTheReferenceBits) {
+// q4_0 and q8_0 at every dot product this CPU runs, on 1 and 2 threads, on rows and on the Lanes16
+// packing: column groups with tails (16 on zmm, 8 on ymm), row tiles with tails (6 or 4 rows;
+// decoding's 1..3 rows build the weights as they go), K from one block to 96. The raw weights hold
+// q8_0's -128 and q4_0's 0 and 15 nibbles (the signed and unsigned extremes).
+TEST(KernelQuant, Q4Q8EveryDotProductAndTailGivesTheReferenceBits) {
   ThreadGuard threads;
   uint32_t seed = 300;
   int ran = 0;
@@ -339,26 +340,28 @@ TEST(KernelQuant, Q4EveryDotProductAndTailGivesTheReferenceBits) {
       continue;  // this CPU (or level) has no such dot product
     }
     ran++;
-    for (int64_t K : {32, 64, 3072})
-      for (int64_t N : {1, 7, 17, 40}) {
-        const auto w = make_weights(QuantType::Q4_0, N, K, true, seed++);
-        const auto bias = randn(N, seed++);
-        for (int64_t M : {1, 2, 3, 7, 13}) {
-          if (K == 3072 && N * M > 100) continue;  // the reference's time (ASan, qemu)
-          const auto x = randn(M * K, seed++);
-          const float* b = M % 2 == 1 ? bias.data() : nullptr;
-          const auto want = run_naive(x, w, QuantType::Q4_0, b, M, K, N);
-          for (int nt : {1, 2})
-            for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
-              set_num_threads(nt);
-              expect_bit_identical(run_fast(x, w, QuantType::Q4_0, b, M, K, N, layout), want,
-                                   std::string(dot) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
-                                       " N=" + std::to_string(N) + " threads=" + std::to_string(nt) +
-                                       (layout == QuantLayout::Lanes16 ? " lanes16" : ""));
-              if (HasFatalFailure()) return;
-            }
+    for (const QuantType t : {QuantType::Q4_0, QuantType::Q8_0})
+      for (int64_t K : {32, 64, 3072})
+        for (int64_t N : {1, 7, 17, 40}) {
+          const auto w = make_weights(t, N, K, true, seed++);
+          const auto bias = randn(N, seed++);
+          for (int64_t M : {1, 2, 3, 7, 13}) {
+            if (K == 3072 && N * M > 100) continue;  // the reference's time (ASan, qemu)
+            const auto x = randn(M * K, seed++);
+            const float* b = M % 2 == 1 ? bias.data() : nullptr;
+            const auto want = run_naive(x, w, t, b, M, K, N);
+            for (int nt : {1, 2})
+              for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
+                set_num_threads(nt);
+                expect_bit_identical(run_fast(x, w, t, b, M, K, N, layout), want,
+                                     std::string(dot) + " " + type_name(t) + " M=" + std::to_string(M) +
+                                         " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                         " threads=" + std::to_string(nt) +
+                                         (layout == QuantLayout::Lanes16 ? " lanes16" : ""));
+                if (HasFatalFailure()) return;
+              }
+          }
         }
-      }
   }
   EXPECT_GE(ran, 2);
 }
@@ -420,6 +423,69 @@ TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
   const auto w2 = make_weights(QuantType::Q4_0, N2, K2, true, 61);
   const auto x2 = randn(M2 * K2, 62);
   const auto y2 = run_naive(x2, w2, QuantType::Q4_0, nullptr, M2, K2, N2);
+  for (int64_t m = 0; m < M2; m++)
+    for (int64_t n = 0; n < N2; n++)
+      EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
+}
+
+// q8_0's documented order, recomputed here: per block p_b = sum w * q exactly (in 64 bits), s =
+// dw * dx rounded once to float, acc = fmaf(s, p_b, acc). Hand-made blocks of -128 and of 127
+// against q = -127 and 127 (the extremes of p_b: 32 * 128 * 127 = 520192, exact in float; the
+// kernels take -128 as 0 after flipping the sign bit, or as |w| = 128 with AVX2), then random bytes
+// and scales; every dot product this CPU runs gives the same bits on the extremes.
+TEST(KernelQuant, Q8ReferenceFollowsTheDocumentedOrder) {
+  const int64_t K = 128, nb = K / 32, N = 3;
+  std::vector<uint8_t> w(static_cast<size_t>(N * nb * 34));
+  const uint16_t scales[4] = {0x3800, 0xBC00, 0x4000, 0x3400};  // 0.5, -1, 2, 0.25
+  for (int64_t b = 0; b < nb; b++) {
+    uint8_t* p0 = w.data() + b * 34;             // row 0: all -128
+    uint8_t* p1 = w.data() + (nb + b) * 34;      // row 1: all 127
+    uint8_t* p2 = w.data() + (2 * nb + b) * 34;  // row 2: -128, 127, 0 and -1 mixed
+    put_half(p0, scales[b]), put_half(p1, scales[(b + 1) % 4]), put_half(p2, scales[(b + 2) % 4]);
+    for (int i = 0; i < 32; i++) {
+      p0[2 + i] = 0x80, p1[2 + i] = 0x7F;
+      p2[2 + i] = static_cast<uint8_t>(i % 4 == 0 ? 0x80 : i % 4 == 1 ? 0x7F : i % 4 == 2 ? 0x00 : 0xFF);
+    }
+  }
+  const int64_t M = 3;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (int64_t k = 0; k < K; k++) {
+    x[k] = 127.0f, x[K + k] = -127.0f;
+    x[2 * K + k] = k % 5 == 0 ? 127.0f : k % 5 == 1 ? -127.0f : static_cast<float>(k % 7) - 3.0f;
+  }
+  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < kk / 32; b++) {
+      const float* v = xs.data() + m * kk + 32 * b;
+      const float dx = act_scale(v);
+      const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 34;
+      int64_t p = 0;
+      for (int i = 0; i < 32; i++) p += int64_t{static_cast<int8_t>(blk[2 + i])} * act_int(v[i], dx);
+      const float s = static_cast<float>(from_half(get_half(blk)) * double{dx});
+      acc = std::fma(s, static_cast<float>(p), acc);
+    }
+    return acc;
+  };
+  const auto y = run_naive(x, w, QuantType::Q8_0, nullptr, M, K, N);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "m=" << m << " n=" << n;
+  EXPECT_EQ(y[0], -520192.0f * (0.5f - 1.0f + 2.0f + 0.25f));
+  EXPECT_EQ(y[1], 516128.0f * (-1.0f + 2.0f + 0.25f + 0.5f));
+  EXPECT_EQ(y[N], 520192.0f * (0.5f - 1.0f + 2.0f + 0.25f));
+  for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
+    DotGuard guard(dot);
+    try {
+      quant_kernel_name();
+    } catch (const std::runtime_error&) {
+      continue;
+    }
+    for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16})
+      expect_bit_identical(run_fast(x, w, QuantType::Q8_0, nullptr, M, K, N, layout), y, dot);
+  }
+  const int64_t M2 = 5, K2 = 256, N2 = 9;
+  const auto w2 = make_weights(QuantType::Q8_0, N2, K2, true, 63);
+  const auto x2 = randn(M2 * K2, 64);
+  const auto y2 = run_naive(x2, w2, QuantType::Q8_0, nullptr, M2, K2, N2);
   for (int64_t m = 0; m < M2; m++)
     for (int64_t n = 0; n < N2; n++)
       EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
@@ -492,7 +558,6 @@ void every_dot_product_gives_the_reference_bits(QuantType t, const char* name, u
             const auto want = run_naive(x, w, t, b, M, K, N);
             for (int nt : {1, 2})
               for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
-                if (layout == QuantLayout::Lanes16 && t == QuantType::Q8_0) continue;
                 set_num_threads(nt);
                 expect_bit_identical(run_fast(x, w, t, b, M, K, N, layout), want,
                                      std::string(name) + " " + dot + " M=" + std::to_string(M) + " K=" +
@@ -755,11 +820,11 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
     }
 }
 
-// The Lanes16 packing (q4_0, Q4_K, Q6_K): the same bytes regrouped (every byte of the rows kept, the rows
+// The Lanes16 packing (every type): the same bytes regrouped (every byte of the rows kept, the rows
 // past the last group of 16 where they were), each row read back by dequantize_rows as from the
-// rows; the layout the kernels want on this CPU; a layout another type does not have is refused.
+// rows; the layout the kernels want on this CPU; a layout that does not exist is refused.
 TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
-  for (const QuantType t : {QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K})
+  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K})
     for (int64_t N : {1, 16, 37}) {
       const int64_t K = 512;
       const auto w = t == QuantType::Q4_K   ? make_q4k(N, K, 99)
@@ -768,7 +833,7 @@ TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
       const auto p = packed_as(w, t, QuantLayout::Lanes16, N, K);
       const std::string what = std::string(t == QuantType::Q4_K   ? "q4_k"
                                            : t == QuantType::Q6_K ? "q6_k"
-                                                                  : "q4_0") +
+                                                                  : type_name(t)) +
                                " N=" + std::to_string(N);
       auto sorted_w = w, sorted_p = p;
       std::sort(sorted_w.begin(), sorted_w.end()), std::sort(sorted_p.begin(), sorted_p.end());
@@ -785,20 +850,19 @@ TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
       dequantize_rows(b.data(), p.data(), t, QuantLayout::Lanes16, N, K, ids.data(), N);
       expect_bit_identical(b, a, "lanes16 rows " + what);
     }
+  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K}) {
 #if defined(__x86_64__)
-  EXPECT_EQ(quant_layout_for(QuantType::Q6_K), QuantLayout::Lanes16);
-  EXPECT_EQ(quant_layout_for(QuantType::Q4_K), QuantLayout::Lanes16);
+    EXPECT_EQ(quant_layout_for(t), QuantLayout::Lanes16);
+#else
+    EXPECT_EQ(quant_layout_for(t), QuantLayout::Rows);
 #endif
-#if defined(__x86_64__)
-  EXPECT_EQ(quant_layout_for(QuantType::Q4_0), QuantLayout::Lanes16);
-#endif
-  EXPECT_EQ(quant_layout_for(QuantType::Q8_0), QuantLayout::Rows);
+  }
   std::vector<uint8_t> w(2 * 34 * 16), o(w.size());
   std::vector<float> x(512), y(2);
-  EXPECT_THROW(quant_pack(o.data(), w.data(), QuantType::Q8_0, QuantLayout::Lanes16, 2, 512), std::invalid_argument);
-  EXPECT_THROW(
-      linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q8_0, QuantLayout::Lanes16, nullptr, 1, 512, 2),
-      std::invalid_argument);
+  const auto bad = static_cast<QuantLayout>(7);
+  EXPECT_THROW(quant_pack(o.data(), w.data(), QuantType::Q8_0, bad, 2, 512), std::invalid_argument);
+  EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), QuantType::Q8_0, bad, nullptr, 1, 512, 2),
+               std::invalid_argument);
 }
 
 // Q6_K and Q4_K against the f32 product of their dequantized weights: within the activations'

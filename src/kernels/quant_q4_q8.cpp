@@ -1,0 +1,438 @@
+// atto/kernels/quant_q4_q8.cpp: the linear layer's q4_0 and q8_0 outputs (blocks of 32 values) in
+// quant.h's order: per output one float chain, acc = fma(dw_b * dx_b, float(p_b), acc), p_b the
+// block's exact int32 dot. x86 computes 16 (zmm) or 8 (ymm) columns at once: a block's weights of
+// those columns are laid out as 8 vectors [g = 0..7][column][4 values] (q4_0: g < 4 the low
+// nibbles of qs[4g..4g+3], values 4g..4g+3; g >= 4 their high nibbles, values 16+4(g-4)..; q8_0:
+// the int8 values 4g..4g+3), so that each vector of weights meets one broadcast dword of the
+// activations, and 8 products give each column's block sum in one int32 lane. vpdpbusd takes the
+// weights unsigned: q4_0's nibbles as they are, q8_0's int8 + 128 (the sign bit flipped), and the
+// sum starts from -8 or -128 times the activations' sum. AVX2's vpmaddubsw saturates its int16
+// pairs, so there q8_0 multiplies |w| by x with w's sign (vpsignb), as ggml does.
+// Decoding (M <= the rows of a tile) builds them in registers from the rows (or a Lanes16
+// packing) as it goes; prompts lay a column group out once (a scratch of K/32 * 576 bytes a
+// thread) for all row tiles.
+#if !defined(ATTO_Q4_CHAIN)
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/quant_impl.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace {
+
+// Bytes a block: q4_0 18, q8_0 34 (an fp16 d, then 16 bytes of nibbles or 32 int8).
+constexpr int64_t block_size(bool q8) { return q8 ? 34 : 18; }
+
+// p_b: the block's sum of (nibble - 8) * x or w * x, exact.
+int32_t block_dot_ref(bool q8, const uint8_t* blk, const int8_t* q) {
+  int32_t p = 0;
+  if (q8) {
+    for (int i = 0; i < 32; i++) p += int32_t{static_cast<int8_t>(blk[2 + i])} * q[i];
+    return p;
+  }
+  for (int j = 0; j < 16; j++)
+    p += (int32_t{blk[2 + j] & 0x0F} - 8) * q[j] + (int32_t{blk[2 + j] >> 4} - 8) * q[j + 16];
+  return p;
+}
+
+#if defined(__aarch64__)
+// The same chain, p_b on NEON. q4_0: 16-bit products (|(n - 8) x| <= 1016, four a lane), then
+// across; q8_0: vmull_s8's 16-bit products (|w x| <= 16256) widened pairwise to 32 bits.
+float dot_neon(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb) {
+  float acc = 0.0f;
+  if (q8) {
+    for (int64_t b = 0; b < nb; b++) {
+      const uint8_t* blk = w + b * 34;
+      const int8x16_t w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
+      const int8x16_t w1 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
+      const int8x16_t x0 = vld1q_s8(xa[b].q), x1 = vld1q_s8(xa[b].q + 16);
+      int32x4_t p = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)));
+      p = vpadalq_s16(p, vmull_high_s8(w0, x0));
+      p = vpadalq_s16(p, vmull_s8(vget_low_s8(w1), vget_low_s8(x1)));
+      p = vpadalq_s16(p, vmull_high_s8(w1, x1));
+      const float s = half_at(blk) * xa[b].d;
+      acc = std::fma(s, static_cast<float>(vaddvq_s32(p)), acc);
+    }
+    return acc;
+  }
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* blk = w + b * 18;
+    const uint8x16_t q = vld1q_u8(blk + 2);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+    const int8x16_t x0 = vld1q_s8(xa[b].q), x1 = vld1q_s8(xa[b].q + 16);
+    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(x0));
+    p = vmlal_high_s8(p, lo, x0);
+    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(x1));
+    p = vmlal_high_s8(p, hi, x1);
+    const float s = half_at(blk) * xa[b].d;
+    acc = std::fma(s, static_cast<float>(vaddlvq_s16(p)), acc);
+  }
+  return acc;
+}
+#endif
+
+}  // namespace
+
+float b32_dot_ref(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* blk = w + b * block_size(q8);
+    const float s = half_at(blk) * xa[b].d;
+    acc = std::fma(s, static_cast<float>(block_dot_ref(q8, blk, xa[b].q)), acc);
+  }
+  return acc;
+}
+
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#if defined(__AVX2__)
+#define ATTO_Q4_CHAIN 1
+#define ATTO_Q4_CHAIN_NS chain_avx2
+#include "kernels/quant_q4_q8.cpp"  // NOLINT(build/include): 8 columns, vpmaddubsw + vpmaddwd
+#undef ATTO_Q4_CHAIN_NS
+#if ATTO_QUANT_AVXVNNI
+ATTO_QUANT_TARGET_PUSH("avxvnni")
+#define ATTO_Q4_CHAIN_NS chain_avxvnni
+#define ATTO_Q4_DPBUSD(src, u, s) _mm256_dpbusd_avx_epi32(src, u, s)
+#include "kernels/quant_q4_q8.cpp"  // NOLINT(build/include): 8 columns, VEX vpdpbusd
+#undef ATTO_Q4_DPBUSD
+#undef ATTO_Q4_CHAIN_NS
+ATTO_QUANT_TARGET_POP
+#endif
+#if ATTO_QUANT_AVX512VNNI
+ATTO_QUANT_TARGET_PUSH("avx512vnni,avx512vl")
+#define ATTO_Q4_CHAIN_NS chain_avx512vnni
+#define ATTO_Q4_ZMM 1
+#include "kernels/quant_q4_q8.cpp"  // NOLINT(build/include): 16 columns on zmm, vpdpbusd
+#undef ATTO_Q4_ZMM
+#undef ATTO_Q4_CHAIN_NS
+ATTO_QUANT_TARGET_POP
+#endif
+#undef ATTO_Q4_CHAIN
+#endif  // __AVX2__
+
+namespace ATTO_KERNELS_NS::quant_detail {
+
+void b32_columns(DotKind k, bool q8, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
+                 int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1) {
+#if defined(__AVX2__)
+#define ATTO_B32_CALL(ns) \
+  return q8 ? ns::columns<true>(packed, y, xa, w, bias, M, N, nb, n0, n1) : ns::columns<false>(packed, y, xa, w, bias, M, N, nb, n0, n1)
+  switch (k) {
+#if ATTO_QUANT_AVX512VNNI
+    case DotKind::Avx512Vnni: ATTO_B32_CALL(chain_avx512vnni);
+#endif
+#if ATTO_QUANT_AVXVNNI
+    case DotKind::AvxVnni: ATTO_B32_CALL(chain_avxvnni);
+#endif
+    case DotKind::Avx2: ATTO_B32_CALL(chain_avx2);
+    default: break;
+  }
+#undef ATTO_B32_CALL
+#endif
+  const auto dot = [k, q8, nb](const ActBlock* x, const uint8_t* r) {
+#if defined(__aarch64__)
+    if (k == DotKind::Neon) return dot_neon(q8, x, r, nb);
+#else
+    (void)k;
+#endif
+    return b32_dot_ref(q8, x, r, nb);
+  };
+  const int64_t bs = block_size(q8);
+  if (packed) return packed_columns_one_by_one(y, xa, w, LaneBlock{bs, 2, 32}, bias, M, N, nb, n0, n1, dot);
+  columns_one_by_one(y, xa, w, bias, M, N, nb, nb * bs, n0, n1, dot);
+}
+
+}  // namespace ATTO_KERNELS_NS::quant_detail
+
+#else  // ATTO_Q4_CHAIN: W columns at once for one dot product, included up to three times above
+namespace ATTO_KERNELS_NS::quant_detail {
+namespace ATTO_Q4_CHAIN_NS {
+
+#if defined(ATTO_Q4_ZMM)
+// (GCC 12 flags the intrinsics' own undefined-register idiom as (maybe-)uninitialized.)
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+constexpr int W = 16, kRows = 6;
+using VI = __m512i;
+using VF = __m512;
+QINLINE VI vload(const uint8_t* p) { return _mm512_loadu_si512(p); }
+QINLINE void vstore(uint8_t* p, VI v) { _mm512_storeu_si512(p, v); }
+QINLINE VF vloadf(const uint8_t* p) { return _mm512_loadu_ps(p); }
+QINLINE void vstoref(uint8_t* p, VF v) { _mm512_storeu_ps(p, v); }
+QINLINE VI set1(int32_t v) { return _mm512_set1_epi32(v); }
+QINLINE VI bcast4(const int8_t* p) {  // the 4 bytes at p in every dword
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+QINLINE VF zerof() { return _mm512_setzero_ps(); }
+QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
+  return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(p), acc);
+}
+QINLINE VI low4(VI t) { return _mm512_and_si512(t, _mm512_set1_epi8(0x0F)); }
+QINLINE VI high4(VI t) { return _mm512_and_si512(_mm512_srli_epi16(t, 4), _mm512_set1_epi8(0x0F)); }
+QINLINE VI flip(VI t) { return _mm512_xor_si512(t, _mm512_set1_epi8(static_cast<char>(0x80))); }  // int8 + 128
+// t[g] (g < 4): the dwords 16 bytes at offset `at` of the 16 columns' blocks hold (wb + off[c]),
+// lane i holding columns 4i..4i+3 after the transpose.
+QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int at) {
+  VI z[4];
+  for (int c = 0; c < 4; c++) {
+    VI q = _mm512_zextsi128_si512(load16(wb + off[c] + at));
+    q = _mm512_inserti32x4(q, load16(wb + off[c + 4] + at), 1);
+    q = _mm512_inserti32x4(q, load16(wb + off[c + 8] + at), 2);
+    z[c] = _mm512_inserti32x4(q, load16(wb + off[c + 12] + at), 3);
+  }
+  ATTO_Q4_TRANSPOSE(VI, 512, z, t);
+}
+// The 16 columns' fp16 scales at wb + off[c] (16-bit loads: a gather costs more), exact.
+QINLINE VF scales_of(const uint8_t* wb, const int32_t* off) {
+  alignas(32) uint16_t h[16];
+  for (int c = 0; c < 16; c++) std::memcpy(h + c, wb + off[c], 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+// The 16 fp16 scales of a Lanes16 block at p, exact.
+QINLINE VF packed_scales(const uint8_t* p, int /*sub*/) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// Dword row g of a Lanes16 block at p (its 16 columns).
+QINLINE VI packed_row(const uint8_t* p, int g, int /*sub*/) { return vload(p + g * 64); }
+// p_b of the 16 columns against activation block a, the weights taken unsigned and the sum started
+// at -8 (q4_0) or -128 (q8_0) times the activations' sum (nsum8 = -8 sum(q)).
+template <bool Q8>
+QINLINE VI block_ints(const VI* v, const ActBlock& a) {
+  VI i0 = set1(Q8 ? 16 * a.nsum8 : a.nsum8), i1 = _mm512_setzero_si512();
+  for (int j = 0; j < 8; j += 2) {
+    i0 = _mm512_dpbusd_epi32(i0, v[j], bcast4(a.q + 4 * j));
+    i1 = _mm512_dpbusd_epi32(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
+  }
+  return _mm512_add_epi32(i0, i1);
+}
+#else
+constexpr int W = 8, kRows = 4;
+using VI = __m256i;
+using VF = __m256;
+QINLINE VI vload(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+QINLINE void vstore(uint8_t* p, VI v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+QINLINE VF vloadf(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+QINLINE void vstoref(uint8_t* p, VF v) { _mm256_storeu_ps(reinterpret_cast<float*>(p), v); }
+QINLINE VI set1(int32_t v) { return _mm256_set1_epi32(v); }
+QINLINE VI bcast4(const int8_t* p) {  // the 4 bytes at p in every dword
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+QINLINE VF zerof() { return _mm256_setzero_ps(); }
+QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(p), acc);
+}
+QINLINE VI low4(VI t) { return _mm256_and_si256(t, _mm256_set1_epi8(0x0F)); }
+QINLINE VI high4(VI t) { return _mm256_and_si256(_mm256_srli_epi16(t, 4), _mm256_set1_epi8(0x0F)); }
+#if defined(ATTO_Q4_DPBUSD)
+QINLINE VI flip(VI t) { return _mm256_xor_si256(t, _mm256_set1_epi8(static_cast<char>(0x80))); }  // int8 + 128
+#else
+QINLINE VI flip(VI t) { return t; }  // vpmaddubsw's q8_0 keeps the signed bytes (block_ints)
+#endif
+QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int at) {
+  VI z[4];
+  for (int c = 0; c < 4; c++) z[c] = _mm256_set_m128i(load16(wb + off[c + 4] + at), load16(wb + off[c] + at));
+  ATTO_Q4_TRANSPOSE(VI, 256, z, t);
+}
+QINLINE VF scales_of(const uint8_t* wb, const int32_t* off) {
+  alignas(16) uint16_t h[8];
+  for (int c = 0; c < 8; c++) std::memcpy(h + c, wb + off[c], 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+// A Lanes16 block's columns 8 sub .. 8 sub + 7.
+QINLINE VF packed_scales(const uint8_t* p, int sub) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + sub * 16)));
+}
+QINLINE VI packed_row(const uint8_t* p, int g, int sub) { return vload(p + g * 64 + sub * 32); }
+// p_b of the 8 columns against activation block a. vpmaddubsw's int16 pairs saturate: q4_0's
+// 16 products of at most 15 * 127 an int16 lane over the 8 vectors (30480 < 32767) are exact;
+// q8_0's |w| * (x with w's sign) at most 128 * 127 a product, so each pair (<= 32512) is widened
+// to int32 at once.
+template <bool Q8>
+QINLINE VI block_ints(const VI* v, const ActBlock& a) {
+#if defined(ATTO_Q4_DPBUSD)
+  VI i0 = set1(Q8 ? 16 * a.nsum8 : a.nsum8), i1 = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j += 2) {
+    i0 = ATTO_Q4_DPBUSD(i0, v[j], bcast4(a.q + 4 * j));
+    i1 = ATTO_Q4_DPBUSD(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
+  }
+  return _mm256_add_epi32(i0, i1);
+#else
+  const VI ones = _mm256_set1_epi16(1);
+  if constexpr (Q8) {
+    VI i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += 2) {
+      const VI p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(v[j]), _mm256_sign_epi8(bcast4(a.q + 4 * j), v[j]));
+      const VI p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(v[j + 1]), _mm256_sign_epi8(bcast4(a.q + 4 * j + 4), v[j + 1]));
+      i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, ones));
+      i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, ones));
+    }
+    return _mm256_add_epi32(i0, i1);
+  } else {
+    VI s0 = _mm256_maddubs_epi16(v[0], bcast4(a.q)), s1 = _mm256_maddubs_epi16(v[1], bcast4(a.q + 4));
+    for (int j = 2; j < 8; j += 2) {
+      s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[j], bcast4(a.q + 4 * j)));
+      s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[j + 1], bcast4(a.q + 4 * j + 4)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones), set1(a.nsum8));
+  }
+#endif
+}
+#endif
+
+// A block of W columns (column c's block at wb + off[c]): the 8 weight vectors and the scales.
+template <bool Q8>
+QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
+  VI t[4];
+  gather16(t, wb, off, 2);  // q4_0: qs[4g..4g+3]; q8_0: values 4g..4g+3
+  if constexpr (Q8) {
+    for (int g = 0; g < 4; g++) v[g] = flip(t[g]);
+    gather16(t, wb, off, 18);  // q8_0's values 16 + 4g ..
+    for (int g = 0; g < 4; g++) v[4 + g] = flip(t[g]);
+  } else {
+    for (int g = 0; g < 4; g++) v[g] = low4(t[g]), v[4 + g] = high4(t[g]);
+  }
+  dw = scales_of(wb, off);
+}
+// The same from a Lanes16 packing's block of 16 columns at p (4 or 8 dword rows, then the 16 d),
+// its columns 8 sub .. 8 sub + 7 on ymm.
+template <bool Q8>
+QINLINE void build_packed(VI* v, VF& dw, const uint8_t* p, int sub) {
+  if constexpr (Q8) {
+    for (int g = 0; g < 8; g++) v[g] = flip(packed_row(p, g, sub));
+  } else {
+    for (int g = 0; g < 4; g++) {
+      const VI t = packed_row(p, g, sub);
+      v[g] = low4(t), v[4 + g] = high4(t);
+    }
+  }
+  dw = packed_scales(p + (Q8 ? 512 : 256), sub);
+}
+
+constexpr int64_t kPacked = 9 * W * 4;  // bytes of a laid-out block: 8 weight vectors, the scales
+
+// A group's weights: W rows (wg, off) or, from a Lanes16 packing, its group of 16 (pg) and which W
+// of them (sub).
+template <bool Q8>
+struct Source {
+  static constexpr int64_t kBs = block_size(Q8);
+  const uint8_t* wg;
+  const int32_t* off;
+  const uint8_t* pg;
+  int sub;
+  QINLINE void build_block(VI* v, VF& dw, int64_t b) const {
+    if (pg != nullptr) return build_packed<Q8>(v, dw, pg + b * 16 * kBs, sub);
+    build<Q8>(v, dw, wg + b * kBs, off);
+  }
+};
+
+// R rows (xa, row r at xa + r * nb) of one column group: the weights built in registers from src
+// or read from the group's laid-out blocks (kLaid: pk).
+template <bool Q8, int R, bool kLaid>
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<Q8>& src, const uint8_t* pk,
+                  const float* bias, int64_t nb, int cols) {
+  constexpr int64_t kBs = Source<Q8>::kBs;
+  VF acc[R];
+  for (int r = 0; r < R; r++) acc[r] = zerof();
+  for (int64_t b = 0; b < nb; b++) {
+    VI v[8];
+    VF dw;
+    if constexpr (kLaid) {
+      const uint8_t* p = pk + b * kPacked;
+      for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
+      dw = vloadf(p + 8 * W * 4);
+    } else {
+      // Decoding streams the weights once from memory: the next group's rows are asked for as
+      // this group's advance, every other block (prefetchnta; a hint, the same bits; past the
+      // matrix's end harmless): 1.2x tokens/s on a 57M model, one thread. From a packing (one
+      // stream), the block 8 on, by the first 8 of the 16 columns on ymm.
+      if constexpr (R <= 2) {
+        if (src.pg != nullptr && src.sub == 0) {
+          const uintptr_t a = reinterpret_cast<uintptr_t>(src.pg) + static_cast<uintptr_t>((b + 8) * 16 * kBs);
+          for (int64_t line = 0; line < 16 * kBs; line += 64)
+            __builtin_prefetch(reinterpret_cast<const void*>(a + static_cast<uintptr_t>(line)), 0, 0);
+        } else if (src.pg == nullptr && b % 2 == 0) {
+          for (int c = 0; c < W; c++)  // (an address, not a pointer into w: it may be past the end)
+            __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src.wg) +
+                                                             (W + c) * nb * kBs + b * kBs),
+                               0, 0);
+        }
+      }
+      src.build_block(v, dw, b);
+    }
+    for (int r = 0; r < R; r++) {
+      const ActBlock& a = xa[r * nb + b];
+      acc[r] = fma_block(dw, a.d, block_ints<Q8>(v, a), acc[r]);
+    }
+  }
+  alignas(64) float out[W];
+  for (int r = 0; r < R; r++) {
+    vstoref(reinterpret_cast<uint8_t*>(out), acc[r]);
+    store_row(y + r * ldy, out, bias, cols);
+  }
+}
+
+// The last rem < kRows rows of a column group: one tile of rem rows.
+template <bool Q8, int R, bool kLaid>
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const Source<Q8>& src, const uint8_t* pk,
+                       const float* bias, int64_t nb, int cols, int64_t rem) {
+  if (rem == R)
+    tile<Q8, R, kLaid>(y, ldy, xa, src, pk, bias, nb, cols);
+  else if constexpr (R > 1)
+    rows_tail<Q8, R - 1, kLaid>(y, ldy, xa, src, pk, bias, nb, cols, rem);
+}
+
+// Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group; w in ggml's rows or (packed)
+// quant.h's Lanes16.
+template <bool Q8>
+void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
+             int64_t nb, int64_t n0, int64_t n1) {
+  const int64_t rb = nb * Source<Q8>::kBs;
+  std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb * kPacked) : 0);
+  for (int64_t c0 = n0; c0 < n1; c0 += W) {
+    const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
+    alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
+    for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
+    Source<Q8> src{w + c0 * rb, off, nullptr, 0};
+    if (packed && c0 < N / 16 * 16)  // a whole group of 16 (the rows past the last are as they are)
+      src.pg = w + c0 / 16 * 16 * rb, src.sub = static_cast<int>(c0 % 16 / W);
+    float* yg = y + c0;
+    const float* bg = bias != nullptr ? bias + c0 : nullptr;
+    if (M <= kRows) {
+      rows_tail<Q8, kRows, false>(yg, N, xa, src, nullptr, bg, nb, cols, M);
+      continue;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+      VI v[8];
+      VF dw;
+      src.build_block(v, dw, b);
+      uint8_t* p = pk.data() + b * kPacked;
+      for (int j = 0; j < 8; j++) vstore(p + j * W * 4, v[j]);
+      vstoref(p + 8 * W * 4, dw);
+    }
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows)
+      tile<Q8, kRows, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols);
+    if (m < M) rows_tail<Q8, kRows - 1, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols, M - m);
+  }
+}
+
+}  // namespace ATTO_Q4_CHAIN_NS
+}  // namespace ATTO_KERNELS_NS::quant_detail
+#if defined(ATTO_Q4_ZMM)
+#pragma GCC diagnostic pop
+#endif
+#endif  // ATTO_Q4_CHAIN
