@@ -26,18 +26,18 @@ inline int64_t quant_row_bytes(QuantType t, int64_t K) {
 }
 
 // How a quantized matrix's bytes are laid out in memory. Rows: ggml's, N rows of quant_row_bytes
-// each, as in a GGUF file. Lanes16 (q4_0, Q4_K, Q6_K): the same bytes regrouped for the
+// each, as in a GGUF file. Lanes16 (every type): the same bytes regrouped for the
 // column-a-lane kernels, so that they load a block of 16 columns as whole vectors instead of
 // gathering it from 16 rows. The first N / 16 * 16 rows go as groups of 16; in group G, block s
 // (q4_0's blocks of 32 values, or the super-blocks of 256) is at byte (G * blocks a row + s) * 16 *
 // block bytes: the block's dwords for the 16 columns (dword q of column c at (q * 16 + c) * 4),
-// then each column's leftover bytes in column order (q4_0: its leading fp16 d, Q6_K: its trailing
-// fp16 d; Q4_K's 144 bytes are all dwords). The last N % 16 rows stay as they are.
+// then each column's leftover bytes in column order (q8_0 and q4_0: their leading fp16 d, Q6_K:
+// its trailing fp16 d; Q4_K's 144 bytes are all dwords). The last N % 16 rows stay as they are.
 enum class QuantLayout : int { Rows = 0, Lanes16 = 1 };
 
 ATTO_ISA_BEGIN
-// The layout linear_quant_forward reads fastest for type t at this level: Lanes16 for q4_0, Q4_K
-// and Q6_K on x86 (AVX2 and up), Rows otherwise (q8_0, ARM64). Every function takes either.
+// The layout linear_quant_forward reads fastest for type t at this level: Lanes16 on x86 (AVX2 and
+// up), Rows on ARM64. Every function takes either.
 QuantLayout quant_layout_for(QuantType t);
 // out = the N rows of K values at `rows` (ggml's row layout) in `layout` (the same number of bytes).
 void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layout, int64_t N, int64_t K);
@@ -50,14 +50,10 @@ void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layo
 // The fixed orders (every level, every dot product, any thread count and the reference give these
 // bits). In both, s_b = dw_b * dx_b (one float multiply: block b's fp16 scale as float times the
 // activation block's f32 scale), and at the end y += bias[n] (when bias is given).
-// q8_0: for output (m, n), 8 float lanes acc_0..acc_7 start at 0. For each block b = 0 .. K/32-1
-// in order, lane l gets p_l = sum_{j<4} w_int[32b + 4l + j] * x_int[32b + 4l + j] (exact int32;
-// w_int = the int8, -128 included), acc_l = fma(s_b, float(p_l), acc_l). Then
-// y = ((acc_0 + acc_4) + (acc_2 + acc_6)) + ((acc_1 + acc_5) + (acc_3 + acc_7)) (an __m256's
-// horizontal-sum tree).
-// q4_0: one float acc = 0 per output. For each block b in order, p_b = sum_{i<32} w_int[32b + i] *
-// x_int[32b + i] over the whole block, exact (w_int = nibble - 8; |p_b| <= 32512, so float(p_b)
-// is exact too), acc = fma(s_b, float(p_b), acc); y = acc.
+// q8_0 and q4_0: one float acc = 0 per output. For each block b = 0 .. K/32-1 in order, p_b =
+// sum_{i<32} w_int[32b + i] * x_int[32b + i] over the whole block, exact (q8_0: w_int = the int8,
+// -128 included, |p_b| <= 520192; q4_0: w_int = nibble - 8, |p_b| <= 32512; both below 2^24, so
+// float(p_b) is exact too), acc = fma(s_b, float(p_b), acc); y = acc.
 // Q4_K (super-blocks of 256: fp16 d and dmin, eight 6-bit scales sc_j and mins m_j, nibbles):
 // sub-block j of super-block s pairs with activation block b = 8s + j. One float acc = 0 per
 // output. For each b in order: P_b = sum_{i<32} nibble_i * x_int[32b + i] (exact int32, the

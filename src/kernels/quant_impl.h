@@ -105,7 +105,7 @@ void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 
 // A block format as quant.h's Lanes16 regroups it: `bytes` a block of `values` values, of which
 // the first `lead` (q4_0's d) go after the dwords, as do the bytes past the last whole dword
-// (Q6_K's d). q4_0 {18, 2, 32}, Q4_K {144, 0, 256}, Q6_K {210, 0, 256}.
+// (Q6_K's d). q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, Q4_K {144, 0, 256}, Q6_K {210, 0, 256}.
 struct LaneBlock {
   int64_t bytes, lead, values;
 };
@@ -114,7 +114,7 @@ void lanes16_pack(uint8_t* out, const uint8_t* rows, LaneBlock f, int64_t N, int
 void lanes16_unpack_row(uint8_t* row, const uint8_t* w, LaneBlock f, int64_t N, int64_t K, int64_t n);
 
 #if defined(__AVX2__)
-// What the column-a-lane kernels (q4_0, Q4_K, Q6_K) share.
+// What the column-a-lane kernels (q8_0, q4_0, Q4_K, Q6_K) share.
 // 4x4 dwords transposed within each 128-bit lane: t[g] lane i = z[i] lane g.
 #define ATTO_Q4_TRANSPOSE(V, sfx, z, t)                                                       \
   do {                                                                                        \

@@ -2,7 +2,7 @@
 // output one float chain, two FMAs a sub-block of 32 (activation block b = 8s + j):
 // acc = fma((d * sc_b) * dx_b, float(P_b), acc), acc = fma(-((dmin * m_b) * dx_b), float(S_b), acc),
 // P_b = sum nibble * x_int (exact int32: vpdpbusd's u8 x s8 as it is), S_b = sum x_int.
-// As quant_q4.cpp's q4_0, x86 computes 16 (zmm) or 8 (ymm) columns at once, one a lane: the 32
+// As quant_q4_q8.cpp's q4_0, x86 computes 16 (zmm) or 8 (ymm) columns at once, one a lane: the 32
 // bytes of nibbles that sub-blocks 2p and 2p + 1 share (values 64p + i: low nibble of byte i;
 // 64p + 32 + i: its high one) are laid out [g = 0..7][column][4 bytes qs[32p + 4g..+3]], and each
 // sub-block takes the low or high nibbles of those 8 vectors. A super-block's 8 x 2 scale
