@@ -162,38 +162,26 @@ namespace ATTO_Q4_CHAIN_NS {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
-constexpr int W = 16, kRows = 6;
-using VI = __m512i;
-using VF = __m512;
-QINLINE VI vload(const uint8_t* p) { return _mm512_loadu_si512(p); }
-QINLINE void vstore(uint8_t* p, VI v) { _mm512_storeu_si512(p, v); }
-QINLINE VF vloadf(const uint8_t* p) { return _mm512_loadu_ps(p); }
-QINLINE void vstoref(uint8_t* p, VF v) { _mm512_storeu_ps(p, v); }
-QINLINE VI set1(int32_t v) { return _mm512_set1_epi32(v); }
+#define ATTO_QUANT_LANES_ZMM 1
+#include "kernels/quant_lanes.h"  // NOLINT(build/include): W, VI, VF, their operations, gather16
+#undef ATTO_QUANT_LANES_ZMM
+#else
+#include "kernels/quant_lanes.h"  // NOLINT(build/include): W, VI, VF, their operations, gather16
+#endif
+
 QINLINE VI bcast4(const int8_t* p) {  // the 4 bytes at p in every dword
   int32_t v;
   std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+  return set1(v);
 }
-QINLINE VF zerof() { return _mm512_setzero_ps(); }
-QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
-  return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(p), acc);
-}
-QINLINE VI low4(VI t) { return _mm512_and_si512(t, _mm512_set1_epi8(0x0F)); }
-QINLINE VI high4(VI t) { return _mm512_and_si512(_mm512_srli_epi16(t, 4), _mm512_set1_epi8(0x0F)); }
+QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) { return vfma(vmul(dw, set1f(dx)), cvt(p), acc); }
+QINLINE VI low4(VI t) { return vand(t, set1(0x0F0F0F0F)); }
+QINLINE VI high4(VI t) { return vand(srl16<4>(t), set1(0x0F0F0F0F)); }
+// Dword row g of a Lanes16 block at p: its columns W sub .. W sub + W - 1.
+QINLINE VI packed_row(const uint8_t* p, int g, int sub) { return vload(p + g * 64 + sub * W * 4); }
+
+#if defined(ATTO_Q4_ZMM)
 QINLINE VI flip(VI t) { return _mm512_xor_si512(t, _mm512_set1_epi8(static_cast<char>(0x80))); }  // int8 + 128
-// t[g] (g < 4): the dwords 16 bytes at offset `at` of the 16 columns' blocks hold (wb + off[c]),
-// lane i holding columns 4i..4i+3 after the transpose.
-QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int at) {
-  VI z[4];
-  for (int c = 0; c < 4; c++) {
-    VI q = _mm512_zextsi128_si512(load16(wb + off[c] + at));
-    q = _mm512_inserti32x4(q, load16(wb + off[c + 4] + at), 1);
-    q = _mm512_inserti32x4(q, load16(wb + off[c + 8] + at), 2);
-    z[c] = _mm512_inserti32x4(q, load16(wb + off[c + 12] + at), 3);
-  }
-  ATTO_Q4_TRANSPOSE(VI, 512, z, t);
-}
 // The 16 columns' fp16 scales at wb + off[c] (16-bit loads: a gather costs more), exact.
 QINLINE VF scales_of(const uint8_t* wb, const int32_t* off) {
   alignas(32) uint16_t h[16];
@@ -204,49 +192,23 @@ QINLINE VF scales_of(const uint8_t* wb, const int32_t* off) {
 QINLINE VF packed_scales(const uint8_t* p, int /*sub*/) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-// Dword row g of a Lanes16 block at p (its 16 columns).
-QINLINE VI packed_row(const uint8_t* p, int g, int /*sub*/) { return vload(p + g * 64); }
 // p_b of the 16 columns against activation block a, the weights taken unsigned and the sum started
 // at -8 (q4_0) or -128 (q8_0) times the activations' sum (nsum8 = -8 sum(q)).
 template <bool Q8>
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
-  VI i0 = set1(Q8 ? 16 * a.nsum8 : a.nsum8), i1 = _mm512_setzero_si512();
+  VI i0 = set1(Q8 ? 16 * a.nsum8 : a.nsum8), i1 = zeroi();
   for (int j = 0; j < 8; j += 2) {
     i0 = _mm512_dpbusd_epi32(i0, v[j], bcast4(a.q + 4 * j));
     i1 = _mm512_dpbusd_epi32(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
   }
-  return _mm512_add_epi32(i0, i1);
+  return add32(i0, i1);
 }
 #else
-constexpr int W = 8, kRows = 4;
-using VI = __m256i;
-using VF = __m256;
-QINLINE VI vload(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-QINLINE void vstore(uint8_t* p, VI v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
-QINLINE VF vloadf(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
-QINLINE void vstoref(uint8_t* p, VF v) { _mm256_storeu_ps(reinterpret_cast<float*>(p), v); }
-QINLINE VI set1(int32_t v) { return _mm256_set1_epi32(v); }
-QINLINE VI bcast4(const int8_t* p) {  // the 4 bytes at p in every dword
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-QINLINE VF zerof() { return _mm256_setzero_ps(); }
-QINLINE VF fma_block(VF dw, float dx, VI p, VF acc) {
-  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(p), acc);
-}
-QINLINE VI low4(VI t) { return _mm256_and_si256(t, _mm256_set1_epi8(0x0F)); }
-QINLINE VI high4(VI t) { return _mm256_and_si256(_mm256_srli_epi16(t, 4), _mm256_set1_epi8(0x0F)); }
 #if defined(ATTO_Q4_DPBUSD)
 QINLINE VI flip(VI t) { return _mm256_xor_si256(t, _mm256_set1_epi8(static_cast<char>(0x80))); }  // int8 + 128
 #else
 QINLINE VI flip(VI t) { return t; }  // vpmaddubsw's q8_0 keeps the signed bytes (block_ints)
 #endif
-QINLINE void gather16(VI* t, const uint8_t* wb, const int32_t* off, int at) {
-  VI z[4];
-  for (int c = 0; c < 4; c++) z[c] = _mm256_set_m128i(load16(wb + off[c + 4] + at), load16(wb + off[c] + at));
-  ATTO_Q4_TRANSPOSE(VI, 256, z, t);
-}
 QINLINE VF scales_of(const uint8_t* wb, const int32_t* off) {
   alignas(16) uint16_t h[8];
   for (int c = 0; c < 8; c++) std::memcpy(h + c, wb + off[c], 2);
@@ -256,7 +218,6 @@ QINLINE VF scales_of(const uint8_t* wb, const int32_t* off) {
 QINLINE VF packed_scales(const uint8_t* p, int sub) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + sub * 16)));
 }
-QINLINE VI packed_row(const uint8_t* p, int g, int sub) { return vload(p + g * 64 + sub * 32); }
 // p_b of the 8 columns against activation block a. vpmaddubsw's int16 pairs saturate: q4_0's
 // 16 products of at most 15 * 127 an int16 lane over the 8 vectors (30480 < 32767) are exact;
 // q8_0's |w| * (x with w's sign) at most 128 * 127 a product, so each pair (<= 32512) is widened

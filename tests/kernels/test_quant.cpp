@@ -366,6 +366,30 @@ TEST(KernelQuant, Q4Q8EveryDotProductAndTailGivesTheReferenceBits) {
   EXPECT_GE(ran, 2);
 }
 
+// Output (m, n) of q8_0 or q4_0 (xs: rows of kk values, ws: rows of blocks) in quant.h's order,
+// recomputed: per block p_b = sum w_int * q exactly (in 64 bits; q4_0's w_int = nibble - 8), s =
+// dw * dx rounded once to float (the product of two floats is exact in double), acc = fmaf(s,
+// p_b, acc).
+float documented_b32(QuantType t, const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n,
+                     int64_t kk) {
+  const int64_t bs = t == QuantType::Q8_0 ? 34 : 18;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < kk / 32; b++) {
+    const float* v = xs.data() + m * kk + 32 * b;
+    const float dx = act_scale(v);
+    const uint8_t* blk = ws.data() + (n * kk / 32 + b) * bs;
+    int64_t p = 0;
+    for (int i = 0; i < 32; i++) {
+      const int w = t == QuantType::Q8_0 ? static_cast<int8_t>(blk[2 + i])
+                                         : (i < 16 ? (blk[2 + i] & 15) : (blk[2 + i - 16] >> 4)) - 8;
+      p += int64_t{w} * act_int(v[i], dx);
+    }
+    const float s = static_cast<float>(from_half(get_half(blk)) * double{dx});
+    acc = std::fma(s, static_cast<float>(p), acc);
+  }
+  return acc;
+}
+
 // q4_0's documented order, recomputed here: per block p_b = sum (nibble - 8) * q exactly (in
 // 64 bits), s = dw * dx rounded once to float (the product of two floats is exact in double),
 // acc = fmaf(s, p_b, acc). Hand-made blocks with nibbles 0 and 15 against q = -127 and 127 (the
@@ -393,23 +417,7 @@ TEST(KernelQuant, Q4ReferenceFollowsTheDocumentedOrder) {
     x[2 * K + k] = k % 5 == 0 ? 127.0f : k % 5 == 1 ? -127.0f : static_cast<float>(k % 7) - 3.0f;
     x[3 * K + k] = k % 4 == 0 ? 63.5f : static_cast<float>(k % 9) * 0.5f - 2.0f;
   }
-  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < kk / 32; b++) {
-      const float* v = xs.data() + m * kk + 32 * b;
-      const float dx = act_scale(v);
-      const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 18;
-      int64_t p = 0;
-      for (int i = 0; i < 32; i++) {
-        const int nib = i < 16 ? (blk[2 + i] & 15) : (blk[2 + i - 16] >> 4);
-        const int64_t q = act_int(v[i], dx);
-        p += (nib - 8) * q;
-      }
-      const float s = static_cast<float>(from_half(get_half(blk)) * double{dx});
-      acc = std::fma(s, static_cast<float>(p), acc);
-    }
-    return acc;
-  };
+  const auto documented = [](auto&&... a) { return documented_b32(QuantType::Q4_0, a...); };
   const auto y = run_naive(x, w, QuantType::Q4_0, nullptr, M, K, N);
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "m=" << m << " n=" << n;
@@ -453,19 +461,7 @@ TEST(KernelQuant, Q8ReferenceFollowsTheDocumentedOrder) {
     x[k] = 127.0f, x[K + k] = -127.0f;
     x[2 * K + k] = k % 5 == 0 ? 127.0f : k % 5 == 1 ? -127.0f : static_cast<float>(k % 7) - 3.0f;
   }
-  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < kk / 32; b++) {
-      const float* v = xs.data() + m * kk + 32 * b;
-      const float dx = act_scale(v);
-      const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 34;
-      int64_t p = 0;
-      for (int i = 0; i < 32; i++) p += int64_t{static_cast<int8_t>(blk[2 + i])} * act_int(v[i], dx);
-      const float s = static_cast<float>(from_half(get_half(blk)) * double{dx});
-      acc = std::fma(s, static_cast<float>(p), acc);
-    }
-    return acc;
-  };
+  const auto documented = [](auto&&... a) { return documented_b32(QuantType::Q8_0, a...); };
   const auto y = run_naive(x, w, QuantType::Q8_0, nullptr, M, K, N);
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "m=" << m << " n=" << n;
