@@ -19,10 +19,6 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <immintrin.h>
-#endif
-#if defined(__aarch64__)
-#include <arm_neon.h>
 #endif
 
 namespace ATTO_KERNELS_NS {
