@@ -1,6 +1,7 @@
 // atto quantize: a trained GPT (a run directory) or a GGUF file written again as a GGUF file whose
-// weight matrices are f32, f16, q8_0, q6_k, q4_0, q4_k or llama.cpp's q4_k_m mix, as llama.cpp's
-// llama-quantize does for those types (docs/gguf.md).
+// weight matrices are one of the types atto writes (f32, f16, bf16, q8_0, the K-quants q6_k, q5_k
+// and q4_k, q5_1, q5_0, q4_1, q4_0) or llama.cpp's q4_k_m mix, as llama.cpp's llama-quantize does
+// for those types (docs/gguf.md).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -90,7 +91,8 @@ Command add_quantize(CLI::App& root) {
          "--type", f->type,
          fmt::format(
              "{}: the type of the weight matrices (one whose rows are not a multiple of the "
-             "type's block, 32 values or q4_k's and q6_k's 256, is stored f16; q4_k and q6_k fall back to q8_0); "
+             "type's block, 32 values or the k-quants' 256, is stored f16; q4_k and q6_k fall back to q8_0, q5_k "
+             "to q5_1); "
              "q4_k_m: llama.cpp's Q4_K_M mix, q4_k with q6_k for the output and some attention-value and "
              "MLP-down matrices",
              kGgufTypes))
@@ -104,7 +106,9 @@ Command add_quantize(CLI::App& root) {
       "  atto quantize names-f32.gguf names-q8.gguf --type q8_0\n"
       "  atto quantize runs/shakespeare shakespeare-q4km.gguf --type q4_k_m\n"
       "A GGUF IN keeps every metadata key (general.file_type becomes the new type's) and every tensor; a matrix "
-      "of another type is re-encoded from its values (q4_k and q6_k ones too), the rest is copied byte for byte.");
+      "of another type is re-encoded from its values (k-quants too), the rest is copied byte for byte. atto reads "
+      "every type it writes and q2_k and q3_k; it computes q8_0, q6_k, q4_k and q4_0 as integers, the others "
+      "in floats (docs/quantization.md).");
   return {app, [f] { return run_quantize(*f); }};
 }
 

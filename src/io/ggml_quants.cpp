@@ -5,18 +5,11 @@
 #include <cstring>
 
 #include "base/error.h"
-
-// ggml's reference quantizers round after every multiplication and addition as C says (clang,
-// and GCC on the ARM and x86 builds of ggml-quants.c whose results are the reference). GCC would
-// otherwise fuse a product into the next addition (x / d + 8.5 as one FMA), and a value on a
-// rounding boundary would get the neighbouring quant.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "io/ggml_quants_impl.h"
 
 namespace atto::io {
+
+using namespace quant_detail;  // NOLINT(build/namespaces): the files' shared parts
 
 namespace {
 
@@ -25,21 +18,9 @@ constexpr uint64_t kQ8Bytes = 34, kQ4Bytes = 18;
 constexpr uint64_t kQKK = 256;  // K-quant super-block
 constexpr uint64_t kQ4KBytes = 144, kQ6KBytes = 210;
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
+}  // namespace
 
-void put_half(uint8_t* p, float v) {
-  const uint16_t h = f32_to_f16(v);
-  std::memcpy(p, &h, 2);
-}
-
-// Q4_K's eight 6-bit scales and mins in 12 bytes, as ggml's get_scale_min_k4: sub-blocks 0-3 in
-// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 in the nibbles of bytes
-// 8-11 with their top 2 bits in the top bits of bytes 0-3 (scales) and 4-7 (mins).
-void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+void quant_detail::scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
   if (j < 4) {
     sc = q[j] & 63;
     m = q[j + 4] & 63;
@@ -49,80 +30,79 @@ void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
   }
 }
 
-}  // namespace
-
 // ============================================================================================
 // Types
 // ============================================================================================
+namespace {
+
+// What atto knows of each type it reads: values and bytes a block, llama.cpp's general.file_type
+// of a file of it, its place in the precision order, whether atto writes it.
+struct TypeInfo {
+  GgmlType type;
+  uint64_t block, bytes;
+  uint32_t file_type;
+  int precision;
+  bool writable;
+};
+constexpr TypeInfo kTypes[] = {
+    {GgmlType::F32, 1, 4, 0, 12, true},           {GgmlType::F16, 1, 2, 1, 11, true},
+    {GgmlType::BF16, 1, 2, 32, 10, true},         {GgmlType::Q8_0, kQK, kQ8Bytes, 7, 9, true},
+    {GgmlType::Q6_K, kQKK, kQ6KBytes, 18, 8, true}, {GgmlType::Q5_K, kQKK, 176, 16, 7, true},
+    {GgmlType::Q5_1, kQK, 24, 9, 6, true},        {GgmlType::Q5_0, kQK, 22, 8, 5, true},
+    {GgmlType::Q4_K, kQKK, kQ4KBytes, 14, 4, true}, {GgmlType::Q4_1, kQK, 20, 3, 3, true},
+    {GgmlType::Q4_0, kQK, kQ4Bytes, 2, 2, true},  {GgmlType::Q3_K, kQKK, 110, 11, 1, false},
+    {GgmlType::Q2_K, kQKK, 84, 10, 0, false},
+};
+
+const TypeInfo* info_of(uint32_t t) {
+  for (const TypeInfo& i : kTypes)
+    if (static_cast<uint32_t>(i.type) == t) return &i;
+  return nullptr;
+}
+const TypeInfo& info(GgmlType t) {
+  const TypeInfo* i = info_of(static_cast<uint32_t>(t));
+  ATTO_CHECK(i != nullptr, "ggml type {} is not one atto reads", static_cast<uint32_t>(t));
+  return *i;
+}
+
+}  // namespace
+
 const char* ggml_type_name(uint32_t t) {
-  static const char* names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1",
-                                "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
+  static const char* names[] = {"f32",     "f16",    "q4_0",    "q4_1",  "q4_2",   "q4_3",  "q5_0",  "q5_1",
+                                "q8_0",    "q8_1",   "q2_k",    "q3_k",  "q4_k",   "q5_k",  "q6_k",  "q8_k",
+                                "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
+                                "i8",      "i16",    "i32",     "i64",   "f64",    "iq1_m", "bf16",  "unknown",
+                                "unknown", "unknown", "tq1_0",  "tq2_0", "unknown", "unknown", "unknown", "mxfp4"};
   return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
 const char* to_string(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
 
-bool ggml_type_readable(uint32_t t) { return t == 0 || t == 1 || t == 2 || t == 8 || t == 12 || t == 14; }
+bool ggml_type_readable(uint32_t t) { return info_of(t) != nullptr; }
 
-bool ggml_type_writable(GgmlType /*t*/) { return true; }
+bool ggml_type_writable(GgmlType t) { return info(t).writable; }
 
-uint64_t ggml_block_size(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32:
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0:
-    case GgmlType::Q8_0: return kQK;
-    case GgmlType::Q4_K:
-    case GgmlType::Q6_K: return kQKK;
-  }
-  return 1;
-}
+uint64_t ggml_block_size(GgmlType t) { return info(t).block; }
 
-uint64_t ggml_nbytes(GgmlType t, uint64_t n) {
-  switch (t) {
-    case GgmlType::F32: return 4 * n;
-    case GgmlType::F16: return 2 * n;
-    case GgmlType::Q4_0: return n / kQK * kQ4Bytes;
-    case GgmlType::Q8_0: return n / kQK * kQ8Bytes;
-    case GgmlType::Q4_K: return n / kQKK * kQ4KBytes;
-    case GgmlType::Q6_K: return n / kQKK * kQ6KBytes;
-  }
-  return 0;
-}
+uint64_t ggml_nbytes(GgmlType t, uint64_t n) { return n / info(t).block * info(t).bytes; }
 
 GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape) {
   if (shape.size() < 2 || want == GgmlType::F32) return GgmlType::F32;
   const int64_t row = shape.back();
   if (row % static_cast<int64_t>(ggml_block_size(want)) == 0) return want;
-  // llama.cpp's llama-quantize takes q5_0 for a Q4_K matrix whose rows do not fill super-blocks of
-  // 256 and q8_0 for a Q6_K one; atto writes no q5_0, and takes q8_0 for both.
-  if ((want == GgmlType::Q4_K || want == GgmlType::Q6_K) && row % static_cast<int64_t>(kQK) == 0) return GgmlType::Q8_0;
+  if (row % static_cast<int64_t>(kQK) == 0) {
+    // llama.cpp's llama-quantize takes q5_0 for a Q4_K matrix whose rows do not fill super-blocks
+    // of 256, q5_1 for a Q5_K one and q8_0 for a Q6_K one; atto takes q8_0 for Q4_K too (it
+    // computes q8_0 as integers, q5_0 in floats).
+    if (want == GgmlType::Q4_K || want == GgmlType::Q6_K) return GgmlType::Q8_0;
+    if (want == GgmlType::Q5_K) return GgmlType::Q5_1;
+  }
   return GgmlType::F16;
 }
 
-uint32_t ggml_file_type(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::Q4_K: return 14;
-    case GgmlType::Q6_K: return 18;
-  }
-  return 0;
-}
+uint32_t ggml_file_type(GgmlType t) { return info(t).file_type; }
 
-int ggml_type_precision(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: return 5;
-    case GgmlType::F16: return 4;
-    case GgmlType::Q8_0: return 3;
-    case GgmlType::Q6_K: return 2;
-    case GgmlType::Q4_K: return 1;
-    case GgmlType::Q4_0: return 0;
-  }
-  return 0;
-}
+int ggml_type_precision(GgmlType t) { return info(t).precision; }
 
 // ============================================================================================
 // f16
@@ -286,23 +266,14 @@ void dequantize_q6_k(const uint8_t* blocks, float* out, uint64_t n) {
 
 namespace {
 
-// ggml's nearest_int: v rounded to the nearest integer (ties to even) by adding 1.5 * 2^23 and
-// reading the float's mantissa; |v| <= 2^22.
-int nearest_int(float v) {
-  const float big = v + 12582912.0f;
-  int32_t i;
-  std::memcpy(&i, &big, 4);
-  return (i & 0x007fffff) - 0x00400000;
-}
-
-// One step of make_qkx2_quants' search: the quants of x at `iscale` from `min` (into Laux), the
-// weighted least-squares scale and offset for them (offset <= 0), and their weighted squared error;
-// false when the quants do not determine a scale (D <= 0).
-bool qkx2_try(const float* x, const float* w, float sum_w, float sum_x, float iscale, float min, uint8_t* Laux,
-              float& scale, float& offset, float& error) {
+// One step of make_qkx2_quants' search: the quants (0..nmax) of x at `iscale` from `min` (into
+// Laux), the weighted least-squares scale and offset for them (offset <= 0), and their weighted
+// squared error; false when the quants do not determine a scale (D <= 0).
+bool qkx2_try(const float* x, const float* w, float sum_w, float sum_x, float iscale, float min, int nmax,
+              uint8_t* Laux, float& scale, float& offset, float& error) {
   float sum_l = 0, sum_l2 = 0, sum_xl = 0;
   for (int i = 0; i < 32; ++i) {
-    const int l = std::max(0, std::min(15, nearest_int(iscale * (x[i] - min))));
+    const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min))));
     Laux[i] = static_cast<uint8_t>(l);
     sum_l += w[i] * static_cast<float>(l);
     sum_l2 += w[i] * static_cast<float>(l) * static_cast<float>(l);
@@ -324,10 +295,11 @@ bool qkx2_try(const float* x, const float* w, float sum_w, float sum_x, float is
   return true;
 }
 
-// ggml's make_qkx2_quants(32, 15, x, weights, L, &the_min, Laux, -1, 0.1, 20, false): 4-bit quants
-// L of 32 values as scale * L - the_min, the scale searched over 21 steps of the quant range
-// (15 - 1 to 15 + 1) for the least weighted squared error. Returns the scale.
-float make_qkx2_quants(const float* x, const float* w, uint8_t* L, float& the_min) {
+// ggml's make_qkx2_quants(32, nmax, x, weights, L, &the_min, Laux, rmin, 0.1, nstep, false):
+// quants L (0..nmax) of 32 values as scale * L - the_min, the scale searched over nstep + 1 steps
+// of the quant range (nmax + rmin upwards by 0.1) for the least weighted squared error. Returns
+// the scale.
+float make_qkx2_quants(const float* x, const float* w, uint8_t* L, float& the_min, int nmax, float rmin, int nstep) {
   float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < 32; ++i) {
     if (x[i] < min) min = x[i];
@@ -341,17 +313,17 @@ float make_qkx2_quants(const float* x, const float* w, uint8_t* L, float& the_mi
     the_min = -min;
     return 0.0f;
   }
-  float iscale = 15.0f / (max - min), scale = 1 / iscale, best_error = 0;
+  float iscale = static_cast<float>(nmax) / (max - min), scale = 1 / iscale, best_error = 0;
   for (int i = 0; i < 32; ++i) {
-    L[i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int(iscale * (x[i] - min)))));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min)))));
     const float diff = scale * static_cast<float>(L[i]) + min - x[i];
     best_error += w[i] * (diff * diff);
   }
   uint8_t Laux[32];
-  for (int is = 0; is <= 20; ++is) {
-    iscale = (-1.0f + 0.1f * static_cast<float>(is) + 15.0f) / (max - min);
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + 0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
     float this_scale, this_min, error;
-    if (qkx2_try(x, w, sum_w, sum_x, iscale, min, Laux, this_scale, this_min, error) && error < best_error) {
+    if (qkx2_try(x, w, sum_w, sum_x, iscale, min, nmax, Laux, this_scale, this_min, error) && error < best_error) {
       std::copy(Laux, Laux + 32, L);
       best_error = error;
       scale = this_scale;
@@ -362,17 +334,16 @@ float make_qkx2_quants(const float* x, const float* w, uint8_t* L, float& the_mi
   return scale;
 }
 
-// The eight sub-blocks' scales and mins of one super-block as 6-bit numbers over the f16 d and
-// dmin (the layout scale_min_k4 reads), then the quants again against the rounded scales; as the
-// first half of ggml's quantize_row_q4_K_ref.
-void q4_k_scales(const float* x, uint8_t* blk, uint8_t* L) {
+}  // namespace
+
+void quant_detail::k_scales(const float* x, uint8_t* blk, uint8_t* L, int nmax, float rmin, int nstep) {
   float scales[8], mins[8], weights[32], max_scale = 0, max_min = 0;
   for (int j = 0; j < 8; ++j) {
     float sum_x2 = 0;
     for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = make_qkx2_quants(x + 32 * j, weights, L + 32 * j, mins[j]);
+    scales[j] = make_qkx2_quants(x + 32 * j, weights, L + 32 * j, mins[j], nmax, rmin, nstep);
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }
@@ -393,6 +364,20 @@ void q4_k_scales(const float* x, uint8_t* blk, uint8_t* L) {
   put_half(blk, max_scale / 63.0f);
   put_half(blk + 2, max_min / 63.0f);
 }
+
+void quant_detail::k_requant(const float* x, const uint8_t* blk, uint8_t* L, int nmax) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    scale_min_k4(j, blk + 4, sc, m);
+    const float d = half_at(blk) * sc;
+    if (d == 0.0f) continue;
+    const float dm = half_at(blk + 2) * m;
+    for (int i = 0; i < 32; ++i)
+      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + i] + dm) / d))));
+  }
+}
+
+namespace {
 
 // ggml's make_qx_quants(16, 32, x, L, 1, NULL): 6-bit quants L (0..63, the value l + 32) of 16
 // values as scale * l, weighted by x^2, the scale searched over 19 steps around 32 / max for the
@@ -483,16 +468,8 @@ std::vector<uint8_t> quantize_q4_k(std::span<const float> xs) {
     const float* x = xs.data() + b * kQKK;
     uint8_t* blk = out.data() + b * kQ4KBytes;
     uint8_t L[256];
-    q4_k_scales(x, blk, L);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_k4(j, blk + 4, sc, m);
-      const float d = half_at(blk) * sc;
-      if (d == 0.0f) continue;
-      const float dm = half_at(blk + 2) * m;
-      for (int i = 0; i < 32; ++i)
-        L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + i] + dm) / d))));
-    }
+    k_scales(x, blk, L, 15, -1.0f, 20);
+    k_requant(x, blk, L, 15);
     uint8_t* q = blk + 16;
     for (int j = 0; j < 256; j += 64, q += 32)
       for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
@@ -510,17 +487,26 @@ std::string encode(GgmlType t, std::span<const float> x) {
   std::string out;
   if (t == GgmlType::F32) {
     out.assign(reinterpret_cast<const char*>(x.data()), x.size() * 4);
-  } else if (t == GgmlType::F16) {
+  } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
     out.resize(x.size() * 2);
     for (size_t i = 0; i < x.size(); ++i) {
-      const uint16_t h = f32_to_f16(x[i]);
+      const uint16_t h = t == GgmlType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
       std::memcpy(out.data() + 2 * i, &h, 2);
     }
   } else {
-    const std::vector<uint8_t> q = t == GgmlType::Q8_0   ? quantize_q8_0(x)
-                                   : t == GgmlType::Q4_0 ? quantize_q4_0(x)
-                                   : t == GgmlType::Q6_K ? quantize_q6_k(x)
-                                                         : quantize_q4_k(x);
+    std::vector<uint8_t> (*quantize)(std::span<const float>) = nullptr;
+    switch (t) {
+      case GgmlType::Q8_0: quantize = quantize_q8_0; break;
+      case GgmlType::Q4_0: quantize = quantize_q4_0; break;
+      case GgmlType::Q4_1: quantize = quantize_q4_1; break;
+      case GgmlType::Q5_0: quantize = quantize_q5_0; break;
+      case GgmlType::Q5_1: quantize = quantize_q5_1; break;
+      case GgmlType::Q4_K: quantize = quantize_q4_k; break;
+      case GgmlType::Q5_K: quantize = quantize_q5_k; break;
+      case GgmlType::Q6_K: quantize = quantize_q6_k; break;
+      default: ATTO_CHECK(false, "atto does not write ggml type {}", to_string(t));
+    }
+    const std::vector<uint8_t> q = quantize(x);
     out.assign(q.begin(), q.end());
   }
   return out;
@@ -532,11 +518,25 @@ void decode(GgmlType t, const uint8_t* src, float* out, uint64_t n) {
     case GgmlType::F16:
       for (uint64_t i = 0; i < n; ++i) out[i] = half_at(src + 2 * i);
       return;
+    case GgmlType::BF16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        out[i] = bf16_to_f32(h);
+      }
+      return;
     case GgmlType::Q4_0: dequantize_q4_0(src, out, n); return;
+    case GgmlType::Q4_1: dequantize_q4_1(src, out, n); return;
+    case GgmlType::Q5_0: dequantize_q5_0(src, out, n); return;
+    case GgmlType::Q5_1: dequantize_q5_1(src, out, n); return;
     case GgmlType::Q8_0: dequantize_q8_0(src, out, n); return;
+    case GgmlType::Q2_K: dequantize_q2_k(src, out, n); return;
+    case GgmlType::Q3_K: dequantize_q3_k(src, out, n); return;
     case GgmlType::Q4_K: dequantize_q4_k(src, out, n); return;
+    case GgmlType::Q5_K: dequantize_q5_k(src, out, n); return;
     case GgmlType::Q6_K: dequantize_q6_k(src, out, n); return;
   }
+  ATTO_CHECK(false, "ggml type {} is not one atto reads", static_cast<uint32_t>(t));
 }
 
 }  // namespace atto::io

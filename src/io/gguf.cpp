@@ -218,8 +218,8 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
   t.shape.assign(ne.rbegin(), ne.rend());
   const auto type = c.get<uint32_t>(t.name + " (type)");
   ATTO_CHECK(ggml_type_readable(type),
-             "{}: tensor {} has ggml type {} ({}), which atto does not read (it reads f32, f16, q4_0, q8_0, q4_k and "
-             "q6_k)",
+             "{}: tensor {} has ggml type {} ({}), which atto does not read (it reads f32, f16, bf16, q4_0, q4_1, "
+             "q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k and q6_k)",
              c.source(), t.name, type, ggml_type_name(type));
   t.type = static_cast<GgmlType>(type);
   const uint64_t block = ggml_block_size(t.type);

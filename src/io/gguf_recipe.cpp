@@ -26,7 +26,8 @@ bool parse_recipe(const std::string& name, QuantRecipe& r) {
     r = QuantRecipe::q4_k_m_mix();
     return true;
   }
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_K})
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K,
+                     GgmlType::Q5_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q4_0})
     if (name == to_string(t)) {
       r = QuantRecipe(t);
       return true;

@@ -426,7 +426,7 @@ TEST(Gguf, DamagedFieldsAreErrorsNamingThem) {
   EXPECT_THAT(err(patched(b, info, 5, 4)), HasSubstr("has 5 dimensions"));
   EXPECT_THAT(err(patched(b, info + 4, 0)), HasSubstr("invalid dimension 0"));
   EXPECT_THAT(err(patched(b, info + 12, uint64_t{1} << 40)), HasSubstr("truncated GGUF file: tensor b.f16"));
-  EXPECT_THAT(err(patched(b, info + 20, 13, 4)), HasSubstr("ggml type 13 (q5_k), which atto does not read"));
+  EXPECT_THAT(err(patched(b, info + 20, 20, 4)), HasSubstr("ggml type 20 (iq4_nl), which atto does not read"));
   EXPECT_THAT(err(patched(b, info + 24, 8)), HasSubstr("offset 8, not a multiple of the alignment 32"));
   EXPECT_THAT(err(patched(b, info + 24, 0)), HasSubstr("overlap"));
   // Duplicates.
@@ -552,7 +552,7 @@ TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
   EXPECT_EQ(q4.type_of("blk.3.ffn_down.weight", m, GgmlType::F32), GgmlType::Q4_0);
   EXPECT_EQ(tied.type_of("blk.0.attn_qkv.bias", vec, GgmlType::F32), GgmlType::F32);
   QuantRecipe r;
-  EXPECT_FALSE(parse_recipe("q5_k", r));
+  EXPECT_FALSE(parse_recipe("q3_k", r));  // read, not written
   EXPECT_TRUE(parse_recipe("q6_k", r) && r.type == GgmlType::Q6_K && !r.q4_k_m);
   // Re-quantizing a file to the mix sets general.file_type and each tensor's type.
   GgufWriter w;

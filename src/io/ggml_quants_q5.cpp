@@ -1,0 +1,258 @@
+// atto/io/ggml_quants_q5.cpp: the ggml types of ggml_quants.h beyond f16, q8_0, q4_0, Q4_K and
+// Q6_K, which llama.cpp's files carry: q4_1, q5_0, q5_1 and Q5_K (read and written), Q2_K and Q3_K
+// (read), bf16. Each function follows the ggml-quants.c function it names, operation for
+// operation (ggml_quants_impl.h turns off contraction into FMAs, as ggml's reference builds).
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "io/ggml_quants.h"
+#include "io/ggml_quants_impl.h"
+
+namespace atto::io {
+
+using namespace quant_detail;  // NOLINT(build/namespaces): the files' shared parts
+
+namespace {
+
+constexpr uint64_t kQK32 = 32, kQKK256 = 256;
+constexpr uint64_t kQ41Bytes = 20, kQ50Bytes = 22, kQ51Bytes = 24;
+constexpr uint64_t kQ2KBytes = 84, kQ3KBytes = 110, kQ5KBytes = 176;
+
+// C's (uint8_t) conversion of t in [0, 256) (the range ggml's rounding gives), defined for the
+// rest: below 0 and NaN give 0, 256 and above 255.
+uint8_t trunc_u8(float t) {
+  if (!(t > 0.0f)) return 0;
+  return t >= 255.0f ? 255 : static_cast<uint8_t>(t);
+}
+
+uint32_t read_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// q4_1 and q5_1 (nbits 4 or 5) as ggml's quantize_row_q4_1_ref / quantize_row_q5_1_ref: d =
+// (max - min) / (2^nbits - 1), m = min, q = trunc((x - min) / d + 0.5) (q4_1: at most 15).
+std::vector<uint8_t> quantize_min_offset(std::span<const float> x, int nbits) {
+  const uint64_t bytes = nbits == 4 ? kQ41Bytes : kQ51Bytes;
+  ATTO_CHECK(x.size() % kQK32 == 0, "q{}_1 needs a multiple of 32 values, got {}", nbits, x.size());
+  std::vector<uint8_t> out(x.size() / kQK32 * bytes);
+  for (size_t b = 0; b < x.size() / kQK32; ++b) {
+    const float* v = x.data() + b * kQK32;
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (uint64_t j = 0; j < kQK32; ++j) {
+      if (v[j] < min) min = v[j];
+      if (v[j] > max) max = v[j];
+    }
+    const float d = (max - min) / static_cast<float>((1 << nbits) - 1), id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* o = out.data() + b * bytes;
+    put_half(o, d);
+    put_half(o + 2, min);
+    uint8_t* qs = o + (nbits == 4 ? 4 : 8);
+    uint32_t qh = 0;
+    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
+      uint8_t xi0 = trunc_u8((v[j] - min) * id + 0.5f), xi1 = trunc_u8((v[j + 16] - min) * id + 0.5f);
+      if (nbits == 4) xi0 = std::min<uint8_t>(15, xi0), xi1 = std::min<uint8_t>(15, xi1);
+      qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= ((xi0 & 0x10u) >> 4) << j;
+      qh |= ((xi1 & 0x10u) >> 4) << (j + 16);
+    }
+    if (nbits == 5) std::memcpy(o + 4, &qh, 4);
+  }
+  return out;
+}
+
+// q4_1 and q5_1's values: q * d + m, q's fifth bit (q5_1) from qh.
+void dequantize_min_offset(const uint8_t* blocks, float* out, uint64_t n, int nbits) {
+  const uint64_t bytes = nbits == 4 ? kQ41Bytes : kQ51Bytes;
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    const uint8_t* o = blocks + b * bytes;
+    const float d = half_at(o), m = half_at(o + 2);
+    const uint32_t qh = nbits == 4 ? 0 : read_u32(o + 4);
+    const uint8_t* qs = o + (nbits == 4 ? 4 : 8);
+    float* y = out + b * kQK32;
+    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
+      const int x0 = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10);
+      const int x1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+      y[j] = static_cast<float>(x0) * d + m;
+      y[j + 16] = static_cast<float>(x1) * d + m;
+    }
+  }
+}
+
+}  // namespace
+
+// ============================================================================================
+// bf16
+// ============================================================================================
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 64);  // NaN: made quiet
+  return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+float bf16_to_f32(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// ============================================================================================
+// q4_1, q5_0, q5_1
+// ============================================================================================
+std::vector<uint8_t> quantize_q4_1(std::span<const float> x) { return quantize_min_offset(x, 4); }
+std::vector<uint8_t> quantize_q5_1(std::span<const float> x) { return quantize_min_offset(x, 5); }
+void dequantize_q4_1(const uint8_t* blocks, float* out, uint64_t n) { dequantize_min_offset(blocks, out, n, 4); }
+void dequantize_q5_1(const uint8_t* blocks, float* out, uint64_t n) { dequantize_min_offset(blocks, out, n, 5); }
+
+// As ggml's quantize_row_q5_0_ref: q4_0's rule with 5 bits (d = m / -16, q = min(31, trunc(x / d
+// + 16.5))).
+std::vector<uint8_t> quantize_q5_0(std::span<const float> x) {
+  ATTO_CHECK(x.size() % kQK32 == 0, "q5_0 needs a multiple of 32 values, got {}", x.size());
+  std::vector<uint8_t> out(x.size() / kQK32 * kQ50Bytes);
+  for (size_t b = 0; b < x.size() / kQK32; ++b) {
+    const float* v = x.data() + b * kQK32;
+    float amax = 0.0f, max = 0.0f;
+    for (uint64_t j = 0; j < kQK32; ++j)
+      if (amax < std::fabs(v[j])) amax = std::fabs(v[j]), max = v[j];
+    const float d = max / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* o = out.data() + b * kQ50Bytes;
+    put_half(o, d);
+    uint32_t qh = 0;
+    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
+      const uint8_t xi0 = std::min<uint8_t>(31, trunc_u8(v[j] * id + 16.5f));
+      const uint8_t xi1 = std::min<uint8_t>(31, trunc_u8(v[j + 16] * id + 16.5f));
+      o[6 + j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+      qh |= ((xi0 & 0x10u) >> 4) << j;
+      qh |= ((xi1 & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(o + 2, &qh, 4);
+  }
+  return out;
+}
+
+// As ggml's dequantize_row_q5_0.
+void dequantize_q5_0(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    const uint8_t* o = blocks + b * kQ50Bytes;
+    const float d = half_at(o);
+    const uint32_t qh = read_u32(o + 2);
+    float* y = out + b * kQK32;
+    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
+      const int x0 = ((o[6 + j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10)) - 16;
+      const int x1 = ((o[6 + j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10)) - 16;
+      y[j] = static_cast<float>(x0) * d;
+      y[j + 16] = static_cast<float>(x1) * d;
+    }
+  }
+}
+
+// ============================================================================================
+// K-quants: Q5_K, Q3_K, Q2_K
+// ============================================================================================
+// As ggml's quantize_row_q5_K_ref: Q4_K's fit with quants 0..31, the fifth bits in qh.
+std::vector<uint8_t> quantize_q5_k(std::span<const float> xs) {
+  ATTO_CHECK(xs.size() % kQKK256 == 0, "q5_k needs a multiple of 256 values, got {}", xs.size());
+  std::vector<uint8_t> out(xs.size() / kQKK256 * kQ5KBytes);
+  for (size_t b = 0; b < xs.size() / kQKK256; ++b) {
+    const float* x = xs.data() + b * kQKK256;
+    uint8_t* blk = out.data() + b * kQ5KBytes;
+    uint8_t L[256];
+    k_scales(x, blk, L, 31, -0.5f, 15);
+    k_requant(x, blk, L, 31);
+    uint8_t* qh = blk + 16;
+    uint8_t* ql = blk + 48;
+    uint8_t m1 = 1, m2 = 2;
+    for (int n = 0; n < 256; n += 64, ql += 32) {
+      for (int j = 0; j < 32; ++j) {
+        int l1 = L[n + j], l2 = L[n + j + 32];
+        if (l1 > 15) l1 -= 16, qh[j] = static_cast<uint8_t>(qh[j] | m1);
+        if (l2 > 15) l2 -= 16, qh[j] = static_cast<uint8_t>(qh[j] | m2);
+        ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+      }
+      m1 = static_cast<uint8_t>(m1 << 2), m2 = static_cast<uint8_t>(m2 << 2);
+    }
+  }
+  return out;
+}
+
+// As ggml's dequantize_row_q5_K.
+void dequantize_q5_k(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQKK256; ++b) {
+    const uint8_t* blk = blocks + b * kQ5KBytes;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    const uint8_t* qh = blk + 16;
+    const uint8_t* ql = blk + 48;
+    float* y = out + b * kQKK256;
+    uint8_t u1 = 1, u2 = 2;
+    for (int is = 0; is < 8; is += 2, ql += 32) {
+      uint8_t sc, m;
+      scale_min_k4(is, blk + 4, sc, m);
+      const float d1 = d * sc, m1 = dmin * m;
+      scale_min_k4(is + 1, blk + 4, sc, m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) != 0 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) != 0 ? 16 : 0)) - m2;
+      u1 = static_cast<uint8_t>(u1 << 2), u2 = static_cast<uint8_t>(u2 << 2);
+    }
+  }
+}
+
+// As ggml's dequantize_row_q2_K: per 128 values, 32 bytes of quants read at shifts 0, 2, 4, 6,
+// sixteen values a scale byte (low nibble the scale, high the min).
+void dequantize_q2_k(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQKK256; ++b) {
+    const uint8_t* blk = blocks + b * kQ2KBytes;
+    const uint8_t* scales = blk;
+    const uint8_t* q = blk + 16;
+    const float d = half_at(blk + 80), dmin = half_at(blk + 82);
+    float* y = out + b * kQKK256;
+    int is = 0;
+    for (int n128 = 0; n128 < 2; ++n128, q += 32)
+      for (int shift = 0; shift < 8; shift += 2)
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t sc = scales[is++];
+          const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+          for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[l + 16 * half] >> shift) & 3) - ml;
+        }
+  }
+}
+
+// As ggml's dequantize_row_q3_K: the sixteen 6-bit scales unpacked from 12 bytes (low nibbles
+// in bytes 0-7, top bit pairs in bytes 8-11), then per 128 values 32 bytes of 2-bit quants at
+// shifts 0, 2, 4, 6, each value 4 less unless its bit in the high-bit mask is set.
+void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n) {
+  constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
+  for (uint64_t b = 0; b < n / kQKK256; ++b) {
+    const uint8_t* blk = blocks + b * kQ3KBytes;
+    const uint8_t* hm = blk;
+    const uint8_t* q = blk + 32;
+    const float d_all = half_at(blk + 108);
+    uint32_t aux[4];
+    std::memcpy(aux, blk + 96, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    int8_t scales[16];
+    std::memcpy(scales, aux, 16);
+    float* y = out + b * kQKK256;
+    int is = 0;
+    uint8_t m = 1;
+    for (int n128 = 0; n128 < 2; ++n128, q += 32)
+      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d_all * static_cast<float>(scales[is++] - 32);
+          for (int l = 16 * half; l < 16 * half + 16; ++l)
+            *y++ = dl * static_cast<float>(((q[l] >> shift) & 3) - ((hm[l] & m) != 0 ? 0 : 4));
+        }
+  }
+}
+
+}  // namespace atto::io
