@@ -3,13 +3,15 @@
 # tree by tests/gguf/install.sh): for lines-mode models with non-ASCII characters (gpt2 layout with
 # erf and tanh GELU; llama layout: RMSNorm, SwiGLU, RoPE, grouped-query attention, RoPE base
 # 500000; byte-level BPE; SentencePiece) and stream-mode models of
-# both layouts and of BPE, exported f32, f16 and q8_0 (q4_0 and q4_k for three of them):
+# both layouts and of BPE, exported f32, f16 and q8_0 (q4_0, the k-quants, q5_0, q5_1, q4_1 and
+# bf16 for some of them):
 #   - llama.cpp tokenizes 200 training lines to atto's ids;
 #   - llama.cpp's log-probabilities of every next token equal `atto score`'s within a bound per
 #     type (printed: the measured maximum);
 #   - greedy generation of 100 tokens (stream model, f32) is the same token for token;
 #   - atto reading the GGUF back scores exactly as the run directory (f32);
-#   - q4_0 and q4_k files: llama.cpp's log-probabilities are atto's reading the same file;
+#   - q4_0, k-quant, q5_0, q5_1, q4_1 and bf16 files: llama.cpp's log-probabilities are atto's
+#     reading the same file;
 #   - LoRA runs over the tanh (gpt2) and llama models: llama.cpp loading the base's GGUF plus the
 #     adapter GGUF (`atto export --lora-only`) gives the merged model's log-probabilities.
 ATTO=$1
@@ -145,11 +147,14 @@ done
 # floats); the bound, 0.11, is 3x the largest.
 # q4_k, q6_k and q4_k_m: a llama-layout model with d_ff 256, whose ffn_down rows fill the
 # super-blocks (the other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K and Q6_K
-# bytes as atto does.
+# bytes as atto does. The types atto computes in floats (q5_k, whose rows of 32 fall back to
+# q5_1 as llama.cpp's do; q5_0, q5_1, q4_1, bf16) likewise: measured 1.1-3.6e-2 (bf16 3.8e-3 to
+# 7.5e-3), where the same files against the run directory's floats differ by 6e-2 to 2.4e-1.
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${llama[@]}" --d-ff 256 "${common[@]}"
 "$ATTO" score --model "$W/llama256" --file "$W/lines.txt" --json >"$W/llama256.score.json"
 compare seqs "$W/llama256.score.json" "$W/llama256.seqs.json" 0
-for mt in tanh.q8_0 llama.q8_0 tanh.q4_0 llama.q4_0 llama256.q4_k llama256.q6_k llama256.q4_k_m; do
+for mt in tanh.q8_0 llama.q8_0 tanh.q4_0 llama.q4_0 llama256.q4_k llama256.q6_k llama256.q4_k_m llama256.q5_k \
+  llama256.q5_0 tanh.q5_1 llama256.q4_1 tanh.bf16; do
   model=${mt%%.*} type=${mt#*.}
   g=$W/$mt.gguf
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"
