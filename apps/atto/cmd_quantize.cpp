@@ -1,6 +1,6 @@
 // atto quantize: a trained GPT (a run directory) or a GGUF file written again as a GGUF file whose
 // weight matrices are one of the types atto writes (f32, f16, bf16, q8_0, the K-quants q6_k, q5_k
-// and q4_k, q5_1, q5_0, q4_1, q4_0) or llama.cpp's q4_k_m mix, as llama.cpp's llama-quantize does
+// and q4_k, q5_1, q5_0, q4_1, q4_0) or llama.cpp's q4_k_m or q5_k_m mix, as llama.cpp's llama-quantize does
 // for those types (docs/gguf.md).
 #include <cstdint>
 #include <filesystem>
@@ -93,8 +93,8 @@ Command add_quantize(CLI::App& root) {
              "{}: the type of the weight matrices (one whose rows are not a multiple of the "
              "type's block, 32 values or the k-quants' 256, is stored f16; q4_k and q6_k fall back to q8_0, q5_k "
              "to q5_1); "
-             "q4_k_m: llama.cpp's Q4_K_M mix, q4_k with q6_k for the output and some attention-value and "
-             "MLP-down matrices",
+             "q4_k_m, q5_k_m: llama.cpp's Q4_K_M and Q5_K_M mixes, q4_k or q5_k with q6_k for the output and "
+             "some attention-value and MLP-down matrices",
              kGgufTypes))
       ->required();
   app->add_flag("--allow-requantize", f->allow_requantize,

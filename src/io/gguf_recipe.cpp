@@ -11,19 +11,25 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 }  // namespace
 
-QuantRecipe QuantRecipe::q4_k_m_mix() {
-  QuantRecipe r(GgmlType::Q4_K);
-  r.q4_k_m = true;
+QuantRecipe QuantRecipe::k_mix(GgmlType base) {
+  QuantRecipe r(base);
+  r.mix = true;
   return r;
 }
 
-std::string to_string(const QuantRecipe& r) { return r.q4_k_m ? "q4_k_m" : to_string(r.type); }
+std::string to_string(const QuantRecipe& r) {
+  if (!r.mix) return to_string(r.type);
+  return r.type == GgmlType::Q5_K ? "q5_k_m" : "q4_k_m";
+}
 
-uint32_t file_type_of(const QuantRecipe& r) { return r.q4_k_m ? 15 : ggml_file_type(r.type); }
+uint32_t file_type_of(const QuantRecipe& r) {
+  if (!r.mix) return ggml_file_type(r.type);
+  return r.type == GgmlType::Q5_K ? 17 : 15;
+}
 
 bool parse_recipe(const std::string& name, QuantRecipe& r) {
-  if (name == "q4_k_m") {
-    r = QuantRecipe::q4_k_m_mix();
+  if (name == "q4_k_m" || name == "q5_k_m") {
+    r = QuantRecipe::k_mix(name == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K);
     return true;
   }
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K,
@@ -36,7 +42,7 @@ bool parse_recipe(const std::string& name, QuantRecipe& r) {
 }
 
 TypePlan::TypePlan(const QuantRecipe& r, const std::vector<std::string>& names) : recipe_(r) {
-  if (!r.q4_k_m) return;
+  if (!r.mix) return;
   // llama.cpp counts attention-value matrices (attn_v, and the fused attn_qkv) over the file, and
   // takes the MLP-down count from the layers (one matrix each); both are numbered in the file's
   // order.
@@ -55,13 +61,13 @@ TypePlan::TypePlan(const QuantRecipe& r, const std::vector<std::string>& names) 
 }
 
 GgmlType TypePlan::type_of(const std::string& name, const std::vector<int64_t>& shape, GgmlType current) const {
-  if (shape.size() < 2 || (recipe_.q4_k_m && name == "position_embd.weight")) return current;
-  if (!recipe_.q4_k_m) return stored_type_for(recipe_.type, shape);
-  GgmlType want = GgmlType::Q4_K;
+  if (shape.size() < 2 || (recipe_.mix && name == "position_embd.weight")) return current;
+  if (!recipe_.mix) return stored_type_for(recipe_.type, shape);
+  GgmlType want = recipe_.type;
   if (name == "output.weight" || (!has_output_ && name == "token_embd.weight"))
     want = shape.back() % 256 != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
   else if (contains(name, "attn_qkv.weight"))
-    want = GgmlType::Q6_K;
+    want = recipe_.type == GgmlType::Q4_K ? GgmlType::Q5_K : GgmlType::Q6_K;
   else if (const auto it = more_bits_.find(name); it != more_bits_.end() && it->second)
     want = GgmlType::Q6_K;
   return stored_type_for(want, shape);

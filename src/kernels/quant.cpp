@@ -1,8 +1,8 @@
-// atto/kernels/quant.cpp: the linear layer on ggml's q8_0, q4_0, Q4_K and Q6_K weights, computed in
+// atto/kernels/quant.cpp: the linear layer on ggml's q8_0, q4_0, Q4_K, Q5_K and Q6_K weights, computed in
 // integers per block of 32 (quant.h has the fixed orders that define the bits; docs/cpu.md, "Integer
 // kernels", the dot products per level and how each keeps every lane's sum exact).
 // Activations are quantized once per call to blocks {float d; -8 sum(q); int8 q[32]}; the kernels
-// of q4_0 and q8_0 are in quant_q4_q8.cpp, Q4_K's in quant_q4k.cpp and Q6_K's in quant_q6k.cpp;
+// of q4_0 and q8_0 are in quant_q4_q8.cpp, Q4_K's and Q5_K's in quant_q4k_q5k.cpp and Q6_K's in quant_q6k.cpp;
 // threads split the columns (fixed groups of 16: any thread count gives the same bits).
 // $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
 #include <omp.h>
@@ -30,12 +30,13 @@ constexpr int64_t kParMacs = int64_t{1} << 15;  // below this many multiply-adds
 int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : 34; }
 
 void check_args(QuantType t, int64_t K, const char* what) {
-  if (t != QuantType::Q4_0 && t != QuantType::Q8_0 && t != QuantType::Q4_K && t != QuantType::Q6_K)
-    throw std::invalid_argument(std::string(what) +
-                                ": not a q4_0, q8_0, q4_k or q6_k type id: " + std::to_string(static_cast<int>(t)));
+  if (t != QuantType::Q4_0 && t != QuantType::Q8_0 && t != QuantType::Q4_K && t != QuantType::Q5_K &&
+      t != QuantType::Q6_K)
+    throw std::invalid_argument(std::string(what) + ": not a q4_0, q8_0, q4_k, q5_k or q6_k type id: " +
+                                std::to_string(static_cast<int>(t)));
   if (quant_super_blocks(t) && (K < 0 || K % (8 * kQK) != 0))
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
-                                " is not a multiple of 256 (the super-block size of q4_k and q6_k)");
+                                " is not a multiple of 256 (the super-block size of q4_k, q5_k and q6_k)");
   if (K < 0 || K % kQK != 0)
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
                                 " is not a multiple of 32 (the block size of q4_0 and q8_0)");
@@ -51,7 +52,7 @@ void check_layout(QuantType t, QuantLayout layout, const char* what) {
 // The block format of a type Lanes16 regroups (quant_impl.h).
 LaneBlock lane_block(QuantType t) {
   if (t == QuantType::Q4_0 || t == QuantType::Q8_0) return {block_bytes(t), 2, 32};
-  return {t == QuantType::Q4_K ? 144 : 210, 0, 256};
+  return {t == QuantType::Q4_K ? 144 : t == QuantType::Q5_K ? 176 : 210, 0, 256};
 }
 
 // The 32 integer values of a weight block: q8_0's int8, q4_0's nibble - 8 (low nibbles first).
@@ -101,7 +102,7 @@ std::vector<ActBlock> quantize_acts(const float* x, int64_t M, int64_t K, bool p
 
 // The reference chain of one output: activation row xa (nb blocks) against weight row w.
 float dot_ref(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
-  if (t == QuantType::Q4_K) return q4k_dot_ref(xa, w, nb);
+  if (t == QuantType::Q4_K || t == QuantType::Q5_K) return k45_dot_ref(t == QuantType::Q5_K, xa, w, nb);
   if (t == QuantType::Q6_K) return q6k_dot_ref(xa, w, nb);
   return b32_dot_ref(t == QuantType::Q8_0, xa, w, nb);
 }
@@ -154,7 +155,8 @@ void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, Quan
                  const float* bias, int64_t M, int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
   const bool packed = layout == QuantLayout::Lanes16;
   const int64_t n0 = g0 * G, n1 = std::min(N, g1 * G);
-  if (t == QuantType::Q4_K) return q4k_columns(k, packed, y, xa, w, bias, M, N, nb, n0, n1);
+  if (t == QuantType::Q4_K || t == QuantType::Q5_K)
+    return k45_columns(k, t == QuantType::Q5_K, packed, y, xa, w, bias, M, N, nb, n0, n1);
   if (t == QuantType::Q6_K) return q6k_columns(k, packed, y, xa, w, bias, M, N, nb, n0, n1);
   b32_columns(k, t == QuantType::Q8_0, packed, y, xa, w, bias, M, N, nb, n0, n1);
 }
@@ -209,7 +211,7 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layo
       row = bytes.data();
     }
     if (quant_super_blocks(t))
-      return t == QuantType::Q4_K ? q4k_dequantize_row(o, row, K) : q6k_dequantize_row(o, row, K);
+      return t == QuantType::Q6_K ? q6k_dequantize_row(o, row, K) : k45_dequantize_row(t == QuantType::Q5_K, o, row, K);
     int8_t wi[kQK];
     for (int64_t b = 0; b < nb; b++) {
       const uint8_t* blk = row + b * bs;

@@ -1,4 +1,4 @@
-// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0, Q4_K, Q6_K), computed
+// atto/kernels/quant.h: the linear layer on ggml's quantized weights (q8_0, q4_0, Q4_K, Q5_K, Q6_K), computed
 // in integers per block of 32 (docs/cpu.md, "Integer kernels (quantized weights)").
 //
 //   // y[M, N] = x[M, K] W^T + bias, W as N rows of ggml blocks (K a multiple of 32)
@@ -15,13 +15,16 @@
 namespace atto::kernels {
 
 // ggml's type ids, as stored in GGUF files.
-enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };
-// Whether t's rows are super-blocks of 256 values (Q4_K, Q6_K), not blocks of 32.
-inline bool quant_super_blocks(QuantType t) { return t == QuantType::Q4_K || t == QuantType::Q6_K; }
+enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
+// Whether t's rows are super-blocks of 256 values (Q4_K, Q5_K, Q6_K), not blocks of 32.
+inline bool quant_super_blocks(QuantType t) {
+  return t == QuantType::Q4_K || t == QuantType::Q5_K || t == QuantType::Q6_K;
+}
 // Bytes of one row of K values: K/32 blocks of 18 (q4_0) or 34 (q8_0), or K/256 super-blocks of
-// 144 (Q4_K) or 210 (Q6_K). (Inline: the same at every level, so not in the dispatched table.)
+// 144 (Q4_K), 176 (Q5_K) or 210 (Q6_K). (Inline: the same at every level, so not in the dispatched
+// table.)
 inline int64_t quant_row_bytes(QuantType t, int64_t K) {
-  if (quant_super_blocks(t)) return K / 256 * (t == QuantType::Q4_K ? 144 : 210);
+  if (quant_super_blocks(t)) return K / 256 * (t == QuantType::Q4_K ? 144 : t == QuantType::Q5_K ? 176 : 210);
   return K / 32 * (t == QuantType::Q4_0 ? 18 : 34);
 }
 
@@ -32,7 +35,7 @@ inline int64_t quant_row_bytes(QuantType t, int64_t K) {
 // (q4_0's blocks of 32 values, or the super-blocks of 256) is at byte (G * blocks a row + s) * 16 *
 // block bytes: the block's dwords for the 16 columns (dword q of column c at (q * 16 + c) * 4),
 // then each column's leftover bytes in column order (q8_0 and q4_0: their leading fp16 d, Q6_K:
-// its trailing fp16 d; Q4_K's 144 bytes are all dwords). The last N % 16 rows stay as they are.
+// its trailing fp16 d; Q4_K's 144 and Q5_K's 176 bytes are all dwords). The last N % 16 rows stay as they are.
 enum class QuantLayout : int { Rows = 0, Lanes16 = 1 };
 
 ATTO_ISA_BEGIN
@@ -45,7 +48,7 @@ void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layo
 // bytes each (ggml block layout; `layout` says how they are arranged). x is quantized per row in blocks of 32 to int8 with an f32 scale
 // (d = max|x|/127, q = nearbyint(x/d), ties to even; d = 0 -> all q = 0), then each output is
 // computed in integers per block and combined in float in the fixed order documented below.
-// K must be a multiple of 32 (of 256 for Q4_K and Q6_K; callers check, and so does this).
+// K must be a multiple of 32 (of 256 for Q4_K, Q5_K and Q6_K; callers check, and so does this).
 //
 // The fixed orders (every level, every dot product, any thread count and the reference give these
 // bits). In both, s_b = dw_b * dx_b (one float multiply: block b's fp16 scale as float times the
@@ -60,6 +63,8 @@ void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layo
 // nibbles 0..15 as they are), S_b = sum_{i<32} x_int[32b + i] (exact), dsc = float(d) * sc_j and
 // dmn = float(dmin) * m_j (exact: 17 bits), then acc = fma(dsc * dx_b, float(P_b), acc) and
 // acc = fma(-(dmn * dx_b), float(S_b), acc) (each product one float multiply); y = acc.
+// Q5_K: Q4_K's order, its 5-bit values (the nibble + 16 * bit j of qh byte i, for value i of
+// sub-block j; 0..31) in place of the nibbles in P_b.
 // Q6_K (super-blocks of 256: sixteen int8 scales sc_i, one per 16 values, an fp16 d, 6-bit u):
 // activation block b = 8s + j covers sub-blocks 2j and 2j + 1 of super-block s. One float acc = 0
 // per output. For each b in order: P_i = sum_{16 values} (u - 32) * x_int (exact int32), Q_b =
@@ -67,7 +72,7 @@ void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layo
 // * dx_b, float(Q_b), acc) (the product one float multiply); y = acc.
 // An activation block with a NaN gets the scale NaN (so its outputs are NaN); q is clamped to
 // [-127, 127] (only a subnormal scale can round past it).
-// Throws std::invalid_argument when K is not a multiple of 32 (Q4_K, Q6_K: 256) or t is another
+// Throws std::invalid_argument when K is not a multiple of 32 (Q4_K, Q5_K, Q6_K: 256) or t is another
 // type.
 void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType t, QuantLayout layout,
                           const float* bias, int64_t M, int64_t K, int64_t N);
@@ -76,7 +81,7 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
 void linear_quant_forward_naive(float* y, const float* x, const uint8_t* w, QuantType t, const float* bias, int64_t M,
                                 int64_t K, int64_t N);
 // out[r, :] = dequantized row ids[r] (< N) of W (N rows of K values): an embedding lookup on
-// quantized rows. Each value is float(d) * int (Q4_K: (d * sc) * nibble - dmin * m; Q6_K: (d * sc) * (u - 32)),
+// quantized rows. Each value is float(d) * int (Q4_K, Q5_K: (d * sc) * value - dmin * m; Q6_K: (d * sc) * (u - 32)),
 // the bits of io's ggml decoder (src/io/ggml_quants.cpp).
 void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layout, int64_t N, int64_t K,
                      const int32_t* ids, int64_t n_ids);

@@ -1,5 +1,6 @@
 // atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: the entry points,
-// the activations; quant_q4_q8.cpp: q4_0 and q8_0; quant_q4k.cpp: Q4_K; quant_q6k.cpp: Q6_K).
+// the activations; quant_q4_q8.cpp: q4_0 and q8_0; quant_q4k_q5k.cpp: Q4_K and Q5_K;
+// quant_q6k.cpp: Q6_K).
 // Internal to src/kernels.
 #pragma once
 
@@ -89,13 +90,13 @@ float b32_dot_ref(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb);
 void b32_columns(DotKind k, bool q8, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
                  int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1);
 
-// Q4_K's (quant.h's Q4_K order; quant_q4k.cpp): the reference chain of one output (nb activation
-// blocks, nb / 8 super-blocks), the outputs of columns [n0, n1) with dot k, and one row of K
-// values decoded as io's decoder does (the same bits).
-float q4k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
-void q4k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
-                 int64_t N, int64_t nb, int64_t n0, int64_t n1);
-void q4k_dequantize_row(float* out, const uint8_t* row, int64_t K);
+// Q4_K's and (q5) Q5_K's (quant.h's Q4_K order; quant_q4k_q5k.cpp): the reference chain of one
+// output (nb activation blocks, nb / 8 super-blocks), the outputs of columns [n0, n1) with dot k,
+// and one row of K values decoded as io's decoder does (the same bits).
+float k45_dot_ref(bool q5, const ActBlock* xa, const uint8_t* w, int64_t nb);
+void k45_columns(DotKind k, bool q5, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
+                 int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1);
+void k45_dequantize_row(bool q5, float* out, const uint8_t* row, int64_t K);
 // Q6_K's (quant.h's Q6_K order; quant_q6k.cpp): the same three (q6k_columns on W in ggml's rows or,
 // packed, in quant.h's Lanes16 layout).
 float q6k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
@@ -105,7 +106,8 @@ void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 
 // A block format as quant.h's Lanes16 regroups it: `bytes` a block of `values` values, of which
 // the first `lead` (q4_0's d) go after the dwords, as do the bytes past the last whole dword
-// (Q6_K's d). q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, Q4_K {144, 0, 256}, Q6_K {210, 0, 256}.
+// (Q6_K's d). q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, Q4_K {144, 0, 256}, Q5_K {176, 0, 256}, Q6_K
+// {210, 0, 256}.
 struct LaneBlock {
   int64_t bytes, lead, values;
 };
@@ -114,7 +116,7 @@ void lanes16_pack(uint8_t* out, const uint8_t* rows, LaneBlock f, int64_t N, int
 void lanes16_unpack_row(uint8_t* row, const uint8_t* w, LaneBlock f, int64_t N, int64_t K, int64_t n);
 
 #if defined(__AVX2__)
-// What the column-a-lane kernels (q8_0, q4_0, Q4_K, Q6_K) share.
+// What the column-a-lane kernels (q8_0, q4_0, Q4_K, Q5_K, Q6_K) share.
 // 4x4 dwords transposed within each 128-bit lane: t[g] lane i = z[i] lane g.
 #define ATTO_Q4_TRANSPOSE(V, sfx, z, t)                                                       \
   do {                                                                                        \

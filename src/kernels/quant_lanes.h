@@ -1,5 +1,5 @@
 // atto/kernels/quant_lanes.h: the vector words of the column-a-lane integer kernels
-// (quant_q4_q8.cpp, quant_q4k.cpp, quant_q6k.cpp): W columns a register (16 on zmm when
+// (quant_q4_q8.cpp, quant_q4k_q5k.cpp, quant_q6k.cpp): W columns a register (16 on zmm when
 // ATTO_QUANT_LANES_ZMM is defined, else 8 on ymm), kRows rows a prompt tile, the loads, stores,
 // lane-wise operations and the 16-byte gather they share, and where a column group's
 // super-blocks come from (rows or a Lanes16 packing). Included inside each chain's namespace,

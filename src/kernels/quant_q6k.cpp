@@ -3,7 +3,7 @@
 // super-block s): acc = fma(d * dx_b, float(Q_b), acc), Q_b = sc_2j P_2j + sc_2j+1 P_2j+1 exact,
 // P_i = sum (u - 32) * x_int over 16 values, u the 6-bit weight. On x86 the unsigned u meets x in
 // vpdpbusd (or vpmaddubsw + vpmaddwd), and 32 * sum(x) over the 16 values comes off after.
-// As quant_q4k.cpp's Q4_K, x86 computes 16 (zmm) or 8 (ymm) columns at once, one a lane: a
+// As quant_q4k_q5k.cpp's Q4_K, x86 computes 16 (zmm) or 8 (ymm) columns at once, one a lane: a
 // super-block of W columns is laid out as 8 x 8 vectors of u (block j, dword g: lane c = column
 // c's u[32j + 4g..+3]), 16 vectors of int32 scales and one of d. Decoding (M <= the rows of a
 // tile) lays out each super-block as it goes; prompts lay out a column group once for all row

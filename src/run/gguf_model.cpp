@@ -470,11 +470,12 @@ namespace {
 
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
 // token embedding reads (not the learned positions, which are sliced), every part of one q8_0,
-// q4_0, Q4_K or Q6_K type (Q4_K, Q6_K: rows of whole super-blocks of 256, as their rows must be).
+// q4_0, Q4_K, Q5_K or Q6_K type (the k-quants: rows of whole super-blocks of 256, as their rows
+// must be).
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
-  const bool super = type == io::GgmlType::Q4_K || type == io::GgmlType::Q6_K;
+  const bool super = type == io::GgmlType::Q4_K || type == io::GgmlType::Q5_K || type == io::GgmlType::Q6_K;
   if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0 && !super) return false;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
@@ -485,9 +486,9 @@ bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names,
 }
 
 // A quantized block's scales must be finite, as a float weight must be: a block's first two bytes
-// (fp16), a Q4_K super-block's d and dmin (its first four), a Q6_K one's d (its last two).
+// (fp16), a Q4_K or Q5_K super-block's d and dmin (its first four), a Q6_K one's d (its last two).
 void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, const std::string& bytes) {
-  const bool k4 = t.type == io::GgmlType::Q4_K, k6 = t.type == io::GgmlType::Q6_K;
+  const bool k4 = t.type == io::GgmlType::Q4_K || t.type == io::GgmlType::Q5_K, k6 = t.type == io::GgmlType::Q6_K;
   const uint64_t block = io::ggml_nbytes(t.type, k4 || k6 ? 256 : 32);
   const std::vector<uint64_t> scales = k6   ? std::vector<uint64_t>{208}
                                        : k4 ? std::vector<uint64_t>{0, 2}

@@ -246,7 +246,7 @@ bool Tensor::is_contiguous() const {
 namespace {
 [[noreturn]] void refuse_quantized(const Shape& shape) {
   throw Error(
-      fmt::format("a tensor {} holds quantized weights (q8_0, q4_0, Q4_K or Q6_K rows), which only the linear layers "
+      fmt::format("a tensor {} holds quantized weights (q8_0, q4_0, Q4_K, Q5_K or Q6_K rows), which only the linear layers "
                   "and the embedding lookup read; this use needs floats: load the model with its weights "
                   "dequantized (atto's commands that train, export or inspect do)",
                   shape_str(shape)));

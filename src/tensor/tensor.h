@@ -60,7 +60,7 @@ struct AllocatorStats {
 };
 AllocatorStats allocator_stats();
 
-// WeightStorage kept in a block-quantized layout (ggml's q8_0, q4_0, Q4_K or Q6_K rows: kernels/quant.h) instead
+// WeightStorage kept in a block-quantized layout (ggml's q8_0, q4_0, Q4_K, Q5_K or Q6_K rows: kernels/quant.h) instead
 // of floats, for inference: a matrix of rows x cols values as rows of row_bytes bytes each.
 struct QuantizedData {
   int type = 0;           // ggml's type id (kernels::QuantType)

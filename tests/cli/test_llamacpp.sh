@@ -10,7 +10,7 @@
 #     type (printed: the measured maximum);
 #   - greedy generation of 100 tokens (stream model, f32) is the same token for token;
 #   - atto reading the GGUF back scores exactly as the run directory (f32);
-#   - q4_0, k-quant, q5_0, q5_1, q4_1 and bf16 files: llama.cpp's log-probabilities are atto's
+#   - q4_0, k-quant (q4_k_m, q5_k_m too), q5_0, q5_1, q4_1 and bf16 files: llama.cpp's log-probabilities are atto's
 #     reading the same file;
 #   - LoRA runs over the tanh (gpt2) and llama models: llama.cpp loading the base's GGUF plus the
 #     adapter GGUF (`atto export --lora-only`) gives the merged model's log-probabilities.
@@ -154,7 +154,7 @@ expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${
 "$ATTO" score --model "$W/llama256" --file "$W/lines.txt" --json >"$W/llama256.score.json"
 compare seqs "$W/llama256.score.json" "$W/llama256.seqs.json" 0
 for mt in tanh.q8_0 llama.q8_0 tanh.q4_0 llama.q4_0 llama256.q4_k llama256.q6_k llama256.q4_k_m llama256.q5_k \
-  llama256.q5_0 tanh.q5_1 llama256.q4_1 tanh.bf16; do
+  llama256.q5_k_m llama256.q5_0 tanh.q5_1 llama256.q4_1 tanh.bf16; do
   model=${mt%%.*} type=${mt#*.}
   g=$W/$mt.gguf
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"

@@ -545,7 +545,7 @@ TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
   EXPECT_EQ(tied.type_of("token_embd.weight", m, GgmlType::F32), GgmlType::Q6_K);
   EXPECT_EQ(tied.type_of("position_embd.weight", m, GgmlType::F32), GgmlType::F32);
   EXPECT_EQ(tied.type_of("position_embd.weight", m, GgmlType::Q8_0), GgmlType::Q8_0);
-  EXPECT_EQ(tied.type_of("blk.0.attn_qkv.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(tied.type_of("blk.0.attn_qkv.weight", m, GgmlType::F32), GgmlType::Q5_K);  // as llama.cpp
   EXPECT_EQ(tied.type_of("blk.0.ffn_down.weight", m, GgmlType::F32), GgmlType::Q6_K);  // layer 0 of 1
   // One type for every matrix: stored_type_for's rule, positions included.
   const TypePlan q4(QuantRecipe(GgmlType::Q4_0), names);
@@ -553,7 +553,16 @@ TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
   EXPECT_EQ(tied.type_of("blk.0.attn_qkv.bias", vec, GgmlType::F32), GgmlType::F32);
   QuantRecipe r;
   EXPECT_FALSE(parse_recipe("q3_k", r));  // read, not written
-  EXPECT_TRUE(parse_recipe("q6_k", r) && r.type == GgmlType::Q6_K && !r.q4_k_m);
+  EXPECT_TRUE(parse_recipe("q6_k", r) && r.type == GgmlType::Q6_K && !r.mix);
+  // Q5_K_M: Q5_K for Q4_K, the fused attn_qkv Q6_K; file type 17.
+  ASSERT_TRUE(parse_recipe("q5_k_m", r));
+  EXPECT_EQ(to_string(r), "q5_k_m");
+  EXPECT_EQ(file_type_of(r), 17u);
+  const TypePlan k5(r, names), tied5(r, {"token_embd.weight", "blk.0.attn_qkv.weight"});
+  EXPECT_EQ(k5.type_of("blk.1.attn_v.weight", m, GgmlType::F32), GgmlType::Q5_K);
+  EXPECT_EQ(k5.type_of("blk.0.attn_v.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(k5.type_of("blk.1.ffn_up.weight", narrow, GgmlType::F32), GgmlType::Q5_1);  // llama.cpp's fallback
+  EXPECT_EQ(tied5.type_of("blk.0.attn_qkv.weight", m, GgmlType::F32), GgmlType::Q6_K);
   // Re-quantizing a file to the mix sets general.file_type and each tensor's type.
   GgufWriter w;
   w.add("general.file_type", GgufValue::u32(0));

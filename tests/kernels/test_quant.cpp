@@ -1,4 +1,4 @@
-// The linear layer on q8_0 / q4_0 / Q4_K / Q6_K weights (kernels/quant.h): the kernels against the scalar
+// The linear layer on q8_0 / q4_0 / Q4_K / Q5_K / Q6_K weights (kernels/quant.h): the kernels against the scalar
 // reference bit for bit (every shape class, every level and integer dot product this CPU runs, 1
 // and 2 threads), the reference against a double-precision dot of the dequantized values, the
 // result against the f32 product within the activations' rounding, the row decoder, and K checks.
@@ -678,13 +678,113 @@ TEST(KernelQuant, Q4KDequantizeRowsIsGgmlsDecoder) {
     }
 }
 
+// ---- Q5_K -----------------------------------------------------------------------------------------
+// Value i (< 32) of sub-block j of the Q5_K super-block at blk: its nibble plus 16 for bit j of
+// qh byte i.
+int value_k5(const uint8_t* blk, int j, int i) {
+  const uint8_t b = blk[48 + 32 * (j / 2) + i];
+  return (j % 2 == 0 ? b & 15 : b >> 4) + ((blk[16 + i] >> j) & 1) * 16;
+}
+
+// N rows of random Q5_K super-blocks (random bytes, finite random d and dmin, subnormal and
+// negative ones too).
+std::vector<uint8_t> make_q5k(int64_t N, int64_t K, uint32_t seed) {
+  std::vector<uint8_t> w(static_cast<size_t>(quant_row_bytes(QuantType::Q5_K, K) * N));
+  std::mt19937 gen(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(gen());
+  for (size_t s = 0; s < w.size(); s += 176) {
+    put_half(w.data() + s, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+    put_half(w.data() + s + 2, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+  }
+  return w;
+}
+
+TEST(KernelQuant, Q5KEveryDotProductAndTailGivesTheReferenceBits) {
+  every_dot_product_gives_the_reference_bits(QuantType::Q5_K, "q5_k", 1100, make_q5k);
+}
+
+// Q5_K's documented order (Q4_K's with the 5-bit values), recomputed; the largest values (31
+// everywhere: nibbles 15, every qh bit set) against q = +-127 with exact expected sums (P = 32 *
+// 127 * 31 = 125984 a sub-block: vpmaddubsw's int16 lanes would overflow summed as Q4_K's are).
+TEST(KernelQuant, Q5KReferenceFollowsTheDocumentedOrder) {
+  auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < kk / 32; b++) {
+      const float* v = xs.data() + m * kk + 32 * b;
+      const float dx = act_scale(v);
+      const uint8_t* blk = ws.data() + (n * kk / 256 + b / 8) * 176;
+      const int j = static_cast<int>(b % 8);
+      int64_t p = 0, s = 0;
+      for (int i = 0; i < 32; i++) {
+        const int64_t q = act_int(v[i], dx);
+        p += value_k5(blk, j, i) * q, s += q;
+      }
+      int sc, mn;
+      scale_min_k4(j, blk + 4, sc, mn);
+      const float dsc = static_cast<float>(from_half(get_half(blk)) * sc);
+      const float dmn = static_cast<float>(from_half(get_half(blk + 2)) * mn);
+      acc = std::fma(static_cast<float>(double{dsc} * dx), static_cast<float>(p), acc);
+      acc = std::fma(-static_cast<float>(double{dmn} * dx), static_cast<float>(s), acc);
+    }
+    return acc;
+  };
+  const int64_t K = 256, N = 2, M = 2;
+  std::vector<uint8_t> w(static_cast<size_t>(N * 176), 0xFF);  // nibbles 15 and every fifth bit: 31
+  const int s63[8] = {63, 63, 63, 63, 63, 63, 63, 63}, s0[8] = {};
+  for (int n = 0; n < N; n++) {
+    put_half(w.data() + n * 176, 0x3C00), put_half(w.data() + n * 176 + 2, 0x3C00);  // d = dmin = 1
+    put_scales_k4(w.data() + n * 176 + 4, s63, n == 0 ? s0 : s63);
+  }
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (int64_t k = 0; k < K; k++) x[k] = 127.0f, x[K + k] = -127.0f;
+  for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16}) {
+    const auto fast = run_fast(x, w, QuantType::Q5_K, nullptr, M, K, N, layout);
+    EXPECT_EQ(fast[0], 8.0f * 63.0f * 125984.0f);
+    EXPECT_EQ(fast[1], 8.0f * (63.0f * 125984.0f - 63.0f * 4064.0f));
+    EXPECT_EQ(fast[N], -8.0f * 63.0f * 125984.0f);
+  }
+  const int64_t M2 = 5, K2 = 512, N2 = 9;
+  const auto w2 = make_q5k(N2, K2, 113);
+  const auto x2 = randn(M2 * K2, 114);
+  const auto y2 = run_naive(x2, w2, QuantType::Q5_K, nullptr, M2, K2, N2);
+  for (int64_t m = 0; m < M2; m++)
+    for (int64_t n = 0; n < N2; n++)
+      EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
+}
+
+// dequantize_rows on Q5_K: ggml's dequantize_row_q5_K ((d * sc) * value - dmin * m), bit for bit.
+TEST(KernelQuant, Q5KDequantizeRowsIsGgmlsDecoder) {
+  const int64_t N = 5, K = 512;
+  const auto w = make_q5k(N, K, 115);
+  const std::vector<int32_t> ids = {4, 0, 4, 2};
+  std::vector<float> got(ids.size() * K);
+  dequantize_rows(got.data(), w.data(), QuantType::Q5_K, QuantLayout::Rows, N, K, ids.data(),
+                  static_cast<int64_t>(ids.size()));
+  for (size_t r = 0; r < ids.size(); r++)
+    for (int64_t s = 0; s < K / 256; s++) {
+      const uint8_t* blk = w.data() + (ids[r] * K / 256 + s) * 176;
+      const float d = static_cast<float>(from_half(get_half(blk))),
+                  dmin = static_cast<float>(from_half(get_half(blk + 2)));
+      for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        scale_min_k4(j, blk + 4, sc, mn);
+        const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
+        for (int i = 0; i < 32; i++) {
+          const volatile float prod = d1 * static_cast<float>(value_k5(blk, j, i));  // (no fused multiply-add)
+          ASSERT_EQ(got[r * K + s * 256 + 32 * j + i], prod - m1)
+              << "r=" << r << " s=" << s << " j=" << j << " i=" << i;
+        }
+      }
+    }
+}
+
 TEST(KernelQuant, SuperBlockTypesNeedWholeSuperBlocks) {
   EXPECT_EQ(quant_row_bytes(QuantType::Q4_K, 512), 288);
   EXPECT_EQ(quant_row_bytes(QuantType::Q6_K, 512), 420);
   std::vector<float> x(2 * 512, 1.0f), y(4, 0.0f);
   std::vector<uint8_t> w(4 * 420, 0);
   const int32_t id = 0;
-  for (QuantType t : {QuantType::Q4_K, QuantType::Q6_K}) {
+  for (QuantType t : {QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K}) {
     for (int64_t K : {32, 224, 288, -256, 1}) {
       EXPECT_THROW(linear_quant_forward(y.data(), x.data(), w.data(), t, QuantLayout::Rows, nullptr, 1, K, 2), std::invalid_argument);
       EXPECT_THROW(linear_quant_forward_naive(y.data(), x.data(), w.data(), t, nullptr, 1, K, 2),
@@ -820,14 +920,16 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
 // past the last group of 16 where they were), each row read back by dequantize_rows as from the
 // rows; the layout the kernels want on this CPU; a layout that does not exist is refused.
 TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
-  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K})
+  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K})
     for (int64_t N : {1, 16, 37}) {
       const int64_t K = 512;
       const auto w = t == QuantType::Q4_K   ? make_q4k(N, K, 99)
+                     : t == QuantType::Q5_K ? make_q5k(N, K, 99)
                      : t == QuantType::Q6_K ? make_q6k(N, K, 99)
                                             : make_weights(t, N, K, true, 99);
       const auto p = packed_as(w, t, QuantLayout::Lanes16, N, K);
       const std::string what = std::string(t == QuantType::Q4_K   ? "q4_k"
+                                           : t == QuantType::Q5_K ? "q5_k"
                                            : t == QuantType::Q6_K ? "q6_k"
                                                                   : type_name(t)) +
                                " N=" + std::to_string(N);
@@ -846,7 +948,7 @@ TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
       dequantize_rows(b.data(), p.data(), t, QuantLayout::Lanes16, N, K, ids.data(), N);
       expect_bit_identical(b, a, "lanes16 rows " + what);
     }
-  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K}) {
+  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K}) {
 #if defined(__x86_64__)
     EXPECT_EQ(quant_layout_for(t), QuantLayout::Lanes16);
 #else
@@ -866,8 +968,8 @@ TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
 TEST(KernelQuant, SuperBlocksCloseToTheF32ProductOfTheDequantizedWeights) {
   const int64_t M = 4, K = 512, N = 21;
   const auto x = randn(M * K, 97);
-  for (QuantType t : {QuantType::Q4_K, QuantType::Q6_K}) {
-    const auto w = t == QuantType::Q4_K ? make_q4k(N, K, 98) : make_q6k(N, K, 98);
+  for (QuantType t : {QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K}) {
+    const auto w = t == QuantType::Q4_K ? make_q4k(N, K, 98) : t == QuantType::Q5_K ? make_q5k(N, K, 98) : make_q6k(N, K, 98);
     std::vector<int32_t> ids(N);
     for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(n);
     std::vector<float> wd(static_cast<size_t>(N * K));
@@ -886,7 +988,7 @@ TEST(KernelQuant, SuperBlocksCloseToTheF32ProductOfTheDequantizedWeights) {
           }
         }
         EXPECT_NEAR(y[m * N + n], exact, bound * 1.01 + 1e-30)
-            << (t == QuantType::Q4_K ? "q4_k" : "q6_k") << " m=" << m << " n=" << n;
+            << (t == QuantType::Q4_K ? "q4_k" : t == QuantType::Q5_K ? "q5_k" : "q6_k") << " m=" << m << " n=" << n;
       }
   }
 }

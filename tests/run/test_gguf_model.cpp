@@ -231,9 +231,9 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   }
 }
 
-// A Q4_K or Q6_K file (atto quantize --type q4_k|q6_k) of a model whose matrices have rows of 256
-// values: every matrix stays rows of that type and computes on the integer kernels (as q4_0 does
-// above), close to the same file read as floats (Q6_K closer than Q4_K).
+// A Q4_K, Q5_K or Q6_K file (atto quantize --type q4_k|q5_k|q6_k) of a model whose matrices have
+// rows of 256 values: every matrix stays rows of that type and computes on the integer kernels (as
+// q4_0 does above), close to the same file read as floats (Q5_K closer than Q4_K, Q6_K closer still).
 TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
   test::TempDir dir;
   LoadedModel lm = random_model("abcdefgh\n", false);
@@ -243,9 +243,11 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
   lm.model->eval();
   const std::vector<int32_t> ids = lm.tokenizer->encode("abcabcd");
   const std::vector<float> original = logits_of(*lm.model, ids);
-  double file_error[2] = {0, 0};  // the file's weights (as floats) against the model's
-  for (const io::GgmlType type : {io::GgmlType::Q4_K, io::GgmlType::Q6_K}) {
+  double file_error[3] = {0, 0, 0};  // the file's weights (as floats) against the model's: Q4_K, Q5_K, Q6_K
+  for (const io::GgmlType type : {io::GgmlType::Q4_K, io::GgmlType::Q5_K, io::GgmlType::Q6_K}) {
     const bool k6 = type == io::GgmlType::Q6_K;
+    const int which = type == io::GgmlType::Q4_K ? 0 : type == io::GgmlType::Q5_K ? 1 : 2;
+    const int64_t sb = static_cast<int64_t>(io::ggml_nbytes(type, 256));
     const std::string name_of = io::to_string(type), file = dir / (name_of + ".gguf");
     export_gguf(lm, file, type);
     LoadedModel floats = load_gguf(file);
@@ -256,7 +258,7 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
       EXPECT_EQ(t.quantized() != nullptr, matrix) << name_of << " " << name;
       if (const QuantizedData* q = t.quantized()) {
         EXPECT_EQ(q->type, static_cast<int>(type)) << name;
-        EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * (k6 ? 210 : 144)) << name;
+        EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * sb) << name;
         // Regrouped for the column-a-lane kernels where the level has them (x86).
         const auto want_layout = kernels::quant_layout_for(static_cast<kernels::QuantType>(type));
         EXPECT_EQ(q->layout, static_cast<int>(want_layout)) << name;
@@ -271,20 +273,20 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
     double worst = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-      file_error[k6 ? 1 : 0] = std::max(file_error[k6 ? 1 : 0], std::fabs(double(want[i]) - original[i]));
+      file_error[which] = std::max(file_error[which], std::fabs(double(want[i]) - original[i]));
     }
     EXPECT_LT(worst, 0.02) << name_of;
     EXPECT_GT(worst, 0.0) << name_of << ": computed on floats";
     std::printf("%s: max |logit(integer kernels) - logit(floats)| = %.3g\n", name_of.c_str(), worst);
-    // A super-block whose dmin (Q4_K) or d (Q6_K) is not finite is refused by name, as a block's
-    // scale is.
+    // A super-block whose dmin (Q4_K, Q5_K) or d (Q6_K) is not finite is refused by name, as a
+    // block's scale is.
     const io::GgufFile f = io::read_gguf(file);
     const io::GgufTensorInfo* t = f.find("blk.0.ffn_down.weight");
     ASSERT_NE(t, nullptr);
     ASSERT_EQ(t->type, type);
     std::string bytes = f.bytes_;
     const uint16_t inf = 0x7C00;
-    std::memcpy(bytes.data() + f.data_start_ + t->offset + (k6 ? 210 + 208 : 144 + 2), &inf, 2);  // super-block 1's
+    std::memcpy(bytes.data() + f.data_start_ + t->offset + sb + (k6 ? 208 : 2), &inf, 2);  // super-block 1's
     {
       std::ofstream out(dir / "bad.gguf", std::ios::binary);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -293,16 +295,17 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
                 HasSubstr(fmt::format("blk.0.ffn_down.weight holds a non-finite block {} (inf in block 1)",
                                       k6 ? "scale" : "min scale")));
   }
-  // llama.cpp's Q4_K_M mix: a 1-layer gpt2 model's tied head and fused attention Q6_K (llama.cpp:
-  // Q5_K, which atto does not write), its ffn_down Q6_K (layer 0 of 1), the other two Q4_K, the
-  // learned positions f32; every matrix computes on its own type.
-  export_gguf(lm, dir / "m.gguf", io::QuantRecipe::q4_k_m_mix());
+  // llama.cpp's Q4_K_M mix: a 1-layer gpt2 model's tied head Q6_K, its fused attention Q5_K, its
+  // ffn_down Q6_K (layer 0 of 1), the other two Q4_K, the learned positions f32; every matrix
+  // computes on its own type.
+  export_gguf(lm, dir / "m.gguf", io::QuantRecipe::k_mix(io::GgmlType::Q4_K));
   {
     const io::GgufFile f = io::read_gguf(dir / "m.gguf");
     EXPECT_EQ(f.get("general.file_type").as_uint("file type"), 15u);
     EXPECT_EQ(f.find("position_embd.weight")->type, io::GgmlType::F32);
-    for (const char* six : {"token_embd.weight", "blk.0.attn_qkv.weight", "blk.0.ffn_down.weight"})
+    for (const char* six : {"token_embd.weight", "blk.0.ffn_down.weight"})
       EXPECT_EQ(f.find(six)->type, io::GgmlType::Q6_K) << six;
+    EXPECT_EQ(f.find("blk.0.attn_qkv.weight")->type, io::GgmlType::Q5_K);
     for (const char* four : {"blk.0.attn_output.weight", "blk.0.ffn_up.weight"})
       EXPECT_EQ(f.find(four)->type, io::GgmlType::Q4_K) << four;
     LoadedModel floats = load_gguf(dir / "m.gguf");
@@ -314,9 +317,11 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
     for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
     EXPECT_LT(worst, 0.02) << "q4_k_m";
   }
-  // Q6_K's weights are 4x finer than Q4_K's: its file moves the logits less.
-  std::printf("file against the model: q4_k %.3g, q6_k %.3g\n", file_error[0], file_error[1]);
-  EXPECT_LT(file_error[1], file_error[0] / 2);
+  // Q5_K's weights are 2x finer than Q4_K's, Q6_K's 4x: their files move the logits less.
+  std::printf("file against the model: q4_k %.3g, q5_k %.3g, q6_k %.3g\n", file_error[0], file_error[1],
+              file_error[2]);
+  EXPECT_LT(file_error[1], file_error[0]);
+  EXPECT_LT(file_error[2], file_error[0] / 2);
 }
 
 // A llama file whose attention keys disagree with its tensors, or name what atto cannot run.
