@@ -443,7 +443,7 @@ class Model:
         """Every tensor of the model by name (the names and shapes of its model.safetensors:
         nanoGPT's for a GPT), as read-only float32 numpy arrays over the model's own memory (no
         copy; they stay valid after close()). np.array(w) makes a writable copy. The matrices of
-        a quantized GGUF file (q8_0, q4_0, Q4_K, Q6_K), kept quantized, come dequantized (a
+        a quantized GGUF file (q8_0, q4_0, Q4_K, Q5_K, Q6_K), kept quantized, come dequantized (a
         float copy each)."""
         return self._m.weights()
 

@@ -18,7 +18,7 @@ namespace {
 using test::error_of;
 using ::testing::HasSubstr;
 
-uint64_t fnv1a(const void* p, size_t n) {
+uint64_t fnv1a_of(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
@@ -67,12 +67,12 @@ TEST(GgmlTypes, EncodedBytesAreGgmlsReference) {
     const std::string q = encode(w.t, x);
     ASSERT_EQ(q.size(), w.size) << to_string(w.t);
     EXPECT_EQ(std::vector<uint8_t>(q.begin(), q.begin() + 4), w.head) << to_string(w.t);
-    EXPECT_EQ(fnv1a(q.data(), q.size()), w.hash) << to_string(w.t);
+    EXPECT_EQ(fnv1a_of(q.data(), q.size()), w.hash) << to_string(w.t);
   }
   std::vector<float> y(x);
   for (float& v : y) v *= 1.00001f;
   const std::string bf = encode(GgmlType::BF16, y);
-  EXPECT_EQ(fnv1a(bf.data(), bf.size()), 0x3b603a315108cad7ull);
+  EXPECT_EQ(fnv1a_of(bf.data(), bf.size()), 0x3b603a315108cad7ull);
 }
 
 TEST(GgmlTypes, DecodedValuesAreGgmlsReference) {
@@ -95,7 +95,7 @@ TEST(GgmlTypes, DecodedValuesAreGgmlsReference) {
     std::vector<float> y(2048);
     decode(w.t, b.data(), y.data(), y.size());
     EXPECT_EQ(y[w.at], w.value) << to_string(w.t);
-    EXPECT_EQ(fnv1a(y.data(), y.size() * 4), w.hash) << to_string(w.t);
+    EXPECT_EQ(fnv1a_of(y.data(), y.size() * 4), w.hash) << to_string(w.t);
   }
 }
 
