@@ -91,8 +91,7 @@ Command add_quantize(CLI::App& root) {
          "--type", f->type,
          fmt::format(
              "{}: the type of the weight matrices (one whose rows are not a multiple of the "
-             "type's block, 32 values or the k-quants' 256, is stored f16; q4_k and q6_k fall back to q8_0, q5_k "
-             "to q5_1); "
+             "type's block, 32 values or the k-quants' 256, is stored f16; the k-quants fall back to q8_0); "
              "q4_k_m, q5_k_m: llama.cpp's Q4_K_M and Q5_K_M mixes, q4_k or q5_k with q6_k for the output and "
              "some attention-value and MLP-down matrices",
              kGgufTypes))

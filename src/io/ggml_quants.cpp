@@ -86,17 +86,18 @@ uint64_t ggml_block_size(GgmlType t) { return info(t).block; }
 
 uint64_t ggml_nbytes(GgmlType t, uint64_t n) { return n / info(t).block * info(t).bytes; }
 
+namespace {
+bool quant_super_block(GgmlType t) { return ggml_block_size(t) == kQKK; }
+}  // namespace
+
 GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape) {
   if (shape.size() < 2 || want == GgmlType::F32) return GgmlType::F32;
   const int64_t row = shape.back();
   if (row % static_cast<int64_t>(ggml_block_size(want)) == 0) return want;
-  if (row % static_cast<int64_t>(kQK) == 0) {
-    // llama.cpp's llama-quantize takes q5_0 for a Q4_K matrix whose rows do not fill super-blocks
-    // of 256, q5_1 for a Q5_K one and q8_0 for a Q6_K one; atto takes q8_0 for Q4_K too (it
-    // computes q8_0 as integers, q5_0 in floats).
-    if (want == GgmlType::Q4_K || want == GgmlType::Q6_K) return GgmlType::Q8_0;
-    if (want == GgmlType::Q5_K) return GgmlType::Q5_1;
-  }
+  // llama.cpp's llama-quantize takes q5_0 for a Q4_K matrix whose rows do not fill super-blocks of
+  // 256, q5_1 for a Q5_K one and q8_0 for a Q6_K one; atto takes q8_0 for all three (it computes
+  // q8_0 as integers, q5_0 and q5_1 in floats).
+  if (quant_super_block(want) && row % static_cast<int64_t>(kQK) == 0) return GgmlType::Q8_0;
   return GgmlType::F16;
 }
 

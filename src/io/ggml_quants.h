@@ -114,9 +114,9 @@ void decode(GgmlType t, const uint8_t* src, float* out, uint64_t n);
 
 // The type a tensor of row-major `shape` is stored as when `want` is asked for, the rule of
 // `atto export` and `atto quantize`: 1-D tensors (norms, biases) stay f32; a matrix takes `want`,
-// or, when its rows are not a multiple of want's block size, f16, except where rows of a
-// multiple of 32 allow a block type: q8_0 for Q6_K and q5_1 for Q5_K, as llama.cpp; q8_0 for Q4_K
-// (llama.cpp takes q5_0, which atto computes in floats; q8_0 it computes as integers).
+// or, when its rows are not a multiple of want's block size, f16, except that a K-quant matrix
+// whose rows are a multiple of 32 takes q8_0 (as llama.cpp for Q6_K; for Q4_K and Q5_K it takes
+// q5_0 and q5_1, which atto computes in floats, q8_0 as integers).
 GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape);
 // llama.cpp's general.file_type (enum llama_ftype) of a file whose matrices are `t`:
 // 0 ALL_F32, 1 MOSTLY_F16, 2 MOSTLY_Q4_0, 3 MOSTLY_Q4_1, 7 MOSTLY_Q8_0, 8 MOSTLY_Q5_0, 9

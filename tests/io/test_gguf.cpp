@@ -561,7 +561,7 @@ TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
   const TypePlan k5(r, names), tied5(r, {"token_embd.weight", "blk.0.attn_qkv.weight"});
   EXPECT_EQ(k5.type_of("blk.1.attn_v.weight", m, GgmlType::F32), GgmlType::Q5_K);
   EXPECT_EQ(k5.type_of("blk.0.attn_v.weight", m, GgmlType::F32), GgmlType::Q6_K);
-  EXPECT_EQ(k5.type_of("blk.1.ffn_up.weight", narrow, GgmlType::F32), GgmlType::Q5_1);  // llama.cpp's fallback
+  EXPECT_EQ(k5.type_of("blk.1.ffn_up.weight", narrow, GgmlType::F32), GgmlType::Q8_0);  // llama.cpp: q5_1
   EXPECT_EQ(tied5.type_of("blk.0.attn_qkv.weight", m, GgmlType::F32), GgmlType::Q6_K);
   // Re-quantizing a file to the mix sets general.file_type and each tensor's type.
   GgufWriter w;
