@@ -152,6 +152,21 @@ void dequantize_q5_0(const uint8_t* blocks, float* out, uint64_t n) {
   }
 }
 
+std::string q5_0_as_q8_0(const uint8_t* blocks, uint64_t n) {
+  std::string out(n / kQK32 * 34, '\0');
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    const uint8_t* o = blocks + b * kQ50Bytes;
+    char* q = out.data() + b * 34;
+    std::memcpy(q, o, 2);  // d
+    const uint32_t qh = read_u32(o + 2);
+    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
+      q[2 + j] = static_cast<char>(((o[6 + j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10)) - 16);
+      q[2 + j + 16] = static_cast<char>(((o[6 + j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10)) - 16);
+    }
+  }
+  return out;
+}
+
 // ============================================================================================
 // K-quants: Q5_K, Q3_K, Q2_K
 // ============================================================================================

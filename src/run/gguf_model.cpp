@@ -470,13 +470,13 @@ namespace {
 
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
 // token embedding reads (not the learned positions, which are sliced), every part of one q8_0,
-// q4_0, Q4_K, Q5_K or Q6_K type (the k-quants: rows of whole super-blocks of 256, as their rows
-// must be).
+// q5_0 (kept as q8_0 blocks of its exact values), q4_0, Q4_K, Q5_K or Q6_K type (the k-quants: rows
+// of whole super-blocks of 256, as their rows must be).
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
   const bool super = type == io::GgmlType::Q4_K || type == io::GgmlType::Q5_K || type == io::GgmlType::Q6_K;
-  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q4_0 && !super) return false;
+  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q5_0 && type != io::GgmlType::Q4_0 && !super) return false;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
     if (t->type != type || t->shape.size() != 2) return false;
@@ -544,8 +544,9 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
       parts.clear(), shape = t->shape, shape[0] = 0, qparts.reset();
       if (weights == WeightStorage::Quantized && keeps_quantized(f, names, i)) {
         qparts = std::make_shared<QuantizedData>();
-        qparts->type = static_cast<int>(t->type);
-        qparts->row_bytes = static_cast<int64_t>(io::ggml_nbytes(t->type, static_cast<uint64_t>(t->shape.at(1))));
+        const io::GgmlType kept = t->type == io::GgmlType::Q5_0 ? io::GgmlType::Q8_0 : t->type;  // exact
+        qparts->type = static_cast<int>(kept);
+        qparts->row_bytes = static_cast<int64_t>(io::ggml_nbytes(kept, static_cast<uint64_t>(t->shape.at(1))));
       }
     }
     ATTO_CHECK(m.rows < 0 || t->shape.at(0) == m.rows, "{}: tensor {} has {} rows; the file's hyperparameters say {}",
@@ -554,8 +555,10 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
                "{}: tensor {} has shape [{}], unlike the other parts of {}", path, m.gguf, fmt::join(t->shape, ", "),
                m.atto);
     if (qparts) {
-      const std::string bytes = f.tensor_bytes(*t);
+      std::string bytes = f.tensor_bytes(*t);
       check_block_scales(path, *t, bytes);
+      if (t->type == io::GgmlType::Q5_0)
+        bytes = io::q5_0_as_q8_0(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 22 * 32);
       qparts->bytes.insert(qparts->bytes.end(), bytes.begin(), bytes.end());
     } else {
       std::vector<float> v = f.tensor_f32(m.gguf);

@@ -99,6 +99,17 @@ TEST(GgmlTypes, DecodedValuesAreGgmlsReference) {
   }
 }
 
+// q5_0 as q8_0 blocks (how atto computes q5_0 matrices): the same values, bit for bit.
+TEST(GgmlTypes, Q5_0AsQ8_0KeepsEveryValue) {
+  const std::vector<uint8_t> b = hashed_blocks(GgmlType::Q5_0, 22, 0, -1);
+  const std::string q8 = q5_0_as_q8_0(b.data(), 2048);
+  ASSERT_EQ(q8.size(), ggml_nbytes(GgmlType::Q8_0, 2048));
+  std::vector<float> want(2048), got(2048);
+  decode(GgmlType::Q5_0, b.data(), want.data(), want.size());
+  decode(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(q8.data()), got.data(), got.size());
+  EXPECT_EQ(got, want);
+}
+
 // q5_0 and q5_1 by hand: d = 1 (and m = -2): element j takes nibble j (low) with qh bit j, element
 // j + 16 the high nibble with bit j + 16.
 TEST(GgmlTypes, FiveBitBlocksWorkedByHand) {

@@ -180,30 +180,44 @@ TEST(GgufModel, LlamaLayoutExportsAsLlama) {
 
 // WeightStorage::Quantized (atto sample|score|eval|serve): the q8_0 and q4_0 matrices of the linear
 // layers and the token embedding stay quantized rows and the model computes on them (the integer
-// kernels); what has no such rows (norms, biases, learned positions, a matrix whose rows do not
+// kernels; q5_0 ones as q8_0 rows of exactly their values); what has no such rows (norms, biases, learned positions, a matrix whose rows do not
 // fill 32-value blocks and so was stored as f16) is floats as before. Nothing can train on them.
 TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   test::TempDir dir;
   for (const bool llama : {false, true}) {
     LoadedModel lm = llama ? llama_model(2, 10000.0f) : random_model("abcdefgh\n", false);
     const std::vector<int32_t> ids = lm.tokenizer->encode(llama ? "emmazoë" : "abcabcd");
-    for (auto [type, tol] : {std::pair{io::GgmlType::Q8_0, 0.01}, std::pair{io::GgmlType::Q4_0, 0.01}}) {
+    for (auto [type, tol] : {std::pair{io::GgmlType::Q8_0, 0.01}, std::pair{io::GgmlType::Q4_0, 0.01},
+                             std::pair{io::GgmlType::Q5_0, 0.01}}) {
+      const io::GgmlType kept = type == io::GgmlType::Q5_0 ? io::GgmlType::Q8_0 : type;
       const std::string what = fmt::format("{} {}", llama ? "llama" : "gpt2", io::to_string(type));
       export_gguf(lm, dir / "m.gguf", type);
       LoadedModel floats = load_gguf(dir / "m.gguf");
       LoadedModel quant = load_gguf(dir / "m.gguf", WeightStorage::Quantized);
       int64_t quantized_bytes = 0, float_bytes = 0;
+      const auto float_weights = floats.model->state_dict();
       for (const auto& [name, t] : quant.model->state_dict()) {
         const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight" && t.size(1) % 32 == 0;
         EXPECT_EQ(t.quantized() != nullptr, matrix) << what << " " << name;
         if (const QuantizedData* q = t.quantized()) {
-          EXPECT_EQ(q->type, static_cast<int>(type)) << name;
+          EXPECT_EQ(q->type, static_cast<int>(kept)) << name;
           quantized_bytes += static_cast<int64_t>(q->bytes.size());
           float_bytes += t.numel() * 4;
+          // The rows hold exactly the file's values (q5_0's too, as q8_0 blocks).
+          const int64_t N = t.size(0), K = t.size(1);
+          std::vector<int32_t> rows(static_cast<size_t>(N));
+          for (int64_t n = 0; n < N; n++) rows[n] = static_cast<int32_t>(n);
+          std::vector<float> values(static_cast<size_t>(N * K));
+          kernels::dequantize_rows(values.data(), q->bytes.data(), static_cast<kernels::QuantType>(q->type),
+                                   static_cast<kernels::QuantLayout>(q->layout), N, K, rows.data(), N);
+          for (const auto& [fname, ft] : float_weights) {
+            if (fname != name) continue;
+            EXPECT_EQ(values, ft.to_vector()) << what << " " << name;
+          }
         }
       }
       EXPECT_GT(quantized_bytes, 0) << what;
-      EXPECT_LE(quantized_bytes, float_bytes * (type == io::GgmlType::Q8_0 ? 34 : 18) / 128) << what;
+      EXPECT_LE(quantized_bytes, float_bytes * (kept == io::GgmlType::Q8_0 ? 34 : 18) / 128) << what;
       // Close to the same file's weights as floats (measured 1.6-2.3e-3): the activations are rounded to int8 per
       // block of 32 too (as llama.cpp does), so q8_0 is not the float result.
       const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
