@@ -503,6 +503,16 @@ void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, co
     }
 }
 
+// Tensor t's rows appended to q, their block scales checked first (q5_0's as q8_0 blocks of the
+// same values).
+void append_rows(QuantizedData& q, const std::string& path, const io::GgufFile& f, const io::GgufTensorInfo& t) {
+  std::string bytes = f.tensor_bytes(t);
+  check_block_scales(path, t, bytes);
+  if (t.type == io::GgmlType::Q5_0)
+    bytes = io::q5_0_as_q8_0(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 22 * 32);
+  q.bytes.insert(q.bytes.end(), bytes.begin(), bytes.end());
+}
+
 // The rows in the layout the integer kernels read fastest at this level (on x86 every quantized
 // type is regrouped for them: quant.h's Lanes16; the same bytes, the same results).
 void pack_for_kernels(QuantizedData& q, const std::vector<int64_t>& shape) {
@@ -555,11 +565,7 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
                "{}: tensor {} has shape [{}], unlike the other parts of {}", path, m.gguf, fmt::join(t->shape, ", "),
                m.atto);
     if (qparts) {
-      std::string bytes = f.tensor_bytes(*t);
-      check_block_scales(path, *t, bytes);
-      if (t->type == io::GgmlType::Q5_0)
-        bytes = io::q5_0_as_q8_0(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 22 * 32);
-      qparts->bytes.insert(qparts->bytes.end(), bytes.begin(), bytes.end());
+      append_rows(*qparts, path, f, *t);
     } else {
       std::vector<float> v = f.tensor_f32(m.gguf);
       const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
