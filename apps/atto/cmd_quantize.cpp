@@ -1,7 +1,7 @@
 // atto quantize: a trained GPT (a run directory) or a GGUF file written again as a GGUF file whose
-// weight matrices are one of the types atto writes (f32, f16, bf16, q8_0, the K-quants q6_k, q5_k
-// and q4_k, q5_1, q5_0, q4_1, q4_0) or llama.cpp's q4_k_m or q5_k_m mix, as llama.cpp's llama-quantize does
-// for those types (docs/gguf.md).
+// weight matrices are one of the types atto writes (f32, f16, bf16, q8_0, the K-quants q6_k, q5_k,
+// q4_k and q3_k, q5_1, q5_0, q4_1, q4_0) or llama.cpp's q3_k_m, q4_k_m or q5_k_m mix, as llama.cpp's
+// llama-quantize does for those types (docs/gguf.md).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -92,8 +92,8 @@ Command add_quantize(CLI::App& root) {
          fmt::format(
              "{}: the type of the weight matrices (one whose rows are not a multiple of the "
              "type's block, 32 values or the k-quants' 256, is stored f16; the k-quants fall back to q8_0); "
-             "q4_k_m, q5_k_m: llama.cpp's Q4_K_M and Q5_K_M mixes, q4_k or q5_k with q6_k for the output and "
-             "some attention-value and MLP-down matrices",
+             "q3_k_m, q4_k_m, q5_k_m: llama.cpp's Q3_K_M, Q4_K_M and Q5_K_M mixes, q3_k, q4_k or q5_k with q6_k "
+             "for the output and more bits for some attention and MLP-down matrices",
              kGgufTypes))
       ->required();
   app->add_flag("--allow-requantize", f->allow_requantize,
@@ -106,8 +106,8 @@ Command add_quantize(CLI::App& root) {
       "  atto quantize runs/shakespeare shakespeare-q4km.gguf --type q4_k_m\n"
       "A GGUF IN keeps every metadata key (general.file_type becomes the new type's) and every tensor; a matrix "
       "of another type is re-encoded from its values (k-quants too), the rest is copied byte for byte. atto reads "
-      "every type it writes and q2_k and q3_k; it computes q8_0, q6_k, q4_k and q4_0 as integers, the others "
-      "in floats (docs/quantization.md).");
+      "every type it writes and q2_k; it computes q8_0, q6_k, q5_k, q5_0, q4_k, q4_0 and q3_k as integers, the "
+      "others in floats (docs/quantization.md).");
   return {app, [f] { return run_quantize(*f); }};
 }
 

@@ -43,7 +43,7 @@ std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokeniz
 
 // --type of atto export --format gguf and atto quantize: the GGUF types atto writes (UsageError
 // naming the flag and kGgufTypes otherwise).
-inline constexpr const char* kGgufTypes = "f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q4_k_m or q5_k_m";
+inline constexpr const char* kGgufTypes = "f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q3_k_m, q4_k_m or q5_k_m";
 io::QuantRecipe parse_gguf_type(const std::string& s);
 
 // Beam search flags shared by translate and eval.

@@ -16,7 +16,7 @@ namespace {
 constexpr uint64_t kQK = 32;  // q4_0 and q8_0 block
 constexpr uint64_t kQ8Bytes = 34, kQ4Bytes = 18;
 constexpr uint64_t kQKK = 256;  // K-quant super-block
-constexpr uint64_t kQ4KBytes = 144, kQ6KBytes = 210;
+constexpr uint64_t kQ4KBytes = 144;
 
 }  // namespace
 
@@ -50,7 +50,7 @@ constexpr TypeInfo kTypes[] = {
     {GgmlType::Q6_K, kQKK, kQ6KBytes, 18, 8, true}, {GgmlType::Q5_K, kQKK, 176, 16, 7, true},
     {GgmlType::Q5_1, kQK, 24, 9, 6, true},        {GgmlType::Q5_0, kQK, 22, 8, 5, true},
     {GgmlType::Q4_K, kQKK, kQ4KBytes, 14, 4, true}, {GgmlType::Q4_1, kQK, 20, 3, 3, true},
-    {GgmlType::Q4_0, kQK, kQ4Bytes, 2, 2, true},  {GgmlType::Q3_K, kQKK, 110, 11, 1, false},
+    {GgmlType::Q4_0, kQK, kQ4Bytes, 2, 2, true},  {GgmlType::Q3_K, kQKK, 110, 11, 1, true},
     {GgmlType::Q2_K, kQKK, 84, 10, 0, false},
 };
 
@@ -424,6 +424,18 @@ float make_qx_quants16(const float* x, int8_t* L) {
 
 }  // namespace
 
+void quant_detail::q6_k_quants(const int8_t* L, uint8_t* blk) {
+  uint8_t* ql = blk;
+  uint8_t* qh = blk + 128;
+  for (int j = 0; j < 256; j += 128, ql += 64, qh += 32)
+    for (int l = 0; l < 32; ++l) {
+      const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
+      ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+      ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+      qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+    }
+}
+
 // As ggml's quantize_row_q6_K_ref.
 std::vector<uint8_t> quantize_q6_k(std::span<const float> xs) {
   ATTO_CHECK(xs.size() % kQKK == 0, "q6_k needs a multiple of 256 values, got {}", xs.size());
@@ -448,15 +460,7 @@ std::vector<uint8_t> quantize_q6_k(std::span<const float> xs) {
       for (int i = 0; i < 16; ++i)
         L[16 * j + i] = static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * j + i] / d))) + 32);
     }
-    uint8_t* ql = blk;
-    uint8_t* qh = blk + 128;
-    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32)
-      for (int l = 0; l < 32; ++l) {
-        const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
-        ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
-        ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
-        qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
-      }
+    q6_k_quants(L, blk);
   }
   return out;
 }
@@ -503,6 +507,7 @@ std::string encode(GgmlType t, std::span<const float> x) {
       case GgmlType::Q5_0: quantize = quantize_q5_0; break;
       case GgmlType::Q5_1: quantize = quantize_q5_1; break;
       case GgmlType::Q4_K: quantize = quantize_q4_k; break;
+      case GgmlType::Q3_K: quantize = quantize_q3_k; break;
       case GgmlType::Q5_K: quantize = quantize_q5_k; break;
       case GgmlType::Q6_K: quantize = quantize_q6_k; break;
       default: ATTO_CHECK(false, "atto does not write ggml type {}", to_string(t));

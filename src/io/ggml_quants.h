@@ -101,12 +101,19 @@ void dequantize_q4_1(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q5_0(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q5_1(const uint8_t* blocks, float* out, uint64_t n);
 // Q5_K as ggml's quantize_row_q5_K_ref (Q4_K's fit with 5-bit quants) and dequantize_row_q5_K;
-// Q2_K and Q3_K as its dequantize_row_q2_K / _q3_K (read, not written); n a multiple of 256.
+// Q2_K and Q3_K as its dequantize_row_q2_K / _q3_K (Q2_K read, not written); n a multiple of 256.
 std::vector<uint8_t> quantize_q5_k(std::span<const float> x);
+// Q3_K as ggml's quantize_row_q3_K_ref: sixteen sub-blocks of 16, each a 6-bit signed scale times
+// 3-bit quants -4..3, one f16 d a super-block of 256.
+std::vector<uint8_t> quantize_q3_k(std::span<const float> x);
 // q5_0 blocks as q8_0 blocks of the same values, exactly: the same f16 d, each int8 the 5-bit q -
 // 16 (n values, a multiple of 32; the q8_0 bytes returned). So q5_0 weights compute on q8_0's
 // integer kernels with the values llama.cpp's q5_0 has.
 std::string q5_0_as_q8_0(const uint8_t* blocks, uint64_t n);
+// Q3_K super-blocks as Q6_K super-blocks of the same values, exactly: the same f16 d, each
+// sub-block's scale the 6-bit scale - 32, each quant the 3-bit quant (-4..3) (n values, a multiple
+// of 256; the Q6_K bytes returned). So Q3_K weights compute on Q6_K's integer kernels.
+std::string q3_k_as_q6_k(const uint8_t* blocks, uint64_t n);
 void dequantize_q5_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q2_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n);

@@ -21,6 +21,8 @@
 
 namespace atto::io::quant_detail {
 
+inline constexpr uint64_t kQ6KBytes = 210;  // a Q6_K super-block of 256 values
+
 inline float half_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -54,5 +56,9 @@ void k_scales(const float* x, uint8_t* blk, uint8_t* L, int nmax, float rmin, in
 // The quants again against the rounded scales (the second half of both): L = clamp(nearest((x +
 // dmin * m) / (d * sc)), 0, nmax); a sub-block whose d * sc is 0 keeps k_scales' quants.
 void k_requant(const float* x, const uint8_t* blk, uint8_t* L, int nmax);
+
+// Q6_K's quants: the 256 values L (0..63, each the quant + 32) written as ggml's
+// quantize_row_q6_K_ref lays them out, low nibbles in blk[0, 128), top bit pairs in blk[128, 192).
+void q6_k_quants(const int8_t* L, uint8_t* blk);
 
 }  // namespace atto::io::quant_detail

@@ -1,5 +1,5 @@
 // atto/io/ggml_quants_q5.cpp: the ggml types of ggml_quants.h beyond f16, q8_0, q4_0, Q4_K and
-// Q6_K, which llama.cpp's files carry: q4_1, q5_0, q5_1 and Q5_K (read and written), Q2_K and Q3_K
+// Q6_K, which llama.cpp's files carry: q4_1, q5_0, q5_1, Q5_K and Q3_K (read and written), Q2_K
 // (read), bf16. Each function follows the ggml-quants.c function it names, operation for
 // operation (ggml_quants_impl.h turns off contraction into FMAs, as ggml's reference builds).
 #include <algorithm>
@@ -238,36 +238,160 @@ void dequantize_q2_k(const uint8_t* blocks, float* out, uint64_t n) {
   }
 }
 
-// As ggml's dequantize_row_q3_K: the sixteen 6-bit scales unpacked from 12 bytes (low nibbles
-// in bytes 0-7, top bit pairs in bytes 8-11), then per 128 values 32 bytes of 2-bit quants at
-// shifts 0, 2, 4, 6, each value 4 less unless its bit in the high-bit mask is set.
-void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n) {
+namespace {
+
+// One Q3_K super-block as integers, as ggml's dequantize_row_q3_K reads it: the sixteen 6-bit
+// scales unpacked from 12 bytes (low nibbles in bytes 0-7, top bit pairs in bytes 8-11) less 32;
+// per 128 values 32 bytes of 2-bit quants at shifts 0, 2, 4, 6, each 4 less unless its bit in the
+// high-bit mask is set. Value i is d * scales[i / 16] * q[i].
+void q3_k_integers(const uint8_t* blk, int8_t scales[16], int8_t q[256]) {
   constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
+  const uint8_t* hm = blk;
+  const uint8_t* qs = blk + 32;
+  uint32_t aux[4];
+  std::memcpy(aux, blk + 96, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::memcpy(scales, aux, 16);
+  for (int i = 0; i < 16; ++i) scales[i] = static_cast<int8_t>(scales[i] - 32);
+  uint8_t m = 1;
+  for (int n128 = 0; n128 < 2; ++n128, qs += 32)
+    for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
+      for (int l = 0; l < 32; ++l) *q++ = static_cast<int8_t>(((qs[l] >> shift) & 3) - ((hm[l] & m) != 0 ? 0 : 4));
+}
+
+// ggml's make_q3_quants(16, 4, x, L, true): the 16 values as scale * l, l in -4..3, starting from
+// the scale -4 / max (max the value of largest |x|) and moving one l at a time while that raises
+// sum(w x l)^2 / sum(w l^2) (w = x^2), at most 5 passes; L = l + 4. An all-zero sub-block gives
+// L = 0 and scale 0.
+float make_q3_quants16(const float* x, int8_t* L) {
+  constexpr int nmax = 4;
+  float max = 0, amax = 0;
+  for (int i = 0; i < 16; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) amax = ax, max = x[i];
+  }
+  if (amax < 1e-15f) {
+    std::memset(L, 0, 16);
+    return 0.0f;
+  }
+  const float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < 16; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * static_cast<float>(L[i]);
+      if (!(slx > 0)) continue;
+      float sl2 = suml2 - w * static_cast<float>(L[i]) * static_cast<float>(L[i]);
+      const int new_l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+      if (new_l == L[i]) continue;
+      slx += w * x[i] * static_cast<float>(new_l);
+      sl2 += w * static_cast<float>(new_l) * static_cast<float>(new_l);
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<int8_t>(new_l), sumlx = slx, suml2 = sl2;
+        ++n_changed;
+      }
+    }
+    if (n_changed == 0) break;
+  }
+  for (int i = 0; i < 16; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Q3_K's scale j (6 bits, stored + 32) from its 12 bytes: the low nibble in byte j (j < 8) or the
+// high nibble of byte j - 8, the top two bits in byte 8 + j % 4 at bit 2 * (j / 4).
+int q3_k_scale(const uint8_t* scales, int j) {
+  const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+  return (low | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+}  // namespace
+
+// As ggml's quantize_row_q3_K_ref: each sub-block of 16 fitted by make_q3_quants, the sixteen
+// scales as 6-bit multiples of d = max_scale / -32, the quants again against the rounded scales
+// (clamped to -4..3), their third bits in the high-bit mask (bit b of byte m for value 32 b + m),
+// their low two bits four to a byte.
+std::vector<uint8_t> quantize_q3_k(std::span<const float> xs) {
+  ATTO_CHECK(xs.size() % kQKK256 == 0, "q3_k needs a multiple of 256 values, got {}", xs.size());
+  std::vector<uint8_t> out(xs.size() / kQKK256 * kQ3KBytes, 0);
+  for (size_t b = 0; b < xs.size() / kQKK256; ++b) {
+    const float* x = xs.data() + b * kQKK256;
+    uint8_t* blk = out.data() + b * kQ3KBytes;
+    uint8_t* hmask = blk;
+    uint8_t* qs = blk + 32;
+    uint8_t* scales = blk + 96;
+    int8_t L[256];
+    float sub[16], max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; ++j) {
+      sub[j] = make_q3_quants16(x + 16 * j, L + 16 * j);
+      if (std::fabs(sub[j]) > amax) amax = std::fabs(sub[j]), max_scale = sub[j];
+    }
+    if (max_scale != 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      for (int j = 0; j < 16; ++j) {
+        const int l = std::max(-32, std::min(31, static_cast<int>(static_cast<int8_t>(nearest_int(iscale * sub[j]))))) + 32;
+        if (j < 8)
+          scales[j] = static_cast<uint8_t>(l & 0xF);
+        else
+          scales[j - 8] = static_cast<uint8_t>(scales[j - 8] | ((l & 0xF) << 4));
+        scales[8 + j % 4] = static_cast<uint8_t>(scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+      }
+      put_half(blk + 108, 1 / iscale);
+    } else {
+      put_half(blk + 108, 0.0f);
+    }
+    for (int j = 0; j < 16; ++j) {
+      const float d = half_at(blk + 108) * static_cast<float>(q3_k_scale(scales, j));
+      if (d == 0.0f) continue;
+      for (int i = 0; i < 16; ++i)
+        L[16 * j + i] = static_cast<int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * j + i] / d))) + 4);
+    }
+    for (int j = 0; j < 256; ++j)
+      if (L[j] > 3) hmask[j % 32] = static_cast<uint8_t>(hmask[j % 32] | (1 << (j / 32))), L[j] = static_cast<int8_t>(L[j] - 4);
+    for (int j = 0; j < 256; j += 128)
+      for (int l = 0; l < 32; ++l)
+        qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+  }
+  return out;
+}
+
+// As ggml's dequantize_row_q3_K: value i of a super-block d * (scales[i / 16] * q[i]), the scale's
+// product with d first.
+void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n) {
   for (uint64_t b = 0; b < n / kQKK256; ++b) {
     const uint8_t* blk = blocks + b * kQ3KBytes;
-    const uint8_t* hm = blk;
-    const uint8_t* q = blk + 32;
+    int8_t scales[16], q[256];
+    q3_k_integers(blk, scales, q);
     const float d_all = half_at(blk + 108);
-    uint32_t aux[4];
-    std::memcpy(aux, blk + 96, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-    int8_t scales[16];
-    std::memcpy(scales, aux, 16);
     float* y = out + b * kQKK256;
-    int is = 0;
-    uint8_t m = 1;
-    for (int n128 = 0; n128 < 2; ++n128, q += 32)
-      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
-        for (int half = 0; half < 2; ++half) {
-          const float dl = d_all * static_cast<float>(scales[is++] - 32);
-          for (int l = 16 * half; l < 16 * half + 16; ++l)
-            *y++ = dl * static_cast<float>(((q[l] >> shift) & 3) - ((hm[l] & m) != 0 ? 0 : 4));
-        }
+    for (int i = 0; i < 256; ++i) y[i] = d_all * static_cast<float>(scales[i / 16]) * static_cast<float>(q[i]);
   }
+}
+
+std::string q3_k_as_q6_k(const uint8_t* blocks, uint64_t n) {
+  std::string out(n / kQKK256 * kQ6KBytes, '\0');
+  for (uint64_t b = 0; b < n / kQKK256; ++b) {
+    const uint8_t* blk = blocks + b * kQ3KBytes;
+    auto* o = reinterpret_cast<uint8_t*>(out.data() + b * kQ6KBytes);
+    int8_t scales[16], q[256];
+    q3_k_integers(blk, scales, q);
+    for (int8_t& v : q) v = static_cast<int8_t>(v + 32);  // Q6_K's quants are stored + 32
+    q6_k_quants(q, o);
+    std::memcpy(o + 192, scales, 16);
+    std::memcpy(o + 208, blk + 108, 2);  // d
+  }
+  return out;
 }
 
 }  // namespace atto::io

@@ -19,25 +19,23 @@ QuantRecipe QuantRecipe::k_mix(GgmlType base) {
 
 std::string to_string(const QuantRecipe& r) {
   if (!r.mix) return to_string(r.type);
-  return r.type == GgmlType::Q5_K ? "q5_k_m" : "q4_k_m";
+  return std::string(to_string(r.type)) + "_m";
 }
 
 uint32_t file_type_of(const QuantRecipe& r) {
   if (!r.mix) return ggml_file_type(r.type);
-  return r.type == GgmlType::Q5_K ? 17 : 15;
+  return r.type == GgmlType::Q5_K ? 17 : r.type == GgmlType::Q4_K ? 15 : 12;
 }
 
 bool parse_recipe(const std::string& name, QuantRecipe& r) {
-  if (name == "q4_k_m" || name == "q5_k_m") {
-    r = QuantRecipe::k_mix(name == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K);
-    return true;
-  }
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K,
-                     GgmlType::Q5_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q4_0})
-    if (name == to_string(t)) {
-      r = QuantRecipe(t);
+                     GgmlType::Q5_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q3_K}) {
+    const bool mixes = t == GgmlType::Q5_K || t == GgmlType::Q4_K || t == GgmlType::Q3_K;
+    if (name == to_string(t) || (mixes && name == std::string(to_string(t)) + "_m")) {
+      r = name == to_string(t) ? QuantRecipe(t) : QuantRecipe::k_mix(t);
       return true;
     }
+  }
   return false;
 }
 
@@ -55,21 +53,29 @@ TypePlan::TypePlan(const QuantRecipe& r, const std::vector<std::string>& names) 
   int i_v = 0, i_down = 0;
   for (const std::string& n : names)
     if (contains(n, "attn_v.weight"))
-      more_bits_[n] = use_more_bits(i_v++, n_v);
+      layer_of_[n] = {i_v++, n_v, true};
     else if (contains(n, "ffn_down.weight"))
-      more_bits_[n] = use_more_bits(i_down++, n_down);
+      layer_of_[n] = {i_down++, n_down, false};
 }
 
 GgmlType TypePlan::type_of(const std::string& name, const std::vector<int64_t>& shape, GgmlType current) const {
   if (shape.size() < 2 || (recipe_.mix && name == "position_embd.weight")) return current;
   if (!recipe_.mix) return stored_type_for(recipe_.type, shape);
+  const bool q3 = recipe_.type == GgmlType::Q3_K;
   GgmlType want = recipe_.type;
-  if (name == "output.weight" || (!has_output_ && name == "token_embd.weight"))
+  if (name == "output.weight" || (!has_output_ && name == "token_embd.weight")) {
     want = shape.back() % 256 != 0 ? GgmlType::Q8_0 : GgmlType::Q6_K;
-  else if (contains(name, "attn_qkv.weight"))
-    want = recipe_.type == GgmlType::Q4_K ? GgmlType::Q5_K : GgmlType::Q6_K;
-  else if (const auto it = more_bits_.find(name); it != more_bits_.end() && it->second)
-    want = GgmlType::Q6_K;
+  } else if (contains(name, "attn_qkv.weight")) {
+    want = q3 ? GgmlType::Q4_K : recipe_.type == GgmlType::Q4_K ? GgmlType::Q5_K : GgmlType::Q6_K;
+  } else if (q3 && contains(name, "attn_output.weight")) {
+    want = GgmlType::Q4_K;
+  } else if (const auto it = layer_of_.find(name); it != layer_of_.end()) {
+    const Layer& l = it->second;
+    if (q3)
+      want = (l.attn_v ? l.i < 2 : l.i < l.n / 16) ? GgmlType::Q5_K : GgmlType::Q4_K;
+    else if (use_more_bits(l.i, l.n))
+      want = GgmlType::Q6_K;
+  }
   return stored_type_for(want, shape);
 }
 

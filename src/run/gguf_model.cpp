@@ -470,12 +470,14 @@ namespace {
 
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
 // token embedding reads (not the learned positions, which are sliced), every part of one q8_0,
-// q5_0 (kept as q8_0 blocks of its exact values), q4_0, Q4_K, Q5_K or Q6_K type (the k-quants: rows
-// of whole super-blocks of 256, as their rows must be).
+// q5_0 (kept as q8_0 blocks of its exact values), q4_0, Q3_K (kept as Q6_K super-blocks of its
+// exact values), Q4_K, Q5_K or Q6_K type (the k-quants: rows of whole super-blocks of 256, as their
+// rows must be).
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
-  const bool super = type == io::GgmlType::Q4_K || type == io::GgmlType::Q5_K || type == io::GgmlType::Q6_K;
+  const bool super = type == io::GgmlType::Q3_K || type == io::GgmlType::Q4_K || type == io::GgmlType::Q5_K ||
+                     type == io::GgmlType::Q6_K;
   if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q5_0 && type != io::GgmlType::Q4_0 && !super) return false;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
@@ -486,11 +488,13 @@ bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names,
 }
 
 // A quantized block's scales must be finite, as a float weight must be: a block's first two bytes
-// (fp16), a Q4_K or Q5_K super-block's d and dmin (its first four), a Q6_K one's d (its last two).
+// (fp16), a Q4_K or Q5_K super-block's d and dmin (its first four), a Q6_K or Q3_K one's d (its
+// last two).
 void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, const std::string& bytes) {
-  const bool k4 = t.type == io::GgmlType::Q4_K || t.type == io::GgmlType::Q5_K, k6 = t.type == io::GgmlType::Q6_K;
+  const bool k4 = t.type == io::GgmlType::Q4_K || t.type == io::GgmlType::Q5_K;
+  const bool k6 = t.type == io::GgmlType::Q6_K || t.type == io::GgmlType::Q3_K;
   const uint64_t block = io::ggml_nbytes(t.type, k4 || k6 ? 256 : 32);
-  const std::vector<uint64_t> scales = k6   ? std::vector<uint64_t>{208}
+  const std::vector<uint64_t> scales = k6   ? std::vector<uint64_t>{block - 2}
                                        : k4 ? std::vector<uint64_t>{0, 2}
                                             : std::vector<uint64_t>{0};
   for (uint64_t b = 0; b + block <= bytes.size(); b += block)
@@ -504,12 +508,14 @@ void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, co
 }
 
 // Tensor t's rows appended to q, their block scales checked first (q5_0's as q8_0 blocks of the
-// same values).
+// same values, Q3_K's as Q6_K super-blocks).
 void append_rows(QuantizedData& q, const std::string& path, const io::GgufFile& f, const io::GgufTensorInfo& t) {
   std::string bytes = f.tensor_bytes(t);
   check_block_scales(path, t, bytes);
   if (t.type == io::GgmlType::Q5_0)
     bytes = io::q5_0_as_q8_0(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 22 * 32);
+  if (t.type == io::GgmlType::Q3_K)
+    bytes = io::q3_k_as_q6_k(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 110 * 256);
   q.bytes.insert(q.bytes.end(), bytes.begin(), bytes.end());
 }
 
@@ -554,7 +560,9 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
       parts.clear(), shape = t->shape, shape[0] = 0, qparts.reset();
       if (weights == WeightStorage::Quantized && keeps_quantized(f, names, i)) {
         qparts = std::make_shared<QuantizedData>();
-        const io::GgmlType kept = t->type == io::GgmlType::Q5_0 ? io::GgmlType::Q8_0 : t->type;  // exact
+        const io::GgmlType kept = t->type == io::GgmlType::Q5_0   ? io::GgmlType::Q8_0  // exact
+                                  : t->type == io::GgmlType::Q3_K ? io::GgmlType::Q6_K
+                                                                  : t->type;
         qparts->type = static_cast<int>(kept);
         qparts->row_bytes = static_cast<int64_t>(io::ggml_nbytes(kept, static_cast<uint64_t>(t->shape.at(1))));
       }

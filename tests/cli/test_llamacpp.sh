@@ -10,7 +10,7 @@
 #     type (printed: the measured maximum);
 #   - greedy generation of 100 tokens (stream model, f32) is the same token for token;
 #   - atto reading the GGUF back scores exactly as the run directory (f32);
-#   - q4_0, k-quant (q4_k_m, q5_k_m too), q5_0, q5_1, q4_1 and bf16 files: llama.cpp's log-probabilities are atto's
+#   - q4_0, k-quant (q3_k_m, q4_k_m, q5_k_m too), q5_0, q5_1, q4_1 and bf16 files: llama.cpp's log-probabilities are atto's
 #     reading the same file;
 #   - LoRA runs over the tanh (gpt2) and llama models: llama.cpp loading the base's GGUF plus the
 #     adapter GGUF (`atto export --lora-only`) gives the merged model's log-probabilities.
@@ -147,14 +147,14 @@ done
 # floats); the bound, 0.11, is 3x the largest.
 # q4_k, q6_k and q4_k_m: a llama-layout model with d_ff 256, whose ffn_down rows fill the
 # super-blocks (the other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K and Q6_K
-# bytes as atto does, and Q5_K's (q5_k, q5_k_m). The types atto computes in floats (q5_0, q5_1,
-# q4_1, bf16) likewise: measured 1.1-3.7e-2 (bf16 3.8e-3 to 7.5e-3), where the same files against
+# bytes as atto does, and Q5_K's (q5_k, q5_k_m) and Q3_K's (q3_k, q3_k_m). The types atto computes in floats (q5_0, q5_1,
+# q4_1, bf16) likewise: measured 1.1-3.8e-2 (bf16 3.8e-3 to 7.5e-3), where the same files against
 # the run directory's floats differ by 6e-2 to 2.4e-1.
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${llama[@]}" --d-ff 256 "${common[@]}"
 "$ATTO" score --model "$W/llama256" --file "$W/lines.txt" --json >"$W/llama256.score.json"
 compare seqs "$W/llama256.score.json" "$W/llama256.seqs.json" 0
 for mt in tanh.q8_0 llama.q8_0 tanh.q4_0 llama.q4_0 llama256.q4_k llama256.q6_k llama256.q4_k_m llama256.q5_k \
-  llama256.q5_k_m llama256.q5_0 tanh.q5_1 llama256.q4_1 tanh.bf16; do
+  llama256.q5_k_m llama256.q3_k llama256.q3_k_m llama256.q5_0 tanh.q5_1 llama256.q4_1 tanh.bf16; do
   model=${mt%%.*} type=${mt#*.}
   g=$W/$mt.gguf
   expect_ok "$ATTO" export --model "$W/$model" --format gguf --type $type --out "$g"

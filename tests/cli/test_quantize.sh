@@ -80,7 +80,7 @@ expect_ok "$ATTO" quantize "$W/q4.gguf" "$W/same.gguf" --type q4_0
 cmp -s "$W/q4.gguf" "$W/same.gguf" && ok || bad "q4_0 -> q4_0 did not copy the file as it was"
 
 # ---- bad input ---------------------------------------------------------------------------------------
-expect_fail "--type must be f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q4_k_m or q5_k_m, got 'q3_k'" "$ATTO" quantize "$RUN" "$W/x.gguf" --type q3_k
+expect_fail "--type must be f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q3_k_m, q4_k_m or q5_k_m, got 'q2_k'" "$ATTO" quantize "$RUN" "$W/x.gguf" --type q2_k
 expect_fail "--type is required" "$ATTO" quantize "$RUN" "$W/x.gguf"
 expect_fail "IN $W/missing does not exist" "$ATTO" quantize "$W/missing" "$W/x.gguf" --type q4_0
 expect_fail "IN $W/names.txt is neither a run directory nor a GGUF file" "$ATTO" quantize "$W/names.txt" "$W/x.gguf" \
@@ -91,7 +91,7 @@ expect_fail "not an atto run directory" "$ATTO" quantize "$W" "$W/x.gguf" --type
 head -c 200 "$W/f32.gguf" >"$W/cut.gguf"
 expect_fail "$W/cut.gguf: " "$ATTO" quantize "$W/cut.gguf" "$W/x.gguf" --type q4_0
 [ ! -e "$W/x.gguf" ] && ok || bad "a refused quantize wrote its OUT"
-expect_fail "--type must be f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q4_k_m or q5_k_m, got 'iq4_nl'" "$ATTO" export --model "$RUN" --type iq4_nl \
+expect_fail "--type must be f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q3_k_m, q4_k_m or q5_k_m, got 'iq4_nl'" "$ATTO" export --model "$RUN" --type iq4_nl \
   --out "$W/x.gguf"
 
 finish quantize

@@ -1,9 +1,10 @@
-// io/ggml_quants beyond f16, q8_0, q4_0, Q4_K and Q6_K: q4_1, q5_0, q5_1, Q5_K (encoded and
-// decoded), Q2_K and Q3_K (decoded), bf16, against ggml's reference functions; in GGUF files; the
+// io/ggml_quants beyond f16, q8_0, q4_0, Q4_K and Q6_K: q4_1, q5_0, q5_1, Q5_K, Q3_K (encoded and
+// decoded), Q2_K (decoded), bf16, against ggml's reference functions; in GGUF files; the
 // type rules of export and re-quantizing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -49,7 +50,7 @@ std::vector<uint8_t> hashed_blocks(GgmlType t, size_t bs, int o1, int o2) {
 }
 
 // The hashes below were computed once with ggml-quants.c's functions as written (ggml-org/ggml
-// d99724f, clang 14 -O2 -ffp-contract=off): quantize_row_{q4_1,q5_0,q5_1,q5_K}_ref on the
+// d99724f, clang 14 -O2 -ffp-contract=off): quantize_row_{q4_1,q5_0,q5_1,q5_K,q3_K}_ref on the
 // reference values, ggml_compute_fp32_to_bf16 on them times 1.00001, and dequantize_row_{q4_1,
 // q5_0,q5_1,q5_K,q2_K,q3_K} on hashed_blocks.
 TEST(GgmlTypes, EncodedBytesAreGgmlsReference) {
@@ -63,7 +64,8 @@ TEST(GgmlTypes, EncodedBytesAreGgmlsReference) {
   for (const Want& w : {Want{GgmlType::Q4_1, 1280, {0x65, 0x3d, 0x28, 0xc9}, 0x9c739a5f77e1d604ull},
                         Want{GgmlType::Q5_0, 1408, {0x28, 0x39, 0xfe, 0x1f}, 0xdce0f3a2ce2f9fcbull},
                         Want{GgmlType::Q5_1, 1536, {0x38, 0x39, 0x28, 0xc9}, 0xd53d29bedb0ffd2full},
-                        Want{GgmlType::Q5_K, 1408, {0x59, 0x21, 0x3a, 0x31}, 0x30a198e1005e3de9ull}}) {
+                        Want{GgmlType::Q5_K, 1408, {0x59, 0x21, 0x3a, 0x31}, 0x30a198e1005e3de9ull},
+                        Want{GgmlType::Q3_K, 880, {0xb6, 0xb7, 0x37, 0x37}, 0x2094936f1cb2d89cull}}) {
     const std::string q = encode(w.t, x);
     ASSERT_EQ(q.size(), w.size) << to_string(w.t);
     EXPECT_EQ(std::vector<uint8_t>(q.begin(), q.begin() + 4), w.head) << to_string(w.t);
@@ -99,15 +101,26 @@ TEST(GgmlTypes, DecodedValuesAreGgmlsReference) {
   }
 }
 
-// q5_0 as q8_0 blocks (how atto computes q5_0 matrices): the same values, bit for bit.
-TEST(GgmlTypes, Q5_0AsQ8_0KeepsEveryValue) {
-  const std::vector<uint8_t> b = hashed_blocks(GgmlType::Q5_0, 22, 0, -1);
-  const std::string q8 = q5_0_as_q8_0(b.data(), 2048);
-  ASSERT_EQ(q8.size(), ggml_nbytes(GgmlType::Q8_0, 2048));
-  std::vector<float> want(2048), got(2048);
-  decode(GgmlType::Q5_0, b.data(), want.data(), want.size());
-  decode(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(q8.data()), got.data(), got.size());
-  EXPECT_EQ(got, want);
+// q5_0 as q8_0 blocks and Q3_K as Q6_K super-blocks (how atto computes q5_0 and Q3_K matrices):
+// the same values, bit for bit.
+TEST(GgmlTypes, ExactConversionsKeepEveryValue) {
+  struct Case {
+    GgmlType from, to;
+    uint64_t bytes;
+    int d_at;
+    std::string (*convert)(const uint8_t*, uint64_t);
+  };
+  for (const Case& c : {Case{GgmlType::Q5_0, GgmlType::Q8_0, 22, 0, q5_0_as_q8_0},
+                        Case{GgmlType::Q3_K, GgmlType::Q6_K, 110, 108, q3_k_as_q6_k}}) {
+    const std::vector<uint8_t> b = hashed_blocks(c.from, c.bytes, c.d_at, -1);
+    const std::string out = c.convert(b.data(), 2048);
+    ASSERT_EQ(out.size(), ggml_nbytes(c.to, 2048)) << to_string(c.from);
+    std::vector<float> want(2048), got(2048);
+    decode(c.from, b.data(), want.data(), want.size());
+    decode(c.to, reinterpret_cast<const uint8_t*>(out.data()), got.data(), got.size());
+    EXPECT_EQ(got, want) << to_string(c.from);
+    EXPECT_NE(std::count(want.begin(), want.end(), 0.0f), 2048) << to_string(c.from);
+  }
 }
 
 // q5_0 and q5_1 by hand: d = 1 (and m = -2): element j takes nibble j (low) with qh bit j, element
@@ -162,7 +175,7 @@ TEST(GgmlTypes, FilesHoldEveryTypeAndTheRulesNameThem) {
   std::vector<float> m(4 * 256);
   for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(0.37f * static_cast<float>(i)) * 0.2f;
   GgufWriter w;
-  const GgmlType types[] = {GgmlType::BF16, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K};
+  const GgmlType types[] = {GgmlType::BF16, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q5_K, GgmlType::Q3_K};
   for (GgmlType t : types) w.add_tensor(std::string("w.") + to_string(t), {4, 256}, t, m);
   const GgufFile f = parse_gguf(w.bytes(), "types.gguf");
   for (GgmlType t : types) {
@@ -171,19 +184,27 @@ TEST(GgmlTypes, FilesHoldEveryTypeAndTheRulesNameThem) {
     EXPECT_EQ(ti->type, t);
     EXPECT_EQ(ti->nbytes, ggml_nbytes(t, m.size()));
     const std::vector<float> back = f.tensor_f32(ti->name);
-    const float step = t == GgmlType::BF16 ? 2e-3f : t == GgmlType::Q4_1 ? 0.4f / 15 : 0.4f / 31;
+    const float step = t == GgmlType::BF16   ? 2e-3f
+                       : t == GgmlType::Q3_K ? 0.4f / 4
+                       : t == GgmlType::Q4_1 ? 0.4f / 15
+                                             : 0.4f / 31;
     for (size_t i = 0; i < m.size(); ++i) ASSERT_NEAR(back[i], m[i], step) << to_string(t) << " " << i;
   }
   EXPECT_EQ(ggml_file_type(GgmlType::Q5_K), 16u);
   EXPECT_EQ(ggml_file_type(GgmlType::BF16), 32u);
   EXPECT_EQ(stored_type_for(GgmlType::Q5_K, {4, 96}), GgmlType::Q8_0);  // as Q4_K's (llama.cpp: q5_1)
   EXPECT_EQ(stored_type_for(GgmlType::Q5_0, {4, 48}), GgmlType::F16);
-  // Q2_K and Q3_K are read, not written; a type atto does not know is named in the error.
+  EXPECT_EQ(ggml_file_type(GgmlType::Q3_K), 11u);
+  // Q2_K is read, not written; a type atto does not know is named in the error.
   EXPECT_THAT(error_of([&] { (void)encode(GgmlType::Q2_K, m); }), HasSubstr("atto does not write ggml type q2_k"));
   QuantRecipe r;
-  EXPECT_FALSE(parse_recipe("q3_k", r));
+  EXPECT_FALSE(parse_recipe("q2_k", r));
   ASSERT_TRUE(parse_recipe("q5_k", r));
   EXPECT_EQ(r.type, GgmlType::Q5_K);
+  ASSERT_TRUE(parse_recipe("q3_k_m", r));
+  EXPECT_EQ(r.type, GgmlType::Q3_K);
+  EXPECT_TRUE(r.mix);
+  EXPECT_EQ(file_type_of(r), 12u);
   GgufWriter k;
   k.add_tensor_bytes("q2", {1, 256}, GgmlType::Q2_K, std::string(84, '\0'));
   std::string bytes = k.bytes();
@@ -193,12 +214,14 @@ TEST(GgmlTypes, FilesHoldEveryTypeAndTheRulesNameThem) {
   std::memcpy(bytes.data() + at, &iq2, 4);
   EXPECT_THAT(error_of([&] { (void)parse_gguf(bytes, "iq2.gguf"); }),
               HasSubstr("tensor q2 has ggml type 16 (iq2_xxs), which atto does not read"));
-  // Re-quantizing follows the precision order: bf16 to q8_0 is allowed, q4_1 to q8_0 refused;
-  // every type here to q4_0 allowed.
+  // Re-quantizing follows the precision order: bf16 to q8_0 is allowed, q4_1 to q8_0 refused, Q3_K
+  // to q4_0 refused; every type here to Q3_K allowed.
   const GgufFile k5 = parse_gguf(w.bytes(), "k5.gguf");
   EXPECT_THAT(error_of([&] { (void)requantize_gguf(k5, QuantRecipe(GgmlType::Q8_0), false); }),
               HasSubstr("tensor w.q4_1 is stored as q4_1: re-encoding it as q8_0"));
-  EXPECT_EQ(requantize_gguf(k5, QuantRecipe(GgmlType::Q4_0), false).requantized, 5);
+  EXPECT_THAT(error_of([&] { (void)requantize_gguf(k5, QuantRecipe(GgmlType::Q4_0), false); }),
+              HasSubstr("tensor w.q3_k is stored as q3_k: re-encoding it as q4_0"));
+  EXPECT_EQ(requantize_gguf(k5, QuantRecipe(GgmlType::Q3_K), false).requantized, 5);
 }
 
 }  // namespace

@@ -511,8 +511,9 @@ TEST(Gguf, RequantizeKeepsTheFileAndReencodesItsMatrices) {
 // matrix Q6_K; attn_v and ffn_down Q6_K in layers 0, 3, 6 and 7 (use_more_bits: the first and last
 // eighth and every third between), Q4_K in the others; every other matrix Q4_K, a matrix whose rows
 // do not fill 256 values q8_0 (or f16 below 32), 1-D tensors and learned positions as they are. A
-// tied head (no output.weight) puts Q6_K on token_embd; gpt2's fused attn_qkv is Q6_K.
-TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
+// tied head (no output.weight) puts Q6_K on token_embd; gpt2's fused attn_qkv is Q5_K. Q5_K_M and
+// Q3_K_M likewise.
+TEST(Gguf, KMixesAreLlamaCppsChoice) {
   std::vector<std::string> names = {"token_embd.weight"};
   for (int i = 0; i < 8; ++i)
     for (const char* t : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
@@ -552,8 +553,34 @@ TEST(Gguf, Q4KMMixIsLlamaCppsChoice) {
   EXPECT_EQ(q4.type_of("blk.3.ffn_down.weight", m, GgmlType::F32), GgmlType::Q4_0);
   EXPECT_EQ(tied.type_of("blk.0.attn_qkv.bias", vec, GgmlType::F32), GgmlType::F32);
   QuantRecipe r;
-  EXPECT_FALSE(parse_recipe("q3_k", r));  // read, not written
+  EXPECT_FALSE(parse_recipe("q2_k", r));  // read, not written
+  EXPECT_FALSE(parse_recipe("q6_k_m", r));
   EXPECT_TRUE(parse_recipe("q6_k", r) && r.type == GgmlType::Q6_K && !r.mix);
+  // Q3_K_M on 32 layers: attn_v Q5_K in layers 0 and 1, Q4_K after; ffn_down Q5_K in the first
+  // sixteenth (layers 0 and 1), Q4_K after; attn_output and the fused attn_qkv Q4_K; the output
+  // Q6_K; the rest Q3_K (q8_0 for rows short of 256); file type 12.
+  ASSERT_TRUE(parse_recipe("q3_k_m", r));
+  EXPECT_EQ(to_string(r), "q3_k_m");
+  EXPECT_EQ(file_type_of(r), 12u);
+  std::vector<std::string> names32 = {"token_embd.weight"};
+  for (int i = 0; i < 32; ++i)
+    for (const char* t : {"attn_q.weight", "attn_v.weight", "attn_output.weight", "ffn_up.weight", "ffn_down.weight"})
+      names32.push_back("blk." + std::to_string(i) + "." + t);
+  names32.push_back("output.weight");
+  const TypePlan k3(r, names32), tied3(r, {"token_embd.weight", "blk.0.attn_qkv.weight"});
+  for (int i = 0; i < 32; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const GgmlType more = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    EXPECT_EQ(k3.type_of(b + "attn_v.weight", m, GgmlType::F32), more) << i;
+    EXPECT_EQ(k3.type_of(b + "ffn_down.weight", m, GgmlType::F32), more) << i;
+    EXPECT_EQ(k3.type_of(b + "attn_output.weight", m, GgmlType::F32), GgmlType::Q4_K) << i;
+    EXPECT_EQ(k3.type_of(b + "attn_q.weight", m, GgmlType::F32), GgmlType::Q3_K) << i;
+    EXPECT_EQ(k3.type_of(b + "ffn_up.weight", narrow, GgmlType::F32), GgmlType::Q8_0) << i;
+  }
+  EXPECT_EQ(k3.type_of("output.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(k3.type_of("token_embd.weight", m, GgmlType::F32), GgmlType::Q3_K);
+  EXPECT_EQ(tied3.type_of("token_embd.weight", m, GgmlType::F32), GgmlType::Q6_K);
+  EXPECT_EQ(tied3.type_of("blk.0.attn_qkv.weight", m, GgmlType::F32), GgmlType::Q4_K);
   // Q5_K_M: Q5_K for Q4_K, the fused attn_qkv Q6_K; file type 17.
   ASSERT_TRUE(parse_recipe("q5_k_m", r));
   EXPECT_EQ(to_string(r), "q5_k_m");

@@ -42,6 +42,25 @@ LoadedModel random_model(const std::string& text, bool boundary, nn::Activation 
   return lm;
 }
 
+// The quantized matrix t's rows, dequantized, are exactly tensor `name` of `floats` (the same file
+// read as floats).
+void expect_same_values(const Tensor& t, GPT& floats, const std::string& name, const std::string& what) {
+  const QuantizedData* q = t.quantized();
+  const int64_t N = t.size(0), K = t.size(1);
+  std::vector<int32_t> rows(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; n++) rows[n] = static_cast<int32_t>(n);
+  std::vector<float> values(static_cast<size_t>(N * K));
+  kernels::dequantize_rows(values.data(), q->bytes.data(), static_cast<kernels::QuantType>(q->type),
+                           static_cast<kernels::QuantLayout>(q->layout), N, K, rows.data(), N);
+  int found = 0;
+  for (const auto& [fname, ft] : floats.state_dict())
+    if (fname == name) {
+      EXPECT_EQ(values, ft.to_vector()) << what << " " << name;
+      ++found;
+    }
+  EXPECT_EQ(found, 1) << what << " " << name;
+}
+
 std::vector<float> logits_of(GPT& m, const std::vector<int32_t>& ids) {
   NoGradGuard ng;
   const Tensor t = m.forward(ids, 1, static_cast<int64_t>(ids.size())).contiguous();
@@ -195,7 +214,6 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
       LoadedModel floats = load_gguf(dir / "m.gguf");
       LoadedModel quant = load_gguf(dir / "m.gguf", WeightStorage::Quantized);
       int64_t quantized_bytes = 0, float_bytes = 0;
-      const auto float_weights = floats.model->state_dict();
       for (const auto& [name, t] : quant.model->state_dict()) {
         const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight" && t.size(1) % 32 == 0;
         EXPECT_EQ(t.quantized() != nullptr, matrix) << what << " " << name;
@@ -204,16 +222,7 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
           quantized_bytes += static_cast<int64_t>(q->bytes.size());
           float_bytes += t.numel() * 4;
           // The rows hold exactly the file's values (q5_0's too, as q8_0 blocks).
-          const int64_t N = t.size(0), K = t.size(1);
-          std::vector<int32_t> rows(static_cast<size_t>(N));
-          for (int64_t n = 0; n < N; n++) rows[n] = static_cast<int32_t>(n);
-          std::vector<float> values(static_cast<size_t>(N * K));
-          kernels::dequantize_rows(values.data(), q->bytes.data(), static_cast<kernels::QuantType>(q->type),
-                                   static_cast<kernels::QuantLayout>(q->layout), N, K, rows.data(), N);
-          for (const auto& [fname, ft] : float_weights) {
-            if (fname != name) continue;
-            EXPECT_EQ(values, ft.to_vector()) << what << " " << name;
-          }
+          expect_same_values(t, *floats.model, name, what);
         }
       }
       EXPECT_GT(quantized_bytes, 0) << what;
@@ -245,9 +254,10 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   }
 }
 
-// A Q4_K, Q5_K or Q6_K file (atto quantize --type q4_k|q5_k|q6_k) of a model whose matrices have
-// rows of 256 values: every matrix stays rows of that type and computes on the integer kernels (as
-// q4_0 does above), close to the same file read as floats (Q5_K closer than Q4_K, Q6_K closer still).
+// A Q3_K, Q4_K, Q5_K or Q6_K file (atto quantize --type q3_k|q4_k|q5_k|q6_k) of a model whose
+// matrices have rows of 256 values: every matrix stays rows of that type (Q3_K's as Q6_K rows of
+// exactly its values) and computes on the integer kernels (as q4_0 does above), close to the same
+// file read as floats (Q5_K closer than Q4_K, Q6_K closer still, Q3_K furthest).
 TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
   test::TempDir dir;
   LoadedModel lm = random_model("abcdefgh\n", false);
@@ -257,11 +267,12 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
   lm.model->eval();
   const std::vector<int32_t> ids = lm.tokenizer->encode("abcabcd");
   const std::vector<float> original = logits_of(*lm.model, ids);
-  double file_error[3] = {0, 0, 0};  // the file's weights (as floats) against the model's: Q4_K, Q5_K, Q6_K
-  for (const io::GgmlType type : {io::GgmlType::Q4_K, io::GgmlType::Q5_K, io::GgmlType::Q6_K}) {
-    const bool k6 = type == io::GgmlType::Q6_K;
-    const int which = type == io::GgmlType::Q4_K ? 0 : type == io::GgmlType::Q5_K ? 1 : 2;
-    const int64_t sb = static_cast<int64_t>(io::ggml_nbytes(type, 256));
+  double file_error[4] = {0, 0, 0, 0};  // the file's weights (as floats) against the model's: Q4_K, Q5_K, Q6_K, Q3_K
+  for (const io::GgmlType type : {io::GgmlType::Q4_K, io::GgmlType::Q5_K, io::GgmlType::Q6_K, io::GgmlType::Q3_K}) {
+    const bool k6 = type == io::GgmlType::Q6_K || type == io::GgmlType::Q3_K;  // d last, no dmin
+    const io::GgmlType kept = type == io::GgmlType::Q3_K ? io::GgmlType::Q6_K : type;
+    const int which = type == io::GgmlType::Q4_K ? 0 : type == io::GgmlType::Q5_K ? 1 : type == io::GgmlType::Q6_K ? 2 : 3;
+    const int64_t sb = static_cast<int64_t>(io::ggml_nbytes(type, 256)), kept_sb = io::ggml_nbytes(kept, 256);
     const std::string name_of = io::to_string(type), file = dir / (name_of + ".gguf");
     export_gguf(lm, file, type);
     LoadedModel floats = load_gguf(file);
@@ -271,14 +282,16 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
       const bool matrix = t.ndim() == 2 && name != "transformer.wpe.weight";
       EXPECT_EQ(t.quantized() != nullptr, matrix) << name_of << " " << name;
       if (const QuantizedData* q = t.quantized()) {
-        EXPECT_EQ(q->type, static_cast<int>(type)) << name;
-        EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * sb) << name;
+        EXPECT_EQ(q->type, static_cast<int>(kept)) << name;
+        EXPECT_EQ(static_cast<int64_t>(q->bytes.size()), t.numel() / 256 * kept_sb) << name;
         // Regrouped for the column-a-lane kernels where the level has them (x86).
-        const auto want_layout = kernels::quant_layout_for(static_cast<kernels::QuantType>(type));
+        const auto want_layout = kernels::quant_layout_for(static_cast<kernels::QuantType>(kept));
         EXPECT_EQ(q->layout, static_cast<int>(want_layout)) << name;
 #if defined(__x86_64__)
         EXPECT_EQ(want_layout, kernels::QuantLayout::Lanes16);
 #endif
+        // The rows hold exactly the file's values (Q3_K's too, as Q6_K super-blocks).
+        expect_same_values(t, *floats.model, name, name_of);
         matrices++;
       }
     }
@@ -300,7 +313,7 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
     ASSERT_EQ(t->type, type);
     std::string bytes = f.bytes_;
     const uint16_t inf = 0x7C00;
-    std::memcpy(bytes.data() + f.data_start_ + t->offset + sb + (k6 ? 208 : 2), &inf, 2);  // super-block 1's
+    std::memcpy(bytes.data() + f.data_start_ + t->offset + sb + (k6 ? sb - 2 : 2), &inf, 2);  // super-block 1's
     {
       std::ofstream out(dir / "bad.gguf", std::ios::binary);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -310,32 +323,39 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
                                       k6 ? "scale" : "min scale")));
   }
   // llama.cpp's Q4_K_M mix: a 1-layer gpt2 model's tied head Q6_K, its fused attention Q5_K, its
-  // ffn_down Q6_K (layer 0 of 1), the other two Q4_K, the learned positions f32; every matrix
-  // computes on its own type.
-  export_gguf(lm, dir / "m.gguf", io::QuantRecipe::k_mix(io::GgmlType::Q4_K));
-  {
+  // ffn_down Q6_K (layer 0 of 1), the other two Q4_K, the learned positions f32. Its Q3_K_M mix: the
+  // head Q6_K, attention's two and ffn_down Q4_K, ffn_up Q3_K. Every matrix computes on its own type.
+  using T = io::GgmlType;
+  struct Mix {
+    T base, qkv, output, down, up;
+    uint64_t file_type;
+  };
+  for (const Mix& mix : {Mix{T::Q4_K, T::Q5_K, T::Q4_K, T::Q6_K, T::Q4_K, 15}, Mix{T::Q3_K, T::Q4_K, T::Q4_K, T::Q4_K, T::Q3_K, 12}}) {
+    const std::string what = io::to_string(io::QuantRecipe::k_mix(mix.base));
+    export_gguf(lm, dir / "m.gguf", io::QuantRecipe::k_mix(mix.base));
     const io::GgufFile f = io::read_gguf(dir / "m.gguf");
-    EXPECT_EQ(f.get("general.file_type").as_uint("file type"), 15u);
-    EXPECT_EQ(f.find("position_embd.weight")->type, io::GgmlType::F32);
-    for (const char* six : {"token_embd.weight", "blk.0.ffn_down.weight"})
-      EXPECT_EQ(f.find(six)->type, io::GgmlType::Q6_K) << six;
-    EXPECT_EQ(f.find("blk.0.attn_qkv.weight")->type, io::GgmlType::Q5_K);
-    for (const char* four : {"blk.0.attn_output.weight", "blk.0.ffn_up.weight"})
-      EXPECT_EQ(f.find(four)->type, io::GgmlType::Q4_K) << four;
+    EXPECT_EQ(f.get("general.file_type").as_uint("file type"), mix.file_type) << what;
+    EXPECT_EQ(f.find("position_embd.weight")->type, T::F32) << what;
+    EXPECT_EQ(f.find("token_embd.weight")->type, T::Q6_K) << what;
+    EXPECT_EQ(f.find("blk.0.attn_qkv.weight")->type, mix.qkv) << what;
+    EXPECT_EQ(f.find("blk.0.attn_output.weight")->type, mix.output) << what;
+    EXPECT_EQ(f.find("blk.0.ffn_down.weight")->type, mix.down) << what;
+    EXPECT_EQ(f.find("blk.0.ffn_up.weight")->type, mix.up) << what;
     LoadedModel floats = load_gguf(dir / "m.gguf");
     LoadedModel quant = load_gguf(dir / "m.gguf", WeightStorage::Quantized);
     for (const auto& [name, t] : quant.model->state_dict())
-      EXPECT_EQ(t.quantized() != nullptr, t.ndim() == 2 && name != "transformer.wpe.weight") << "q4_k_m " << name;
+      EXPECT_EQ(t.quantized() != nullptr, t.ndim() == 2 && name != "transformer.wpe.weight") << what << " " << name;
     const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
     double worst = 0;
     for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-    EXPECT_LT(worst, 0.02) << "q4_k_m";
+    EXPECT_LT(worst, 0.02) << what;
   }
   // Q5_K's weights are 2x finer than Q4_K's, Q6_K's 4x: their files move the logits less.
-  std::printf("file against the model: q4_k %.3g, q5_k %.3g, q6_k %.3g\n", file_error[0], file_error[1],
-              file_error[2]);
+  std::printf("file against the model: q3_k %.3g, q4_k %.3g, q5_k %.3g, q6_k %.3g\n", file_error[3], file_error[0],
+              file_error[1], file_error[2]);
   EXPECT_LT(file_error[1], file_error[0]);
   EXPECT_LT(file_error[2], file_error[0] / 2);
+  EXPECT_GT(file_error[3], file_error[0]);
 }
 
 // A llama file whose attention keys disagree with its tensors, or name what atto cannot run.
