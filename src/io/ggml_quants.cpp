@@ -45,11 +45,12 @@ struct TypeInfo {
   bool writable;
 };
 constexpr TypeInfo kTypes[] = {
-    {GgmlType::F32, 1, 4, 0, 12, true},           {GgmlType::F16, 1, 2, 1, 11, true},
-    {GgmlType::BF16, 1, 2, 32, 10, true},         {GgmlType::Q8_0, kQK, kQ8Bytes, 7, 9, true},
-    {GgmlType::Q6_K, kQKK, kQ6KBytes, 18, 8, true}, {GgmlType::Q5_K, kQKK, 176, 16, 7, true},
-    {GgmlType::Q5_1, kQK, 24, 9, 6, true},        {GgmlType::Q5_0, kQK, 22, 8, 5, true},
-    {GgmlType::Q4_K, kQKK, kQ4KBytes, 14, 4, true}, {GgmlType::Q4_1, kQK, 20, 3, 3, true},
+    {GgmlType::F32, 1, 4, 0, 14, true},           {GgmlType::F16, 1, 2, 1, 13, true},
+    {GgmlType::BF16, 1, 2, 32, 12, true},         {GgmlType::Q8_0, kQK, kQ8Bytes, 7, 11, true},
+    {GgmlType::Q6_K, kQKK, kQ6KBytes, 18, 10, true}, {GgmlType::Q5_K, kQKK, 176, 16, 9, true},
+    {GgmlType::Q5_1, kQK, 24, 9, 8, true},        {GgmlType::Q5_0, kQK, 22, 8, 7, true},
+    {GgmlType::Q4_K, kQKK, kQ4KBytes, 14, 6, true}, {GgmlType::IQ4_NL, kQK, 18, 25, 5, false},
+    {GgmlType::IQ4_XS, kQKK, 136, 30, 4, false},  {GgmlType::Q4_1, kQK, 20, 3, 3, true},
     {GgmlType::Q4_0, kQK, kQ4Bytes, 2, 2, true},  {GgmlType::Q3_K, kQKK, 110, 11, 1, true},
     {GgmlType::Q2_K, kQKK, 84, 10, 0, false},
 };
@@ -99,6 +100,29 @@ GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape) {
   // q8_0 as integers, q5_0 and q5_1 in floats).
   if (quant_super_block(want) && row % static_cast<int64_t>(kQK) == 0) return GgmlType::Q8_0;
   return GgmlType::F16;
+}
+
+GgmlType integer_type_for(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q5_0:
+    case GgmlType::IQ4_NL: return GgmlType::Q8_0;
+    case GgmlType::Q3_K: return GgmlType::Q6_K;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return t;
+    default: return GgmlType::F32;
+  }
+}
+
+std::string as_integer_blocks(GgmlType t, std::string bytes, uint64_t n) {
+  ATTO_CHECK(bytes.size() == ggml_nbytes(t, n), "{} bytes are not {} {} values", bytes.size(), n, to_string(t));
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (t == GgmlType::Q5_0) return q5_0_as_q8_0(b, n);
+  if (t == GgmlType::IQ4_NL) return iq4_nl_as_q8_0(b, n);
+  if (t == GgmlType::Q3_K) return q3_k_as_q6_k(b, n);
+  return bytes;
 }
 
 uint32_t ggml_file_type(GgmlType t) { return info(t).file_type; }
@@ -541,6 +565,8 @@ void decode(GgmlType t, const uint8_t* src, float* out, uint64_t n) {
     case GgmlType::Q4_K: dequantize_q4_k(src, out, n); return;
     case GgmlType::Q5_K: dequantize_q5_k(src, out, n); return;
     case GgmlType::Q6_K: dequantize_q6_k(src, out, n); return;
+    case GgmlType::IQ4_NL: dequantize_iq4_nl(src, out, n); return;
+    case GgmlType::IQ4_XS: dequantize_iq4_xs(src, out, n); return;
   }
   ATTO_CHECK(false, "ggml type {} is not one atto reads", static_cast<uint32_t>(t));
 }

@@ -1,7 +1,7 @@
 // atto/io/ggml_quants.h: ggml's tensor types as GGUF files store them: f32, f16, bf16, and the
-// block formats q4_0, q4_1, q5_0, q5_1, q8_0 (blocks of 32 values) and Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K (super-blocks of 256), each decoded exactly as ggml's reference functions in ggml-quants.c
-// (named at each function), and all but Q2_K and Q3_K encoded as them, so that a file atto writes
+// block formats q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl (blocks of 32 values) and Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, iq4_xs (super-blocks of 256), each decoded exactly as ggml's reference functions in
+// ggml-quants.c (named at each function), and all but Q2_K, iq4_nl and iq4_xs encoded as them, so that a file atto writes
 // holds the bytes llama.cpp's quantizer would write for the same values.
 //
 //   std::string q = io::encode(io::GgmlType::Q4_0, row);            // n a multiple of 32
@@ -26,6 +26,11 @@
 //         of byte l: value l of sub-blocks 2c and 2c + 1); 128 bytes of nibbles as Q4_K
 //   Q6_K 210 bytes / 256 values: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8
 //         scales (one per 16 values), f16 d; x = d * scale * (q - 32)
+//   IQ4_NL 18 bytes / 32: f16 d; 16 bytes of nibbles as q4_0; x = d * kvalues[q], kvalues ggml's
+//         16 non-uniform int8 levels -127..113
+//   IQ4_XS 136 bytes / 256: f16 d; u16 scales_h and 4 bytes scales_l (eight 6-bit scales, one per
+//         32 values: low nibbles in scales_l, top bit pairs in scales_h); 128 bytes of nibbles,
+//         16 a sub-block as q4_0's; x = d * (scale - 32) * kvalues[q]
 //   bf16  2 bytes a value: a float's high half (encoded rounding to nearest even, NaN kept quiet)
 #pragma once
 
@@ -50,6 +55,8 @@ enum class GgmlType : uint32_t {
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30
 };
 // ggml's name of a type number ("q4_k" for 12, "bf16" for 30, "unknown" for one atto has no name
@@ -114,9 +121,25 @@ std::string q5_0_as_q8_0(const uint8_t* blocks, uint64_t n);
 // sub-block's scale the 6-bit scale - 32, each quant the 3-bit quant (-4..3) (n values, a multiple
 // of 256; the Q6_K bytes returned). So Q3_K weights compute on Q6_K's integer kernels.
 std::string q3_k_as_q6_k(const uint8_t* blocks, uint64_t n);
+// iq4_nl blocks as q8_0 blocks of the same values, exactly: the same f16 d, each nibble's int8
+// level (n values, a multiple of 32; the q8_0 bytes returned). So iq4_nl weights (llama.cpp's
+// fallback for Q3_K and Q2_K in models whose widths are not multiples of 256) compute on q8_0's
+// integer kernels.
+std::string iq4_nl_as_q8_0(const uint8_t* blocks, uint64_t n);
+// iq4_nl and iq4_xs as ggml's dequantize_row_iq4_nl / _iq4_xs (read, not written).
+void dequantize_iq4_nl(const uint8_t* blocks, float* out, uint64_t n);
+void dequantize_iq4_xs(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q5_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q2_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n);
+
+// The type whose blocks hold a type-t tensor's values exactly for atto's integer kernels: q8_0
+// for q5_0 and iq4_nl, Q6_K for Q3_K (the conversions above); t itself for q8_0, q4_0, Q4_K, Q5_K
+// and Q6_K; F32 (computed as floats) for the rest.
+GgmlType integer_type_for(GgmlType t);
+// n values of type t (their bytes) as blocks of integer_type_for(t) (the bytes as they are when
+// that is t).
+std::string as_integer_blocks(GgmlType t, std::string bytes, uint64_t n);
 
 // Any writable type: the bytes of x (x.size() a multiple of the block size, else atto::Error).
 std::string encode(GgmlType t, std::span<const float> x);
@@ -132,11 +155,11 @@ GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape);
 // llama.cpp's general.file_type (enum llama_ftype) of a file whose matrices are `t`:
 // 0 ALL_F32, 1 MOSTLY_F16, 2 MOSTLY_Q4_0, 3 MOSTLY_Q4_1, 7 MOSTLY_Q8_0, 8 MOSTLY_Q5_0, 9
 // MOSTLY_Q5_1, 10 MOSTLY_Q2_K, 11 MOSTLY_Q3_K_S, 14 MOSTLY_Q4_K_S, 16 MOSTLY_Q5_K_S, 18
-// MOSTLY_Q6_K, 32 MOSTLY_BF16.
+// MOSTLY_Q6_K, 25 MOSTLY_IQ4_NL, 30 MOSTLY_IQ4_XS, 32 MOSTLY_BF16.
 uint32_t ggml_file_type(GgmlType t);
 // How much precision a type keeps, for the refusal to "re-quantize" to a better type, in the
-// order of llama.cpp's perplexity table: f32 12, f16 11, bf16 10, q8_0 9, Q6_K 8, Q5_K 7, q5_1 6,
-// q5_0 5, Q4_K 4, q4_1 3, q4_0 2, Q3_K 1, Q2_K 0.
+// order of llama.cpp's perplexity table: f32 14, f16 13, bf16 12, q8_0 11, Q6_K 10, Q5_K 9, q5_1
+// 8, q5_0 7, Q4_K 6, iq4_nl 5, iq4_xs 4, q4_1 3, q4_0 2, Q3_K 1, Q2_K 0.
 int ggml_type_precision(GgmlType t);
 
 }  // namespace atto::io

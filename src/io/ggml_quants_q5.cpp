@@ -1,6 +1,6 @@
 // atto/io/ggml_quants_q5.cpp: the ggml types of ggml_quants.h beyond f16, q8_0, q4_0, Q4_K and
-// Q6_K, which llama.cpp's files carry: q4_1, q5_0, q5_1, Q5_K and Q3_K (read and written), Q2_K
-// (read), bf16. Each function follows the ggml-quants.c function it names, operation for
+// Q6_K, which llama.cpp's files carry: q4_1, q5_0, q5_1, Q5_K and Q3_K (read and written), Q2_K,
+// iq4_nl and iq4_xs (read), bf16. Each function follows the ggml-quants.c function it names, operation for
 // operation (ggml_quants_impl.h turns off contraction into FMAs, as ggml's reference builds).
 #include <algorithm>
 #include <cfloat>
@@ -32,6 +32,20 @@ uint32_t read_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
+}
+
+// n values in blocks of 32 (in_bytes each, the f16 d first) as q8_0 blocks of the same values:
+// the same d, value(block, j) the int8 of value j.
+template <class Value>
+std::string as_q8_0(const uint8_t* blocks, uint64_t n, uint64_t in_bytes, Value value) {
+  std::string out(n / kQK32 * 34, '\0');
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    const uint8_t* o = blocks + b * in_bytes;
+    char* q = out.data() + b * 34;
+    std::memcpy(q, o, 2);  // d
+    for (int j = 0; j < 32; ++j) q[2 + j] = static_cast<char>(value(o, j));
+  }
+  return out;
 }
 
 // q4_1 and q5_1 (nbits 4 or 5) as ggml's quantize_row_q4_1_ref / quantize_row_q5_1_ref: d =
@@ -153,18 +167,11 @@ void dequantize_q5_0(const uint8_t* blocks, float* out, uint64_t n) {
 }
 
 std::string q5_0_as_q8_0(const uint8_t* blocks, uint64_t n) {
-  std::string out(n / kQK32 * 34, '\0');
-  for (uint64_t b = 0; b < n / kQK32; ++b) {
-    const uint8_t* o = blocks + b * kQ50Bytes;
-    char* q = out.data() + b * 34;
-    std::memcpy(q, o, 2);  // d
+  return as_q8_0(blocks, n, kQ50Bytes, [](const uint8_t* o, int j) {
     const uint32_t qh = read_u32(o + 2);
-    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
-      q[2 + j] = static_cast<char>(((o[6 + j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10)) - 16);
-      q[2 + j + 16] = static_cast<char>(((o[6 + j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10)) - 16);
-    }
-  }
-  return out;
+    return j < 16 ? ((o[6 + j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10)) - 16
+                  : ((o[6 + j - 16] >> 4) | static_cast<int>((qh >> (j - 16 + 12)) & 0x10)) - 16;
+  });
 }
 
 // ============================================================================================
@@ -392,6 +399,57 @@ std::string q3_k_as_q6_k(const uint8_t* blocks, uint64_t n) {
     std::memcpy(o + 208, blk + 108, 2);  // d
   }
   return out;
+}
+
+// ============================================================================================
+// Non-linear 4-bit: iq4_nl, iq4_xs
+// ============================================================================================
+namespace {
+
+// ggml's kvalues_iq4nl: the sixteen levels of a non-linear 4-bit quant.
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr uint64_t kIq4NlBytes = 18, kIq4XsBytes = 136;
+
+}  // namespace
+
+// As ggml's dequantize_row_iq4_nl: d * kvalues[nibble], byte j holding values j and j + 16.
+void dequantize_iq4_nl(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    const uint8_t* blk = blocks + b * kIq4NlBytes;
+    const float d = half_at(blk);
+    float* y = out + b * kQK32;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(kIq4nlValues[blk[2 + j] & 0xF]);
+      y[j + 16] = d * static_cast<float>(kIq4nlValues[blk[2 + j] >> 4]);
+    }
+  }
+}
+
+// As ggml's dequantize_row_iq4_xs: per sub-block of 32, dl = d * (ls - 32) with the 6-bit ls's low
+// nibble in scales_l (two a byte) and its top bits in scales_h (two a sub-block), then iq4_nl's
+// levels times dl.
+void dequantize_iq4_xs(const uint8_t* blocks, float* out, uint64_t n) {
+  for (uint64_t b = 0; b < n / kQKK256; ++b) {
+    const uint8_t* blk = blocks + b * kIq4XsBytes;
+    const float d = half_at(blk);
+    const uint32_t scales_h = static_cast<uint32_t>(blk[2] | (blk[3] << 8));
+    const uint8_t* scales_l = blk + 4;
+    const uint8_t* qs = blk + 8;
+    float* y = out + b * kQKK256;
+    for (int ib = 0; ib < 8; ++ib, y += 32, qs += 16) {
+      const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+      const float dl = d * static_cast<float>(ls - 32);
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
+        y[j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
+std::string iq4_nl_as_q8_0(const uint8_t* blocks, uint64_t n) {
+  return as_q8_0(blocks, n, kIq4NlBytes,
+                 [](const uint8_t* o, int j) { return kIq4nlValues[j < 16 ? o[2 + j] & 0xF : o[2 + j - 16] >> 4]; });
 }
 
 }  // namespace atto::io

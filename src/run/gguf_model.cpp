@@ -469,16 +469,14 @@ RunConfig gguf_run_config(const std::string& path) {
 namespace {
 
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
-// token embedding reads (not the learned positions, which are sliced), every part of one q8_0,
-// q5_0 (kept as q8_0 blocks of its exact values), q4_0, Q3_K (kept as Q6_K super-blocks of its
-// exact values), Q4_K, Q5_K or Q6_K type (the k-quants: rows of whole super-blocks of 256, as their
-// rows must be).
+// token embedding reads (not the learned positions, which are sliced), every part of one type
+// that io::integer_type_for computes as integers (the k-quants: rows of whole super-blocks of 256,
+// as their rows must be).
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
-  const bool super = type == io::GgmlType::Q3_K || type == io::GgmlType::Q4_K || type == io::GgmlType::Q5_K ||
-                     type == io::GgmlType::Q6_K;
-  if (type != io::GgmlType::Q8_0 && type != io::GgmlType::Q5_0 && type != io::GgmlType::Q4_0 && !super) return false;
+  if (io::integer_type_for(type) == io::GgmlType::F32) return false;
+  const bool super = io::ggml_block_size(type) == 256;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
     if (t->type != type || t->shape.size() != 2) return false;
@@ -507,15 +505,12 @@ void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, co
     }
 }
 
-// Tensor t's rows appended to q, their block scales checked first (q5_0's as q8_0 blocks of the
-// same values, Q3_K's as Q6_K super-blocks).
+// Tensor t's rows appended to q (as blocks of io::integer_type_for its type), their block scales
+// checked first.
 void append_rows(QuantizedData& q, const std::string& path, const io::GgufFile& f, const io::GgufTensorInfo& t) {
   std::string bytes = f.tensor_bytes(t);
   check_block_scales(path, t, bytes);
-  if (t.type == io::GgmlType::Q5_0)
-    bytes = io::q5_0_as_q8_0(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 22 * 32);
-  if (t.type == io::GgmlType::Q3_K)
-    bytes = io::q3_k_as_q6_k(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size() / 110 * 256);
+  bytes = io::as_integer_blocks(t.type, bytes, static_cast<uint64_t>(t.numel()));
   q.bytes.insert(q.bytes.end(), bytes.begin(), bytes.end());
 }
 
@@ -560,9 +555,7 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
       parts.clear(), shape = t->shape, shape[0] = 0, qparts.reset();
       if (weights == WeightStorage::Quantized && keeps_quantized(f, names, i)) {
         qparts = std::make_shared<QuantizedData>();
-        const io::GgmlType kept = t->type == io::GgmlType::Q5_0   ? io::GgmlType::Q8_0  // exact
-                                  : t->type == io::GgmlType::Q3_K ? io::GgmlType::Q6_K
-                                                                  : t->type;
+        const io::GgmlType kept = io::integer_type_for(t->type);
         qparts->type = static_cast<int>(kept);
         qparts->row_bytes = static_cast<int64_t>(io::ggml_nbytes(kept, static_cast<uint64_t>(t->shape.at(1))));
       }

@@ -1,5 +1,5 @@
 // io/ggml_quants beyond f16, q8_0, q4_0, Q4_K and Q6_K: q4_1, q5_0, q5_1, Q5_K, Q3_K (encoded and
-// decoded), Q2_K (decoded), bf16, against ggml's reference functions; in GGUF files; the
+// decoded), Q2_K, iq4_nl and iq4_xs (decoded), bf16, against ggml's reference functions; in GGUF files; the
 // type rules of export and re-quantizing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -52,7 +52,7 @@ std::vector<uint8_t> hashed_blocks(GgmlType t, size_t bs, int o1, int o2) {
 // The hashes below were computed once with ggml-quants.c's functions as written (ggml-org/ggml
 // d99724f, clang 14 -O2 -ffp-contract=off): quantize_row_{q4_1,q5_0,q5_1,q5_K,q3_K}_ref on the
 // reference values, ggml_compute_fp32_to_bf16 on them times 1.00001, and dequantize_row_{q4_1,
-// q5_0,q5_1,q5_K,q2_K,q3_K} on hashed_blocks.
+// q5_0,q5_1,q5_K,q2_K,q3_K,iq4_nl,iq4_xs} on hashed_blocks.
 TEST(GgmlTypes, EncodedBytesAreGgmlsReference) {
   const std::vector<float> x = reference_values();
   struct Want {
@@ -91,7 +91,9 @@ TEST(GgmlTypes, DecodedValuesAreGgmlsReference) {
                         Want{GgmlType::Q5_1, 24, 0, 2, 0xb3c8d53b189e3cedull, 17, 0x1.1p+0f},
                         Want{GgmlType::Q5_K, 176, 0, 2, 0xf1577ea903f15673ull, 300, 0x1.6e5b8p+5f},
                         Want{GgmlType::Q2_K, 84, 80, 82, 0x45513388be4cba6cull, 300, 0x1.6058p+0f},
-                        Want{GgmlType::Q3_K, 110, 108, -1, 0x810da49e6302209cull, 300, 0x1.384ep+2f}}) {
+                        Want{GgmlType::Q3_K, 110, 108, -1, 0x810da49e6302209cull, 300, 0x1.384ep+2f},
+                        Want{GgmlType::IQ4_NL, 18, 0, -1, 0xc98f7039698a2fecull, 17, 0x1.14p+3f},
+                        Want{GgmlType::IQ4_XS, 136, 0, -1, 0x179c74742c770295ull, 300, 0x1.1445p+6f}}) {
     const std::vector<uint8_t> b = hashed_blocks(w.t, w.bs, w.o1, w.o2);
     ASSERT_EQ(b.size() % w.bs, 0u) << to_string(w.t);
     std::vector<float> y(2048);
@@ -101,8 +103,8 @@ TEST(GgmlTypes, DecodedValuesAreGgmlsReference) {
   }
 }
 
-// q5_0 as q8_0 blocks and Q3_K as Q6_K super-blocks (how atto computes q5_0 and Q3_K matrices):
-// the same values, bit for bit.
+// q5_0 and iq4_nl as q8_0 blocks and Q3_K as Q6_K super-blocks (how atto computes q5_0, iq4_nl and
+// Q3_K matrices): the same values, bit for bit.
 TEST(GgmlTypes, ExactConversionsKeepEveryValue) {
   struct Case {
     GgmlType from, to;
@@ -111,6 +113,7 @@ TEST(GgmlTypes, ExactConversionsKeepEveryValue) {
     std::string (*convert)(const uint8_t*, uint64_t);
   };
   for (const Case& c : {Case{GgmlType::Q5_0, GgmlType::Q8_0, 22, 0, q5_0_as_q8_0},
+                        Case{GgmlType::IQ4_NL, GgmlType::Q8_0, 18, 0, iq4_nl_as_q8_0},
                         Case{GgmlType::Q3_K, GgmlType::Q6_K, 110, 108, q3_k_as_q6_k}}) {
     const std::vector<uint8_t> b = hashed_blocks(c.from, c.bytes, c.d_at, -1);
     const std::string out = c.convert(b.data(), 2048);

@@ -426,7 +426,7 @@ TEST(Gguf, DamagedFieldsAreErrorsNamingThem) {
   EXPECT_THAT(err(patched(b, info, 5, 4)), HasSubstr("has 5 dimensions"));
   EXPECT_THAT(err(patched(b, info + 4, 0)), HasSubstr("invalid dimension 0"));
   EXPECT_THAT(err(patched(b, info + 12, uint64_t{1} << 40)), HasSubstr("truncated GGUF file: tensor b.f16"));
-  EXPECT_THAT(err(patched(b, info + 20, 20, 4)), HasSubstr("ggml type 20 (iq4_nl), which atto does not read"));
+  EXPECT_THAT(err(patched(b, info + 20, 21, 4)), HasSubstr("ggml type 21 (iq3_s), which atto does not read"));
   EXPECT_THAT(err(patched(b, info + 24, 8)), HasSubstr("offset 8, not a multiple of the alignment 32"));
   EXPECT_THAT(err(patched(b, info + 24, 0)), HasSubstr("overlap"));
   // Duplicates.

@@ -254,6 +254,56 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   }
 }
 
+// An iq4_nl file (llama.cpp's fallback for Q3_K in models whose widths are not multiples of 256;
+// here a q4_0 file's blocks read as iq4_nl, whose block is laid out as q4_0's with non-linear
+// levels): every matrix stays quantized as q8_0 blocks of exactly its values and computes on the
+// integer kernels, close to the same file read as floats.
+TEST(GgufModel, Iq4NlWeightsComputeAsQ8_0) {
+  test::TempDir dir;
+  LoadedModel lm = llama_model(2, 10000.0f);
+  const std::vector<int32_t> ids = lm.tokenizer->encode("emmazoë");
+  export_gguf(lm, dir / "q4.gguf", io::GgmlType::Q4_0);
+  const io::GgufFile q4 = io::read_gguf(dir / "q4.gguf");
+  io::GgufWriter w;
+  for (const std::string& k : q4.keys)
+    w.add(k, k == "general.file_type" ? io::GgufValue::u32(25) : q4.metadata.at(k));
+  int retyped = 0;
+  for (const io::GgufTensorInfo& t : q4.tensors) {
+    const bool q = t.type == io::GgmlType::Q4_0;
+    std::string bytes = q4.tensor_bytes(t);
+    for (size_t at = 0; q && at < bytes.size(); at += 18) {  // d / 16: the levels are 16 times q4_0's
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + at, 2);
+      h = io::f32_to_f16(io::f16_to_f32(h) / 16);
+      std::memcpy(bytes.data() + at, &h, 2);
+    }
+    w.add_tensor_bytes(t.name, t.shape, q ? io::GgmlType::IQ4_NL : t.type, bytes);
+    retyped += q ? 1 : 0;
+  }
+  EXPECT_GE(retyped, 5);
+  {
+    std::ofstream out(dir / "nl.gguf", std::ios::binary);
+    const std::string bytes = w.bytes();
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  LoadedModel floats = load_gguf(dir / "nl.gguf");
+  LoadedModel quant = load_gguf(dir / "nl.gguf", WeightStorage::Quantized);
+  int matrices = 0;
+  for (const auto& [name, t] : quant.model->state_dict())
+    if (const QuantizedData* q = t.quantized()) {
+      EXPECT_EQ(q->type, static_cast<int>(io::GgmlType::Q8_0)) << name;
+      expect_same_values(t, *floats.model, name, "iq4_nl");
+      matrices++;
+    }
+  EXPECT_GE(matrices, 5);  // per layer the fused attention (its 3 parts), its output, the MLP's; the embedding
+  const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  std::printf("iq4_nl: max |logit(integer kernels) - logit(floats)| = %.3g\n", worst);
+  EXPECT_LT(worst, 0.01);
+  EXPECT_GT(worst, 0.0) << "computed on floats";
+}
+
 // A Q3_K, Q4_K, Q5_K or Q6_K file (atto quantize --type q3_k|q4_k|q5_k|q6_k) of a model whose
 // matrices have rows of 256 values: every matrix stays rows of that type (Q3_K's as Q6_K rows of
 // exactly its values) and computes on the integer kernels (as q4_0 does above), close to the same
