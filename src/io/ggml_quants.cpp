@@ -102,17 +102,19 @@ GgmlType stored_type_for(GgmlType want, const std::vector<int64_t>& shape) {
   return GgmlType::F16;
 }
 
-GgmlType integer_type_for(GgmlType t) {
+uint32_t integer_type_for(GgmlType t) {
   switch (t) {
     case GgmlType::Q5_0:
-    case GgmlType::IQ4_NL: return GgmlType::Q8_0;
-    case GgmlType::Q3_K: return GgmlType::Q6_K;
+    case GgmlType::IQ4_NL: return static_cast<uint32_t>(GgmlType::Q8_0);
+    case GgmlType::Q3_K: return static_cast<uint32_t>(GgmlType::Q6_K);
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return kU8M;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return t;
-    default: return GgmlType::F32;
+    case GgmlType::Q6_K: return static_cast<uint32_t>(t);
+    default: return static_cast<uint32_t>(GgmlType::F32);
   }
 }
 
@@ -122,6 +124,7 @@ std::string as_integer_blocks(GgmlType t, std::string bytes, uint64_t n) {
   if (t == GgmlType::Q5_0) return q5_0_as_q8_0(b, n);
   if (t == GgmlType::IQ4_NL) return iq4_nl_as_q8_0(b, n);
   if (t == GgmlType::Q3_K) return q3_k_as_q6_k(b, n);
+  if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) return min_offset_as_u8m(b, n, t == GgmlType::Q4_1 ? 4 : 5);
   return bytes;
 }
 

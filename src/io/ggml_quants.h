@@ -133,10 +133,16 @@ void dequantize_q5_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q2_k(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n);
 
-// The type whose blocks hold a type-t tensor's values exactly for atto's integer kernels: q8_0
-// for q5_0 and iq4_nl, Q6_K for Q3_K (the conversions above); t itself for q8_0, q4_0, Q4_K, Q5_K
-// and Q6_K; F32 (computed as floats) for the rest.
-GgmlType integer_type_for(GgmlType t);
+// q4_1 (nbits 4) or q5_1 (5) blocks as atto's U8M blocks of the same values, exactly: {the same f16
+// d and m, the 32 values' q as uint8 (0..15 or 0..31)} (n values, a multiple of 32; the bytes
+// returned). So they compute on atto's U8M integer kernels (kernels::QuantType::U8M).
+std::string min_offset_as_u8m(const uint8_t* blocks, uint64_t n, int nbits);
+// The type id of the blocks that hold a type-t matrix's values exactly for atto's integer kernels
+// (kernels::QuantType): q8_0 for q5_0 and iq4_nl, Q6_K for Q3_K, kU8M for q4_1 and q5_1 (the
+// conversions above); t itself for q8_0, q4_0, Q4_K, Q5_K and Q6_K; 0 (F32: computed as floats)
+// for the rest.
+inline constexpr uint32_t kU8M = 256;  // atto's own (no ggml type has it): kernels::QuantType::U8M
+uint32_t integer_type_for(GgmlType t);
 // n values of type t (their bytes) as blocks of integer_type_for(t) (the bytes as they are when
 // that is t).
 std::string as_integer_blocks(GgmlType t, std::string bytes, uint64_t n);

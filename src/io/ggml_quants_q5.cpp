@@ -79,21 +79,22 @@ std::vector<uint8_t> quantize_min_offset(std::span<const float> x, int nbits) {
   return out;
 }
 
-// q4_1 and q5_1's values: q * d + m, q's fifth bit (q5_1) from qh.
+// Value j's q (0..15 or 0..31) of a q4_1 or q5_1 block o: its nibble (low for j < 16), its fifth bit
+// (q5_1) from qh, as ggml's dequantize_row_q4_1 / _q5_1.
+int min_offset_q(const uint8_t* o, int j, int nbits) {
+  const uint32_t qh = nbits == 4 ? 0 : read_u32(o + 4);
+  const uint8_t* qs = o + (nbits == 4 ? 4 : 8);
+  return j < 16 ? (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10)
+                : (qs[j - 16] >> 4) | static_cast<int>((qh >> (j - 16 + 12)) & 0x10);
+}
+
+// q4_1 and q5_1's values: q * d + m.
 void dequantize_min_offset(const uint8_t* blocks, float* out, uint64_t n, int nbits) {
   const uint64_t bytes = nbits == 4 ? kQ41Bytes : kQ51Bytes;
   for (uint64_t b = 0; b < n / kQK32; ++b) {
     const uint8_t* o = blocks + b * bytes;
     const float d = half_at(o), m = half_at(o + 2);
-    const uint32_t qh = nbits == 4 ? 0 : read_u32(o + 4);
-    const uint8_t* qs = o + (nbits == 4 ? 4 : 8);
-    float* y = out + b * kQK32;
-    for (uint64_t j = 0; j < kQK32 / 2; ++j) {
-      const int x0 = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10);
-      const int x1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
-      y[j] = static_cast<float>(x0) * d + m;
-      y[j + 16] = static_cast<float>(x1) * d + m;
-    }
+    for (int j = 0; j < 32; ++j) out[b * kQK32 + j] = static_cast<float>(min_offset_q(o, j, nbits)) * d + m;
   }
 }
 
@@ -172,6 +173,18 @@ std::string q5_0_as_q8_0(const uint8_t* blocks, uint64_t n) {
     return j < 16 ? ((o[6 + j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10)) - 16
                   : ((o[6 + j - 16] >> 4) | static_cast<int>((qh >> (j - 16 + 12)) & 0x10)) - 16;
   });
+}
+
+std::string min_offset_as_u8m(const uint8_t* blocks, uint64_t n, int nbits) {
+  const uint64_t bytes = nbits == 4 ? kQ41Bytes : kQ51Bytes;
+  std::string out(n / kQK32 * 36, '\0');
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    const uint8_t* o = blocks + b * bytes;
+    char* u = out.data() + b * 36;
+    std::memcpy(u, o, 4);  // d, m
+    for (int j = 0; j < 32; ++j) u[4 + j] = static_cast<char>(min_offset_q(o, j, nbits));
+  }
+  return out;
 }
 
 // ============================================================================================

@@ -1,8 +1,9 @@
-// atto/kernels/quant.cpp: the linear layer on ggml's q8_0, q4_0, Q4_K, Q5_K and Q6_K weights, computed in
+// atto/kernels/quant.cpp: the linear layer on ggml's q8_0, q4_0, Q4_K, Q5_K and Q6_K weights (and
+// U8M, how atto keeps q4_1 and q5_1), computed in
 // integers per block of 32 (quant.h has the fixed orders that define the bits; docs/cpu.md, "Integer
 // kernels", the dot products per level and how each keeps every lane's sum exact).
 // Activations are quantized once per call to blocks {float d; -8 sum(q); int8 q[32]}; the kernels
-// of q4_0 and q8_0 are in quant_q4_q8.cpp, Q4_K's and Q5_K's in quant_q4k_q5k.cpp and Q6_K's in quant_q6k.cpp;
+// of q4_0, q8_0 and U8M are in quant_q4_q8.cpp, Q4_K's and Q5_K's in quant_q4k_q5k.cpp and Q6_K's in quant_q6k.cpp;
 // threads split the columns (fixed groups of 16: any thread count gives the same bits).
 // $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
 #include <omp.h>
@@ -27,19 +28,22 @@ namespace {
 
 constexpr int64_t kParMacs = int64_t{1} << 15;  // below this many multiply-adds: one thread
 
-int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : 34; }
+int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : t == QuantType::U8M ? 36 : 34; }
+
+// The kernel family of a type of blocks of 32.
+B32 b32_of(QuantType t) { return t == QuantType::Q4_0 ? kB32Q4 : t == QuantType::U8M ? kB32U8M : kB32Q8; }
 
 void check_args(QuantType t, int64_t K, const char* what) {
   if (t != QuantType::Q4_0 && t != QuantType::Q8_0 && t != QuantType::Q4_K && t != QuantType::Q5_K &&
-      t != QuantType::Q6_K)
-    throw std::invalid_argument(std::string(what) + ": not a q4_0, q8_0, q4_k, q5_k or q6_k type id: " +
+      t != QuantType::Q6_K && t != QuantType::U8M)
+    throw std::invalid_argument(std::string(what) + ": not a q4_0, q8_0, q4_k, q5_k, q6_k or u8m type id: " +
                                 std::to_string(static_cast<int>(t)));
   if (quant_super_blocks(t) && (K < 0 || K % (8 * kQK) != 0))
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
                                 " is not a multiple of 256 (the super-block size of q4_k, q5_k and q6_k)");
   if (K < 0 || K % kQK != 0)
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
-                                " is not a multiple of 32 (the block size of q4_0 and q8_0)");
+                                " is not a multiple of 32 (the block size of q4_0, q8_0 and u8m)");
 }
 
 void check_layout(QuantType t, QuantLayout layout, const char* what) {
@@ -51,14 +55,16 @@ void check_layout(QuantType t, QuantLayout layout, const char* what) {
 
 // The block format of a type Lanes16 regroups (quant_impl.h).
 LaneBlock lane_block(QuantType t) {
+  if (t == QuantType::U8M) return {36, 4, 32};
   if (t == QuantType::Q4_0 || t == QuantType::Q8_0) return {block_bytes(t), 2, 32};
   return {t == QuantType::Q4_K ? 144 : t == QuantType::Q5_K ? 176 : 210, 0, 256};
 }
 
-// The 32 integer values of a weight block: q8_0's int8, q4_0's nibble - 8 (low nibbles first).
+// The 32 integer values of a weight block: q8_0's int8, U8M's uint8 (0..31), q4_0's nibble - 8
+// (low nibbles first).
 void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
-  if (t == QuantType::Q8_0) {
-    std::memcpy(out, blk + 2, kQK);
+  if (t == QuantType::Q8_0 || t == QuantType::U8M) {
+    std::memcpy(out, blk + (t == QuantType::U8M ? 4 : 2), kQK);
     return;
   }
   for (int j = 0; j < kQK / 2; j++) {
@@ -104,7 +110,7 @@ std::vector<ActBlock> quantize_acts(const float* x, int64_t M, int64_t K, bool p
 float dot_ref(const ActBlock* xa, const uint8_t* w, QuantType t, int64_t nb) {
   if (t == QuantType::Q4_K || t == QuantType::Q5_K) return k45_dot_ref(t == QuantType::Q5_K, xa, w, nb);
   if (t == QuantType::Q6_K) return q6k_dot_ref(xa, w, nb);
-  return b32_dot_ref(t == QuantType::Q8_0, xa, w, nb);
+  return b32_dot_ref(b32_of(t), xa, w, nb);
 }
 
 // ---- Which dot product ----------------------------------------------------------------------
@@ -158,7 +164,7 @@ void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, Quan
   if (t == QuantType::Q4_K || t == QuantType::Q5_K)
     return k45_columns(k, t == QuantType::Q5_K, packed, y, xa, w, bias, M, N, nb, n0, n1);
   if (t == QuantType::Q6_K) return q6k_columns(k, packed, y, xa, w, bias, M, N, nb, n0, n1);
-  b32_columns(k, t == QuantType::Q8_0, packed, y, xa, w, bias, M, N, nb, n0, n1);
+  b32_columns(k, b32_of(t), packed, y, xa, w, bias, M, N, nb, n0, n1);
 }
 
 }  // namespace
@@ -217,6 +223,11 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layo
       const uint8_t* blk = row + b * bs;
       weight_ints(wi, blk, t);
       const float d = half_at(blk);
+      if (t == QuantType::U8M) {  // as ggml's dequantize_row_q4_1 / _q5_1: q * d + m
+        const float mn = half_at(blk + 2);
+        for (int i = 0; i < kQK; i++) o[b * kQK + i] = static_cast<float>(wi[i]) * d + mn;
+        continue;
+      }
       for (int i = 0; i < kQK; i++) o[b * kQK + i] = static_cast<float>(wi[i]) * d;
     }
   });
@@ -233,9 +244,10 @@ void quant_detail::lanes16_pack(uint8_t* out, const uint8_t* rows, LaneBlock f, 
       const uint8_t* src = rows + n * rb + b * f.bytes;
       const int64_t c = n % 16;
       for (int64_t q = 0; q < words; q++) std::memcpy(g + (q * 16 + c) * 4, src + f.lead + 4 * q, 4);
-      uint8_t* e = g + words * 64 + extra * c;
+      uint8_t e[8];  // the extra bytes: the lead, then those past the dwords (2-byte fields)
       std::memcpy(e, src, static_cast<size_t>(f.lead));
       std::memcpy(e + f.lead, src + f.lead + 4 * words, static_cast<size_t>(extra - f.lead));
+      for (int64_t fld = 0; fld < 4 && fld < extra / 2; fld++) std::memcpy(g + words * 64 + (fld * 16 + c) * 2, e + 2 * fld, 2);
     }
   std::memcpy(out + packed * rb, rows + packed * rb, static_cast<size_t>((N - packed) * rb));
 }
@@ -252,7 +264,8 @@ void quant_detail::lanes16_unpack_row(uint8_t* row, const uint8_t* w, LaneBlock 
     uint8_t* dst = row + b * f.bytes;
     const int64_t c = n % 16;
     for (int64_t q = 0; q < words; q++) std::memcpy(dst + f.lead + 4 * q, g + (q * 16 + c) * 4, 4);
-    const uint8_t* e = g + words * 64 + extra * c;
+    uint8_t e[8];
+    for (int64_t fld = 0; fld < 4 && fld < extra / 2; fld++) std::memcpy(e + 2 * fld, g + words * 64 + (fld * 16 + c) * 2, 2);
     std::memcpy(dst, e, static_cast<size_t>(f.lead));
     std::memcpy(dst + f.lead + 4 * words, e + f.lead, static_cast<size_t>(extra - f.lead));
   }

@@ -1,5 +1,5 @@
 // atto/kernels/quant_impl.h: what the integer kernels' files share (quant.cpp: the entry points,
-// the activations; quant_q4_q8.cpp: q4_0 and q8_0; quant_q4k_q5k.cpp: Q4_K and Q5_K;
+// the activations; quant_q4_q8.cpp: q4_0, q8_0 and U8M; quant_q4k_q5k.cpp: Q4_K and Q5_K;
 // quant_q6k.cpp: Q6_K).
 // Internal to src/kernels.
 #pragma once
@@ -82,12 +82,14 @@ QINLINE int32_t ldq4(const int8_t* p) {
   return v;
 }
 
-// q4_0's or (q8) q8_0's reference chain of one output (quant.h's order of blocks of 32):
-// activation row xa (nb blocks) against weight row w.
-float b32_dot_ref(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb);
+// The types of blocks of 32 values (quant_q4_q8.cpp): q4_0, q8_0 and U8M.
+enum B32 : int { kB32Q4 = 0, kB32Q8 = 1, kB32U8M = 2 };
+// The reference chain of one output of such a type (quant.h's order of blocks of 32): activation
+// row xa (nb blocks) against weight row w.
+float b32_dot_ref(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb);
 // Their outputs y[m * N + n] (+ bias[n]) for every row m < M and columns [n0, n1) with dot k, on W
 // in ggml's rows or (packed) quant.h's Lanes16 (quant_q4_q8.cpp).
-void b32_columns(DotKind k, bool q8, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
+void b32_columns(DotKind k, B32 t, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
                  int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1);
 
 // Q4_K's and (q5) Q5_K's (quant.h's Q4_K order; quant_q4k_q5k.cpp): the reference chain of one
@@ -105,8 +107,9 @@ void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uin
 void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 
 // A block format as quant.h's Lanes16 regroups it: `bytes` a block of `values` values, of which
-// the first `lead` (q4_0's d) go after the dwords, as do the bytes past the last whole dword
-// (Q6_K's d). q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, Q4_K {144, 0, 256}, Q5_K {176, 0, 256}, Q6_K
+// the first `lead` (q4_0's d; U8M's d and m) go after the dwords, as do the bytes past the last
+// whole dword (Q6_K's d), in 2-byte fields, field by field (the 16 columns' d, then their m).
+// q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, U8M {36, 4, 32}, Q4_K {144, 0, 256}, Q5_K {176, 0, 256}, Q6_K
 // {210, 0, 256}.
 struct LaneBlock {
   int64_t bytes, lead, values;

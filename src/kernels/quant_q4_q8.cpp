@@ -1,12 +1,12 @@
-// atto/kernels/quant_q4_q8.cpp: the linear layer's q4_0 and q8_0 outputs (blocks of 32 values) in
-// quant.h's order: per output one float chain, acc = fma(dw_b * dx_b, float(p_b), acc), p_b the
-// block's exact int32 dot. x86 computes 16 (zmm) or 8 (ymm) columns at once: a block's weights of
+// atto/kernels/quant_q4_q8.cpp: the linear layer's q4_0, q8_0 and U8M outputs (blocks of 32
+// values) in quant.h's order: per output one float chain, acc = fma(dw_b * dx_b, float(p_b), acc),
+// p_b the block's exact int32 dot (U8M then adds its min: acc = fma(dm_b * dx_b, float(S_b), acc)). x86 computes 16 (zmm) or 8 (ymm) columns at once: a block's weights of
 // those columns are laid out as 8 vectors [g = 0..7][column][4 values] (q4_0: g < 4 the low
 // nibbles of qs[4g..4g+3], values 4g..4g+3; g >= 4 their high nibbles, values 16+4(g-4)..; q8_0:
-// the int8 values 4g..4g+3), so that each vector of weights meets one broadcast dword of the
+// and U8M: the values 4g..4g+3), so that each vector of weights meets one broadcast dword of the
 // activations, and 8 products give each column's block sum in one int32 lane. vpdpbusd takes the
-// weights unsigned: q4_0's nibbles as they are, q8_0's int8 + 128 (the sign bit flipped), and the
-// sum starts from -8 or -128 times the activations' sum. AVX2's vpmaddubsw saturates its int16
+// weights unsigned: q4_0's nibbles and U8M's values as they are, q8_0's int8 + 128 (the sign bit
+// flipped), and the sum starts from -8, -128 (or 0) times the activations' sum. AVX2's vpmaddubsw saturates its int16
 // pairs, so there q8_0 multiplies |w| by x with w's sign (vpsignb), as ggml does.
 // Decoding (M <= the rows of a tile) builds them in registers from the rows (or a Lanes16
 // packing) as it goes; prompts lay a column group out once (a scratch of K/32 * 576 bytes a
@@ -25,14 +25,16 @@
 namespace ATTO_KERNELS_NS::quant_detail {
 namespace {
 
-// Bytes a block: q4_0 18, q8_0 34 (an fp16 d, then 16 bytes of nibbles or 32 int8).
-constexpr int64_t block_size(bool q8) { return q8 ? 34 : 18; }
+// Bytes a block: q4_0 18, q8_0 34 (an fp16 d, then 16 bytes of nibbles or 32 int8), U8M 36 (fp16
+// d and m, 32 uint8).
+constexpr int64_t block_size(int t) { return t == kB32Q8 ? 34 : t == kB32U8M ? 36 : 18; }
 
-// p_b: the block's sum of (nibble - 8) * x or w * x, exact.
-int32_t block_dot_ref(bool q8, const uint8_t* blk, const int8_t* q) {
+// p_b: the block's sum of (nibble - 8) * x, w * x or (U8M) q * x, exact.
+int32_t block_dot_ref(B32 t, const uint8_t* blk, const int8_t* q) {
   int32_t p = 0;
-  if (q8) {
-    for (int i = 0; i < 32; i++) p += int32_t{static_cast<int8_t>(blk[2 + i])} * q[i];
+  if (t != kB32Q4) {
+    for (int i = 0; i < 32; i++)
+      p += (t == kB32Q8 ? int32_t{static_cast<int8_t>(blk[2 + i])} : int32_t{blk[4 + i]}) * q[i];
     return p;
   }
   for (int j = 0; j < 16; j++)
@@ -42,14 +44,16 @@ int32_t block_dot_ref(bool q8, const uint8_t* blk, const int8_t* q) {
 
 #if defined(__aarch64__)
 // The same chain, p_b on NEON. q4_0: 16-bit products (|(n - 8) x| <= 1016, four a lane), then
-// across; q8_0: vmull_s8's 16-bit products (|w x| <= 16256) widened pairwise to 32 bits.
-float dot_neon(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb) {
+// across; q8_0 and U8M (its values 0..31 as int8): vmull_s8's 16-bit products (|w x| <= 16256)
+// widened pairwise to 32 bits.
+float dot_neon(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb) {
   float acc = 0.0f;
-  if (q8) {
+  if (t != kB32Q4) {
+    const int64_t bs = block_size(t), at = t == kB32U8M ? 4 : 2;
     for (int64_t b = 0; b < nb; b++) {
-      const uint8_t* blk = w + b * 34;
-      const int8x16_t w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 2));
-      const int8x16_t w1 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + 18));
+      const uint8_t* blk = w + b * bs;
+      const int8x16_t w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + at));
+      const int8x16_t w1 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + at + 16));
       const int8x16_t x0 = vld1q_s8(xa[b].q), x1 = vld1q_s8(xa[b].q + 16);
       int32x4_t p = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)));
       p = vpadalq_s16(p, vmull_high_s8(w0, x0));
@@ -57,6 +61,7 @@ float dot_neon(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb) {
       p = vpadalq_s16(p, vmull_high_s8(w1, x1));
       const float s = half_at(blk) * xa[b].d;
       acc = std::fma(s, static_cast<float>(vaddvq_s32(p)), acc);
+      if (t == kB32U8M) acc = std::fma(half_at(blk + 2) * xa[b].d, static_cast<float>(xa[b].nsum8 / -8), acc);
     }
     return acc;
   }
@@ -79,12 +84,13 @@ float dot_neon(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb) {
 
 }  // namespace
 
-float b32_dot_ref(bool q8, const ActBlock* xa, const uint8_t* w, int64_t nb) {
+float b32_dot_ref(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* blk = w + b * block_size(q8);
+    const uint8_t* blk = w + b * block_size(t);
     const float s = half_at(blk) * xa[b].d;
-    acc = std::fma(s, static_cast<float>(block_dot_ref(q8, blk, xa[b].q)), acc);
+    acc = std::fma(s, static_cast<float>(block_dot_ref(t, blk, xa[b].q)), acc);
+    if (t == kB32U8M) acc = std::fma(half_at(blk + 2) * xa[b].d, static_cast<float>(xa[b].nsum8 / -8), acc);
   }
   return acc;
 }
@@ -119,11 +125,13 @@ ATTO_QUANT_TARGET_POP
 
 namespace ATTO_KERNELS_NS::quant_detail {
 
-void b32_columns(DotKind k, bool q8, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
+void b32_columns(DotKind k, B32 t, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias,
                  int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1) {
 #if defined(__AVX2__)
-#define ATTO_B32_CALL(ns) \
-  return q8 ? ns::columns<true>(packed, y, xa, w, bias, M, N, nb, n0, n1) : ns::columns<false>(packed, y, xa, w, bias, M, N, nb, n0, n1)
+#define ATTO_B32_CALL(ns)                                                                 \
+  return t == kB32Q8 ? ns::columns<kB32Q8>(packed, y, xa, w, bias, M, N, nb, n0, n1)     \
+         : t == kB32U8M ? ns::columns<kB32U8M>(packed, y, xa, w, bias, M, N, nb, n0, n1) \
+                        : ns::columns<kB32Q4>(packed, y, xa, w, bias, M, N, nb, n0, n1)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
     case DotKind::Avx512Vnni: ATTO_B32_CALL(chain_avx512vnni);
@@ -136,16 +144,17 @@ void b32_columns(DotKind k, bool q8, bool packed, float* y, const ActBlock* xa, 
   }
 #undef ATTO_B32_CALL
 #endif
-  const auto dot = [k, q8, nb](const ActBlock* x, const uint8_t* r) {
+  const auto dot = [k, t, nb](const ActBlock* x, const uint8_t* r) {
 #if defined(__aarch64__)
-    if (k == DotKind::Neon) return dot_neon(q8, x, r, nb);
+    if (k == DotKind::Neon) return dot_neon(t, x, r, nb);
 #else
     (void)k;
 #endif
-    return b32_dot_ref(q8, x, r, nb);
+    return b32_dot_ref(t, x, r, nb);
   };
-  const int64_t bs = block_size(q8);
-  if (packed) return packed_columns_one_by_one(y, xa, w, LaneBlock{bs, 2, 32}, bias, M, N, nb, n0, n1, dot);
+  const int64_t bs = block_size(t);
+  if (packed)
+    return packed_columns_one_by_one(y, xa, w, LaneBlock{bs, t == kB32U8M ? 4 : 2, 32}, bias, M, N, nb, n0, n1, dot);
   columns_one_by_one(y, xa, w, bias, M, N, nb, nb * bs, n0, n1, dot);
 }
 
@@ -193,10 +202,10 @@ QINLINE VF packed_scales(const uint8_t* p, int /*sub*/) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 // p_b of the 16 columns against activation block a, the weights taken unsigned and the sum started
-// at -8 (q4_0) or -128 (q8_0) times the activations' sum (nsum8 = -8 sum(q)).
-template <bool Q8>
+// at -8 (q4_0), -128 (q8_0) or 0 (U8M) times the activations' sum (nsum8 = -8 sum(q)).
+template <int T>
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
-  VI i0 = set1(Q8 ? 16 * a.nsum8 : a.nsum8), i1 = zeroi();
+  VI i0 = set1(T == kB32Q8 ? 16 * a.nsum8 : T == kB32Q4 ? a.nsum8 : 0), i1 = zeroi();
   for (int j = 0; j < 8; j += 2) {
     i0 = _mm512_dpbusd_epi32(i0, v[j], bcast4(a.q + 4 * j));
     i1 = _mm512_dpbusd_epi32(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
@@ -220,12 +229,12 @@ QINLINE VF packed_scales(const uint8_t* p, int sub) {
 }
 // p_b of the 8 columns against activation block a. vpmaddubsw's int16 pairs saturate: q4_0's
 // 16 products of at most 15 * 127 an int16 lane over the 8 vectors (30480 < 32767) are exact;
-// q8_0's |w| * (x with w's sign) at most 128 * 127 a product, so each pair (<= 32512) is widened
-// to int32 at once.
-template <bool Q8>
+// U8M's 8 of at most 31 * 127 over 4 vectors (31496) are, before they are widened; q8_0's |w| * (x
+// with w's sign) at most 128 * 127 a product, so each pair (<= 32512) is widened to int32 at once.
+template <int T>
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
 #if defined(ATTO_Q4_DPBUSD)
-  VI i0 = set1(Q8 ? 16 * a.nsum8 : a.nsum8), i1 = _mm256_setzero_si256();
+  VI i0 = set1(T == kB32Q8 ? 16 * a.nsum8 : T == kB32Q4 ? a.nsum8 : 0), i1 = _mm256_setzero_si256();
   for (int j = 0; j < 8; j += 2) {
     i0 = ATTO_Q4_DPBUSD(i0, v[j], bcast4(a.q + 4 * j));
     i1 = ATTO_Q4_DPBUSD(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
@@ -233,7 +242,15 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
   return _mm256_add_epi32(i0, i1);
 #else
   const VI ones = _mm256_set1_epi16(1);
-  if constexpr (Q8) {
+  if constexpr (T == kB32U8M) {
+    VI s[2];
+    for (int h = 0; h < 2; h++) {
+      s[h] = _mm256_maddubs_epi16(v[4 * h], bcast4(a.q + 16 * h));
+      for (int j = 1; j < 4; j++)
+        s[h] = _mm256_add_epi16(s[h], _mm256_maddubs_epi16(v[4 * h + j], bcast4(a.q + 16 * h + 4 * j)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
+  } else if constexpr (T == kB32Q8) {
     VI i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
     for (int j = 0; j < 8; j += 2) {
       const VI p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(v[j]), _mm256_sign_epi8(bcast4(a.q + 4 * j), v[j]));
@@ -254,67 +271,75 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
 }
 #endif
 
-// A block of W columns (column c's block at wb + off[c]): the 8 weight vectors and the scales.
-template <bool Q8>
-QINLINE void build(VI* v, VF& dw, const uint8_t* wb, const int32_t* off) {
+// A block of W columns (column c's block at wb + off[c]): the 8 weight vectors and the scales (U8M:
+// and its mins, dm).
+template <int T>
+QINLINE void build(VI* v, VF& dw, VF& dm, const uint8_t* wb, const int32_t* off) {
   VI t[4];
-  gather16(t, wb, off, 2);  // q4_0: qs[4g..4g+3]; q8_0: values 4g..4g+3
-  if constexpr (Q8) {
-    for (int g = 0; g < 4; g++) v[g] = flip(t[g]);
-    gather16(t, wb, off, 18);  // q8_0's values 16 + 4g ..
-    for (int g = 0; g < 4; g++) v[4 + g] = flip(t[g]);
-  } else {
+  if constexpr (T == kB32Q4) {
+    gather16(t, wb, off, 2);  // qs[4g..4g+3]
     for (int g = 0; g < 4; g++) v[g] = low4(t[g]), v[4 + g] = high4(t[g]);
+  } else {
+    const int at = T == kB32U8M ? 4 : 2;
+    gather16(t, wb, off, at);  // values 4g..4g+3
+    for (int g = 0; g < 4; g++) v[g] = T == kB32Q8 ? flip(t[g]) : t[g];
+    gather16(t, wb, off, at + 16);  // values 16 + 4g ..
+    for (int g = 0; g < 4; g++) v[4 + g] = T == kB32Q8 ? flip(t[g]) : t[g];
   }
   dw = scales_of(wb, off);
+  if constexpr (T == kB32U8M) dm = scales_of(wb + 2, off);
 }
-// The same from a Lanes16 packing's block of 16 columns at p (4 or 8 dword rows, then the 16 d),
-// its columns 8 sub .. 8 sub + 7 on ymm.
-template <bool Q8>
-QINLINE void build_packed(VI* v, VF& dw, const uint8_t* p, int sub) {
-  if constexpr (Q8) {
-    for (int g = 0; g < 8; g++) v[g] = flip(packed_row(p, g, sub));
-  } else {
+// The same from a Lanes16 packing's block of 16 columns at p (4 or 8 dword rows, then the 16 d, and
+// U8M's 16 m), its columns 8 sub .. 8 sub + 7 on ymm.
+template <int T>
+QINLINE void build_packed(VI* v, VF& dw, VF& dm, const uint8_t* p, int sub) {
+  if constexpr (T == kB32Q4) {
     for (int g = 0; g < 4; g++) {
       const VI t = packed_row(p, g, sub);
       v[g] = low4(t), v[4 + g] = high4(t);
     }
+  } else {
+    for (int g = 0; g < 8; g++) v[g] = T == kB32Q8 ? flip(packed_row(p, g, sub)) : packed_row(p, g, sub);
   }
-  dw = packed_scales(p + (Q8 ? 512 : 256), sub);
+  dw = packed_scales(p + (T == kB32Q4 ? 256 : 512), sub);
+  if constexpr (T == kB32U8M) dm = packed_scales(p + 544, sub);
 }
 
-constexpr int64_t kPacked = 9 * W * 4;  // bytes of a laid-out block: 8 weight vectors, the scales
+// Bytes of a laid-out block: 8 weight vectors, the scales (U8M: and the mins).
+template <int T>
+constexpr int64_t kPacked = (T == kB32U8M ? 10 : 9) * W * 4;
 
 // A group's weights: W rows (wg, off) or, from a Lanes16 packing, its group of 16 (pg) and which W
 // of them (sub).
-template <bool Q8>
+template <int T>
 struct Source {
-  static constexpr int64_t kBs = block_size(Q8);
+  static constexpr int64_t kBs = block_size(T);
   const uint8_t* wg;
   const int32_t* off;
   const uint8_t* pg;
   int sub;
-  QINLINE void build_block(VI* v, VF& dw, int64_t b) const {
-    if (pg != nullptr) return build_packed<Q8>(v, dw, pg + b * 16 * kBs, sub);
-    build<Q8>(v, dw, wg + b * kBs, off);
+  QINLINE void build_block(VI* v, VF& dw, VF& dm, int64_t b) const {
+    if (pg != nullptr) return build_packed<T>(v, dw, dm, pg + b * 16 * kBs, sub);
+    build<T>(v, dw, dm, wg + b * kBs, off);
   }
 };
 
 // R rows (xa, row r at xa + r * nb) of one column group: the weights built in registers from src
 // or read from the group's laid-out blocks (kLaid: pk).
-template <bool Q8, int R, bool kLaid>
-QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<Q8>& src, const uint8_t* pk,
+template <int T, int R, bool kLaid>
+QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<T>& src, const uint8_t* pk,
                   const float* bias, int64_t nb, int cols) {
-  constexpr int64_t kBs = Source<Q8>::kBs;
+  constexpr int64_t kBs = Source<T>::kBs;
   VF acc[R];
   for (int r = 0; r < R; r++) acc[r] = zerof();
   for (int64_t b = 0; b < nb; b++) {
     VI v[8];
-    VF dw;
+    VF dw, dm = zerof();
     if constexpr (kLaid) {
-      const uint8_t* p = pk + b * kPacked;
+      const uint8_t* p = pk + b * kPacked<T>;
       for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
       dw = vloadf(p + 8 * W * 4);
+      if constexpr (T == kB32U8M) dm = vloadf(p + 9 * W * 4);
     } else {
       // Decoding streams the weights once from memory: the next group's rows are asked for as
       // this group's advance, every other block (prefetchnta; a hint, the same bits; past the
@@ -332,11 +357,12 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<Q8>& s
                                0, 0);
         }
       }
-      src.build_block(v, dw, b);
+      src.build_block(v, dw, dm, b);
     }
     for (int r = 0; r < R; r++) {
       const ActBlock& a = xa[r * nb + b];
-      acc[r] = fma_block(dw, a.d, block_ints<Q8>(v, a), acc[r]);
+      acc[r] = fma_block(dw, a.d, block_ints<T>(v, a), acc[r]);
+      if constexpr (T == kB32U8M) acc[r] = vfma(vmul(dm, set1f(a.d)), set1f(static_cast<float>(a.nsum8 / -8)), acc[r]);
     }
   }
   alignas(64) float out[W];
@@ -347,47 +373,48 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<Q8>& s
 }
 
 // The last rem < kRows rows of a column group: one tile of rem rows.
-template <bool Q8, int R, bool kLaid>
-QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const Source<Q8>& src, const uint8_t* pk,
+template <int T, int R, bool kLaid>
+QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const Source<T>& src, const uint8_t* pk,
                        const float* bias, int64_t nb, int cols, int64_t rem) {
   if (rem == R)
-    tile<Q8, R, kLaid>(y, ldy, xa, src, pk, bias, nb, cols);
+    tile<T, R, kLaid>(y, ldy, xa, src, pk, bias, nb, cols);
   else if constexpr (R > 1)
-    rows_tail<Q8, R - 1, kLaid>(y, ldy, xa, src, pk, bias, nb, cols, rem);
+    rows_tail<T, R - 1, kLaid>(y, ldy, xa, src, pk, bias, nb, cols, rem);
 }
 
 // Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group; w in ggml's rows or (packed)
 // quant.h's Lanes16.
-template <bool Q8>
+template <int T>
 void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
              int64_t nb, int64_t n0, int64_t n1) {
-  const int64_t rb = nb * Source<Q8>::kBs;
-  std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb * kPacked) : 0);
+  const int64_t rb = nb * Source<T>::kBs;
+  std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb * kPacked<T>) : 0);
   for (int64_t c0 = n0; c0 < n1; c0 += W) {
     const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
     alignas(64) int32_t off[W];  // a missing column (past n1) repeats the last one, not stored
     for (int c = 0; c < W; c++) off[c] = static_cast<int32_t>(std::min(c, cols - 1) * rb);
-    Source<Q8> src{w + c0 * rb, off, nullptr, 0};
+    Source<T> src{w + c0 * rb, off, nullptr, 0};
     if (packed && c0 < N / 16 * 16)  // a whole group of 16 (the rows past the last are as they are)
       src.pg = w + c0 / 16 * 16 * rb, src.sub = static_cast<int>(c0 % 16 / W);
     float* yg = y + c0;
     const float* bg = bias != nullptr ? bias + c0 : nullptr;
     if (M <= kRows) {
-      rows_tail<Q8, kRows, false>(yg, N, xa, src, nullptr, bg, nb, cols, M);
+      rows_tail<T, kRows, false>(yg, N, xa, src, nullptr, bg, nb, cols, M);
       continue;
     }
     for (int64_t b = 0; b < nb; b++) {
       VI v[8];
-      VF dw;
-      src.build_block(v, dw, b);
-      uint8_t* p = pk.data() + b * kPacked;
+      VF dw, dm = zerof();
+      src.build_block(v, dw, dm, b);
+      uint8_t* p = pk.data() + b * kPacked<T>;
       for (int j = 0; j < 8; j++) vstore(p + j * W * 4, v[j]);
       vstoref(p + 8 * W * 4, dw);
+      if constexpr (T == kB32U8M) vstoref(p + 9 * W * 4, dm);
     }
     int64_t m = 0;
     for (; m + kRows <= M; m += kRows)
-      tile<Q8, kRows, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols);
-    if (m < M) rows_tail<Q8, kRows - 1, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols, M - m);
+      tile<T, kRows, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols);
+    if (m < M) rows_tail<T, kRows - 1, true>(yg + m * N, N, xa + m * nb, src, pk.data(), bg, nb, cols, M - m);
   }
 }
 

@@ -475,7 +475,7 @@ namespace {
 bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names, size_t first) {
   if (names[first].atto == "transformer.wpe.weight") return false;
   const io::GgmlType type = f.find(names[first].gguf)->type;
-  if (io::integer_type_for(type) == io::GgmlType::F32) return false;
+  if (io::integer_type_for(type) == static_cast<uint32_t>(io::GgmlType::F32)) return false;
   const bool super = io::ggml_block_size(type) == 256;
   for (size_t i = first;; ++i) {
     const io::GgufTensorInfo* t = f.find(names[i].gguf);
@@ -486,22 +486,23 @@ bool keeps_quantized(const io::GgufFile& f, const std::vector<TensorMap>& names,
 }
 
 // A quantized block's scales must be finite, as a float weight must be: a block's first two bytes
-// (fp16), a Q4_K or Q5_K super-block's d and dmin (its first four), a Q6_K or Q3_K one's d (its
-// last two).
+// (fp16), a Q4_K or Q5_K super-block's d and dmin and a q4_1 or q5_1 block's d and m (their first
+// four), a Q6_K or Q3_K super-block's d (its last two).
 void check_block_scales(const std::string& path, const io::GgufTensorInfo& t, const std::string& bytes) {
-  const bool k4 = t.type == io::GgmlType::Q4_K || t.type == io::GgmlType::Q5_K;
-  const bool k6 = t.type == io::GgmlType::Q6_K || t.type == io::GgmlType::Q3_K;
-  const uint64_t block = io::ggml_nbytes(t.type, k4 || k6 ? 256 : 32);
-  const std::vector<uint64_t> scales = k6   ? std::vector<uint64_t>{block - 2}
-                                       : k4 ? std::vector<uint64_t>{0, 2}
-                                            : std::vector<uint64_t>{0};
+  using T = io::GgmlType;
+  const bool min = t.type == T::Q4_K || t.type == T::Q5_K || t.type == T::Q4_1 || t.type == T::Q5_1;
+  const bool k6 = t.type == T::Q6_K || t.type == T::Q3_K;
+  const uint64_t block = io::ggml_nbytes(t.type, io::ggml_block_size(t.type));
+  const std::vector<uint64_t> scales = k6    ? std::vector<uint64_t>{block - 2}
+                                       : min ? std::vector<uint64_t>{0, 2}
+                                             : std::vector<uint64_t>{0};
   for (uint64_t b = 0; b + block <= bytes.size(); b += block)
     for (uint64_t at : scales) {
       uint16_t h = 0;
       std::memcpy(&h, bytes.data() + b + at, 2);
       const float d = io::f16_to_f32(h);
       ATTO_CHECK(std::isfinite(d), "{}: tensor {} holds a non-finite block {} ({} in block {})", path, t.name,
-                 k4 && at == 2 ? "min scale" : "scale", d, b / block);
+                 min && at == 2 ? "min scale" : "scale", d, b / block);
     }
 }
 
@@ -527,6 +528,8 @@ void pack_for_kernels(QuantizedData& q, const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+static_assert(io::kU8M == static_cast<uint32_t>(kernels::QuantType::U8M), "io's and the kernels' U8M id");
 
 LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
   const io::GgufFile f = io::read_gguf(path);
@@ -555,9 +558,9 @@ LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
       parts.clear(), shape = t->shape, shape[0] = 0, qparts.reset();
       if (weights == WeightStorage::Quantized && keeps_quantized(f, names, i)) {
         qparts = std::make_shared<QuantizedData>();
-        const io::GgmlType kept = io::integer_type_for(t->type);
+        const auto kept = static_cast<kernels::QuantType>(io::integer_type_for(t->type));
         qparts->type = static_cast<int>(kept);
-        qparts->row_bytes = static_cast<int64_t>(io::ggml_nbytes(kept, static_cast<uint64_t>(t->shape.at(1))));
+        qparts->row_bytes = kernels::quant_row_bytes(kept, t->shape.at(1));
       }
     }
     ATTO_CHECK(m.rows < 0 || t->shape.at(0) == m.rows, "{}: tensor {} has {} rows; the file's hyperparameters say {}",

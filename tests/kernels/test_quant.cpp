@@ -328,6 +328,33 @@ TEST(KernelQuant, EveryLevelAndDotProductGivesTheReferenceBits) {
 // packing: column groups with tails (16 on zmm, 8 on ymm), row tiles with tails (6 or 4 rows;
 // decoding's 1..3 rows build the weights as they go), K from one block to 96. The raw weights hold
 // q8_0's -128 and q4_0's 0 and 15 nibbles (the signed and unsigned extremes).
+// Every dot product this CPU runs, on rows and on Lanes16, gives y (the reference's outputs) for x
+// and w.
+void expect_every_dot_product_gives(const std::vector<float>& y, const std::vector<float>& x,
+                                    const std::vector<uint8_t>& w, QuantType t, int64_t M, int64_t K, int64_t N) {
+  for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
+    DotGuard guard(dot);
+    try {
+      quant_kernel_name();
+    } catch (const std::runtime_error&) {
+      continue;
+    }
+    for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16})
+      expect_bit_identical(run_fast(x, w, t, nullptr, M, K, N, layout), y, dot);
+  }
+}
+
+// The reference on the weights w (N rows of K values) and random activations (M rows, from seed)
+// is documented(x, w, m, n, K) at every output.
+template <class Documented>
+void expect_documented_on_random(const std::vector<uint8_t>& w, QuantType t, int64_t M, int64_t K, int64_t N,
+                                 uint32_t seed, const Documented& documented) {
+  const auto x = randn(M * K, seed);
+  const auto y = run_naive(x, w, t, nullptr, M, K, N);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented(x, w, m, n, K)) << "random m=" << m << " n=" << n;
+}
+
 TEST(KernelQuant, Q4Q8EveryDotProductAndTailGivesTheReferenceBits) {
   ThreadGuard threads;
   uint32_t seed = 300;
@@ -468,23 +495,9 @@ TEST(KernelQuant, Q8ReferenceFollowsTheDocumentedOrder) {
   EXPECT_EQ(y[0], -520192.0f * (0.5f - 1.0f + 2.0f + 0.25f));
   EXPECT_EQ(y[1], 516128.0f * (-1.0f + 2.0f + 0.25f + 0.5f));
   EXPECT_EQ(y[N], 520192.0f * (0.5f - 1.0f + 2.0f + 0.25f));
-  for (const char* dot : {"avx512vnni", "avxvnni", "avx2", "neon", "scalar"}) {
-    DotGuard guard(dot);
-    try {
-      quant_kernel_name();
-    } catch (const std::runtime_error&) {
-      continue;
-    }
-    for (const QuantLayout layout : {QuantLayout::Rows, QuantLayout::Lanes16})
-      expect_bit_identical(run_fast(x, w, QuantType::Q8_0, nullptr, M, K, N, layout), y, dot);
-  }
-  const int64_t M2 = 5, K2 = 256, N2 = 9;
-  const auto w2 = make_weights(QuantType::Q8_0, N2, K2, true, 63);
-  const auto x2 = randn(M2 * K2, 64);
-  const auto y2 = run_naive(x2, w2, QuantType::Q8_0, nullptr, M2, K2, N2);
-  for (int64_t m = 0; m < M2; m++)
-    for (int64_t n = 0; n < N2; n++)
-      EXPECT_EQ(y2[m * N2 + n], documented(x2, w2, m, n, K2)) << "random m=" << m << " n=" << n;
+  expect_every_dot_product_gives(y, x, w, QuantType::Q8_0, M, K, N);
+  expect_documented_on_random(make_weights(QuantType::Q8_0, 9, 256, true, 63), QuantType::Q8_0, 5, 256, 9, 64,
+                              documented);
 }
 
 // ---- Q4_K -----------------------------------------------------------------------------------------
@@ -919,18 +932,94 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
 // The Lanes16 packing (every type): the same bytes regrouped (every byte of the rows kept, the rows
 // past the last group of 16 where they were), each row read back by dequantize_rows as from the
 // rows; the layout the kernels want on this CPU; a layout that does not exist is refused.
+// ---- U8M (how atto keeps q4_1 and q5_1) ------------------------------------------------------------
+// N rows of random U8M blocks: random finite scales and mins (subnormal ones too), values 0..31.
+std::vector<uint8_t> make_u8m(int64_t N, int64_t K, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint8_t> w(static_cast<size_t>(N * quant_row_bytes(QuantType::U8M, K)));
+  for (size_t b = 0; b < w.size(); b += 36) {
+    put_half(w.data() + b, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+    put_half(w.data() + b + 2, static_cast<uint16_t>((gen() & 0x83ffu) | ((gen() % 31) << 10)));
+    for (int i = 0; i < 32; i++) w[b + 4 + i] = static_cast<uint8_t>(gen() % 32);
+  }
+  return w;
+}
+
+TEST(KernelQuant, U8MEveryDotProductAndTailGivesTheReferenceBits) {
+  every_dot_product_gives_the_reference_bits(QuantType::U8M, "u8m", 900, make_u8m);
+}
+
+// Output (m, n) of U8M in quant.h's order, recomputed: per block p_b = sum q * x_int and S_b = sum
+// x_int exactly (64 bits), dw * dx and dm * dx rounded once to float (exact in double first), acc =
+// fmaf(dw dx, p_b, acc), then acc = fmaf(dm dx, S_b, acc).
+float documented_u8m(const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n, int64_t kk) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < kk / 32; b++) {
+    const float* v = xs.data() + m * kk + 32 * b;
+    const float dx = act_scale(v);
+    const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 36;
+    int64_t p = 0, sum = 0;
+    for (int i = 0; i < 32; i++) p += int64_t{blk[4 + i]} * act_int(v[i], dx), sum += act_int(v[i], dx);
+    acc = std::fma(static_cast<float>(from_half(get_half(blk)) * double{dx}), static_cast<float>(p), acc);
+    acc = std::fma(static_cast<float>(from_half(get_half(blk + 2)) * double{dx}), static_cast<float>(sum), acc);
+  }
+  return acc;
+}
+
+// U8M's documented order: hand-made blocks at the extremes (every value 31 or 0 against q = +-127:
+// p_b = 31 * 127 * 32 = 125984, S_b = +-4064), then random blocks; every dot product this CPU runs,
+// on rows and Lanes16, gives the reference's bits; dequantize_rows gives q * d + m.
+TEST(KernelQuant, U8MReferenceFollowsTheDocumentedOrder) {
+  const int64_t K = 128, nb = K / 32, N = 3, M = 3;
+  std::vector<uint8_t> w(static_cast<size_t>(N * nb * 36));
+  const uint16_t scales[4] = {0x3800, 0xBC00, 0x4000, 0x3400};  // 0.5, -1, 2, 0.25
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t r = 0; r < N; r++) {
+      uint8_t* p = w.data() + (r * nb + b) * 36;
+      put_half(p, scales[(b + r) % 4]), put_half(p + 2, scales[(b + r + 1) % 4]);
+      for (int i = 0; i < 32; i++) p[4 + i] = static_cast<uint8_t>(r == 0 ? 31 : r == 1 ? 0 : (i * 7) % 32);
+    }
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (int64_t k = 0; k < K; k++) {
+    x[k] = 127.0f, x[K + k] = -127.0f;
+    x[2 * K + k] = k % 5 == 0 ? 127.0f : k % 5 == 1 ? -127.0f : static_cast<float>(k % 7) - 3.0f;
+  }
+  const auto y = run_naive(x, w, QuantType::U8M, nullptr, M, K, N);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) EXPECT_EQ(y[m * N + n], documented_u8m(x, w, m, n, K)) << "m=" << m << " n=" << n;
+  EXPECT_EQ(y[0], 125984.0f * 1.75f + 4064.0f * 1.75f);  // d: 0.5, -1, 2, 0.25; m: -1, 2, 0.25, 0.5
+  EXPECT_EQ(y[1], 4064.0f * 1.75f);  // all 0: the mins alone (2, 0.25, 0.5, -1)
+  expect_every_dot_product_gives(y, x, w, QuantType::U8M, M, K, N);
+  const int64_t K2 = 256, N2 = 9;
+  const auto w2 = make_u8m(N2, K2, 65);
+  expect_documented_on_random(w2, QuantType::U8M, 5, K2, N2, 66, documented_u8m);
+  // Dequantized: q * d + m, as ggml's q4_1 and q5_1.
+  std::vector<int32_t> ids(N2);
+  for (int64_t n = 0; n < N2; n++) ids[n] = static_cast<int32_t>(n);
+  std::vector<float> wd(static_cast<size_t>(N2 * K2));
+  dequantize_rows(wd.data(), w2.data(), QuantType::U8M, QuantLayout::Rows, N2, K2, ids.data(), N2);
+  for (int64_t i = 0; i < N2 * K2; i++) {
+    const uint8_t* blk = w2.data() + i / 32 * 36;
+    const float d = static_cast<float>(from_half(get_half(blk))), mn = static_cast<float>(from_half(get_half(blk + 2)));
+    ASSERT_EQ(wd[i], static_cast<float>(blk[4 + i % 32]) * d + mn) << i;
+  }
+}
+
 TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
-  for (const QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K})
+  for (const QuantType t :
+       {QuantType::Q8_0, QuantType::Q4_0, QuantType::U8M, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K})
     for (int64_t N : {1, 16, 37}) {
       const int64_t K = 512;
       const auto w = t == QuantType::Q4_K   ? make_q4k(N, K, 99)
                      : t == QuantType::Q5_K ? make_q5k(N, K, 99)
                      : t == QuantType::Q6_K ? make_q6k(N, K, 99)
+                     : t == QuantType::U8M  ? make_u8m(N, K, 99)
                                             : make_weights(t, N, K, true, 99);
       const auto p = packed_as(w, t, QuantLayout::Lanes16, N, K);
       const std::string what = std::string(t == QuantType::Q4_K   ? "q4_k"
                                            : t == QuantType::Q5_K ? "q5_k"
                                            : t == QuantType::Q6_K ? "q6_k"
+                                           : t == QuantType::U8M  ? "u8m"
                                                                   : type_name(t)) +
                                " N=" + std::to_string(N);
       auto sorted_w = w, sorted_p = p;
@@ -1041,6 +1130,7 @@ TEST(KernelQuant, DequantizeRowsDecodesTheBlocks) {
 TEST(KernelQuant, RefusesKNotAMultipleOf32) {
   EXPECT_EQ(quant_row_bytes(QuantType::Q4_0, 64), 36);
   EXPECT_EQ(quant_row_bytes(QuantType::Q8_0, 64), 68);
+  EXPECT_EQ(quant_row_bytes(QuantType::U8M, 64), 72);
   std::vector<float> x(2 * 64, 1.0f), y(4, 0.0f);
   std::vector<uint8_t> w(4 * 68, 0);
   const int32_t id = 0;

@@ -199,16 +199,21 @@ TEST(GgufModel, LlamaLayoutExportsAsLlama) {
 
 // WeightStorage::Quantized (atto sample|score|eval|serve): the q8_0 and q4_0 matrices of the linear
 // layers and the token embedding stay quantized rows and the model computes on them (the integer
-// kernels; q5_0 ones as q8_0 rows of exactly their values); what has no such rows (norms, biases, learned positions, a matrix whose rows do not
-// fill 32-value blocks and so was stored as f16) is floats as before. Nothing can train on them.
+// kernels; q5_0 ones as q8_0 rows of exactly their values, q4_1 and q5_1 ones as U8M rows); what
+// has no such rows (norms, biases, learned positions, a matrix whose rows do not fill 32-value
+// blocks and so was stored as f16) is floats as before. Nothing can train on them.
 TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   test::TempDir dir;
   for (const bool llama : {false, true}) {
     LoadedModel lm = llama ? llama_model(2, 10000.0f) : random_model("abcdefgh\n", false);
     const std::vector<int32_t> ids = lm.tokenizer->encode(llama ? "emmazoë" : "abcabcd");
     for (auto [type, tol] : {std::pair{io::GgmlType::Q8_0, 0.01}, std::pair{io::GgmlType::Q4_0, 0.01},
-                             std::pair{io::GgmlType::Q5_0, 0.01}}) {
-      const io::GgmlType kept = type == io::GgmlType::Q5_0 ? io::GgmlType::Q8_0 : type;
+                             std::pair{io::GgmlType::Q5_0, 0.01}, std::pair{io::GgmlType::Q4_1, 0.01},
+                             std::pair{io::GgmlType::Q5_1, 0.01}}) {
+      const uint32_t kept = io::integer_type_for(type);  // q5_0: q8_0; q4_1, q5_1: U8M
+      EXPECT_EQ(kept, type == io::GgmlType::Q5_0                                 ? 8u
+                      : type == io::GgmlType::Q4_1 || type == io::GgmlType::Q5_1 ? 256u
+                                                                                 : static_cast<uint32_t>(type));
       const std::string what = fmt::format("{} {}", llama ? "llama" : "gpt2", io::to_string(type));
       export_gguf(lm, dir / "m.gguf", type);
       LoadedModel floats = load_gguf(dir / "m.gguf");
@@ -226,7 +231,7 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
         }
       }
       EXPECT_GT(quantized_bytes, 0) << what;
-      EXPECT_LE(quantized_bytes, float_bytes * (kept == io::GgmlType::Q8_0 ? 34 : 18) / 128) << what;
+      EXPECT_LE(quantized_bytes, float_bytes * (kept == 8 ? 34 : kept == 256 ? 36 : 18) / 128) << what;
       // Close to the same file's weights as floats (measured 1.6-2.3e-3): the activations are rounded to int8 per
       // block of 32 too (as llama.cpp does), so q8_0 is not the float result.
       const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
