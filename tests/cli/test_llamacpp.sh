@@ -147,9 +147,9 @@ done
 # floats); the bound, 0.11, is 3x the largest.
 # q4_k, q6_k and q4_k_m: a llama-layout model with d_ff 256, whose ffn_down rows fill the
 # super-blocks (the other matrices, rows of 32, are q8_0); llama.cpp reads atto's Q4_K and Q6_K
-# bytes as atto does, and Q5_K's (q5_k, q5_k_m) and Q3_K's (q3_k, q3_k_m). The types atto computes in floats (q5_0, q5_1,
-# q4_1, bf16) likewise: measured 1.1-3.8e-2 (bf16 3.8e-3 to 7.5e-3), where the same files against
-# the run directory's floats differ by 6e-2 to 2.4e-1.
+# bytes as atto does, and Q5_K's (q5_k, q5_k_m) and Q3_K's (q3_k, q3_k_m). q5_0, q5_1, q4_1 (as
+# integers too) and bf16 (floats) likewise: measured 1.4-3.8e-2 (bf16 3.8e-3 to 7.5e-3), where the
+# same files against the run directory's floats differ by 6e-2 to 2.4e-1.
 expect_ok "$ATTO" train --data "$W/names.txt" --out "$W/llama256" --steps 60 "${llama[@]}" --d-ff 256 "${common[@]}"
 "$ATTO" score --model "$W/llama256" --file "$W/lines.txt" --json >"$W/llama256.score.json"
 compare seqs "$W/llama256.score.json" "$W/llama256.seqs.json" 0
