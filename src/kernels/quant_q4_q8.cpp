@@ -1,16 +1,17 @@
 // atto/kernels/quant_q4_q8.cpp: the linear layer's q4_0, q8_0 and U8M outputs (blocks of 32
 // values) in quant.h's order: per output one float chain, acc = fma(dw_b * dx_b, float(p_b), acc),
-// p_b the block's exact int32 dot (U8M then adds its min: acc = fma(dm_b * dx_b, float(S_b), acc)). x86 computes 16 (zmm) or 8 (ymm) columns at once: a block's weights of
-// those columns are laid out as 8 vectors [g = 0..7][column][4 values] (q4_0: g < 4 the low
-// nibbles of qs[4g..4g+3], values 4g..4g+3; g >= 4 their high nibbles, values 16+4(g-4)..; q8_0:
-// and U8M: the values 4g..4g+3), so that each vector of weights meets one broadcast dword of the
-// activations, and 8 products give each column's block sum in one int32 lane. vpdpbusd takes the
-// weights unsigned: q4_0's nibbles and U8M's values as they are, q8_0's int8 + 128 (the sign bit
-// flipped), and the sum starts from -8, -128 (or 0) times the activations' sum. AVX2's vpmaddubsw saturates its int16
-// pairs, so there q8_0 multiplies |w| by x with w's sign (vpsignb), as ggml does.
+// p_b the block's exact int32 dot (U8M then adds its min: acc = fma(dm_b * dx_b, float(S_b),
+// acc)). x86 computes 16 (zmm) or 8 (ymm) columns at once: a block's weights of those columns are
+// laid out as 8 vectors [g = 0..7][column][4 values] (q4_0: g < 4 the low nibbles of qs[4g..4g+3],
+// values 4g..4g+3; g >= 4 their high nibbles, values 16+4(g-4)..; q8_0 and U8M: the values
+// 4g..4g+3), so that each vector of weights meets one broadcast dword of the activations, and 8
+// products give each column's block sum in one int32 lane. vpdpbusd takes the weights unsigned:
+// q4_0's nibbles and U8M's values as they are, q8_0's int8 + 128 (the sign bit flipped), and the
+// sum starts from -8, -128 (or 0) times the activations' sum. AVX2's vpmaddubsw saturates its
+// int16 pairs, so there q8_0 multiplies |w| by x with w's sign (vpsignb), as ggml does.
 // Decoding (M <= the rows of a tile) builds them in registers from the rows (or a Lanes16
 // packing) as it goes; prompts lay a column group out once (a scratch of K/32 * 576 bytes a
-// thread) for all row tiles.
+// thread, U8M's 640 with its mins) for all row tiles.
 #if !defined(ATTO_Q4_CHAIN)
 #include <algorithm>
 #include <cmath>

@@ -255,6 +255,23 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
           << what;
       const Tensor w = quant.model->named_parameters()[0].tensor;
       EXPECT_THAT(error_of([&] { (void)w.data(); }), HasSubstr("holds quantized weights")) << what;
+      // A block whose scale (or, q4_1 and q5_1, its min) is not finite is refused by name.
+      const bool with_min = type == io::GgmlType::Q4_1 || type == io::GgmlType::Q5_1;
+      const io::GgufFile f = io::read_gguf(dir / "m.gguf");
+      const io::GgufTensorInfo* t = f.find("token_embd.weight");
+      ASSERT_EQ(t->type, type) << what;
+      std::string bytes = f.bytes_;
+      const uint16_t inf = 0x7C00;
+      const uint64_t block = io::ggml_nbytes(type, 32);
+      std::memcpy(bytes.data() + f.data_start_ + t->offset + block + (with_min ? 2 : 0), &inf, 2);  // block 1's
+      {
+        std::ofstream out(dir / "bad.gguf", std::ios::binary);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      }
+      EXPECT_THAT(error_of([&] { load_gguf(dir / "bad.gguf", WeightStorage::Quantized); }),
+                  HasSubstr(fmt::format("token_embd.weight holds a non-finite block {} (inf in block 1)",
+                                        with_min ? "min scale" : "scale")))
+          << what;
     }
   }
 }
