@@ -106,8 +106,8 @@ Command add_quantize(CLI::App& root) {
       "  atto quantize runs/shakespeare shakespeare-q4km.gguf --type q4_k_m\n"
       "A GGUF IN keeps every metadata key (general.file_type becomes the new type's) and every tensor; a matrix "
       "of another type is re-encoded from its values (k-quants too), the rest is copied byte for byte. atto reads "
-      "every type it writes and q2_k, iq4_nl, iq4_xs; it computes f32, f16, bf16, q2_k and iq4_xs in floats, the "
-      "others as integers (docs/quantization.md).");
+      "every type it writes and q2_k, iq4_nl, iq4_xs; it computes f32, f16, bf16 and q2_k in floats, the others "
+      "as integers (docs/quantization.md).");
   return {app, [f] { return run_quantize(*f); }};
 }
 

@@ -311,7 +311,7 @@ typedef struct atto_weight {
 /* The model's weights, without a copy: the list shares the model's tensors, and its names and
  * data pointers stay valid until atto_weights_free (also after atto_model_free). A model's
  * weights never change after atto_model_open: never write through `data`. The matrices that a
- * quantized GGUF file keeps quantized (q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl, Q3_K to Q6_K) are given
+ * quantized GGUF file keeps quantized (q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl, iq4_xs, Q3_K to Q6_K) are given
  * dequantized (a float copy each, the values the model computes with). */
 ATTO_API atto_status atto_model_weights(const atto_model* m, atto_weights** out);
 ATTO_API size_t atto_weights_count(const atto_weights* w);

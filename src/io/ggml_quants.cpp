@@ -109,6 +109,7 @@ uint32_t integer_type_for(GgmlType t) {
     case GgmlType::Q3_K: return static_cast<uint32_t>(GgmlType::Q6_K);
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return kU8M;
+    case GgmlType::IQ4_XS: return kQ8F;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
@@ -125,6 +126,7 @@ std::string as_integer_blocks(GgmlType t, std::string bytes, uint64_t n) {
   if (t == GgmlType::IQ4_NL) return iq4_nl_as_q8_0(b, n);
   if (t == GgmlType::Q3_K) return q3_k_as_q6_k(b, n);
   if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) return min_offset_as_u8m(b, n, t == GgmlType::Q4_1 ? 4 : 5);
+  if (t == GgmlType::IQ4_XS) return iq4_xs_as_q8f(b, n);
   return bytes;
 }
 

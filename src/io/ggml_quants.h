@@ -126,6 +126,10 @@ std::string q3_k_as_q6_k(const uint8_t* blocks, uint64_t n);
 // fallback for Q3_K and Q2_K in models whose widths are not multiples of 256) compute on q8_0's
 // integer kernels.
 std::string iq4_nl_as_q8_0(const uint8_t* blocks, uint64_t n);
+// iq4_xs super-blocks as atto's Q8F blocks of the same values, exactly: per sub-block of 32 its
+// 32 int8 levels and its scale d * (ls - 32) as an f32 (exact: 17 bits) (n values, a multiple of
+// 256; the bytes returned). So they compute on atto's Q8F integer kernels (kernels::QuantType::Q8F).
+std::string iq4_xs_as_q8f(const uint8_t* blocks, uint64_t n);
 // iq4_nl and iq4_xs as ggml's dequantize_row_iq4_nl / _iq4_xs (read, not written).
 void dequantize_iq4_nl(const uint8_t* blocks, float* out, uint64_t n);
 void dequantize_iq4_xs(const uint8_t* blocks, float* out, uint64_t n);
@@ -138,10 +142,11 @@ void dequantize_q3_k(const uint8_t* blocks, float* out, uint64_t n);
 // returned). So they compute on atto's U8M integer kernels (kernels::QuantType::U8M).
 std::string min_offset_as_u8m(const uint8_t* blocks, uint64_t n, int nbits);
 // The type id of the blocks that hold a type-t matrix's values exactly for atto's integer kernels
-// (kernels::QuantType): q8_0 for q5_0 and iq4_nl, Q6_K for Q3_K, kU8M for q4_1 and q5_1 (the
-// conversions above); t itself for q8_0, q4_0, Q4_K, Q5_K and Q6_K; 0 (F32: computed as floats)
-// for the rest.
+// (kernels::QuantType): q8_0 for q5_0 and iq4_nl, Q6_K for Q3_K, kU8M for q4_1 and q5_1, kQ8F for
+// iq4_xs (the conversions above); t itself for q8_0, q4_0, Q4_K, Q5_K and Q6_K; 0 (F32: computed
+// as floats) for the rest.
 inline constexpr uint32_t kU8M = 256;  // atto's own (no ggml type has it): kernels::QuantType::U8M
+inline constexpr uint32_t kQ8F = 257;  // the same: kernels::QuantType::Q8F
 uint32_t integer_type_for(GgmlType t);
 // n values of type t (their bytes) as blocks of integer_type_for(t) (the bytes as they are when
 // that is t).

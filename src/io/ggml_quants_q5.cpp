@@ -423,6 +423,17 @@ namespace {
 constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 constexpr uint64_t kIq4NlBytes = 18, kIq4XsBytes = 136;
 
+// An iq4_xs super-block's sub-block ib (of 8): dl = d * (ls - 32), the 6-bit ls's low nibble in
+// scales_l (two a byte) and its top bits in scales_h (two a sub-block), as ggml computes it (exact:
+// 17 bits); its 32 int8 levels in q.
+float iq4_xs_sub_block(const uint8_t* blk, int ib, int8_t* q) {
+  const uint32_t scales_h = static_cast<uint32_t>(blk[2] | (blk[3] << 8));
+  const int ls = ((blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+  const uint8_t* qs = blk + 8 + 16 * ib;
+  for (int j = 0; j < 16; ++j) q[j] = kIq4nlValues[qs[j] & 0xF], q[j + 16] = kIq4nlValues[qs[j] >> 4];
+  return half_at(blk) * static_cast<float>(ls - 32);
+}
+
 }  // namespace
 
 // As ggml's dequantize_row_iq4_nl: d * kvalues[nibble], byte j holding values j and j + 16.
@@ -438,26 +449,26 @@ void dequantize_iq4_nl(const uint8_t* blocks, float* out, uint64_t n) {
   }
 }
 
-// As ggml's dequantize_row_iq4_xs: per sub-block of 32, dl = d * (ls - 32) with the 6-bit ls's low
-// nibble in scales_l (two a byte) and its top bits in scales_h (two a sub-block), then iq4_nl's
-// levels times dl.
+
+// As ggml's dequantize_row_iq4_xs: per sub-block of 32, iq4_nl's levels times dl.
 void dequantize_iq4_xs(const uint8_t* blocks, float* out, uint64_t n) {
-  for (uint64_t b = 0; b < n / kQKK256; ++b) {
-    const uint8_t* blk = blocks + b * kIq4XsBytes;
-    const float d = half_at(blk);
-    const uint32_t scales_h = static_cast<uint32_t>(blk[2] | (blk[3] << 8));
-    const uint8_t* scales_l = blk + 4;
-    const uint8_t* qs = blk + 8;
-    float* y = out + b * kQKK256;
-    for (int ib = 0; ib < 8; ++ib, y += 32, qs += 16) {
-      const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
-      const float dl = d * static_cast<float>(ls - 32);
-      for (int j = 0; j < 16; ++j) {
-        y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
-        y[j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
-      }
+  for (uint64_t b = 0; b < n / kQKK256; ++b)
+    for (int ib = 0; ib < 8; ++ib) {
+      int8_t q[32];
+      const float dl = iq4_xs_sub_block(blocks + b * kIq4XsBytes, ib, q);
+      for (int j = 0; j < 32; ++j) out[b * kQKK256 + 32 * ib + j] = dl * static_cast<float>(q[j]);
     }
+}
+
+std::string iq4_xs_as_q8f(const uint8_t* blocks, uint64_t n) {
+  std::string out(n / kQK32 * 36, '\0');
+  for (uint64_t b = 0; b < n / kQK32; ++b) {
+    int8_t q[32];
+    const float dl = iq4_xs_sub_block(blocks + b / 8 * kIq4XsBytes, static_cast<int>(b % 8), q);
+    std::memcpy(out.data() + b * 36, q, 32);
+    std::memcpy(out.data() + b * 36 + 32, &dl, 4);
   }
+  return out;
 }
 
 std::string iq4_nl_as_q8_0(const uint8_t* blocks, uint64_t n) {

@@ -28,22 +28,24 @@ namespace {
 
 constexpr int64_t kParMacs = int64_t{1} << 15;  // below this many multiply-adds: one thread
 
-int64_t block_bytes(QuantType t) { return t == QuantType::Q4_0 ? 18 : t == QuantType::U8M ? 36 : 34; }
+int64_t block_bytes(QuantType t) { return quant_row_bytes(t, 32); }
 
 // The kernel family of a type of blocks of 32.
-B32 b32_of(QuantType t) { return t == QuantType::Q4_0 ? kB32Q4 : t == QuantType::U8M ? kB32U8M : kB32Q8; }
+B32 b32_of(QuantType t) {
+  return t == QuantType::Q4_0 ? kB32Q4 : t == QuantType::U8M ? kB32U8M : t == QuantType::Q8F ? kB32Q8F : kB32Q8;
+}
 
 void check_args(QuantType t, int64_t K, const char* what) {
   if (t != QuantType::Q4_0 && t != QuantType::Q8_0 && t != QuantType::Q4_K && t != QuantType::Q5_K &&
-      t != QuantType::Q6_K && t != QuantType::U8M)
-    throw std::invalid_argument(std::string(what) + ": not a q4_0, q8_0, q4_k, q5_k, q6_k or u8m type id: " +
+      t != QuantType::Q6_K && t != QuantType::U8M && t != QuantType::Q8F)
+    throw std::invalid_argument(std::string(what) + ": not a q4_0, q8_0, q4_k, q5_k, q6_k, u8m or q8f type id: " +
                                 std::to_string(static_cast<int>(t)));
   if (quant_super_blocks(t) && (K < 0 || K % (8 * kQK) != 0))
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
                                 " is not a multiple of 256 (the super-block size of q4_k, q5_k and q6_k)");
   if (K < 0 || K % kQK != 0)
     throw std::invalid_argument(std::string(what) + ": K = " + std::to_string(K) +
-                                " is not a multiple of 32 (the block size of q4_0, q8_0 and u8m)");
+                                " is not a multiple of 32 (the block size of q4_0, q8_0, u8m and q8f)");
 }
 
 void check_layout(QuantType t, QuantLayout layout, const char* what) {
@@ -56,15 +58,16 @@ void check_layout(QuantType t, QuantLayout layout, const char* what) {
 // The block format of a type Lanes16 regroups (quant_impl.h).
 LaneBlock lane_block(QuantType t) {
   if (t == QuantType::U8M) return {36, 4, 32};
+  if (t == QuantType::Q8F) return {36, 0, 32};
   if (t == QuantType::Q4_0 || t == QuantType::Q8_0) return {block_bytes(t), 2, 32};
   return {t == QuantType::Q4_K ? 144 : t == QuantType::Q5_K ? 176 : 210, 0, 256};
 }
 
-// The 32 integer values of a weight block: q8_0's int8, U8M's uint8 (0..31), q4_0's nibble - 8
-// (low nibbles first).
+// The 32 integer values of a weight block: q8_0's and Q8F's int8, U8M's uint8 (0..31), q4_0's
+// nibble - 8 (low nibbles first).
 void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
-  if (t == QuantType::Q8_0 || t == QuantType::U8M) {
-    std::memcpy(out, blk + (t == QuantType::U8M ? 4 : 2), kQK);
+  if (t != QuantType::Q4_0) {
+    std::memcpy(out, blk + (t == QuantType::U8M ? 4 : t == QuantType::Q8F ? 0 : 2), kQK);
     return;
   }
   for (int j = 0; j < kQK / 2; j++) {
@@ -222,7 +225,8 @@ void dequantize_rows(float* out, const uint8_t* w, QuantType t, QuantLayout layo
     for (int64_t b = 0; b < nb; b++) {
       const uint8_t* blk = row + b * bs;
       weight_ints(wi, blk, t);
-      const float d = half_at(blk);
+      float d = half_at(blk);
+      if (t == QuantType::Q8F) std::memcpy(&d, blk + 32, 4);
       if (t == QuantType::U8M) {  // as ggml's dequantize_row_q4_1 / _q5_1: q * d + m
         const float mn = half_at(blk + 2);
         for (int i = 0; i < kQK; i++) o[b * kQK + i] = static_cast<float>(wi[i]) * d + mn;

@@ -15,20 +15,21 @@
 namespace atto::kernels {
 
 // ggml's type ids, as stored in GGUF files.
-// U8M (256, atto's own: no ggml type has it) is how atto keeps ggml's q4_1 and q5_1 in memory:
-// blocks of 32 values, {fp16 d, fp16 m, 32 uint8 q in 0..31}, value q * d + m (ggml's q4_1 / q5_1
-// values exactly: io::as_integer_blocks).
-enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, U8M = 256 };
+// Two types are atto's own (no ggml type has them), how it keeps other ggml types in memory with
+// exactly their values (io::as_integer_blocks): U8M (256), ggml's q4_1 and q5_1: blocks of 32
+// values, {fp16 d, fp16 m, 32 uint8 q in 0..31}, value q * d + m; Q8F (257), ggml's iq4_xs: blocks
+// of 32, {32 int8 q, f32 d}, value q * d.
+enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, U8M = 256, Q8F = 257 };
 // Whether t's rows are super-blocks of 256 values (Q4_K, Q5_K, Q6_K), not blocks of 32.
 inline bool quant_super_blocks(QuantType t) {
   return t == QuantType::Q4_K || t == QuantType::Q5_K || t == QuantType::Q6_K;
 }
-// Bytes of one row of K values: K/32 blocks of 18 (q4_0), 34 (q8_0) or 36 (U8M), or K/256 super-blocks of
+// Bytes of one row of K values: K/32 blocks of 18 (q4_0), 34 (q8_0) or 36 (U8M, Q8F), or K/256 super-blocks of
 // 144 (Q4_K), 176 (Q5_K) or 210 (Q6_K). (Inline: the same at every level, so not in the dispatched
 // table.)
 inline int64_t quant_row_bytes(QuantType t, int64_t K) {
   if (quant_super_blocks(t)) return K / 256 * (t == QuantType::Q4_K ? 144 : t == QuantType::Q5_K ? 176 : 210);
-  return K / 32 * (t == QuantType::Q4_0 ? 18 : t == QuantType::U8M ? 36 : 34);
+  return K / 32 * (t == QuantType::Q4_0 ? 18 : t == QuantType::U8M || t == QuantType::Q8F ? 36 : 34);
 }
 
 // How a quantized matrix's bytes are laid out in memory. Rows: ggml's, N rows of quant_row_bytes
@@ -38,8 +39,8 @@ inline int64_t quant_row_bytes(QuantType t, int64_t K) {
 // (q4_0's blocks of 32 values, or the super-blocks of 256) is at byte (G * blocks a row + s) * 16 *
 // block bytes: the block's dwords for the 16 columns (dword q of column c at (q * 16 + c) * 4),
 // then the columns' leftover bytes, 2-byte field by field, each field in column order (q8_0 and
-// q4_0: their leading fp16 d; U8M: its d, then its m; Q6_K: its trailing fp16 d; Q4_K's 144 and
-// Q5_K's 176 bytes are all dwords). The last N % 16 rows stay as they are.
+// q4_0: their leading fp16 d; U8M: its d, then its m; Q6_K: its trailing fp16 d; Q4_K's 144,
+// Q5_K's 176 and Q8F's 36 bytes are all dwords, Q8F's f32 d the ninth). The last N % 16 rows stay as they are.
 enum class QuantLayout : int { Rows = 0, Lanes16 = 1 };
 
 ATTO_ISA_BEGIN
@@ -64,6 +65,7 @@ void quant_pack(uint8_t* out, const uint8_t* rows, QuantType t, QuantLayout layo
 // U8M: q8_0's chain, p_b = sum_{i<32} q[32b + i] * x_int[32b + i] over its uint8 q (exact, |p_b| <=
 // 125984), then the min: acc = fma(dm_b * dx_b, float(S_b), acc), dm_b the block's fp16 m as float,
 // S_b = sum_{i<32} x_int[32b + i] (exact), the product one float multiply.
+// Q8F: q8_0's chain with its f32 d in place of the fp16 one.
 // Q4_K (super-blocks of 256: fp16 d and dmin, eight 6-bit scales sc_j and mins m_j, nibbles):
 // sub-block j of super-block s pairs with activation block b = 8s + j. One float acc = 0 per
 // output. For each b in order: P_b = sum_{i<32} nibble_i * x_int[32b + i] (exact int32, the

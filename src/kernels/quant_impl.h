@@ -82,8 +82,8 @@ QINLINE int32_t ldq4(const int8_t* p) {
   return v;
 }
 
-// The types of blocks of 32 values (quant_q4_q8.cpp): q4_0, q8_0 and U8M.
-enum B32 : int { kB32Q4 = 0, kB32Q8 = 1, kB32U8M = 2 };
+// The types of blocks of 32 values (quant_q4_q8.cpp): q4_0, q8_0, U8M and Q8F.
+enum B32 : int { kB32Q4 = 0, kB32Q8 = 1, kB32U8M = 2, kB32Q8F = 3 };
 // The reference chain of one output of such a type (quant.h's order of blocks of 32): activation
 // row xa (nb blocks) against weight row w.
 float b32_dot_ref(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb);
@@ -109,7 +109,7 @@ void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 // A block format as quant.h's Lanes16 regroups it: `bytes` a block of `values` values, of which
 // the first `lead` (q4_0's d; U8M's d and m) go after the dwords, as do the bytes past the last
 // whole dword (Q6_K's d), in 2-byte fields, field by field (the 16 columns' d, then their m).
-// q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, U8M {36, 4, 32}, Q4_K {144, 0, 256}, Q5_K {176, 0, 256}, Q6_K
+// q4_0 {18, 2, 32}, q8_0 {34, 2, 32}, U8M {36, 4, 32}, Q8F {36, 0, 32}, Q4_K {144, 0, 256}, Q5_K {176, 0, 256}, Q6_K
 // {210, 0, 256}.
 struct LaneBlock {
   int64_t bytes, lead, values;

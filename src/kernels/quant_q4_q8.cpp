@@ -27,15 +27,25 @@ namespace ATTO_KERNELS_NS::quant_detail {
 namespace {
 
 // Bytes a block: q4_0 18, q8_0 34 (an fp16 d, then 16 bytes of nibbles or 32 int8), U8M 36 (fp16
-// d and m, 32 uint8).
-constexpr int64_t block_size(int t) { return t == kB32Q8 ? 34 : t == kB32U8M ? 36 : 18; }
+// d and m, 32 uint8), Q8F 36 (32 int8, f32 d).
+constexpr int64_t block_size(int t) { return t == kB32Q8 ? 34 : t == kB32Q4 ? 18 : 36; }
+// Where a block's 32 values start.
+constexpr int64_t values_at(int t) { return t == kB32U8M ? 4 : t == kB32Q8F ? 0 : 2; }
+
+// A block's scale as float: the fp16 d at its start, Q8F's f32 d at its end.
+QINLINE float scale_of(B32 t, const uint8_t* blk) {
+  if (t != kB32Q8F) return half_at(blk);
+  float d;
+  std::memcpy(&d, blk + 32, 4);
+  return d;
+}
 
 // p_b: the block's sum of (nibble - 8) * x, w * x or (U8M) q * x, exact.
 int32_t block_dot_ref(B32 t, const uint8_t* blk, const int8_t* q) {
   int32_t p = 0;
   if (t != kB32Q4) {
-    for (int i = 0; i < 32; i++)
-      p += (t == kB32Q8 ? int32_t{static_cast<int8_t>(blk[2 + i])} : int32_t{blk[4 + i]}) * q[i];
+    const uint8_t* v = blk + values_at(t);
+    for (int i = 0; i < 32; i++) p += (t == kB32U8M ? int32_t{v[i]} : int32_t{static_cast<int8_t>(v[i])}) * q[i];
     return p;
   }
   for (int j = 0; j < 16; j++)
@@ -50,7 +60,7 @@ int32_t block_dot_ref(B32 t, const uint8_t* blk, const int8_t* q) {
 float dot_neon(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb) {
   float acc = 0.0f;
   if (t != kB32Q4) {
-    const int64_t bs = block_size(t), at = t == kB32U8M ? 4 : 2;
+    const int64_t bs = block_size(t), at = values_at(t);
     for (int64_t b = 0; b < nb; b++) {
       const uint8_t* blk = w + b * bs;
       const int8x16_t w0 = vld1q_s8(reinterpret_cast<const int8_t*>(blk + at));
@@ -60,7 +70,7 @@ float dot_neon(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb) {
       p = vpadalq_s16(p, vmull_high_s8(w0, x0));
       p = vpadalq_s16(p, vmull_s8(vget_low_s8(w1), vget_low_s8(x1)));
       p = vpadalq_s16(p, vmull_high_s8(w1, x1));
-      const float s = half_at(blk) * xa[b].d;
+      const float s = scale_of(t, blk) * xa[b].d;
       acc = std::fma(s, static_cast<float>(vaddvq_s32(p)), acc);
       if (t == kB32U8M) acc = std::fma(half_at(blk + 2) * xa[b].d, static_cast<float>(xa[b].nsum8 / -8), acc);
     }
@@ -89,7 +99,7 @@ float b32_dot_ref(B32 t, const ActBlock* xa, const uint8_t* w, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* blk = w + b * block_size(t);
-    const float s = half_at(blk) * xa[b].d;
+    const float s = scale_of(t, blk) * xa[b].d;
     acc = std::fma(s, static_cast<float>(block_dot_ref(t, blk, xa[b].q)), acc);
     if (t == kB32U8M) acc = std::fma(half_at(blk + 2) * xa[b].d, static_cast<float>(xa[b].nsum8 / -8), acc);
   }
@@ -132,6 +142,7 @@ void b32_columns(DotKind k, B32 t, bool packed, float* y, const ActBlock* xa, co
 #define ATTO_B32_CALL(ns)                                                                 \
   return t == kB32Q8 ? ns::columns<kB32Q8>(packed, y, xa, w, bias, M, N, nb, n0, n1)     \
          : t == kB32U8M ? ns::columns<kB32U8M>(packed, y, xa, w, bias, M, N, nb, n0, n1) \
+         : t == kB32Q8F ? ns::columns<kB32Q8F>(packed, y, xa, w, bias, M, N, nb, n0, n1) \
                         : ns::columns<kB32Q4>(packed, y, xa, w, bias, M, N, nb, n0, n1)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
@@ -155,7 +166,8 @@ void b32_columns(DotKind k, B32 t, bool packed, float* y, const ActBlock* xa, co
   };
   const int64_t bs = block_size(t);
   if (packed)
-    return packed_columns_one_by_one(y, xa, w, LaneBlock{bs, t == kB32U8M ? 4 : 2, 32}, bias, M, N, nb, n0, n1, dot);
+    return packed_columns_one_by_one(y, xa, w, LaneBlock{bs, t == kB32Q8F ? 0 : values_at(t), 32}, bias, M, N, nb, n0,
+                                     n1, dot);
   columns_one_by_one(y, xa, w, bias, M, N, nb, nb * bs, n0, n1, dot);
 }
 
@@ -206,7 +218,7 @@ QINLINE VF packed_scales(const uint8_t* p, int /*sub*/) {
 // at -8 (q4_0), -128 (q8_0) or 0 (U8M) times the activations' sum (nsum8 = -8 sum(q)).
 template <int T>
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
-  VI i0 = set1(T == kB32Q8 ? 16 * a.nsum8 : T == kB32Q4 ? a.nsum8 : 0), i1 = zeroi();
+  VI i0 = set1(T == kB32Q8 || T == kB32Q8F ? 16 * a.nsum8 : T == kB32Q4 ? a.nsum8 : 0), i1 = zeroi();
   for (int j = 0; j < 8; j += 2) {
     i0 = _mm512_dpbusd_epi32(i0, v[j], bcast4(a.q + 4 * j));
     i1 = _mm512_dpbusd_epi32(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
@@ -235,7 +247,7 @@ QINLINE VF packed_scales(const uint8_t* p, int sub) {
 template <int T>
 QINLINE VI block_ints(const VI* v, const ActBlock& a) {
 #if defined(ATTO_Q4_DPBUSD)
-  VI i0 = set1(T == kB32Q8 ? 16 * a.nsum8 : T == kB32Q4 ? a.nsum8 : 0), i1 = _mm256_setzero_si256();
+  VI i0 = set1(T == kB32Q8 || T == kB32Q8F ? 16 * a.nsum8 : T == kB32Q4 ? a.nsum8 : 0), i1 = _mm256_setzero_si256();
   for (int j = 0; j < 8; j += 2) {
     i0 = ATTO_Q4_DPBUSD(i0, v[j], bcast4(a.q + 4 * j));
     i1 = ATTO_Q4_DPBUSD(i1, v[j + 1], bcast4(a.q + 4 * j + 4));
@@ -251,7 +263,7 @@ QINLINE VI block_ints(const VI* v, const ActBlock& a) {
         s[h] = _mm256_add_epi16(s[h], _mm256_maddubs_epi16(v[4 * h + j], bcast4(a.q + 16 * h + 4 * j)));
     }
     return _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones));
-  } else if constexpr (T == kB32Q8) {
+  } else if constexpr (T == kB32Q8 || T == kB32Q8F) {
     VI i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
     for (int j = 0; j < 8; j += 2) {
       const VI p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(v[j]), _mm256_sign_epi8(bcast4(a.q + 4 * j), v[j]));
@@ -281,13 +293,19 @@ QINLINE void build(VI* v, VF& dw, VF& dm, const uint8_t* wb, const int32_t* off)
     gather16(t, wb, off, 2);  // qs[4g..4g+3]
     for (int g = 0; g < 4; g++) v[g] = low4(t[g]), v[4 + g] = high4(t[g]);
   } else {
-    const int at = T == kB32U8M ? 4 : 2;
+    constexpr int at = static_cast<int>(values_at(T));
     gather16(t, wb, off, at);  // values 4g..4g+3
-    for (int g = 0; g < 4; g++) v[g] = T == kB32Q8 ? flip(t[g]) : t[g];
+    for (int g = 0; g < 4; g++) v[g] = T == kB32U8M ? t[g] : flip(t[g]);
     gather16(t, wb, off, at + 16);  // values 16 + 4g ..
-    for (int g = 0; g < 4; g++) v[4 + g] = T == kB32Q8 ? flip(t[g]) : t[g];
+    for (int g = 0; g < 4; g++) v[4 + g] = T == kB32U8M ? t[g] : flip(t[g]);
   }
-  dw = scales_of(wb, off);
+  if constexpr (T == kB32Q8F) {
+    alignas(64) float d[W];
+    for (int c = 0; c < W; c++) std::memcpy(d + c, wb + off[c] + 32, 4);
+    dw = vloadf(d);
+  } else {
+    dw = scales_of(wb, off);
+  }
   if constexpr (T == kB32U8M) dm = scales_of(wb + 2, off);
 }
 // The same from a Lanes16 packing's block of 16 columns at p (4 or 8 dword rows, then the 16 d, and
@@ -300,7 +318,11 @@ QINLINE void build_packed(VI* v, VF& dw, VF& dm, const uint8_t* p, int sub) {
       v[g] = low4(t), v[4 + g] = high4(t);
     }
   } else {
-    for (int g = 0; g < 8; g++) v[g] = T == kB32Q8 ? flip(packed_row(p, g, sub)) : packed_row(p, g, sub);
+    for (int g = 0; g < 8; g++) v[g] = T == kB32U8M ? packed_row(p, g, sub) : flip(packed_row(p, g, sub));
+  }
+  if constexpr (T == kB32Q8F) {
+    dw = vloadf(p + 8 * 64 + sub * W * 4);  // dword row 8: the 16 columns' f32 d
+    return;
   }
   dw = packed_scales(p + (T == kB32Q4 ? 256 : 512), sub);
   if constexpr (T == kB32U8M) dm = packed_scales(p + 544, sub);

@@ -530,6 +530,7 @@ void pack_for_kernels(QuantizedData& q, const std::vector<int64_t>& shape) {
 }  // namespace
 
 static_assert(io::kU8M == static_cast<uint32_t>(kernels::QuantType::U8M), "io's and the kernels' U8M id");
+static_assert(io::kQ8F == static_cast<uint32_t>(kernels::QuantType::Q8F), "io's and the kernels' Q8F id");
 
 LoadedModel load_gguf(const std::string& path, WeightStorage weights) {
   const io::GgufFile f = io::read_gguf(path);

@@ -932,6 +932,15 @@ TEST(KernelQuant, Q6KDequantizeRowsIsGgmlsDecoder) {
 // The Lanes16 packing (every type): the same bytes regrouped (every byte of the rows kept, the rows
 // past the last group of 16 where they were), each row read back by dequantize_rows as from the
 // rows; the layout the kernels want on this CPU; a layout that does not exist is refused.
+// All N rows of W (ggml's rows) dequantized.
+std::vector<float> all_rows(const std::vector<uint8_t>& w, QuantType t, int64_t N, int64_t K) {
+  std::vector<int32_t> ids(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; n++) ids[n] = static_cast<int32_t>(n);
+  std::vector<float> wd(static_cast<size_t>(N * K));
+  dequantize_rows(wd.data(), w.data(), t, QuantLayout::Rows, N, K, ids.data(), N);
+  return wd;
+}
+
 // ---- U8M (how atto keeps q4_1 and q5_1) ------------------------------------------------------------
 // N rows of random U8M blocks: random finite scales and mins (subnormal ones too), values 0..31.
 std::vector<uint8_t> make_u8m(int64_t N, int64_t K, uint32_t seed) {
@@ -994,10 +1003,7 @@ TEST(KernelQuant, U8MReferenceFollowsTheDocumentedOrder) {
   const auto w2 = make_u8m(N2, K2, 65);
   expect_documented_on_random(w2, QuantType::U8M, 5, K2, N2, 66, documented_u8m);
   // Dequantized: q * d + m, as ggml's q4_1 and q5_1.
-  std::vector<int32_t> ids(N2);
-  for (int64_t n = 0; n < N2; n++) ids[n] = static_cast<int32_t>(n);
-  std::vector<float> wd(static_cast<size_t>(N2 * K2));
-  dequantize_rows(wd.data(), w2.data(), QuantType::U8M, QuantLayout::Rows, N2, K2, ids.data(), N2);
+  const std::vector<float> wd = all_rows(w2, QuantType::U8M, N2, K2);
   for (int64_t i = 0; i < N2 * K2; i++) {
     const uint8_t* blk = w2.data() + i / 32 * 36;
     const float d = static_cast<float>(from_half(get_half(blk))), mn = static_cast<float>(from_half(get_half(blk + 2)));
@@ -1005,21 +1011,74 @@ TEST(KernelQuant, U8MReferenceFollowsTheDocumentedOrder) {
   }
 }
 
+// ---- Q8F (how atto keeps iq4_xs) ---------------------------------------------------------------------
+// N rows of random Q8F blocks: random bytes (-128 included) and random finite f32 scales.
+std::vector<uint8_t> make_q8f(int64_t N, int64_t K, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint8_t> w(static_cast<size_t>(N * quant_row_bytes(QuantType::Q8F, K)));
+  for (auto& b : w) b = static_cast<uint8_t>(gen());
+  for (size_t b = 0; b < w.size(); b += 36) {
+    const float d = std::ldexp(static_cast<float>(gen() % 2001) - 1000.0f, -static_cast<int>(gen() % 40));
+    std::memcpy(w.data() + b + 32, &d, 4);
+  }
+  return w;
+}
+
+TEST(KernelQuant, Q8FEveryDotProductAndTailGivesTheReferenceBits) {
+  every_dot_product_gives_the_reference_bits(QuantType::Q8F, "q8f", 1100, make_q8f);
+}
+
+// Q8F's documented order: q8_0's, the scale an f32: per block p_b = sum q * x_int exactly, s = d *
+// dx rounded once to float, acc = fmaf(s, p_b, acc); every dot product gives the reference's bits,
+// and dequantize_rows gives q * d.
+TEST(KernelQuant, Q8FReferenceFollowsTheDocumentedOrder) {
+  const auto documented = [](const std::vector<float>& xs, const std::vector<uint8_t>& ws, int64_t m, int64_t n,
+                             int64_t kk) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < kk / 32; b++) {
+      const float* v = xs.data() + m * kk + 32 * b;
+      const float dx = act_scale(v);
+      const uint8_t* blk = ws.data() + (n * kk / 32 + b) * 36;
+      int64_t p = 0;
+      for (int i = 0; i < 32; i++) p += int64_t{static_cast<int8_t>(blk[i])} * act_int(v[i], dx);
+      float d;
+      std::memcpy(&d, blk + 32, 4);
+      acc = std::fma(static_cast<float>(double{d} * double{dx}), static_cast<float>(p), acc);
+    }
+    return acc;
+  };
+  const int64_t M = 5, K = 256, N = 9;
+  const auto w = make_q8f(N, K, 67);
+  expect_documented_on_random(w, QuantType::Q8F, M, K, N, 68, documented);
+  const auto x = randn(M * K, 69);
+  expect_every_dot_product_gives(run_naive(x, w, QuantType::Q8F, nullptr, M, K, N), x, w, QuantType::Q8F, M, K, N);
+  const std::vector<float> wd = all_rows(w, QuantType::Q8F, N, K);
+  for (int64_t i = 0; i < N * K; i++) {
+    const uint8_t* blk = w.data() + i / 32 * 36;
+    float d;
+    std::memcpy(&d, blk + 32, 4);
+    ASSERT_EQ(wd[i], static_cast<float>(static_cast<int8_t>(blk[i % 32])) * d) << i;
+  }
+}
+
 TEST(KernelQuant, Lanes16PackingKeepsEveryRow) {
   for (const QuantType t :
-       {QuantType::Q8_0, QuantType::Q4_0, QuantType::U8M, QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K})
+       {QuantType::Q8_0, QuantType::Q4_0, QuantType::U8M, QuantType::Q8F, QuantType::Q4_K, QuantType::Q5_K,
+        QuantType::Q6_K})
     for (int64_t N : {1, 16, 37}) {
       const int64_t K = 512;
       const auto w = t == QuantType::Q4_K   ? make_q4k(N, K, 99)
                      : t == QuantType::Q5_K ? make_q5k(N, K, 99)
                      : t == QuantType::Q6_K ? make_q6k(N, K, 99)
                      : t == QuantType::U8M  ? make_u8m(N, K, 99)
+                     : t == QuantType::Q8F  ? make_q8f(N, K, 99)
                                             : make_weights(t, N, K, true, 99);
       const auto p = packed_as(w, t, QuantLayout::Lanes16, N, K);
       const std::string what = std::string(t == QuantType::Q4_K   ? "q4_k"
                                            : t == QuantType::Q5_K ? "q5_k"
                                            : t == QuantType::Q6_K ? "q6_k"
                                            : t == QuantType::U8M  ? "u8m"
+                                           : t == QuantType::Q8F  ? "q8f"
                                                                   : type_name(t)) +
                                " N=" + std::to_string(N);
       auto sorted_w = w, sorted_p = p;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "autograd/tape.h"
 #include "kernels/kernels.h"
@@ -276,54 +277,90 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
   }
 }
 
-// An iq4_nl file (llama.cpp's fallback for Q3_K in models whose widths are not multiples of 256;
-// here a q4_0 file's blocks read as iq4_nl, whose block is laid out as q4_0's with non-linear
-// levels): every matrix stays quantized as q8_0 blocks of exactly its values and computes on the
-// integer kernels, close to the same file read as floats.
-TEST(GgufModel, Iq4NlWeightsComputeAsQ8_0) {
-  test::TempDir dir;
-  LoadedModel lm = llama_model(2, 10000.0f);
-  const std::vector<int32_t> ids = lm.tokenizer->encode("emmazoë");
-  export_gguf(lm, dir / "q4.gguf", io::GgmlType::Q4_0);
-  const io::GgufFile q4 = io::read_gguf(dir / "q4.gguf");
+// The file `in` written again to `path` with general.file_type `file_type` and each tensor's type
+// and bytes as retype(tensor, bytes) leaves them; how many it changed.
+template <class Retype>
+int write_retyped(const std::string& path, const io::GgufFile& in, uint32_t file_type, const Retype& retype) {
   io::GgufWriter w;
-  for (const std::string& k : q4.keys)
-    w.add(k, k == "general.file_type" ? io::GgufValue::u32(25) : q4.metadata.at(k));
-  int retyped = 0;
-  for (const io::GgufTensorInfo& t : q4.tensors) {
-    const bool q = t.type == io::GgmlType::Q4_0;
-    std::string bytes = q4.tensor_bytes(t);
-    for (size_t at = 0; q && at < bytes.size(); at += 18) {  // d / 16: the levels are 16 times q4_0's
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + at, 2);
-      h = io::f32_to_f16(io::f16_to_f32(h) / 16);
-      std::memcpy(bytes.data() + at, &h, 2);
-    }
-    w.add_tensor_bytes(t.name, t.shape, q ? io::GgmlType::IQ4_NL : t.type, bytes);
-    retyped += q ? 1 : 0;
+  for (const std::string& k : in.keys)
+    w.add(k, k == "general.file_type" ? io::GgufValue::u32(file_type) : in.metadata.at(k));
+  int changed = 0;
+  for (const io::GgufTensorInfo& t : in.tensors) {
+    std::string bytes = in.tensor_bytes(t);
+    const io::GgmlType type = retype(t, bytes);
+    w.add_tensor_bytes(t.name, t.shape, type, bytes);
+    changed += type != t.type ? 1 : 0;
   }
-  EXPECT_GE(retyped, 5);
-  {
-    std::ofstream out(dir / "nl.gguf", std::ios::binary);
-    const std::string bytes = w.bytes();
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-  LoadedModel floats = load_gguf(dir / "nl.gguf");
-  LoadedModel quant = load_gguf(dir / "nl.gguf", WeightStorage::Quantized);
-  int matrices = 0;
+  std::ofstream out(path, std::ios::binary);
+  const std::string bytes = w.bytes();
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return changed;
+}
+
+// The file at path read both ways: every quantized matrix kept as `kept` blocks of exactly the
+// file's values, at least `matrices` of them, and the logits of ids within `bound` of the floats'.
+void expect_kept_exactly_and_close(const std::string& path, int kept, int matrices, const std::vector<int32_t>& ids,
+                                   double bound, const std::string& what) {
+  LoadedModel floats = load_gguf(path);
+  LoadedModel quant = load_gguf(path, WeightStorage::Quantized);
+  int found = 0;
   for (const auto& [name, t] : quant.model->state_dict())
     if (const QuantizedData* q = t.quantized()) {
-      EXPECT_EQ(q->type, static_cast<int>(io::GgmlType::Q8_0)) << name;
-      expect_same_values(t, *floats.model, name, "iq4_nl");
-      matrices++;
+      EXPECT_EQ(q->type, kept) << what << " " << name;
+      expect_same_values(t, *floats.model, name, what);
+      found++;
     }
-  EXPECT_GE(matrices, 5);  // per layer the fused attention (its 3 parts), its output, the MLP's; the embedding
+  EXPECT_GE(found, matrices) << what;
   const std::vector<float> want = logits_of(*floats.model, ids), got = logits_of(*quant.model, ids);
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-  std::printf("iq4_nl: max |logit(integer kernels) - logit(floats)| = %.3g\n", worst);
-  EXPECT_LT(worst, 0.01);
-  EXPECT_GT(worst, 0.0) << "computed on floats";
+  std::printf("%s: max |logit(integer kernels) - logit(floats)| = %.3g\n", what.c_str(), worst);
+  EXPECT_LT(worst, bound) << what;
+  EXPECT_GT(worst, 0.0) << what << ": computed on floats";
+}
+
+// An iq4_nl file (llama.cpp's fallback for Q3_K in models whose widths are not multiples of 256;
+// here a q4_0 file's blocks read as iq4_nl, whose block is laid out as q4_0's with non-linear
+// levels, d / 16): every matrix stays quantized as q8_0 blocks of exactly its values and computes
+// on the integer kernels, close to the same file read as floats. An iq4_xs file (random
+// super-blocks for a d_model 256 model's matrices): as Q8F blocks, likewise.
+TEST(GgufModel, NonLinearWeightsComputeAsIntegers) {
+  test::TempDir dir;
+  LoadedModel lm = llama_model(2, 10000.0f);
+  export_gguf(lm, dir / "q4.gguf", io::GgmlType::Q4_0);
+  const int nl = write_retyped(dir / "nl.gguf", io::read_gguf(dir / "q4.gguf"), 25,
+                               [](const io::GgufTensorInfo& t, std::string& bytes) {
+                                 if (t.type != io::GgmlType::Q4_0) return t.type;
+                                 for (size_t at = 0; at < bytes.size(); at += 18) {  // d / 16
+                                   uint16_t h;
+                                   std::memcpy(&h, bytes.data() + at, 2);
+                                   h = io::f32_to_f16(io::f16_to_f32(h) / 16);
+                                   std::memcpy(bytes.data() + at, &h, 2);
+                                 }
+                                 return io::GgmlType::IQ4_NL;
+                               });
+  EXPECT_GE(nl, 5);
+  expect_kept_exactly_and_close(dir / "nl.gguf", 8, 5, lm.tokenizer->encode("emmazoë"), 0.01, "iq4_nl");
+  LoadedModel big = random_model("abcdefgh\n", false);
+  big.config.gpt.d_model = 256, big.config.gpt.n_layers = 1;
+  Rng rng(5);
+  big.model = std::make_unique<GPT>(big.config.gpt, rng);
+  export_gguf(big, dir / "f32.gguf", io::GgmlType::F32);
+  std::mt19937 gen(7);
+  const int xs = write_retyped(dir / "xs.gguf", io::read_gguf(dir / "f32.gguf"), 30,
+                               [&](const io::GgufTensorInfo& t, std::string& bytes) {
+                                 if (t.shape.size() != 2 || t.name == "position_embd.weight") return t.type;
+                                 bytes.assign(io::ggml_nbytes(io::GgmlType::IQ4_XS, t.numel()), '\0');
+                                 for (size_t at = 0; at < bytes.size(); at++) bytes[at] = static_cast<char>(gen());
+                                 for (size_t at = 0; at < bytes.size(); at += 136) {
+                                   const uint16_t d = 0x0100;  // 2^-16 (subnormal): values up to 0.062
+                                   std::memcpy(bytes.data() + at, &d, 2);
+                                 }
+                                 return io::GgmlType::IQ4_XS;
+                               });
+  EXPECT_GE(xs, 5);
+  // (measured 7.8e-3; the super-block types' bound below, which q4_k's 8.8e-3 meets)
+  expect_kept_exactly_and_close(dir / "xs.gguf", 257, 5, big.tokenizer->encode("abcabcd"), 0.02, "iq4_xs");
 }
 
 // A Q3_K, Q4_K, Q5_K or Q6_K file (atto quantize --type q3_k|q4_k|q5_k|q6_k) of a model whose
