@@ -31,13 +31,13 @@
 // depend on the thread count (heads are split over threads, each head's sums in one order).
 // Operands are rounded as the flash path rounds them: q, k, v, dout, P and dS to bf16, products
 // summed in fp32, softmax and D in fp32.
-#if defined(__x86_64__)  // the bf16 kernels are x86-64 only; elsewhere bf16_absent.cpp stands in
+#include "kernels/attention_impl.h"
+#if ATTO_ATTN_BF16_ROWS  // x86-64 (not clang without AVX-512: attention_impl.h); else bf16_absent.cpp
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "kernels/attention_impl.h"
 #include "kernels/bf16_impl.h"
 #include "kernels/parallel.h"
 
@@ -334,4 +334,4 @@ void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, cons
 }
 
 }  // namespace atto::kernels::attn
-#endif  // __x86_64__
+#endif  // ATTO_ATTN_BF16_ROWS

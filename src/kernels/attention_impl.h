@@ -105,7 +105,16 @@ void flash_backward(float* dq, float* dk, float* dv, const float* dout, const fl
                     const float* q, const float* k, const float* v, const Problem& p);
 // bf16 attention with whole rows of keys (attention_bf16_rows.cpp): under a BF16 PrecisionScope
 // it replaces the flash path's bf16 tiles where rows_bf16_fits (Tk <= kRowsMaxKeys, on the
-// AVX512_BF16 backend; AMX keeps the tiles it was measured with).
+// AVX512_BF16 backend; AMX keeps the tiles it was measured with). Its exp passes run simd.h's
+// 16-lane helpers inside AVX512_BF16 functions, which clang refuses in a translation unit built
+// without AVX-512 (a vf16 argument's ABI differs): there (clang for -march=native on an AVX2 CPU,
+// as scripts/fuzz builds, or for x86-64-v3) the file is left out, bf16_absent.cpp's
+// rows_bf16_fits says false, and bf16 attention takes the flash tiles. GCC builds it everywhere.
+#if defined(__x86_64__) && (!defined(__clang__) || defined(__AVX512F__))
+#define ATTO_ATTN_BF16_ROWS 1
+#else
+#define ATTO_ATTN_BF16_ROWS 0
+#endif
 constexpr int64_t kRowsMaxKeys = 1024;
 bool rows_bf16_fits(const AttentionDims& d);
 void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p);

@@ -2,8 +2,9 @@
 // kernel files (gemm_bf16.cpp, bf16_tiles.cpp, attention_bf16.cpp, attention_bf16_rows.cpp) are
 // AVX512_BF16 and AMX code, built on x86-64 only; elsewhere (ARM64) bf16_backend() is always
 // None, so these refuse as an x86 CPU without bf16 does (require_bf16's message: use --precision
-// fp32). Packing (pack_bf16, bf16_pack.cpp) and the rounding are built everywhere.
-#if !defined(__x86_64__)
+// fp32). Packing (pack_bf16, bf16_pack.cpp) and the rounding are built everywhere. The rows path
+// of bf16 attention is also absent from clang's x86 builds without AVX-512 (ATTO_ATTN_BF16_ROWS,
+// attention_impl.h): there its entry points are the ones below and never chosen.
 #include <stdexcept>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "kernels/bf16_impl.h"
 #include "kernels/kernels.h"
 
+#if !defined(__x86_64__)
 namespace ATTO_KERNELS_NS {
 
 void gemm_bf16_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedBf16& B, float beta,
@@ -48,17 +50,6 @@ void linear_backward_bf16(float* dinp, float beta_inp, float* dweight, float bet
 
 namespace attn {
 
-bool rows_bf16_fits(const AttentionDims& d) { return false; }
-
-void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
-  require_bf16("bf16 attention");
-}
-
-void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
-                        const float* q, const float* k, const float* v, const Problem& p) {
-  require_bf16("bf16 attention");
-}
-
 void flash_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
   require_bf16("bf16 attention");
 }
@@ -70,5 +61,22 @@ void flash_backward_bf16(float* dq, float* dk, float* dv, const float* dout, con
 
 }  // namespace attn
 
-}  // namespace atto::kernels
+}  // namespace ATTO_KERNELS_NS
 #endif  // !__x86_64__
+
+#if !ATTO_ATTN_BF16_ROWS
+namespace ATTO_KERNELS_NS::attn {
+
+bool rows_bf16_fits(const AttentionDims& d) { return false; }
+
+void rows_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const Problem& p) {
+  require_bf16("bf16 attention");
+}
+
+void rows_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const Problem& p) {
+  require_bf16("bf16 attention");
+}
+
+}  // namespace ATTO_KERNELS_NS::attn
+#endif  // !ATTO_ATTN_BF16_ROWS
