@@ -128,17 +128,25 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 // weight^T) is packed, into [K, 64] column panels. Every C element is one accumulation over
 // k = 0, 1, ..., K-1 in order from zero (one FMA per k), then alpha * acc + beta * C, so its
 // bits do not depend on the blocking, the task split or the thread count.
-constexpr int64_t kPanel = 64;     // columns of C per kernel call (4 vectors)
 constexpr int64_t kRowBlock = 48;  // rows of A kept in cache while they meet every panel
 
 // The kernel's vector: the machine's register. With AVX-512 a 16-lane vf16. Without (AVX2), GCC
 // does not keep a 16-lane vector in a pair of 8-lane registers through a loop (docs/bench.md),
-// so AVX2 builds use 8-lane vectors and 16-column sub-panels of the 64-column panel (OpenBLAS's
-// Haswell shape: 6 rows x 16 columns). The sums are the same either way (one FMA per k).
+// so AVX2 builds use 8-lane vectors and 16-column panels (OpenBLAS's Haswell shape: 6 rows x 16
+// columns). The sums are the same either way (one FMA per k).
+//
+// Narrow builds (AVX2, ARM64) read one 64-byte line of op(B) per k. Read in place (a 16-column
+// slice of a 64-column panel, or B's own rows) that line is one of 4 or more of each row, and
+// the kernel held 50-70% of the FMA ceiling on a Zen 3 (30% at K = 2,048, N = 1,536); from a
+// packed [K, 16] panel, lines in a row, 85-97%. So these builds pack op(B) whatever it is, and
+// pack op(A) = A^T as well (each k's few elements of a block are then one run, not R rows
+// thousands of bytes apart: 32 -> 87 GFLOP/s a thread at M = 1,536, K = 2,048).
 #if defined(__AVX2__) && !defined(__AVX512F__)
 typedef float kvec __attribute__((vector_size(32)));
 constexpr int64_t KW = 8;          // lanes of kvec
 constexpr int64_t kSubPanel = 16;  // columns per kernel call
+constexpr int64_t kPanel = 16;     // columns of a packed panel of op(B)
+constexpr bool kNarrow = true;     // op(B) always packed, op(A) = A^T packed (above)
 template <int V>
 constexpr int rows_for() {
   return V == 1 ? 8 : 6;  // V = 1, 2
@@ -170,11 +178,13 @@ VINLINE void kstore_part(float* p, kvec v, int64_t n) {
   _mm256_maskstore_ps(p, kmask(n), x);
 }
 #elif defined(__aarch64__)
-// ARM64: as on AVX2, 4-lane vectors (one NEON register) in 16-column sub-panels; NEON has 32
+// ARM64: as on AVX2, 4-lane vectors (one NEON register) in 16-column panels; NEON has 32
 // registers, as AVX-512 does, so the same rows per block (24 accumulators). Same sums.
 typedef float kvec __attribute__((vector_size(16)));
 constexpr int64_t KW = 4;
 constexpr int64_t kSubPanel = 16;
+constexpr int64_t kPanel = 16;
+constexpr bool kNarrow = true;
 template <int V>
 constexpr int rows_for() {
   return V == 1 ? 16 : V == 2 ? 12 : V == 3 ? 8 : 6;
@@ -187,7 +197,9 @@ VINLINE void kstore_part(float* p, kvec v, int64_t n) { simd::store4_part(p, v, 
 #else
 using kvec = vf16;
 constexpr int64_t KW = W;
+constexpr int64_t kPanel = 64;  // columns of C per kernel call (4 vectors)
 constexpr int64_t kSubPanel = kPanel;
+constexpr bool kNarrow = false;
 template <int V>
 constexpr int rows_for() {  // 24 accumulators (of 32 registers) for V = 2..4
   return V == 1 ? 16 : V == 2 ? 12 : V == 3 ? 8 : 6;
@@ -294,13 +306,52 @@ void panel_rows(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, 
   for (; i < M; i++) block_kernel<1, V>(K, A + i * ars, ars, aks, B, ldb, C + i * ldc, ldc, nc, rows_at(i));
 }
 
-void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, const float* B, int64_t ldb,
-                    float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
-  for (int64_t j = 0; j < nc; j += kSubPanel) {  // one pass with AVX-512
+// Narrow builds' packed op(A) (pack_a_groups): groups of kGroup rows, each [K, kGroup], then the
+// rest of the block's rows (M % kGroup) as one [K, rest].
+constexpr int kGroup = rows_for<kSubPanel / KW>();
+
+// Rows [0, M) of one column panel from op(A) packed so: the groups, then the rest in blocks of 4, 2, 1.
+template <int V>
+void panel_rows_packed(int64_t M, int64_t K, const float* Ap, const float* B, int64_t ldb, float* C, int64_t ldc,
+                       int64_t nc, const Epilogue& ep) {
+  Epilogue e = ep;
+  auto rows_at = [&](int64_t i) -> const Epilogue& {
+    if (ep.residual != nullptr) e.residual = ep.residual + i * ldc;
+    return e;
+  };
+  const int64_t groups = M / kGroup, base = groups * kGroup, rest = M - base;
+  for (int64_t g = 0; g < groups; g++)
+    block_kernel<kGroup, V>(K, Ap + g * kGroup * K, 1, kGroup, B, ldb, C + g * kGroup * ldc, ldc, nc,
+                            rows_at(g * kGroup));
+  const float* a = Ap + base * K;
+  int64_t i = 0;
+  for (; i + 4 <= rest; i += 4)
+    block_kernel<4, V>(K, a + i, 1, rest, B, ldb, C + (base + i) * ldc, ldc, nc, rows_at(base + i));
+  for (; i + 2 <= rest; i += 2)
+    block_kernel<2, V>(K, a + i, 1, rest, B, ldb, C + (base + i) * ldc, ldc, nc, rows_at(base + i));
+  for (; i < rest; i++) block_kernel<1, V>(K, a + i, 1, rest, B, ldb, C + (base + i) * ldc, ldc, nc, rows_at(base + i));
+}
+
+// One panel of C's columns (at most kPanel), rows [0, M): A is op(A)'s block, or its packed copy
+// when a_packed (ars and aks are then not used).
+void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t aks, bool a_packed, const float* B,
+                    int64_t ldb, float* C, int64_t ldc, int64_t nc, const Epilogue& ep) {
+  for (int64_t j = 0; j < nc; j += kSubPanel) {  // one pass but for AVX-512's [K, 64] panels
     Epilogue e = ep;
     if (e.bias != nullptr) e.bias += j;
     if (e.residual != nullptr) e.residual += j;
     const int64_t n = std::min(kSubPanel, nc - j);
+    if constexpr (kNarrow) {
+      if (a_packed) {
+        switch ((n + KW - 1) / KW) {
+          case 4: panel_rows_packed<4>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+          case 3: panel_rows_packed<3>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+          case 2: panel_rows_packed<2>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+          default: panel_rows_packed<1>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+        }
+        continue;
+      }
+    }
     switch ((n + KW - 1) / KW) {
       case 4: panel_rows<4>(M, K, A, ars, aks, B + j, ldb, C + j, ldc, n, e); break;
       case 3: panel_rows<3>(M, K, A, ars, aks, B + j, ldb, C + j, ldc, n, e); break;
@@ -317,8 +368,9 @@ bool use_blocked(int64_t M, int64_t N, int64_t K) {
   return K <= 2048 && mnk <= kBlockedMaxMNK && (mnk <= kBlockedAnyNK || nk <= kBlockedMaxPackedNK);
 }
 
-// Packs rows [k0, k1) of op(B) = B^T into column panels: panel p holds columns [64 p, 64 p + 64)
-// of op(B) as K rows of 64 floats (16 x 16 register transposes; lanes past N are not read).
+// Packs rows [k0, k1) of op(B) = B^T into column panels: panel p holds columns [kPanel p,
+// kPanel (p + 1)) of op(B) as K rows of kPanel floats (16 x 16 register transposes; lanes past N
+// are not read).
 void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t K, int64_t k0, int64_t k1) {
   for (int64_t j0 = 0; j0 < N; j0 += kPanel) {
     float* dst = packed + (j0 / kPanel) * K * kPanel;
@@ -330,26 +382,54 @@ void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t 
   }
 }
 
+// The same panels from op(B) = B (narrow builds): rows [k0, k1), each row k of B read once, in order.
+void pack_rows(float* packed, const float* B, int64_t ldb, int64_t N, int64_t K, int64_t k0, int64_t k1) {
+  for (int64_t k = k0; k < k1; k++)
+    for (int64_t j0 = 0; j0 < N; j0 += kPanel)
+      std::memcpy(packed + (j0 / kPanel) * K * kPanel + k * kPanel, B + k * ldb + j0,
+                  sizeof(float) * static_cast<size_t>(std::min(kPanel, N - j0)));
+}
+
+// Packs rows [0, M) of op(A) = A^T (A + i at column i of op(A)'s row block) for panel_rows_packed:
+// row k of A read once, in order, its M floats spread over the groups.
+void pack_a_groups(float* dst, const float* A, int64_t lda, int64_t M, int64_t K) {
+  const int64_t groups = M / kGroup, base = groups * kGroup, rest = M - base;
+  for (int64_t k = 0; k < K; k++) {
+    const float* a = A + k * lda;
+    for (int64_t g = 0; g < groups; g++)
+      std::memcpy(dst + g * kGroup * K + k * kGroup, a + g * kGroup, sizeof(float) * kGroup);
+    if (rest > 0) std::memcpy(dst + base * K + k * rest, a + base, sizeof(float) * static_cast<size_t>(rest));
+  }
+}
+
 void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float* C, int64_t ldc, const Epilogue& ep,
                   const BlockActivation& act = {}) {
   const int64_t ars = transA ? 1 : lda, aks = transA ? lda : 1;
   const int64_t npanels = ceil_div(N, kPanel);
+  const bool pack_b = transB || kNarrow, pack_a = transA && kNarrow;
   thread_local AlignedVector<float> packed_store;
   float* packed = nullptr;
-  if (transB) {
+  if (pack_b) {
     packed_store.resize(static_cast<size_t>(npanels * K * kPanel));
     packed = packed_store.data();
   }
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const bool par = flops >= kBlockedParFlops && omp_get_max_threads() > 1;
   parallel_region(par, [&](int64_t t, int64_t nt) {
-    if (transB) {  // each thread packs its share of the K rows of every panel
-      pack_panels(packed, B, ldb, N, K, round_up(K * t / nt, W), std::min(K, round_up(K * (t + 1) / nt, W)));
+    if (pack_b) {  // each thread packs its share of the K rows of every panel
+      const int64_t k0 = round_up(K * t / nt, W), k1 = std::min(K, round_up(K * (t + 1) / nt, W));
+      if (transB) {
+        pack_panels(packed, B, ldb, N, K, k0, k1);
+      } else {
+        pack_rows(packed, B, ldb, N, K, k0, k1);
+      }
       if (nt > 1) {
 #pragma omp barrier
       }
     }
+    thread_local AlignedVector<float> a_store;  // this thread's packed row block of op(A)
+    if (pack_a) a_store.resize(static_cast<size_t>(kRowBlock * K));
     // Each thread takes an equal share of the rows (all panels), or of the panels when there
     // are few rows: every element costs the same, so the shares are balanced whatever the
     // shape. Within a share, blocks of 48 rows, each against every panel.
@@ -363,14 +443,16 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
     }
     for (int64_t i0 = r0; i0 < r1; i0 += kRowBlock) {
       const int64_t mi = std::min(kRowBlock, r1 - i0);
+      if (pack_a) pack_a_groups(a_store.data(), A + i0, lda, mi, K);
+      const float* a = pack_a ? a_store.data() : A + i0 * ars;
       for (int64_t p = p0; p < p1; p++) {
         const int64_t j0 = p * kPanel, nj = std::min(kPanel, N - j0);
-        const float* b = transB ? packed + p * K * kPanel : B + j0;
-        const int64_t bld = transB ? kPanel : ldb;
+        const float* b = pack_b ? packed + p * K * kPanel : B + j0;
+        const int64_t bld = pack_b ? kPanel : ldb;
         Epilogue e = ep;
         if (e.bias != nullptr) e.bias += j0;
         if (e.residual != nullptr) e.residual += i0 * ldc + j0;
-        panel_dispatch(mi, K, A + i0 * ars, ars, aks, b, bld, C + i0 * ldc + j0, ldc, nj, e);
+        panel_dispatch(mi, K, a, ars, aks, pack_a, b, bld, C + i0 * ldc + j0, ldc, nj, e);
         if (act.gelu)
           gelu_erf_slope_rows(C + i0 * ldc + j0, act.slope != nullptr ? act.slope + i0 * ldc + j0 : nullptr, ldc, mi,
                               nj);

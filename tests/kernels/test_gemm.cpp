@@ -81,7 +81,7 @@ TEST(KernelGemm, AlphaBetaAndTiledShapes) {
 TEST(KernelGemm, BlockedKernelCoversPanelWidthsAndRowTails) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (int64_t M : {5, 12, 13, 49, 100})
+      for (int64_t M : {5, 12, 13, 20, 49, 51, 100})
         for (int64_t N : {16, 17, 33, 48, 50, 96})
           for (int64_t K : {1, 32, 65}) {
             const GemmCase c{ta, tb, M, N, K, (M + N) % 2 == 0 ? 3 : 0, 0.75f, (K % 2) ? 0.5f : 0.0f};
