@@ -385,10 +385,13 @@ void pack_panels(float* packed, const float* B, int64_t ldb, int64_t N, int64_t 
 
 // The same panels from op(B) = B (narrow builds): rows [k0, k1), each row k of B read once, in order.
 void pack_rows(float* packed, const float* B, int64_t ldb, int64_t N, int64_t K, int64_t k0, int64_t k1) {
-  for (int64_t k = k0; k < k1; k++)
-    for (int64_t j0 = 0; j0 < N; j0 += kPanel)
-      std::memcpy(packed + (j0 / kPanel) * K * kPanel + k * kPanel, B + k * ldb + j0,
-                  sizeof(float) * static_cast<size_t>(std::min(kPanel, N - j0)));
+  const int64_t full = N / kPanel, tail = N - full * kPanel;
+  for (int64_t k = k0; k < k1; k++) {
+    const float* b = B + k * ldb;
+    float* dst = packed + k * kPanel;
+    for (int64_t p = 0; p < full; p++) std::memcpy(dst + p * K * kPanel, b + p * kPanel, sizeof(float) * kPanel);
+    for (int64_t j = 0; j < tail; j++) dst[full * K * kPanel + j] = b[full * kPanel + j];
+  }
 }
 
 // Packs rows [0, M) of op(A) = A^T (A + i at column i of op(A)'s row block) for panel_rows_packed:
@@ -399,7 +402,7 @@ void pack_a_groups(float* dst, const float* A, int64_t lda, int64_t M, int64_t K
     const float* a = A + k * lda;
     for (int64_t g = 0; g < groups; g++)
       std::memcpy(dst + g * kGroup * K + k * kGroup, a + g * kGroup, sizeof(float) * kGroup);
-    if (rest > 0) std::memcpy(dst + base * K + k * rest, a + base, sizeof(float) * static_cast<size_t>(rest));
+    for (int64_t r = 0; r < rest; r++) dst[base * K + k * rest + r] = a[base + r];
   }
 }
 
