@@ -26,7 +26,7 @@
 namespace ATTO_KERNELS_NS {
 namespace {
 
-using simd::vf16, simd::W;
+using simd::W;
 
 // Tiles are large because every tile call packs its own panels of A and B (docs/bench.md has
 // the measurements): past OpenBLAS's own serial threshold (M*N*K > 65536 * 4) at least 2 tiles

@@ -30,13 +30,13 @@ constexpr double kBlockedParFlops = 256.0 * 1024;       // smaller blocked produ
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// ---- Cache-sized products: a register-blocked AVX-512 kernel, no packing of A ----------------
+// ---- Cache-sized products: a register-blocked kernel ----------------------------------------
 // On small models' shapes OpenBLAS spends much of its time packing both operands and in its
 // driver. Here each task computes R rows x up to 64 columns of C in registers: for each k
-// it loads V vectors of row k of op(B) and broadcasts R elements of column k of op(A), so
-// neither operand needs packing when op(B) is B itself (row-major rows of B are vectors, and
-// op(A) is read through strides either way). Only op(B) = B^T (a linear layer's forward,
-// weight^T) is packed, into [K, 64] column panels. Every C element is one accumulation over
+// it loads V vectors of row k of op(B) and broadcasts R elements of column k of op(A). With
+// AVX-512 neither operand needs packing when op(B) is B itself (row-major rows of B are vectors,
+// and op(A) is read through strides either way): only op(B) = B^T (a linear layer's forward,
+// weight^T) is packed, into [K, 64] column panels; narrow builds pack more (below). Every C element is one accumulation over
 // k = 0, 1, ..., K-1 in order from zero (one FMA per k), then alpha * acc + beta * C, so its
 // bits do not depend on the blocking, the task split or the thread count.
 constexpr int64_t kRowBlock = 48;  // rows of A kept in cache while they meet every panel
