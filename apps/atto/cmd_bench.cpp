@@ -321,7 +321,7 @@ Command add_bench(CLI::App& root) {
   gen->add_option("--new-tokens", gf->opt.new_tokens, "Tokens generated per sequence in one run")
       ->capture_default_str();
   gen->add_option("--model", gf->opt.model_path,
-                  "A run directory or GGUF file to time (its weights; f16/q8_0 dequantised) instead of random ones");
+                  "A run directory or GGUF file to time (its weights, as sample loads them: quantized matrices stay quantized) instead of random ones");
   gen->add_option("--prompt-tokens", gf->opt.prompt_tokens, "Also time the forward of a prompt of N random tokens")
       ->capture_default_str();
   gen->add_flag("--greedy", gf->opt.greedy, "Take the most likely token instead of sampling");

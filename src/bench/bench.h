@@ -151,7 +151,7 @@ double train_flops_per_token(const GPTConfig& cfg, int64_t flop_params);
 // ---- generation -------------------------------------------------------------------------
 struct GenerateBenchOptions {
   GPTConfig model;            // vocab_size must be set (random weights), unless model_path is given
-  std::string model_path;     // a run directory or a GGUF file: its weights (f16/q8_0 dequantised)
+  std::string model_path;     // a run directory or a GGUF file: its weights, loaded as `atto sample` loads them
   int64_t prompt_tokens = 0;  // > 0: also time the forward of a prompt of this many random tokens
   bool greedy = false;        // argmax instead of sampling at temperature 1
   int64_t batch_size = 1;     // sequences decoded together

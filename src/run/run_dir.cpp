@@ -74,7 +74,12 @@ void check_finite_weights(const io::SafetensorsFile& f) {
 
 RunConfig load_run_config(const std::string& dir) {
   if (fs::is_regular_file(dir) && io::is_gguf_file(dir)) return gguf_run_config(dir);  // a GGUF file (gguf_model.h)
-  ATTO_CHECK(fs::is_directory(dir), "{} is not a run directory (it does not exist or is not a directory)", dir);
+  ATTO_CHECK(fs::exists(dir), "{} is not a run directory or a GGUF file: it does not exist", dir);
+  ATTO_CHECK(!fs::is_regular_file(dir),
+             "{} is not a run directory or a GGUF file: it is a file that does not start with GGUF's magic "
+             "bytes 'GGUF' (or cannot be read); pass a run directory (atto train --out) or a .gguf file (atto export)",
+             dir);
+  ATTO_CHECK(fs::is_directory(dir), "{} is not a run directory (it is not a directory)", dir);
   const std::string path = run_path(dir, "config.json");
   ATTO_CHECK(fs::exists(path), "{} has no config.json: not an atto run directory", dir);
   return run_config_from_json(io::read_json(path), path);

@@ -82,15 +82,47 @@ json error_body(int status, const std::string& message, const std::string& param
             {"code", code.empty() ? json() : json(code)}}}};
 }
 
+namespace {
+
+// A message's content: a string, or (as OpenAI's API allows) a list of content parts
+// {"type": "text", "text": ...}, joined with newlines (as llama.cpp's server does). Other parts
+// (images, audio, files) are refused by name: a text model cannot read them.
+std::string message_text(const json& m) {
+  const json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  std::string out;
+  for (const json& part : c) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      throw RequestError(400, fmt::format("'messages': a content part needs a string type, got {}", excerpt(part)),
+                         "messages", "invalid_value");
+    if (part["type"].get<std::string>() != "text")
+      throw RequestError(400,
+                         fmt::format("'messages': content parts of type {} are not supported (this model reads "
+                                     "text: send {{\"type\": \"text\", \"text\": ...}} parts or a string)",
+                                     excerpt(part["type"])),
+                         "messages", "invalid_value");
+    if (!part.contains("text") || !part["text"].is_string())
+      throw RequestError(400, fmt::format("'messages': a text part needs a string text, got {}", excerpt(part)),
+                         "messages", "invalid_value");
+    if (&part != &c.front()) out += '\n';
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string render_chat(const json& messages) {
   if (!messages.is_array() || messages.empty())
     throw RequestError(400, "'messages': expected a non-empty list of {role, content}", "messages", "invalid_value");
   std::string out;
   for (const json& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
-        !m["content"].is_string())
+        !(m["content"].is_string() || (m["content"].is_array() && !m["content"].empty())))
       throw RequestError(400,
-                         fmt::format("'messages': each message needs a string role and content, got {}", excerpt(m)),
+                         fmt::format("'messages': each message needs a string role and content (a string or a "
+                                     "non-empty list of text parts), got {}",
+                                     excerpt(m)),
                          "messages", "invalid_value");
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant")
@@ -100,7 +132,7 @@ std::string render_chat(const json& messages) {
     out += (role == "system" ? "System: "
             : role == "user" ? "User: "
                              : "Assistant: ") +
-           m["content"].get<std::string>() + "\n";
+           message_text(m) + "\n";
   }
   return out + "Assistant:";
 }

@@ -64,7 +64,8 @@ struct Translation {
 Translation parse_translation(const nlohmann::json& body, const Limits& limits);
 
 // The plain chat template (docs/serve.md): "System: ...\n", "User: ...\n", "Assistant: ...\n" per
-// message, then "Assistant:" for the model to continue.
+// message, then "Assistant:" for the model to continue. A content given as a list of text parts
+// is their texts joined with newlines; other part types are refused (RequestError 400).
 std::string render_chat(const nlohmann::json& messages);
 
 }  // namespace atto::serve

@@ -65,6 +65,9 @@ if "$ATTO" --help | grep -q "^  sample"; then
   expect_fail "temperature" "$ATTO" sample --model "$RUN" --temperature 0
   expect_fail "top-p" "$ATTO" sample --model "$RUN" --top-p 1.5
   expect_fail "top-p" "$ATTO" sample --model "$RUN" --top-p 0
+  # A file that is not GGUF: said so, not "not a directory".
+  expect_fail "does not start with GGUF's magic" "$ATTO" sample --model "$W/names.txt"
+  expect_fail "does not exist" "$ATTO" sample --model "$W/no-such-model.gguf"
 fi
 # Broken checkpoints, in copies of the run.
 cp -r "$RUN" "$W/trunc" && head -c 1000 "$RUN/model.safetensors" >"$W/trunc/model.safetensors"

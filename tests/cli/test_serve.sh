@@ -114,6 +114,12 @@ want=$("$ATTO" sample --model "$CHAT" --prompt "$prompt" -n 1 --greedy --max-tok
 is "chat = atto sample on the template" "$reply" "assistant: $want"
 chat_stream=$(C chat --messages "$msgs" --stream --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["text"][0]')
 is "chat stream" "assistant: $chat_stream" "assistant: $want"
+# Content as a list of text parts (the openai client's typed form): the same template, the same reply;
+# parts a text model cannot read are refused by name.
+parts='[{"role":"user","content":[{"type":"text","text":"hello 3"}]}]'
+is "chat with text parts" "$(C chat --messages "$parts" --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["choices"][0]["message"]["content"]')" "$want"
+img='{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}'
+is "chat with an image part" "$(C raw --path /v1/chat/completions --body "$img" | jq_py 'str(d["status"])+" "+str("image_url" in d["body"]["error"]["message"])')" "400 True"
 
 # Continuous batching: requests sent at once (prompts of different lengths, n, seeds, samplers;
 # long enough that they overlap and re-encode past the block of 64) share the decode batch, and
