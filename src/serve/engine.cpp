@@ -62,10 +62,44 @@ PreparedPrompt Engine::prepare(const std::string& prompt, const char* param) con
                        fmt::format("'{}': the prompt takes {} tokens; this model's context is {}", param,
                                    static_cast<int64_t>(ps.base.size()) + ps.cropped, context()),
                        param, "context_length_exceeded");
-  return {prompt, static_cast<int64_t>(lm_.tokenizer->encode(prompt).size())};
+  return {prompt, static_cast<int64_t>(lm_.tokenizer->encode(prompt).size()), {}};
+}
+
+PreparedPrompt Engine::prepare_ids(const std::vector<int32_t>& ids) const {
+  const GptTokenizer& tok = *lm_.tokenizer;
+  const int64_t V = tok.vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= V)
+      throw RequestError(400,
+                         fmt::format("'prompt': token id {} (at position {}) is outside this model's vocabulary "
+                                     "[0, {})",
+                                     ids[i], i, V),
+                         "prompt", "invalid_prompt");
+  const int64_t n = static_cast<int64_t>(ids.size()) + (tok.has_boundary() ? 1 : 0);
+  if (n > context())
+    throw RequestError(400,
+                       fmt::format("'prompt': the prompt takes {} tokens; this model's context is {}", n, context()),
+                       "prompt", "context_length_exceeded");
+  std::string text;
+  try {
+    text = tok.decode(ids);
+  } catch (const Error& e) {
+    throw RequestError(400, fmt::format("'prompt': {}", e.what()), "prompt", "invalid_prompt");
+  }
+  return {std::move(text), static_cast<int64_t>(ids.size()), ids};
 }
 
 namespace {
+
+// The prompt set of a prepared prompt: its text's (make_prompt_set), or its ids as given.
+gen::PromptSet prompt_set(const GptTokenizer& tok, const PreparedPrompt& p, int64_t context) {
+  if (p.ids.empty()) return gen::make_prompt_set(tok, p.text, context);
+  gen::PromptSet ps;
+  ps.text = p.text;
+  if (tok.has_boundary()) ps.base.push_back(tok.boundary_id());
+  ps.base.insert(ps.base.end(), p.ids.begin(), p.ids.end());
+  return ps;
+}
 
 // The top k alternatives and the chosen token's log-probability, from a step's log-softmax.
 TokenLogprob token_logprob(const GptTokenizer& tok, const std::vector<double>& lp, int32_t t, int64_t k,
@@ -86,7 +120,7 @@ TokenLogprob token_logprob(const GptTokenizer& tok, const std::vector<double>& l
 // it has made for the waiting HTTP thread (under mu).
 struct Engine::Job {
   Job(const GptTokenizer& tok, const PreparedPrompt& p, const Completion& c, uint64_t seed, int64_t context)
-      : c(c), ps(gen::make_prompt_set(tok, p.text, context)), rng(seed), out(static_cast<size_t>(c.n)) {}
+      : c(c), ps(prompt_set(tok, p, context)), rng(seed), out(static_cast<size_t>(c.n)) {}
   struct Event {
     int64_t choice;
     std::string piece;

@@ -44,8 +44,9 @@ struct Choice {
 
 // A prompt checked against the model: its token count (usage) and the framing of atto sample.
 struct PreparedPrompt {
-  std::string text;
+  std::string text;  // given, or decoded from the ids (what echo returns)
   int64_t tokens = 0;
+  std::vector<int32_t> ids;  // a prompt given as token ids: these, as given (else empty)
 };
 
 struct EngineOptions {
@@ -66,6 +67,11 @@ class Engine {
   // RequestError 400 naming `param` for characters the vocabulary lacks or a prompt longer than
   // the context.
   PreparedPrompt prepare(const std::string& prompt, const char* param) const;
+  // A prompt given as token ids (non-empty): each must be below the vocabulary size, and the
+  // prompt must fit the context; RequestError 400 naming "prompt" otherwise. It starts a sequence
+  // as the text they decode to would ([<eos>] first when the tokenizer has one), so ids that
+  // encode a text give that text's completions.
+  PreparedPrompt prepare_ids(const std::vector<int32_t>& ids) const;
   // The n choices of one prompt, computed in the shared batch; blocks the calling thread until
   // they are done. on_piece(choice, text, logprob or nullptr) streams new text on the calling
   // thread; returning false cancels the request (the client went away): its sequences leave

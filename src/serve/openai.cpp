@@ -1,6 +1,8 @@
 #include "serve/openai.h"
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -65,6 +67,31 @@ std::vector<std::string> strings(const json& body, const char* key, size_t max_c
     if (!s.is_string()) bad(key, fmt::format("expected strings, got {}", excerpt(s)));
     out.push_back(s.get<std::string>());
   }
+  return out;
+}
+
+// One prompt given as token ids: a non-empty list of integers in [0, 2^31).
+std::vector<int32_t> token_ids(const json& v) {
+  if (!v.is_array()) bad("prompt", fmt::format("expected a list of token ids, got {}", excerpt(v)));
+  if (v.empty()) bad("prompt", "an empty list of token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const json& t : v) {
+    if (!t.is_number_integer() || (!t.is_number_unsigned() && t.get<int64_t>() < 0) ||
+        (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) ||
+        t.get<int64_t>() > INT32_MAX)
+      bad("prompt", fmt::format("token ids are integers in [0, 2147483647], got {}", excerpt(t)));
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+// "prompt" as token ids: one list of ids, or a list of at most max_count such lists.
+std::vector<std::vector<int32_t>> token_prompts(const json& v, size_t max_count) {
+  if (!v.front().is_array()) return {token_ids(v)};
+  if (v.size() > max_count) bad("prompt", fmt::format("at most {} entries, got {}", max_count, v.size()));
+  std::vector<std::vector<int32_t>> out;
+  for (const json& p : v) out.push_back(token_ids(p));
   return out;
 }
 
@@ -166,8 +193,12 @@ Completion parse_completion(const json& body, const Limits& limits, bool chat) {
   } else {
     const json* p = field(body, "prompt");
     if (!p) bad("prompt", "required (a string or a list of strings)");
-    c.prompts = strings(body, "prompt", 64);
-    if (c.prompts.empty()) bad("prompt", "an empty list");
+    if (p->is_array() && !p->empty() && (p->front().is_number() || p->front().is_array())) {
+      c.prompt_ids = token_prompts(*p, 64);
+    } else {
+      c.prompts = strings(body, "prompt", 64);
+      if (c.prompts.empty()) bad("prompt", "an empty list");
+    }
   }
   const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   c.max_tokens = integer(body, max_key, limits.default_max_tokens, 0, limits.max_tokens_cap);

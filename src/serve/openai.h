@@ -39,6 +39,10 @@ struct Limits {
 struct Completion {
   bool chat = false;
   std::vector<std::string> prompts;  // chat: one, the rendered messages
+  // Completions given token ids (a list of ids, or a list of such lists, as OpenAI's API allows):
+  // one list per prompt, and `prompts` empty. The ids are checked against the model by
+  // Engine::prepare_ids.
+  std::vector<std::vector<int32_t>> prompt_ids;
   int64_t max_tokens = 16;
   int64_t n = 1;
   gen::SamplerOptions sampler;

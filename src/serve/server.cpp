@@ -241,6 +241,7 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
   const Completion c = with_body(s, req, [&](const json& body) { return parse_completion(body, s.limits, chat); });
   std::vector<PreparedPrompt> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(s.engine->prepare(p, chat ? "messages" : "prompt"));
+  for (const std::vector<int32_t>& ids : c.prompt_ids) prompts.push_back(s.engine->prepare_ids(ids));
   if (c.stream) return stream_completion(s, res, c, std::move(prompts));
   json choices = json::array();
   int64_t completion_tokens = 0, prompt_tokens = 0;
@@ -249,7 +250,7 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
                                         [](int64_t, const std::string&, const TokenLogprob*) { return true; });
     prompt_tokens += prompts[p].tokens;
     for (size_t i = 0; i < out.size(); ++i) {
-      choices.push_back(choice_json(c, static_cast<int64_t>(p) * c.n + static_cast<int64_t>(i), out[i], c.prompts[p]));
+      choices.push_back(choice_json(c, static_cast<int64_t>(p) * c.n + static_cast<int64_t>(i), out[i], prompts[p].text));
       completion_tokens += out[i].tokens;
     }
   }

@@ -80,6 +80,14 @@ C complete --prompt "" --seed 5 --max-tokens 6 --logprobs 3 >"$W/lp.json"
 lp_ok=$(jq_py 'all(len(t)==3 for t in d["choices"][0]["logprobs"]["top_logprobs"]) and "".join(d["choices"][0]["logprobs"]["tokens"])==d["choices"][0]["text"] and all(v<=0 for v in d["choices"][0]["logprobs"]["token_logprobs"])' <"$W/lp.json")
 is "logprobs: 3 alternatives per token, tokens spell the text" "$lp_ok" True
 is "models" "$(C models | jq_py 'd["data"][0]["id"]')" run
+# A prompt given as token ids (OpenAI's list form): the ids of a text give that text's choices,
+# logprobs and echo (ids outside the vocabulary: below).
+ids=$(printf 'ma' | "$ATTO" tokenize --model "$W/run" --json | jq_py 'json.dumps(d["ids"])')
+by_text=$(C complete --prompt ma --n 2 --seed 4 --max-tokens 8 --logprobs 2 --echo | jq_py 'json.dumps(d["choices"])')
+by_ids=$(C complete --prompts "$ids" --n 2 --seed 4 --max-tokens 8 --logprobs 2 --echo | jq_py 'json.dumps(d["choices"])')
+[[ "$by_text" == *'"text": "ma'* ]] && ok || bad "the text prompt's choices lack the echoed prompt: '$by_text'"
+is "token-id prompt = its text" "$by_ids" "$by_text"
+is "two token-id prompts" "$(C complete --prompts "[$ids, $ids]" --seed 4 --max-tokens 8 | jq_py 'len(d["choices"])')" 2
 
 # Bad requests: each a 4xx JSON error, and the server still answers.
 err() { jq_py 'str(d["error"]["status"])+" "+str(d["error"].get("param"))'; }
@@ -92,6 +100,7 @@ is "prompt not a string" "$(C complete --prompt ma --extra '{"prompt":5}' | err)
 long=$(printf 'ma%.0s' $(seq 1 50))
 is "prompt longer than the context" "$(C complete --prompt "$long" | err)" "400 prompt"
 is "unknown character" "$(C complete --prompt 'ma<>' | err)" "400 prompt"
+is "token id past the vocabulary" "$(C complete --prompts '[1, 100000]' | err)" "400 prompt"
 raw() { C raw "$@" | jq_py 'str(d["status"])+" "+(d["body"]["error"]["type"] if isinstance(d["body"],dict) and "error" in d["body"] else "-")'; }
 is "malformed JSON" "$(raw --path /v1/completions --body '{"prompt": ')" "400 invalid_request_error"
 is "temperature NaN" "$(raw --path /v1/completions --body '{"prompt":"ma","temperature":NaN}')" "400 invalid_request_error"
