@@ -328,6 +328,21 @@ void add_routes(httplib::Server& srv, State& s) {
   // (httplib reads at most 8192 bytes of a form-urlencoded body, curl -d's default type.)
   srv.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    if (res.status == 404) {  // a route of this server asked with another method: 405 with Allow
+      static const std::pair<const char*, const char*> kRoutes[] = {
+          {"/health", "GET"},          {"/v1/models", "GET"},         {"/metrics", "GET"},
+          {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/translations", "POST"}};
+      for (const auto& [path, method] : kRoutes)
+        if (req.path == path) {
+          res.status = 405;
+          res.set_header("Allow", method);
+          s.metrics.errors++;
+          send_json(res, 405,
+                    error_body(405, fmt::format("{} takes {} requests, not {}", path, method,
+                                                json_util::excerpt(json(req.method)))));
+          return;
+        }
+    }
     const bool form = req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded");
     const std::string msg = res.status == 413 && form
                                 ? "a form-urlencoded body of more than 8192 bytes: send Content-Type: application/json"

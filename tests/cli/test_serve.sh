@@ -102,6 +102,8 @@ is "prompt longer than the context" "$(C complete --prompt "$long" | err)" "400 
 is "unknown character" "$(C complete --prompt 'ma<>' | err)" "400 prompt"
 is "token id past the vocabulary" "$(C complete --prompts '[1, 100000]' | err)" "400 prompt"
 raw() { C raw "$@" | jq_py 'str(d["status"])+" "+(d["body"]["error"]["type"] if isinstance(d["body"],dict) and "error" in d["body"] else "-")'; }
+is "GET on a POST route" "$(raw --path /v1/completions --method GET)" "405 invalid_request_error"
+is "unknown route" "$(raw --path /v1/nothing --method GET)" "404 invalid_request_error"
 is "malformed JSON" "$(raw --path /v1/completions --body '{"prompt": ')" "400 invalid_request_error"
 is "temperature NaN" "$(raw --path /v1/completions --body '{"prompt":"ma","temperature":NaN}')" "400 invalid_request_error"
 is "no API key" "$(node "$SRC/tests/serve/openai_client.mjs" complete --base-url "$URL/v1" --no-auth --prompt ma --model run | err)" "401 None"
