@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <thread>
@@ -130,6 +131,10 @@ int run_train(CLI::App* app, const TrainFlags& f) {
       throw UsageError("--resume continues a run in place: do not also give a different --out");
     if (given(app, "--config")) throw UsageError("--config cannot be combined with --resume");
     if (given(app, "--task")) throw UsageError("--task cannot be changed when resuming");
+    if (!std::filesystem::is_directory(f.resume) && std::filesystem::is_regular_file(f.resume))
+      throw UsageError(fmt::format("--resume {}: a file, not a run directory; --resume continues a run that "
+                                   "atto train --out wrote (to start from a model file's weights: --init-from {})",
+                                   f.resume, f.resume));
     cfg = load_run_config(f.resume);
   } else {
     Task task;

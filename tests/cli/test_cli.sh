@@ -58,6 +58,7 @@ expect_fail "--lr must be a positive finite number" "$ATTO" train --data "$W/nam
 expect_fail "--no-such-flag" "$ATTO" train --data "$W/names.txt" --out "$W/x12" --no-such-flag 3
 expect_fail "already holds a run" "$ATTO" train --data "$W/names.txt" --out "$RUN" "${TRAIN_SMALL[@]}"
 expect_fail "is not a run directory" "$ATTO" train --resume "$W/no-such-run"
+expect_fail "a file, not a run directory" "$ATTO" train --resume "$W/names.txt"
 mkdir -p "$W/nostate" && cp "$RUN/config.json" "$RUN/tokenizer.json" "$W/nostate/"
 expect_fail "no training state to resume" "$ATTO" train --resume "$W/nostate" --steps 50
 expect_fail "cannot be changed when resuming" "$ATTO" train --resume "$RUN" --d-model 32
