@@ -192,7 +192,8 @@ typedef bool (*atto_token_callback)(int64_t index, const char* piece, size_t len
 /* n_samples samples continuing `prompt` (UTF-8, may be empty), decoded together in batches,
  * exactly those of `atto sample --prompt PROMPT -n N` with the same parameters and seed. Each
  * string of *out is the prompt followed by the sample's text (up to its first stop string);
- * `on_token` (may be NULL) streams the new text. */
+ * `on_token` (may be NULL) streams the new text. n_samples: 1 to 2^20 (ATTO_ERR_INVALID_ARGUMENT
+ * otherwise). */
 ATTO_API atto_status atto_generate(atto_context* c, const char* prompt, int64_t n_samples,
                                    const atto_sample_params* params, atto_token_callback on_token, void* user,
                                    atto_strings** out);

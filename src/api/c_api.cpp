@@ -114,6 +114,13 @@ void run_generate(atto_context* c, const char* prompt, int64_t n, const atto_sam
                   void* user, atto_strings** out) {
   const LoadedModel& lm = need_gpt(c, "atto_generate");
   if (n < 1) fail_with(ATTO_ERR_INVALID_ARGUMENT, fmt::format("n_samples must be at least 1, got {}", n));
+  // Every sample is returned at once (atto sample streams any number): a bound, not an allocation
+  // failure.
+  constexpr int64_t kMaxSamples = int64_t{1} << 20;
+  if (n > kMaxSamples)
+    fail_with(ATTO_ERR_INVALID_ARGUMENT,
+              fmt::format("n_samples must be at most {} (they are returned together; call again for more), got {}",
+                          kMaxSamples, n));
   if (p.n_stop > 0 && !p.stop) fail_with(ATTO_ERR_INVALID_ARGUMENT, "stop is NULL but n_stop > 0");
   std::vector<std::string> stop_list;
   for (size_t i = 0; i < p.n_stop; ++i) stop_list.emplace_back(need_str(p.stop[i], "a stop string"));

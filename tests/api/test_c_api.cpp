@@ -108,6 +108,9 @@ TEST_F(CApi, OpenInfoAndErrors) {
   EXPECT_EQ(out, nullptr);
   EXPECT_EQ(atto_generate(c, "", 0, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(atto_last_error(), HasSubstr("n_samples must be at least 1"));
+  EXPECT_EQ(atto_generate(c, "", int64_t{1} << 40, nullptr, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(atto_last_error(), HasSubstr("n_samples must be at most 1048576"));
+  EXPECT_EQ(out, nullptr);
   atto_sample_params bad = atto_sample_default_params();
   bad.temperature = -1.0f;
   EXPECT_EQ(atto_generate(c, "", 1, &bad, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);

@@ -20,6 +20,7 @@ def test_missing_run_directory(work):
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(n=0), "n_samples must be at least 1"),
+    (dict(n=10**12), "n_samples must be at most 1048576"),
     (dict(temperature=0.0), "--temperature must be > 0"),
     (dict(top_p=1.5), "--top-p must be in (0, 1]"),
     (dict(top_k=-1), "--top-k must be >= 0"),
