@@ -21,7 +21,7 @@ struct PrepareFlags {
 };
 
 int run_prepare(const PrepareFlags& f) {
-  const std::unique_ptr<GptTokenizer> tok = load_gpt_tokenizer_flag(f.tokenizer, f.model);
+  const std::shared_ptr<const GptTokenizer> tok = load_gpt_tokenizer_flag(f.tokenizer, f.model);
   const PrepareStats s = prepare_corpus(*tok, f.opt);
   fmt::print(
       "atto data prepare: {:.1f} MB, {} documents ({} val) -> {} train + {} val tokens ({} tokenizer, vocabulary {}) "
@@ -54,7 +54,7 @@ Command add_data(CLI::App& root) {
   CLI::App* prep = app->add_subcommand(
       "prepare", "Tokenize text files into token files that training maps (corpora larger than memory)");
   prep->add_option("--tokenizer", pf->tokenizer, "A tokenizer.json (atto tokenizer train|import-gpt2)");
-  prep->add_option("--model", pf->model, "A run directory: its tokenizer");
+  prep->add_option("--model", pf->model, "A run directory or a GGUF file: its tokenizer");
   prep->add_option("--input", pf->opt.inputs, "Text files")->required();
   prep->add_option("--out", pf->opt.out, "Folder for train.bin, val.bin, tokenizer.json, meta.json")->required();
   prep->add_option("--val-fraction", pf->opt.val_fraction, "Share of documents held out for validation")

@@ -14,6 +14,8 @@
 #include "base/json.h"
 #include "commands.h"
 #include "io/file.h"
+#include "io/gguf.h"
+#include "run/gguf_model.h"
 #include "run/run_dir.h"
 #include "tokenize/bpe.h"
 
@@ -50,7 +52,7 @@ struct TokenizeFlags {
 };
 
 int run_tokenize(const TokenizeFlags& f) {
-  const std::unique_ptr<GptTokenizer> tok = load_gpt_tokenizer_flag(f.tokenizer, f.model);
+  const std::shared_ptr<const GptTokenizer> tok = load_gpt_tokenizer_flag(f.tokenizer, f.model);
   const GptTokenizer& c = *tok;
   const std::string in = read_stdin();
   if (f.bench) {
@@ -127,8 +129,10 @@ int run_tokenizer_train(const TokenizerTrainFlags& f) {
 
 }  // namespace
 
-std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model) {
+std::shared_ptr<const GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model) {
   if (tokenizer.empty() == model.empty()) throw UsageError("give one of --tokenizer FILE or --model RUN");
+  // A GGUF file: the tokenizer its metadata describes (the matrices stay quantized; no floats).
+  if (!model.empty() && io::is_gguf_file(model)) return load_gguf(model, WeightStorage::Quantized).tokenizer;
   const std::string path = tokenizer.empty() ? (std::filesystem::path(model) / "tokenizer.json").string() : tokenizer;
   return load_gpt_tokenizer(io::read_json(path), path, std::filesystem::path(path).parent_path().string());
 }
@@ -137,7 +141,7 @@ Command add_tokenize(CLI::App& root) {
   CLI::App* app = root.add_subcommand("tokenize", "Text to token ids (one line of ids per line, or --json), or back");
   auto f = std::make_shared<TokenizeFlags>();
   app->add_option("--tokenizer", f->tokenizer, "A tokenizer.json (byte-level BPE, or a GPT's characters)");
-  app->add_option("--model", f->model, "A run directory: its tokenizer.json");
+  app->add_option("--model", f->model, "A run directory (its tokenizer.json) or a GGUF file (its vocabulary)");
   app->add_flag("--decode", f->decode,
                 "Ids to text: each line of ids to a line of text (--json: {\"ids\": [...]} to the text)");
   app->add_flag("--json", f->as_json,

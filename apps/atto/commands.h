@@ -39,7 +39,7 @@ Command add_tokenizer(CLI::App& root);
 
 // The GPT tokenizer named by --tokenizer FILE (a tokenizer.json) or --model RUN (its
 // tokenizer.json): exactly one of them (UsageError otherwise). For tokenize and data prepare.
-std::unique_ptr<GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model);
+std::shared_ptr<const GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model);
 
 // --type of atto export --format gguf and atto quantize: the GGUF types atto writes (UsageError
 // naming the flag and kGgufTypes otherwise).

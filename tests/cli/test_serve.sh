@@ -82,7 +82,7 @@ is "logprobs: 3 alternatives per token, tokens spell the text" "$lp_ok" True
 is "models" "$(C models | jq_py 'd["data"][0]["id"]')" run
 # A prompt given as token ids (OpenAI's list form): the ids of a text give that text's choices,
 # logprobs and echo (ids outside the vocabulary: below).
-ids=$(printf 'ma' | "$ATTO" tokenize --model "$W/run" --json | jq_py 'json.dumps(d["ids"])')
+ids=$(printf 'ma' | "$ATTO" tokenize --model "$RUN" --json | jq_py 'json.dumps(d["ids"])')
 by_text=$(C complete --prompt ma --n 2 --seed 4 --max-tokens 8 --logprobs 2 --echo | jq_py 'json.dumps(d["choices"])')
 by_ids=$(C complete --prompts "$ids" --n 2 --seed 4 --max-tokens 8 --logprobs 2 --echo | jq_py 'json.dumps(d["choices"])')
 [[ "$by_text" == *'"text": "ma'* ]] && ok || bad "the text prompt's choices lack the echoed prompt: '$by_text'"
