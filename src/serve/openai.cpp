@@ -1,6 +1,5 @@
 #include "serve/openai.h"
 
-#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -77,11 +76,10 @@ std::vector<int32_t> token_ids(const json& v) {
   std::vector<int32_t> ids;
   ids.reserve(v.size());
   for (const json& t : v) {
-    if (!t.is_number_integer() || (!t.is_number_unsigned() && t.get<int64_t>() < 0) ||
-        (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) ||
-        t.get<int64_t>() > INT32_MAX)
+    // The parser keeps a literal >= 0 as unsigned; negatives, floats and the rest are refused.
+    if (!t.is_number_unsigned() || t.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX))
       bad("prompt", fmt::format("token ids are integers in [0, 2147483647], got {}", excerpt(t)));
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    ids.push_back(static_cast<int32_t>(t.get<uint64_t>()));
   }
   return ids;
 }
