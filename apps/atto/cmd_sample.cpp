@@ -1,8 +1,12 @@
 // atto sample: generate text from a trained GPT (batched, with the KV cache).
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +30,7 @@ struct SampleFlags {
   int64_t n = 20;
   int64_t max_tokens = 0;  // 0: block size (lines), 500 (stream)
   gen::SamplerOptions sampler;
+  std::vector<std::string> logit_bias;  // --logit-bias ID=BIAS, repeated
   uint64_t seed = gen::kDefaultSampleSeed;
   int threads = 0;
   std::string precision = "fp32";
@@ -164,7 +169,37 @@ class LiveSample {
   std::optional<gen::TextStream> stream_;
 };
 
-int run_sample(const SampleFlags& f) {
+// --logit-bias ID=BIAS (repeated): token ids with their biases; a later flag for the same id wins.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const std::vector<std::string>& flags) {
+  std::map<int32_t, float> bias;
+  for (const std::string& a : flags) {
+    const size_t eq = a.find('=');
+    int32_t id = -1;
+    double b = 0.0;
+    bool ok = eq != std::string::npos;
+    if (ok) {
+      const char* end = a.data() + eq;
+      const auto r = std::from_chars(a.data(), end, id);
+      ok = r.ec == std::errc() && r.ptr == end && id >= 0;
+    }
+    if (ok) {
+      const std::string tail = a.substr(eq + 1);
+      char* end = nullptr;
+      b = std::strtod(tail.c_str(), &end);
+      ok = !tail.empty() && end == tail.c_str() + tail.size();
+    }
+    if (!ok)
+      throw UsageError(fmt::format("--logit-bias expects TOKEN_ID=BIAS (e.g. --logit-bias 12=-100 bans token 12), "
+                                   "got '{}'",
+                                   a));
+    bias[id] = static_cast<float>(b);
+  }
+  return {bias.begin(), bias.end()};
+}
+
+int run_sample(const SampleFlags& flags) {
+  SampleFlags f = flags;
+  f.sampler.logit_bias = parse_logit_bias(flags.logit_bias);
   if (f.n < 1) throw UsageError(fmt::format("-n must be at least 1, got {}", f.n));
   if (f.max_tokens < 0 || f.max_tokens > gen::kMaxNewTokens)
     throw UsageError(fmt::format("--max-tokens must be in [0, {}] (0 = default), got {}", gen::kMaxNewTokens,
@@ -174,6 +209,7 @@ int run_sample(const SampleFlags& f) {
   kernels::Bf16WeightCache bf16;  // the weights do not change while sampling: packed once
   const kernels::PrecisionScope precision(parse_precision(f.precision), &bf16);
   LoadedModel lm = load_run(f.model, WeightStorage::Quantized);
+  f.sampler.check_vocab(lm.tokenizer->vocab_size());
   const bool lines = lm.tokenizer->has_boundary();
   if (f.report && !lines)
     throw UsageError("--report compares samples with the training lines: it needs a lines-mode model, and " + f.model +
@@ -241,6 +277,17 @@ Command add_sample(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--repetition-last-n", s.repetition_last_n, "Recent tokens the penalty looks at; 0 = all")
       ->capture_default_str();
+  app->add_option("--frequency-penalty", s.frequency_penalty,
+                  "Subtract this times a token's count among the recent tokens from its logit (OpenAI's); 0 = off")
+      ->capture_default_str();
+  app->add_option("--presence-penalty", s.presence_penalty,
+                  "Subtract this from the logit of each token among the recent tokens (OpenAI's); 0 = off")
+      ->capture_default_str();
+  app->add_option("--logit-bias", f->logit_bias,
+                  "TOKEN_ID=BIAS: add BIAS (-100 to 100) to that token's logit; repeat the flag for more tokens "
+                  "(`atto tokenize` gives the ids)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app->add_flag("--greedy", s.greedy, "Always take the most likely token (deterministic)");
   app->add_option("--seed", f->seed, "Seed of the sampling RNG (same seed, same samples)")->capture_default_str();
   add_threads_flag(app, f->threads);

@@ -180,6 +180,11 @@ typedef struct atto_sample_params {
                                 (block size in lines mode, 500 in stream mode) */
   const char* const* stop;   /* stop strings: a sample ends before the first one; may be NULL */
   size_t n_stop;
+  float frequency_penalty;   /* OpenAI's: logit -= count * this over the recent tokens; in [-2, 2], 0 = off */
+  float presence_penalty;    /* OpenAI's: logit -= this for each recent token; in [-2, 2], 0 = off */
+  const int32_t* logit_bias_tokens; /* n_logit_bias token ids whose logits get a bias; may be NULL */
+  const float* logit_bias_values;   /* their biases, in [-100, 100] (-100 all but bans a token) */
+  size_t n_logit_bias;
 } atto_sample_params;
 
 ATTO_API atto_sample_params atto_sample_default_params(void);

@@ -87,6 +87,9 @@ struct SampleParams {
   uint64_t seed = api_detail::sample_defaults().seed;
   int64_t max_tokens = api_detail::sample_defaults().max_tokens;
   std::vector<std::string> stop;
+  float frequency_penalty = api_detail::sample_defaults().frequency_penalty;
+  float presence_penalty = api_detail::sample_defaults().presence_penalty;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
 };
 
 // Beam search; defaults are atto_translate_default_params()'s.
@@ -154,6 +157,14 @@ class Context {
     for (const std::string& s : p.stop) stops.push_back(s.c_str());
     c.stop = stops.data();
     c.n_stop = stops.size();
+    c.frequency_penalty = p.frequency_penalty;
+    c.presence_penalty = p.presence_penalty;
+    std::vector<int32_t> bias_ids;
+    std::vector<float> bias_values;
+    for (const auto& [id, b] : p.logit_bias) bias_ids.push_back(id), bias_values.push_back(b);
+    c.logit_bias_tokens = bias_ids.data();
+    c.logit_bias_values = bias_values.data();
+    c.n_logit_bias = bias_ids.size();
     const std::string prompt_text(prompt);
     atto_strings* out = nullptr;
     auto trampoline = [](int64_t i, const char* piece, size_t len, int32_t token, void* user) {

@@ -21,7 +21,7 @@ import functools
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
@@ -307,6 +307,9 @@ class Model:
         min_p: float = 0.0,
         repetition_penalty: float = 1.0,
         repetition_last_n: int = 64,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        logit_bias: Optional[Mapping[int, float]] = None,
         greedy: bool = False,
         seed: int = 1337,
         stop: Optional[Sequence[str]] = None,
@@ -316,7 +319,9 @@ class Model:
         `atto sample --model PATH --prompt PROMPT -n N --seed SEED` with the same settings
         (each is the prompt followed by the sample's text; in lines mode one line, without its
         <eos>). max_tokens: new tokens per sample at most (0 = block size in lines mode, 500 in
-        stream mode); stop: strings that end a sample before them. Bad values raise
+        stream mode); stop: strings that end a sample before them; logit_bias: {token id: bias}
+        added to those logits (-100 to 100, OpenAI's), frequency_penalty and presence_penalty
+        OpenAI's penalties over the last repetition_last_n tokens. Bad values raise
         InvalidArgumentError (a ValueError) with atto's message. The GIL is released.
 
         on_text(index, piece) streams: it is called with each new piece of text of sample
@@ -328,13 +333,18 @@ class Model:
             stop = [stop]
         args = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                     repetition_penalty=repetition_penalty, repetition_last_n=repetition_last_n, greedy=greedy,
-                    seed=seed, max_tokens=max_tokens, stop=list(stop or []))
+                    seed=seed, max_tokens=max_tokens, stop=list(stop or []),
+                    frequency_penalty=frequency_penalty, presence_penalty=presence_penalty)
+        if logit_bias is not None and not isinstance(logit_bias, Mapping):
+            raise InvalidArgumentError("logit_bias must be a dict of token id -> bias")
+        args["logit_bias"] = {_int(t, "each logit_bias token id", -2**31, 2**31): _float(b, "each logit_bias value")
+                              for t, b in (logit_bias or {}).items()}
         n = _int(n, "n", -2**63, 2**63)
         args["top_k"] = _int(top_k, "top_k", -2**31, 2**31)
         args["repetition_last_n"] = _int(repetition_last_n, "repetition_last_n", -2**31, 2**31)
         args["max_tokens"] = _int(max_tokens, "max_tokens", -2**63, 2**63)
         args["seed"] = _int(seed, "seed", 0, 2**64)
-        for k in ("temperature", "top_p", "min_p", "repetition_penalty"):
+        for k in ("temperature", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty"):
             args[k] = _float(args[k], k)
         args["greedy"] = bool(greedy)
         for s in args["stop"]:

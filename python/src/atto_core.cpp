@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -261,6 +262,15 @@ py::list Model::generate(const std::string& prompt, int64_t n, const py::dict& k
   p.greedy = opt<bool>(kw, "greedy", p.greedy);
   p.seed = opt<uint64_t>(kw, "seed", p.seed);
   p.max_tokens = opt<int64_t>(kw, "max_tokens", p.max_tokens);
+  p.frequency_penalty = opt<float>(kw, "frequency_penalty", p.frequency_penalty);
+  p.presence_penalty = opt<float>(kw, "presence_penalty", p.presence_penalty);
+  const auto bias = opt<std::map<int32_t, float>>(kw, "logit_bias", {});
+  std::vector<int32_t> bias_ids;
+  std::vector<float> bias_values;
+  for (const auto& [id, b] : bias) bias_ids.push_back(id), bias_values.push_back(b);
+  p.logit_bias_tokens = bias_ids.data();
+  p.logit_bias_values = bias_values.data();
+  p.n_logit_bias = bias_ids.size();
   const std::vector<std::string> stop = opt<std::vector<std::string>>(kw, "stop", {});
   std::vector<const char*> stops;
   for (const std::string& s : stop) stops.push_back(s.c_str());
@@ -477,6 +487,8 @@ py::dict sample_defaults() {
   d["repetition_penalty"] = p.repetition_penalty;
   d["repetition_last_n"] = p.repetition_last_n;
   d["greedy"] = p.greedy;
+  d["frequency_penalty"] = p.frequency_penalty;
+  d["presence_penalty"] = p.presence_penalty;
   d["seed"] = p.seed;
   d["max_tokens"] = p.max_tokens;
   return d;

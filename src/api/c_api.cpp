@@ -106,7 +106,14 @@ gen::GenerateOptions generate_options(const LoadedModel& lm, const atto_sample_p
   opt.sampler.repetition_penalty = p.repetition_penalty;
   opt.sampler.repetition_last_n = p.repetition_last_n;
   opt.sampler.greedy = p.greedy;
-  opt.sampler.validate();
+  opt.sampler.frequency_penalty = p.frequency_penalty;
+  opt.sampler.presence_penalty = p.presence_penalty;
+  if (p.n_logit_bias > 0 && (!p.logit_bias_tokens || !p.logit_bias_values))
+    fail_with(ATTO_ERR_INVALID_ARGUMENT, "logit_bias_tokens or logit_bias_values is NULL but n_logit_bias > 0");
+  for (size_t i = 0; i < p.n_logit_bias; ++i)
+    opt.sampler.logit_bias.emplace_back(p.logit_bias_tokens[i], p.logit_bias_values[i]);
+  opt.sampler.validate(gen::SamplerOptions::Names::Fields);
+  opt.sampler.check_vocab(lm.tokenizer->vocab_size(), gen::SamplerOptions::Names::Fields);
   return opt;
 }
 
@@ -369,6 +376,11 @@ atto_sample_params atto_sample_default_params(void) {
   p.max_tokens = 0;
   p.stop = nullptr;
   p.n_stop = 0;
+  p.frequency_penalty = d.frequency_penalty;
+  p.presence_penalty = d.presence_penalty;
+  p.logit_bias_tokens = nullptr;
+  p.logit_bias_values = nullptr;
+  p.n_logit_bias = 0;
   return p;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "base/error.h"
 
@@ -39,32 +40,76 @@ void check_finite_logits(std::span<const float> logits, std::string_view doing) 
     fail_non_finite_logits(doing);
 }
 
-void SamplerOptions::validate() const {
-  auto usage = [](const std::string& msg) { throw UsageError(msg); };
+namespace {
+
+// "--top-p" as a flag, "top_p" as a field.
+std::string option_name(std::string_view flag, SamplerOptions::Names names) {
+  if (names == SamplerOptions::Names::Flags) return std::string(flag);
+  std::string f(flag.substr(2));
+  std::replace(f.begin(), f.end(), '-', '_');
+  return f;
+}
+
+}  // namespace
+
+void SamplerOptions::validate(Names names) const {
+  auto usage = [&](std::string_view flag, const std::string& rest) {
+    throw UsageError(option_name(flag, names) + rest);
+  };
   if (!greedy && !(temperature > 0.0f && std::isfinite(temperature)))
-    usage(fmt::format("--temperature must be > 0, got {} (use --greedy for argmax decoding)", temperature));
-  if (top_k < 0) usage(fmt::format("--top-k must be >= 0 (0 = off), got {}", top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) usage(fmt::format("--top-p must be in (0, 1] (1 = off), got {}", top_p));
-  if (!(min_p >= 0.0f && min_p < 1.0f)) usage(fmt::format("--min-p must be in [0, 1) (0 = off), got {}", min_p));
+    usage("--temperature",
+          fmt::format(" must be > 0, got {} ({} for argmax decoding)", temperature,
+                      names == Names::Flags ? "use --greedy" : "set greedy"));
+  if (top_k < 0) usage("--top-k", fmt::format(" must be >= 0 (0 = off), got {}", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) usage("--top-p", fmt::format(" must be in (0, 1] (1 = off), got {}", top_p));
+  if (!(min_p >= 0.0f && min_p < 1.0f)) usage("--min-p", fmt::format(" must be in [0, 1) (0 = off), got {}", min_p));
   if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty)))
-    usage(fmt::format("--repetition-penalty must be > 0 (1 = off), got {}", repetition_penalty));
+    usage("--repetition-penalty", fmt::format(" must be > 0 (1 = off), got {}", repetition_penalty));
   if (repetition_last_n < 0)
-    usage(fmt::format("--repetition-last-n must be >= 0 (0 = the whole sample), got {}", repetition_last_n));
+    usage("--repetition-last-n", fmt::format(" must be >= 0 (0 = the whole sample), got {}", repetition_last_n));
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    usage("--frequency-penalty", fmt::format(" must be in [-2, 2] (0 = off), got {}", frequency_penalty));
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    usage("--presence-penalty", fmt::format(" must be in [-2, 2] (0 = off), got {}", presence_penalty));
+  for (const auto& [id, b] : logit_bias) {
+    if (id < 0) usage("--logit-bias", fmt::format(": token id {} is negative", id));
+    if (!(b >= -100.0f && b <= 100.0f))
+      usage("--logit-bias", fmt::format(": the bias of token {} must be in [-100, 100], got {}", id, b));
+  }
+}
+
+void SamplerOptions::check_vocab(int64_t vocab_size, Names names) const {
+  for (const auto& [id, b] : logit_bias)
+    if (id < 0 || id >= vocab_size)
+      throw UsageError(fmt::format("{}: token id {} is outside this model's vocabulary [0, {}) (`atto tokenize` "
+                                   "gives a text's ids)",
+                                   option_name("--logit-bias", names), id, vocab_size));
 }
 
 // ---- steps ----------------------------------------------------------------------------------
 
+void LogitBias::apply(std::span<float> logits, std::span<const int32_t>) const {
+  for (const auto& [t, b] : bias) {
+    ATTO_CHECK(t >= 0 && static_cast<size_t>(t) < logits.size(), "LogitBias: token {} outside [0, {})", t,
+               logits.size());
+    if (logits[t] != kNegInf) logits[t] += b;
+  }
+}
+
 void RepetitionPenalty::apply(std::span<float> logits, std::span<const int32_t> history) const {
   if (last_n > 0 && history.size() > static_cast<size_t>(last_n)) history = history.last(last_n);
-  std::vector<bool> seen(logits.size(), false);
-  for (int32_t t : history) {
+  std::vector<int32_t> seen(history.begin(), history.end());
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size();) {  // each distinct token once, with its count
+    const int32_t t = seen[i];
+    const size_t first = i;
+    while (i < seen.size() && seen[i] == t) ++i;
     ATTO_CHECK(t >= 0 && static_cast<size_t>(t) < logits.size(), "RepetitionPenalty: token {} outside [0, {})", t,
                logits.size());
-    if (seen[t]) continue;  // each distinct token is penalised once
-    seen[t] = true;
     float& l = logits[t];
     if (l == kNegInf) continue;
-    l = l > 0.0f ? l / penalty : l * penalty;
+    if (penalty != 1.0f) l = l > 0.0f ? l / penalty : l * penalty;
+    if (frequency != 0.0f || presence != 0.0f) l -= static_cast<float>(i - first) * frequency + presence;
   }
 }
 
@@ -141,7 +186,10 @@ int32_t argmax(std::span<const float> logits) {
 SamplerChain SamplerChain::from_options(const SamplerOptions& opt) {
   opt.validate();
   SamplerChain c;
-  if (opt.repetition_penalty != 1.0f) c.add(RepetitionPenalty{opt.repetition_penalty, opt.repetition_last_n});
+  if (!opt.logit_bias.empty()) c.add(LogitBias{opt.logit_bias});
+  if (opt.repetition_penalty != 1.0f || opt.frequency_penalty != 0.0f || opt.presence_penalty != 0.0f)
+    c.add(RepetitionPenalty{opt.repetition_penalty, opt.repetition_last_n, opt.frequency_penalty,
+                            opt.presence_penalty});
   if (opt.greedy) {
     c.set_strategy(Strategy::Greedy);
     return c;

@@ -10,9 +10,9 @@
 //
 // Conventions
 // - A chain is a list of small steps run in llama.cpp's order, then one final strategy:
-//     repetition penalty -> temperature -> top-k -> top-p -> min-p -> draw (or argmax)
-//   Steps that would change nothing (temperature 1, top-k 0, top-p 1, min-p 0, penalty 1)
-//   are left out of the chain.
+//     logit bias -> penalties -> temperature -> top-k -> top-p -> min-p -> draw (or argmax)
+//   Steps that would change nothing (no bias, penalties 1 / 0 / 0, temperature 1, top-k 0,
+//   top-p 1, min-p 0) are left out of the chain.
 // - Steps rewrite the logits in place; a token a step removes gets -inf, so later steps and
 //   the draw never see it. Every filter keeps at least one token (the most likely one).
 // - Ties are broken by the lower token id (top-k, top-p, argmax), so results never depend on
@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -39,10 +40,20 @@ struct SamplerOptions {
   float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
   float repetition_penalty = 1.0f;  // CTRL-style penalty on tokens seen recently; 1 = off
   int repetition_last_n = 64;       // how many recent tokens the penalty looks at; 0 = all
+  float frequency_penalty = 0.0f;   // OpenAI: logit -= count * this, over the same recent tokens; 0 = off
+  float presence_penalty = 0.0f;    // OpenAI: logit -= this for each token among them; 0 = off
   bool greedy = false;              // argmax instead of a random draw
+  // Added to the logits of these token ids before any other step (OpenAI's logit_bias: -100
+  // all but bans a token, +100 all but forces it). Each bias in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
-  // Throws atto::UsageError naming the flag (--temperature, --top-p, ...) and the value.
-  void validate() const;
+  // How validate() names the options in its errors: the CLI's flags (--top-p, --logit-bias) or
+  // the field names of the C API, Python and the server (top_p, logit_bias).
+  enum class Names { Flags, Fields };
+  // Throws atto::UsageError naming the option and the value.
+  void validate(Names names = Names::Flags) const;
+  // Throws atto::UsageError when a logit_bias token id is outside [0, vocab_size).
+  void check_vocab(int64_t vocab_size, Names names = Names::Flags) const;
 };
 
 // ---- broken weights -----------------------------------------------------------------------
@@ -58,11 +69,20 @@ void check_finite_logits(std::span<const float> logits, std::string_view doing);
 // Each step: apply(logits [V], history) rewrites logits in place. history holds the tokens
 // generated so far (prompt included); only RepetitionPenalty reads it.
 
-// CTRL / llama.cpp: for each distinct token among the last `last_n` of history (0 = all), a
-// positive logit is divided by the penalty and a negative one multiplied by it.
+// logits[id] += bias for each (id, bias); a token already at -inf stays there.
+struct LogitBias {
+  std::vector<std::pair<int32_t, float>> bias;
+  void apply(std::span<float> logits, std::span<const int32_t> history) const;
+};
+
+// llama.cpp's penalties: for each distinct token among the last `last_n` of history (0 = all),
+// seen c times: first CTRL's repetition penalty (a positive logit divided by `penalty`, a
+// negative one multiplied by it), then OpenAI's logit -= c * frequency + presence.
 struct RepetitionPenalty {
   float penalty = 1.0f;
   int last_n = 64;
+  float frequency = 0.0f;
+  float presence = 0.0f;
   void apply(std::span<float> logits, std::span<const int32_t> history) const;
 };
 
@@ -93,7 +113,7 @@ struct MinP {
   void apply(std::span<float> logits, std::span<const int32_t> history) const;
 };
 
-using SamplerStep = std::variant<RepetitionPenalty, Temperature, TopK, TopP, MinP>;
+using SamplerStep = std::variant<LogitBias, RepetitionPenalty, Temperature, TopK, TopP, MinP>;
 
 // ---- strategies ---------------------------------------------------------------------------
 
@@ -110,7 +130,7 @@ enum class Strategy { Draw, Greedy };
 class SamplerChain {
  public:
   SamplerChain() = default;  // no steps, Draw: plain sampling from softmax(logits)
-  // The chain for validated options (see the order above). Greedy keeps only the penalty.
+  // The chain for validated options (see the order above). Greedy keeps the bias and penalties.
   static SamplerChain from_options(const SamplerOptions& opt);
 
   SamplerChain& add(SamplerStep step);

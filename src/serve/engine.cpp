@@ -89,6 +89,14 @@ PreparedPrompt Engine::prepare_ids(const std::vector<int32_t>& ids) const {
   return {std::move(text), static_cast<int64_t>(ids.size()), ids};
 }
 
+void Engine::check_sampler(const gen::SamplerOptions& s) const {
+  const int64_t V = lm_.tokenizer->vocab_size();
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id >= V)
+      throw RequestError(400, fmt::format("'logit_bias': token id {} is outside this model's vocabulary [0, {})", id, V),
+                         "logit_bias", "invalid_value");
+}
+
 namespace {
 
 // The prompt set of a prepared prompt: its text's (make_prompt_set), or its ids as given.

@@ -72,6 +72,8 @@ class Engine {
   // as the text they decode to would ([<eos>] first when the tokenizer has one), so ids that
   // encode a text give that text's completions.
   PreparedPrompt prepare_ids(const std::vector<int32_t>& ids) const;
+  // RequestError (400, 'logit_bias') when a biased token id is outside this model's vocabulary.
+  void check_sampler(const gen::SamplerOptions& s) const;
   // The n choices of one prompt, computed in the shared batch; blocks the calling thread until
   // they are done. on_piece(choice, text, logprob or nullptr) streams new text on the calling
   // thread; returning false cancels the request (the client went away): its sequences leave

@@ -1,7 +1,9 @@
 #include "serve/openai.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -91,6 +93,28 @@ std::vector<std::vector<int32_t>> token_prompts(const json& v, size_t max_count)
   std::vector<std::vector<int32_t>> out;
   for (const json& p : v) out.push_back(token_ids(p));
   return out;
+}
+
+// OpenAI's logit_bias: {"<token id>": bias in [-100, 100], ...}. Keys naming the same id
+// ("7", "007") keep the last; the ids are checked against the model by Engine::check_sampler.
+std::vector<std::pair<int32_t, float>> logit_bias(const json& v) {
+  if (!v.is_object())
+    bad("logit_bias", fmt::format("expected an object mapping token ids to biases, got {}", excerpt(v)));
+  std::map<int32_t, float> bias;
+  for (const auto& [key, b] : v.items()) {
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits || std::stoll(key) > INT32_MAX)
+      bad("logit_bias", fmt::format("the key {} is not a token id (a decimal integer in [0, 2147483647])",
+                                    excerpt(json(key))));
+    const auto id = static_cast<int32_t>(std::stoll(key));
+    if (!b.is_number()) bad("logit_bias", fmt::format("the bias of token {} must be a number, got {}", id, excerpt(b)));
+    const double x = b.get<double>();
+    if (!std::isfinite(x) || x < -100.0 || x > 100.0)
+      bad("logit_bias", fmt::format("the bias of token {} is {}, outside [-100, 100]", id, x));
+    bias[id] = static_cast<float>(x);
+  }
+  return {bias.begin(), bias.end()};
 }
 
 }  // namespace
@@ -209,6 +233,9 @@ Completion parse_completion(const json& body, const Limits& limits, bool chat) {
   c.sampler.top_k = static_cast<int>(integer(body, "top_k", 0, 0, 1 << 20));
   c.sampler.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
   c.sampler.repetition_penalty = static_cast<float>(number(body, "repeat_penalty", 1.0, 0.01, 100.0));
+  c.sampler.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  c.sampler.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  if (const json* lb = field(body, "logit_bias")) c.sampler.logit_bias = logit_bias(*lb);
   if (const json* s = field(body, "seed")) {
     if (!s->is_number_integer()) bad("seed", fmt::format("expected an integer, got {}", excerpt(*s)));
     c.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
@@ -228,7 +255,7 @@ Completion parse_completion(const json& body, const Limits& limits, bool chat) {
     c.include_usage = boolean(*so, "include_usage", false);
   }
   try {
-    c.sampler.validate();
+    c.sampler.validate(gen::SamplerOptions::Names::Fields);
   } catch (const std::exception& e) {
     throw RequestError(400, e.what(), "", "invalid_value");
   }

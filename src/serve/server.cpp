@@ -239,6 +239,7 @@ void handle_completion(State& s, const httplib::Request& req, httplib::Response&
   if (!s.engine)
     throw RequestError(400, "this model is an encoder-decoder (seq2seq): use POST /v1/translations", "", "wrong_route");
   const Completion c = with_body(s, req, [&](const json& body) { return parse_completion(body, s.limits, chat); });
+  s.engine->check_sampler(c.sampler);
   std::vector<PreparedPrompt> prompts;
   for (const std::string& p : c.prompts) prompts.push_back(s.engine->prepare(p, chat ? "messages" : "prompt"));
   for (const std::vector<int32_t>& ids : c.prompt_ids) prompts.push_back(s.engine->prepare_ids(ids));

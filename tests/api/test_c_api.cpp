@@ -21,6 +21,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // A names-like corpus: syllables joined, deterministic.
@@ -114,7 +115,19 @@ TEST_F(CApi, OpenInfoAndErrors) {
   atto_sample_params bad = atto_sample_default_params();
   bad.temperature = -1.0f;
   EXPECT_EQ(atto_generate(c, "", 1, &bad, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
-  EXPECT_THAT(atto_last_error(), HasSubstr("temperature"));
+  EXPECT_THAT(atto_last_error(), HasSubstr("temperature must be > 0"));
+  EXPECT_THAT(atto_last_error(), Not(HasSubstr("--")));  // the field's name, not the CLI's flag
+  bad = atto_sample_default_params();
+  bad.n_logit_bias = 1;  // no arrays
+  EXPECT_EQ(atto_generate(c, "", 1, &bad, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(atto_last_error(), HasSubstr("n_logit_bias"));
+  const int32_t past[] = {1 << 20};
+  const float bias[] = {1.0f};
+  bad.logit_bias_tokens = past;
+  bad.logit_bias_values = bias;
+  EXPECT_EQ(atto_generate(c, "", 1, &bad, nullptr, nullptr, &out), ATTO_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(atto_last_error(), HasSubstr("logit_bias: token id 1048576 is outside this model's vocabulary"));
+  EXPECT_EQ(out, nullptr);
   atto_context_free(c);
   atto_context_free(nullptr);
   atto_model_free(m);
@@ -129,9 +142,11 @@ TEST(CppApi, ParameterDefaultsAreTheCApis) {
   const atto_sample_params c = atto_sample_default_params();
   const atto::SampleParams p;
   EXPECT_EQ(std::tie(p.temperature, p.top_k, p.top_p, p.min_p, p.repetition_penalty, p.repetition_last_n, p.greedy,
-                     p.seed, p.max_tokens),
+                     p.seed, p.max_tokens, p.frequency_penalty, p.presence_penalty),
             std::tie(c.temperature, c.top_k, c.top_p, c.min_p, c.repetition_penalty, c.repetition_last_n, c.greedy,
-                     c.seed, c.max_tokens));
+                     c.seed, c.max_tokens, c.frequency_penalty, c.presence_penalty));
+  EXPECT_EQ(c.n_logit_bias, 0u);
+  EXPECT_TRUE(p.logit_bias.empty());
   EXPECT_EQ(p.seed, 1337u);  // atto sample --seed's default (its --help says so)
   const atto_translate_params ct = atto_translate_default_params();
   const atto::TranslateParams t;

@@ -88,6 +88,19 @@ by_ids=$(C complete --prompts "$ids" --n 2 --seed 4 --max-tokens 8 --logprobs 2 
 [[ "$by_text" == *'"text": "ma'* ]] && ok || bad "the text prompt's choices lack the echoed prompt: '$by_text'"
 is "token-id prompt = its text" "$by_ids" "$by_text"
 is "two token-id prompts" "$(C complete --prompts "[$ids, $ids]" --seed 4 --max-tokens 8 | jq_py 'len(d["choices"])')" 2
+# OpenAI's logit_bias, frequency_penalty and presence_penalty: the choices of `atto sample` with
+# the same flags; +100 forces a token, -100 keeps it out.
+z=$(printf k | "$ATTO" tokenize --model "$RUN" --json | jq_py 'd["ids"][0]')
+is "logit_bias +100" "$(C complete --prompt ma --seed 3 --max-tokens 5 --extra "{\"logit_bias\":{\"$z\":100}}" | jq_py 'd["choices"][0]["text"]')" kkkkk
+plain=$(C complete --prompt "" --n 4 --seed 8 --max-tokens 12 | jq_py '"".join(c["text"] for c in d["choices"])')
+ch=${plain:0:1}
+cid=$(printf '%s' "$ch" | "$ATTO" tokenize --model "$RUN" --json | jq_py 'd["ids"][0]')
+banned=$(C complete --prompt "" --n 4 --seed 8 --max-tokens 12 --extra "{\"logit_bias\":{\"$cid\":-100}}" | jq_py '"\n".join(c["text"] for c in d["choices"])')
+[[ -n "$ch" && "$banned" != *"$ch"* ]] && ok || bad "logit_bias -100 on '$ch' (id $cid): '$banned'"
+is "logit_bias = atto sample --logit-bias" "$banned" "$("$ATTO" sample --model "$RUN" --prompt "" -n 4 --seed 8 --max-tokens 12 --logit-bias "$cid=-100")"
+pen='{"frequency_penalty":1.5,"presence_penalty":-0.5}'
+is "penalties = atto sample" "$(C complete --prompt "" --n 4 --seed 8 --max-tokens 12 --extra "$pen" | jq_py '"\n".join(c["text"] for c in d["choices"])')" \
+  "$("$ATTO" sample --model "$RUN" --prompt "" -n 4 --seed 8 --max-tokens 12 --frequency-penalty 1.5 --presence-penalty -0.5)"
 
 # Bad requests: each a 4xx JSON error, and the server still answers.
 err() { jq_py 'str(d["error"]["status"])+" "+str(d["error"].get("param"))'; }
@@ -101,6 +114,10 @@ long=$(printf 'ma%.0s' $(seq 1 50))
 is "prompt longer than the context" "$(C complete --prompt "$long" | err)" "400 prompt"
 is "unknown character" "$(C complete --prompt 'ma<>' | err)" "400 prompt"
 is "token id past the vocabulary" "$(C complete --prompts '[1, 100000]' | err)" "400 prompt"
+is "logit_bias past the vocabulary" "$(C complete --prompt ma --extra '{"logit_bias":{"100000":5}}' | err)" "400 logit_bias"
+is "logit_bias key not an id" "$(C complete --prompt ma --extra '{"logit_bias":{"-3":5}}' | err)" "400 logit_bias"
+is "logit_bias of 1000" "$(C complete --prompt ma --extra '{"logit_bias":{"3":1000}}' | err)" "400 logit_bias"
+is "frequency_penalty 3" "$(C complete --prompt ma --extra '{"frequency_penalty":3}' | err)" "400 frequency_penalty"
 raw() { C raw "$@" | jq_py 'str(d["status"])+" "+(d["body"]["error"]["type"] if isinstance(d["body"],dict) and "error" in d["body"] else "-")'; }
 is "GET on a POST route" "$(raw --path /v1/completions --method GET)" "405 invalid_request_error"
 is "unknown route" "$(raw --path /v1/nothing --method GET)" "404 invalid_request_error"

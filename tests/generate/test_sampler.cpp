@@ -98,6 +98,53 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   EXPECT_THROW(applied(RepetitionPenalty{2.0f, 0}, l, {4}), Error);
 }
 
+TEST(Sampler, FrequencyAndPresencePenaltiesSubtractPerCountAndOnce) {
+  const std::vector<float> l{2, -2, 1, 3};
+  // History {0, 1, 0}: token 0 seen twice, token 1 once (OpenAI: l -= c * frequency + presence).
+  EXPECT_EQ(applied(RepetitionPenalty{1.0f, 0, 0.5f, 0.0f}, l, {0, 1, 0}), (std::vector<float>{1, -2.5f, 1, 3}));
+  EXPECT_EQ(applied(RepetitionPenalty{1.0f, 0, 0.0f, 0.25f}, l, {0, 1, 0}),
+            (std::vector<float>{1.75f, -2.25f, 1, 3}));
+  EXPECT_EQ(applied(RepetitionPenalty{1.0f, 2, 1.0f, 0.0f}, l, {0, 1, 0}), (std::vector<float>{1, -3, 1, 3}));  // last 2
+  // CTRL's division first, then the subtraction (llama.cpp's order); negative values reward.
+  EXPECT_EQ(applied(RepetitionPenalty{2.0f, 0, 1.0f, 1.0f}, l, {0, 0, 3}), (std::vector<float>{-2, -2, 1, -0.5f}));
+  EXPECT_EQ(applied(RepetitionPenalty{1.0f, 0, -1.0f, 0.0f}, l, {2}), (std::vector<float>{2, -2, 2, 3}));
+  std::vector<float> banned{kNegInf, 1.0f};
+  EXPECT_EQ(applied(RepetitionPenalty{1.0f, 0, 2.0f, 2.0f}, banned, {0, 0})[0], kNegInf);  // stays removed
+}
+
+TEST(Sampler, LogitBiasAddsToItsTokensBeforeEveryOtherStep) {
+  const std::vector<float> l{2, -2, 1, 3};
+  EXPECT_EQ(applied(LogitBias{{{1, 5.0f}, {3, -100.0f}}}, l), (std::vector<float>{2, 3, 1, -97}));
+  std::vector<float> banned{kNegInf, 1.0f};
+  EXPECT_EQ(applied(LogitBias{{{0, 100.0f}}}, banned)[0], kNegInf);
+  EXPECT_THROW(applied(LogitBias{{{4, 1.0f}}}, l), Error);
+  SamplerOptions o;
+  o.greedy = true;
+  o.logit_bias = {{0, 1.5f}};
+  o.frequency_penalty = 0.5f;
+  const SamplerChain chain = SamplerChain::from_options(o);  // greedy keeps the bias and penalties
+  ASSERT_EQ(chain.steps().size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<LogitBias>(chain.steps()[0]));
+  EXPECT_TRUE(std::holds_alternative<RepetitionPenalty>(chain.steps()[1]));
+  Rng rng(1);
+  std::vector<float> row{2, -2, 1, 3};  // 3.5 - 0.5 (token 0 seen once) against 3
+  EXPECT_EQ(chain.sample(row, Ids{0}, rng), 0);
+  std::vector<float> row2{2, -2, 1, 3};  // 3.5 - 1.0 (seen twice) loses to 3
+  EXPECT_EQ(chain.sample(row2, Ids{0, 0}, rng), 3);
+  // A -100 bias keeps a likely token out of 2,000 draws; +100 makes it the only one drawn.
+  o.greedy = false;
+  o.frequency_penalty = 0;
+  o.logit_bias = {{3, -100.0f}};
+  const SamplerChain ban = SamplerChain::from_options(o);
+  o.logit_bias = {{1, 100.0f}};
+  const SamplerChain force = SamplerChain::from_options(o);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<float> a{2, -2, 1, 3}, b{2, -2, 1, 3};
+    ASSERT_NE(ban.sample(a, {}, rng), 3);
+    ASSERT_EQ(force.sample(b, {}, rng), 1);
+  }
+}
+
 TEST(Sampler, GreedyIsArgmaxWithTiesToTheLowestId) {
   EXPECT_EQ(argmax(std::vector<float>{1, 3, 3, 0}), 1);
   EXPECT_EQ(argmax(std::vector<float>{kNegInf, -5, -7}), 1);
@@ -155,13 +202,15 @@ TEST(Sampler, ChainOrderAppliesTemperatureBeforeTopP) {
   o.repetition_penalty = 1.1f;
   o.top_k = 3;
   o.min_p = 0.05f;
+  o.logit_bias = {{2, 1.0f}};
   const SamplerChain all = SamplerChain::from_options(o);
-  ASSERT_EQ(all.steps().size(), 5u);
-  EXPECT_TRUE(std::holds_alternative<RepetitionPenalty>(all.steps()[0]));
-  EXPECT_TRUE(std::holds_alternative<Temperature>(all.steps()[1]));
-  EXPECT_TRUE(std::holds_alternative<TopK>(all.steps()[2]));
-  EXPECT_TRUE(std::holds_alternative<TopP>(all.steps()[3]));
-  EXPECT_TRUE(std::holds_alternative<MinP>(all.steps()[4]));
+  ASSERT_EQ(all.steps().size(), 6u);
+  EXPECT_TRUE(std::holds_alternative<LogitBias>(all.steps()[0]));
+  EXPECT_TRUE(std::holds_alternative<RepetitionPenalty>(all.steps()[1]));
+  EXPECT_TRUE(std::holds_alternative<Temperature>(all.steps()[2]));
+  EXPECT_TRUE(std::holds_alternative<TopK>(all.steps()[3]));
+  EXPECT_TRUE(std::holds_alternative<TopP>(all.steps()[4]));
+  EXPECT_TRUE(std::holds_alternative<MinP>(all.steps()[5]));
   EXPECT_TRUE(SamplerChain::from_options(SamplerOptions{}).steps().empty());
 }
 
@@ -216,6 +265,32 @@ TEST(Sampler, ValidationNamesTheFlagAndValue) {
             std::string::npos);
   EXPECT_NE(message([](SamplerOptions& o) { o.repetition_last_n = -1; }).find("--repetition-last-n"),
             std::string::npos);
+  EXPECT_NE(message([](SamplerOptions& o) { o.frequency_penalty = 2.5f; }).find("--frequency-penalty"),
+            std::string::npos);
+  EXPECT_NE(message([](SamplerOptions& o) { o.presence_penalty = std::nanf(""); }).find("--presence-penalty"),
+            std::string::npos);
+  EXPECT_NE(message([](SamplerOptions& o) { o.logit_bias = {{3, 101.0f}}; }).find("--logit-bias"), std::string::npos);
+  EXPECT_NE(message([](SamplerOptions& o) { o.logit_bias = {{-1, 1.0f}}; }).find("--logit-bias"), std::string::npos);
   EXPECT_EQ(message([](SamplerOptions& o) { o.temperature = 0, o.greedy = true; }), "no error");
   EXPECT_EQ(message([](SamplerOptions& o) { o.top_p = 1, o.min_p = 0.5f, o.top_k = 3; }), "no error");
+  // The C API, Python and the server name the fields, not the CLI's flags.
+  SamplerOptions o;
+  o.top_p = 2;
+  try {
+    o.validate(SamplerOptions::Names::Fields);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("top_p must be in (0, 1]", 0), 0u) << e.what();
+  }
+  o.top_p = 1;
+  o.logit_bias = {{0, 1.0f}, {7, 1.0f}};
+  EXPECT_NO_THROW(o.check_vocab(8));
+  try {
+    o.check_vocab(7, SamplerOptions::Names::Fields);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("logit_bias: token id 7 is outside this model's vocabulary [0, 7)"),
+              std::string::npos)
+        << e.what();
+  }
 }

@@ -21,9 +21,13 @@ def test_missing_run_directory(work):
 @pytest.mark.parametrize("kwargs,message", [
     (dict(n=0), "n_samples must be at least 1"),
     (dict(n=10**12), "n_samples must be at most 1048576"),
-    (dict(temperature=0.0), "--temperature must be > 0"),
-    (dict(top_p=1.5), "--top-p must be in (0, 1]"),
-    (dict(top_k=-1), "--top-k must be >= 0"),
+    (dict(temperature=0.0), "temperature must be > 0"),
+    (dict(top_p=1.5), "top_p must be in (0, 1]"),
+    (dict(top_k=-1), "top_k must be >= 0"),
+    (dict(frequency_penalty=5.0), "frequency_penalty must be in [-2, 2]"),
+    (dict(logit_bias={999: 1.0}), "logit_bias: token id 999 is outside this model's vocabulary"),
+    (dict(logit_bias={1: 500.0}), "logit_bias: the bias of token 1 must be in [-100, 100]"),
+    (dict(logit_bias=[1]), "logit_bias must be a dict"),
     (dict(max_tokens=-1), "max_tokens must be >= 0"),
     (dict(seed=-1), "seed must be in [0,"),
     (dict(n="3"), "n must be an int"),
@@ -33,6 +37,7 @@ def test_bad_sampler_arguments(model, kwargs, message):
         model.generate(**kwargs)
     assert isinstance(e.value, atto.InvalidArgumentError)
     assert message in str(e.value)
+    assert "--" not in str(e.value)  # Python's keywords, not the CLI's flags
 
 
 def test_bad_text_and_tokens(model):

@@ -25,12 +25,22 @@ def cli_samples(cli, path, n, seed, prompt=None, **flags):
     (12, 5, "jo", dict(temperature=0.7, top_k=5, top_p=0.9)),
     (8, 9, None, dict(min_p=0.1, repetition_penalty=1.3, repetition_last_n=4, max_tokens=4)),
     (3, 1, "ka", dict(greedy=True)),
+    (10, 6, "ma", dict(frequency_penalty=1.2, presence_penalty=-0.4, repetition_last_n=8)),
 ])
 def test_generate_equals_atto_sample(cli, run_dir, model, n, seed, prompt, flags):
     want = cli_samples(cli, run_dir, n, seed, prompt, **flags)
     got = model.generate(prompt or "", n=n, seed=seed, **flags)
     assert len(got) == n
     assert got == want
+
+
+def test_generate_logit_bias_equals_atto_sample(cli, run_dir, model):
+    a, z = model.tokenize("a")[0], model.tokenize("k")[0]
+    got = model.generate("ma", n=6, seed=2, logit_bias={a: -100, z: 2.5})
+    assert got == cli_samples(cli, run_dir, 6, 2, "ma", logit_bias=f"{a}=-100", **{"logit-bias": f"{z}=2.5"})
+    assert got != model.generate("ma", n=6, seed=2)
+    assert all("a" not in s[2:] for s in got)  # -100: kept out
+    assert model.generate("ma", n=1, seed=2, max_tokens=4, logit_bias={z: 100}) == ["makkkk"]  # +100: forced
 
 
 def test_generate_stream_mode_equals_atto_sample(cli, stream_dir):

@@ -55,6 +55,10 @@ census "sample: truncated GGUF" "$F/trunc.gguf" "$ATTO" sample --model "$F/trunc
 census "sample: -n -1" "-n" "$ATTO" sample --model "$R" -n -1
 census "sample: --temperature -1" "--temperature" "$ATTO" sample --model "$R" --temperature -1
 census "sample: --top-p 2" "--top-p" "$ATTO" sample --model "$R" --top-p 2
+census "sample: --frequency-penalty 3" "--frequency-penalty" "$ATTO" sample --model "$R" --frequency-penalty 3
+census "sample: --logit-bias without =" "TOKEN_ID=BIAS" "$ATTO" sample --model "$R" --logit-bias 5
+census "sample: --logit-bias past the vocabulary" "outside this model's vocabulary" "$ATTO" sample --model "$R" --logit-bias 99999=1
+census "sample: --logit-bias 3=500" "must be in [-100, 100]" "$ATTO" sample --model "$R" --logit-bias 3=500
 census "score: --file is a directory" "$F/adir" "$ATTO" score --model "$R" --file "$F/adir"
 census "eval: missing data" "$F/missing.txt" "$ATTO" eval --model "$R" --data "$F/missing.txt"
 census "export: --type bogus" "--type" "$ATTO" export --model "$R" --out "$W/x.gguf" --type bogus
