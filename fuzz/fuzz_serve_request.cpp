@@ -1,6 +1,6 @@
 // The request bodies `atto serve` accepts (serve/openai.h): /v1/completions,
-// /v1/chat/completions (messages rendered by the chat template) and /v1/translations. A rejected
-// request is an ApiError (the server's 400 with OpenAI's error body).
+// /v1/chat/completions (messages rendered by the chat template), /v1/translations, /tokenize and
+// /detokenize. A rejected request is an ApiError (the server's 400 with OpenAI's error body).
 #include "base/json.h"
 #include "common.h"
 #include "serve/openai.h"
@@ -24,5 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   api([&] { (void)atto::serve::parse_completion(body, limits, /*chat=*/false); });
   api([&] { (void)atto::serve::parse_completion(body, limits, /*chat=*/true); });
   api([&] { (void)atto::serve::parse_translation(body, limits); });
+  api([&] { (void)atto::serve::parse_tokenize(body); });
+  api([&] { (void)atto::serve::parse_detokenize(body); });
   return 0;
 }

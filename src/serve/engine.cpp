@@ -89,6 +89,38 @@ PreparedPrompt Engine::prepare_ids(const std::vector<int32_t>& ids) const {
   return {std::move(text), static_cast<int64_t>(ids.size()), ids};
 }
 
+nlohmann::json Engine::tokenize(const TokenizeRequest& r) const {
+  const GptTokenizer& tok = *lm_.tokenizer;
+  std::vector<int32_t> ids;
+  if (r.add_special && tok.has_boundary()) ids.push_back(tok.boundary_id());
+  try {
+    const std::vector<int32_t> text_ids = tok.encode(r.content);
+    ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  } catch (const Error& e) {
+    throw RequestError(400, fmt::format("'content': {}", e.what()), "content", "invalid_value");
+  }
+  if (!r.with_pieces) return {{"tokens", ids}};
+  nlohmann::json out = nlohmann::json::array();
+  for (int32_t t : ids) {
+    const std::string piece = tok.decode({t});
+    nlohmann::json p = utf8::find_invalid(piece) ? nlohmann::json(std::vector<uint8_t>(piece.begin(), piece.end()))
+                                                 : nlohmann::json(piece);
+    out.push_back({{"id", t}, {"piece", std::move(p)}});
+  }
+  return {{"tokens", std::move(out)}};
+}
+
+std::string Engine::detokenize(const std::vector<int32_t>& ids) const {
+  const int64_t V = lm_.tokenizer->vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= V)
+      throw RequestError(400,
+                         fmt::format("'tokens': token id {} (at position {}) is outside this model's vocabulary [0, {})",
+                                     ids[i], i, V),
+                         "tokens", "invalid_value");
+  return lm_.tokenizer->decode(ids);
+}
+
 void Engine::check_sampler(const gen::SamplerOptions& s) const {
   const int64_t V = lm_.tokenizer->vocab_size();
   for (const auto& [id, bias] : s.logit_bias)

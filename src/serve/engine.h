@@ -72,6 +72,13 @@ class Engine {
   // as the text they decode to would ([<eos>] first when the tokenizer has one), so ids that
   // encode a text give that text's completions.
   PreparedPrompt prepare_ids(const std::vector<int32_t>& ids) const;
+  // POST /tokenize: the ids of r.content (the boundary token first with add_special, when the
+  // tokenizer has one), as {"tokens": [...]}; with_pieces: [{"id", "piece"}], a piece that is
+  // not valid UTF-8 (part of a character) as its bytes. RequestError 400 'content' for text the
+  // vocabulary cannot encode.
+  nlohmann::json tokenize(const TokenizeRequest& r) const;
+  // POST /detokenize: the text of ids (RequestError 400 'tokens' for an id past the vocabulary).
+  std::string detokenize(const std::vector<int32_t>& ids) const;
   // RequestError (400, 'logit_bias') when a biased token id is outside this model's vocabulary.
   void check_sampler(const gen::SamplerOptions& s) const;
   // The n choices of one prompt, computed in the shared batch; blocks the calling thread until

@@ -71,16 +71,16 @@ std::vector<std::string> strings(const json& body, const char* key, size_t max_c
   return out;
 }
 
-// One prompt given as token ids: a non-empty list of integers in [0, 2^31).
-std::vector<int32_t> token_ids(const json& v) {
-  if (!v.is_array()) bad("prompt", fmt::format("expected a list of token ids, got {}", excerpt(v)));
-  if (v.empty()) bad("prompt", "an empty list of token ids");
+// One prompt given as token ids (or param's ids): a non-empty list of integers in [0, 2^31).
+std::vector<int32_t> token_ids(const json& v, const char* param = "prompt") {
+  if (!v.is_array()) bad(param, fmt::format("expected a list of token ids, got {}", excerpt(v)));
+  if (v.empty()) bad(param, "an empty list of token ids");
   std::vector<int32_t> ids;
   ids.reserve(v.size());
   for (const json& t : v) {
     // The parser keeps a literal >= 0 as unsigned; negatives, floats and the rest are refused.
     if (!t.is_number_unsigned() || t.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX))
-      bad("prompt", fmt::format("token ids are integers in [0, 2147483647], got {}", excerpt(t)));
+      bad(param, fmt::format("token ids are integers in [0, 2147483647], got {}", excerpt(t)));
     ids.push_back(static_cast<int32_t>(t.get<uint64_t>()));
   }
   return ids;
@@ -184,6 +184,21 @@ std::string render_chat(const json& messages) {
            message_text(m) + "\n";
   }
   return out + "Assistant:";
+}
+
+TokenizeRequest parse_tokenize(const json& body) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
+  const json* c = field(body, "content");
+  if (!c || !c->is_string()) bad("content", "required: the text to tokenize (a string)");
+  return {c->get<std::string>(), boolean(body, "add_special", false), boolean(body, "with_pieces", false)};
+}
+
+std::vector<int32_t> parse_detokenize(const json& body) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
+  const json* t = field(body, "tokens");
+  if (!t) bad("tokens", "required: a list of token ids");
+  if (t->is_array() && t->empty()) return {};
+  return token_ids(*t, "tokens");
 }
 
 Translation parse_translation(const json& body, const Limits& limits) {

@@ -67,6 +67,17 @@ struct Translation {
 };
 Translation parse_translation(const nlohmann::json& body, const Limits& limits);
 
+// POST /tokenize and /detokenize (llama.cpp server's routes): {"content": text, "add_special":
+// false, "with_pieces": false} -> {"tokens": [ids]} (with_pieces: [{"id", "piece"}]);
+// {"tokens": [ids]} -> {"content": text}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;  // the boundary token first, as a sequence starts (lines mode)
+  bool with_pieces = false;
+};
+TokenizeRequest parse_tokenize(const nlohmann::json& body);
+std::vector<int32_t> parse_detokenize(const nlohmann::json& body);
+
 // The plain chat template (docs/serve.md): "System: ...\n", "User: ...\n", "Assistant: ...\n" per
 // message, then "Assistant:" for the model to continue. A content given as a list of text parts
 // is their texts joined with newlines; other part types are refused (RequestError 400).

@@ -235,9 +235,15 @@ void stream_completion(State& s, httplib::Response& res, Completion c, std::vect
   });
 }
 
-void handle_completion(State& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+// The GPT engine; a seq2seq model's server answers its routes 400.
+Engine& gpt_engine(State& s) {
   if (!s.engine)
     throw RequestError(400, "this model is an encoder-decoder (seq2seq): use POST /v1/translations", "", "wrong_route");
+  return *s.engine;
+}
+
+void handle_completion(State& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+  gpt_engine(s);
   const Completion c = with_body(s, req, [&](const json& body) { return parse_completion(body, s.limits, chat); });
   s.engine->check_sampler(c.sampler);
   std::vector<PreparedPrompt> prompts;
@@ -301,6 +307,18 @@ httplib::Server::Handler guarded(State& s, std::function<void(const httplib::Req
   };
 }
 
+// llama.cpp server's token routes (GPT models).
+void add_token_routes(httplib::Server& srv, State& s) {
+  srv.Post("/tokenize", guarded(s, [&s](const httplib::Request& q, httplib::Response& r) {
+             const TokenizeRequest t = with_body(s, q, [](const json& body) { return parse_tokenize(body); });
+             send_json(r, 200, gpt_engine(s).tokenize(t));
+           }));
+  srv.Post("/detokenize", guarded(s, [&s](const httplib::Request& q, httplib::Response& r) {
+             const std::vector<int32_t> ids = with_body(s, q, [](const json& body) { return parse_detokenize(body); });
+             send_json(r, 200, {{"content", gpt_engine(s).detokenize(ids)}});
+           }));
+}
+
 void add_routes(httplib::Server& srv, State& s) {
   srv.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
     send_json(res, s.ready ? 200 : 503, {{"status", s.ready ? "ok" : "loading"}});
@@ -322,6 +340,7 @@ void add_routes(httplib::Server& srv, State& s) {
            guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_completion(s, q, r, true); }));
   srv.Post("/v1/translations",
            guarded(s, [&s](const httplib::Request& q, httplib::Response& r) { handle_translation(s, q, r); }));
+  add_token_routes(srv, s);
   srv.Get("/metrics", guarded(s, [&s](const httplib::Request&, httplib::Response& res) {
             res.set_content(s.metrics.text(s.engine.get()), "text/plain; version=0.0.4");
           }));
@@ -332,7 +351,8 @@ void add_routes(httplib::Server& srv, State& s) {
     if (res.status == 404) {  // a route of this server asked with another method: 405 with Allow
       static const std::pair<const char*, const char*> kRoutes[] = {
           {"/health", "GET"},          {"/v1/models", "GET"},         {"/metrics", "GET"},
-          {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/translations", "POST"}};
+          {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/v1/translations", "POST"},
+          {"/tokenize", "POST"},       {"/detokenize", "POST"}};
       for (const auto& [path, method] : kRoutes)
         if (req.path == path) {
           res.status = 405;

@@ -125,6 +125,16 @@ is "malformed JSON" "$(raw --path /v1/completions --body '{"prompt": ')" "400 in
 is "temperature NaN" "$(raw --path /v1/completions --body '{"prompt":"ma","temperature":NaN}')" "400 invalid_request_error"
 is "no API key" "$(node "$SRC/tests/serve/openai_client.mjs" complete --base-url "$URL/v1" --no-auth --prompt ma --model run | err)" "401 None"
 is "wrong API key" "$(node "$SRC/tests/serve/openai_client.mjs" complete --base-url "$URL/v1" --api-key nope --prompt ma --model run | err)" "401 None"
+# llama.cpp server's /tokenize and /detokenize: atto tokenize's ids, and back.
+want_ids=$(printf 'mari' | "$ATTO" tokenize --model "$RUN" --json | jq_py 'json.dumps(d["ids"])')
+body() { C raw --path "$1" --body "$2" | jq_py "$3"; }
+is "/tokenize" "$(body /tokenize '{"content":"mari"}' 'json.dumps(d["body"]["tokens"])')" "$want_ids"
+is "/tokenize with_pieces" "$(body /tokenize '{"content":"mari","with_pieces":true}' '"".join(t["piece"] for t in d["body"]["tokens"])')" mari
+is "/tokenize add_special" "$(body /tokenize '{"content":"ma","add_special":true}' 'len(d["body"]["tokens"])')" 3
+is "/detokenize" "$(body /detokenize "{\"tokens\":$want_ids}" 'd["body"]["content"]')" mari
+is "/tokenize unknown character" "$(body /tokenize '{"content":"m<>"}' 'str(d["status"])+" "+d["body"]["error"]["param"]')" "400 content"
+is "/detokenize past the vocabulary" "$(body /detokenize '{"tokens":[1,100000]}' 'str(d["status"])+" "+d["body"]["error"]["param"]')" "400 tokens"
+is "GET /tokenize" "$(raw --path /tokenize --method GET)" "405 invalid_request_error"
 big=$(C raw --path /v1/completions --body-bytes 100000000 | jq_py 'str(d["status"])')
 is "100 MB body" "$big" 413
 is "still serving" "$(C complete --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 | jq_py '"\n".join(c["text"] for c in d["choices"])')" "$sample"

@@ -141,6 +141,27 @@ def malformed_bodies():
         check(b"\x1b" not in reply, f"{what}: a raw control byte is echoed")
 
 
+def sampler_and_token_routes():
+    """logit_bias and the token routes: hostile keys and ids are 400s with a bounded message."""
+    cases = [("/v1/completions", b'{"prompt": "ma", "logit_bias": {"' + b"9" * 5000 + b'": 1}}', "a 5,000-digit id"),
+             ("/v1/completions", b'{"prompt": "ma", "logit_bias": {"\u001b[31m": 1}}', "an escape as an id"),
+             ("/v1/completions", b'{"prompt": "ma", "logit_bias": {"3": "' + b"A" * 200000 + b'"}}', "a 200 KB bias"),
+             ("/v1/completions", b'{"prompt": "ma", "logit_bias": [[3, 100]]}', "logit_bias a list"),
+             ("/v1/completions", b'{"prompt": "ma", "logit_bias": {"2147483648": 1}}', "an id past 2^31"),
+             ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "ma"}], "presence_penalty": 1e308}',
+              "presence_penalty 1e308"),
+             ("/tokenize", b'{"content": ' + b"[" * 100000 + b"]" * 100000 + b"}", "deep JSON to /tokenize"),
+             ("/tokenize", b'{"content": {"a": 1}}', "content an object"),
+             ("/detokenize", b'{"tokens": [1, -1]}', "a negative id"),
+             ("/detokenize", b'{"tokens": [1e300]}', "a 1e300 id"),
+             ("/detokenize", b'{"tokens": [2147483647]}', "an id past the vocabulary"),
+             ("/detokenize", b'{"tokens": "' + b"\u0000" * 10000 + b'"}', "tokens a string of NULs")]
+    for path, body, what in cases:
+        status, reply = post(path, body)
+        error_ok(status, reply, 400, what)
+        check(b"\x1b" not in reply, f"{what}: a raw control byte is echoed")
+
+
 def framing():
     big = b"x" * (2 << 20)
     status, reply = post("/v1/completions", big)
@@ -246,6 +267,7 @@ def main():
     rss0 = rss_kib()
     deep_bodies()
     malformed_bodies()
+    sampler_and_token_routes()
     framing()
     bad_keys()
     flood()
