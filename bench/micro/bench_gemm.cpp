@@ -91,8 +91,33 @@ void BM_LinearBackward(benchmark::State& state) {
   set_flops(state, 4.0 * N * C * OC);
 }
 
+// The backward's two products apart: part 0 the input gradient dinp[N, C] = dout @ weight (NN),
+// part 1 the weight gradient dweight[OC, C] += dout^T @ inp (TN, K = N rows).
+void BM_LinearBackwardPart(benchmark::State& state) {
+  const int64_t N = state.range(0), C = state.range(1), OC = state.range(2);
+  const bool weight = state.range(3) != 0;
+  const auto inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
+  std::vector<float> dinp(N * C), dw(OC * C);
+  for (auto _ : state) {
+    atto::kernels::linear_backward(weight ? nullptr : dinp.data(), weight ? dw.data() : nullptr, nullptr, dout.data(),
+                                   inp.data(), w.data(), N, C, OC);
+    benchmark::DoNotOptimize(weight ? dw.data() : dinp.data());
+  }
+  set_flops(state, 2.0 * N * C * OC);
+}
+
 BENCHMARK(BM_LinearForward)->Apply(linear_args);
 BENCHMARK(BM_LinearBackward)->Apply(linear_args);
+BENCHMARK(BM_LinearBackwardPart)
+    ->ArgNames({"N", "C", "OC", "dweight"})
+    ->ArgsProduct({{1024, 2048}, {384}, {1152, 1536}, {0, 1}})
+    ->Args({1024, 1536, 384, 0})
+    ->Args({1024, 1536, 384, 1})
+    ->Args({2048, 1536, 384, 0})
+    ->Args({2048, 1536, 384, 1})
+    ->Args({384, 512, 128, 1})  // (c)'s fc2, one shard
+    ->Args({384, 128, 512, 1})  // (c)'s fc1
+    ->UseRealTime();
 
 }  // namespace
 

@@ -239,16 +239,14 @@ void panel_dispatch(int64_t M, int64_t K, const float* A, int64_t ars, int64_t a
     if (e.bias != nullptr) e.bias += j;
     if (e.residual != nullptr) e.residual += j;
     const int64_t n = std::min(kSubPanel, nc - j);
-    if constexpr (kNarrow) {
-      if (a_packed) {
-        switch ((n + KW - 1) / KW) {
-          case 4: panel_rows_packed<4>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
-          case 3: panel_rows_packed<3>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
-          case 2: panel_rows_packed<2>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
-          default: panel_rows_packed<1>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
-        }
-        continue;
+    if (a_packed) {
+      switch ((n + KW - 1) / KW) {
+        case 4: panel_rows_packed<4>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+        case 3: panel_rows_packed<3>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+        case 2: panel_rows_packed<2>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
+        default: panel_rows_packed<1>(M, K, A, B + j, ldb, C + j, ldc, n, e); break;
       }
+      continue;
     }
     switch ((n + KW - 1) / KW) {
       case 4: panel_rows<4>(M, K, A, ars, aks, B + j, ldb, C + j, ldc, n, e); break;
@@ -316,7 +314,12 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
   const int64_t npanels = ceil_div(N, kPanel);
   // op(A)'s copy is made once per row block for all panels: with 4 panels or fewer it costs more
   // than its strides did (M = N = 64, K = 512: 57 against 60 GFLOP/s, one Zen 3 thread).
-  const bool pack_b = transB || kNarrow, pack_a = transA && kNarrow && npanels > 4;
+  // AVX-512 reads op(B) = B in place, but a weight gradient's (op(A) = A^T, K = the batch's rows)
+  // past 4 panels and 1,024 rows is packed as narrow builds pack it, op(A) too: read in place,
+  // the kernel fell to 140-230 GFLOP/s at K = 2,048 (300-350 packed), while at K = 384 the copies
+  // cost a third (docs/perf-log.md 2026-12-02).
+  const bool wide_tn = !kNarrow && transA && npanels > 4 && K >= 1024;
+  const bool pack_b = transB || kNarrow || wide_tn, pack_a = transA && (kNarrow || wide_tn) && npanels > 4;
   thread_local AlignedVector<float> packed_store;
   float* packed = nullptr;
   if (pack_b) {

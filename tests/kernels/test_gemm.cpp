@@ -123,6 +123,7 @@ TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
       {false, true, 33, 33, 1031, 0, 1.0f, 0.0f},     // one tile: OpenBLAS must stay serial
       {false, true, 1040, 1024, 520, 0, 1.0f, 0.0f},  // OpenBLAS tiles
       {true, false, 96, 130, 1024, 0, 1.0f, 1.0f},    // blocked kernel, tasks over both threads
+      {true, false, 100, 300, 1030, 2, 0.5f, 1.0f},   // a weight gradient past 4 panels: packed
   };
   for (const GemmCase& c : cases) {
     set_num_threads(1);
@@ -130,6 +131,25 @@ TEST(KernelGemm, BitIdenticalForOneAndTwoThreads) {
     set_num_threads(2);
     const std::vector<float> two = run_gemm(c, false, 3);
     expect_bit_identical(one, two, name(c));
+  }
+}
+
+// A weight gradient's layout (op(A) = A^T: packed with op(B) past 4 panels) gives the bits of the
+// same product with A^T written out beforehand: every element is one in-order sum either way
+// (these products, under 2^29 with K <= 2,048, take the blocked kernel at every level).
+TEST(KernelGemm, TransposedAGivesTheBitsOfItsTransposeWrittenOut) {
+  ThreadGuard guard;
+  set_num_threads(2);
+  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{100, 300, 1030}, {50, 1536, 1024},
+                                {13, 520, 1100}, {200, 384, 384}}) {
+    const std::vector<float> At = randn(K * M, 3), B = randn(K * N, 4);  // A^T is [K, M]
+    std::vector<float> A(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t k = 0; k < K; k++) A[i * K + k] = At[k * M + i];
+    std::vector<float> by_t = randn(M * N, 5), by_a = by_t;
+    gemm(true, false, M, N, K, 0.5f, At.data(), M, B.data(), N, 1.0f, by_t.data(), N);
+    gemm(false, false, M, N, K, 0.5f, A.data(), K, B.data(), N, 1.0f, by_a.data(), N);
+    expect_bit_identical(by_t, by_a, "M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K));
   }
 }
 
