@@ -99,6 +99,13 @@ nlohmann::json Engine::tokenize(const TokenizeRequest& r) const {
   } catch (const Error& e) {
     throw RequestError(400, fmt::format("'content': {}", e.what()), "content", "invalid_value");
   }
+  const size_t cap = r.with_pieces ? kMaxTokenizePieces : kMaxTokenizeIds;
+  if (ids.size() > cap)
+    throw RequestError(400,
+                       fmt::format("'content': the text takes {} tokens; /tokenize answers at most {}{} (send it "
+                                   "in parts)",
+                                   ids.size(), cap, r.with_pieces ? " with pieces" : ""),
+                       "content", "invalid_value");
   if (!r.with_pieces) return {{"tokens", ids}};
   nlohmann::json out = nlohmann::json::array();
   for (int32_t t : ids) {

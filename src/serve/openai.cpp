@@ -198,6 +198,8 @@ std::vector<int32_t> parse_detokenize(const json& body) {
   const json* t = field(body, "tokens");
   if (!t) bad("tokens", "required: a list of token ids");
   if (t->is_array() && t->empty()) return {};
+  if (t->is_array() && t->size() > kMaxTokenizeIds)
+    bad("tokens", fmt::format("at most {} ids a request, got {} (send them in parts)", kMaxTokenizeIds, t->size()));
   return token_ids(*t, "tokens");
 }
 

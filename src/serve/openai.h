@@ -70,6 +70,10 @@ Translation parse_translation(const nlohmann::json& body, const Limits& limits);
 // POST /tokenize and /detokenize (llama.cpp server's routes): {"content": text, "add_special":
 // false, "with_pieces": false} -> {"tokens": [ids]} (with_pieces: [{"id", "piece"}]);
 // {"tokens": [ids]} -> {"content": text}.
+// The most ids one /tokenize answer (or /detokenize request) holds, and with pieces: answers
+// stay tens of MB whatever --body-limit allows.
+constexpr size_t kMaxTokenizeIds = size_t{1} << 20;
+constexpr size_t kMaxTokenizePieces = size_t{1} << 16;
 struct TokenizeRequest {
   std::string content;
   bool add_special = false;  // the boundary token first, as a sequence starts (lines mode)

@@ -155,7 +155,8 @@ def sampler_and_token_routes():
              ("/detokenize", b'{"tokens": [1, -1]}', "a negative id"),
              ("/detokenize", b'{"tokens": [1e300]}', "a 1e300 id"),
              ("/detokenize", b'{"tokens": [2147483647]}', "an id past the vocabulary"),
-             ("/detokenize", b'{"tokens": "' + b"\u0000" * 10000 + b'"}', "tokens a string of NULs")]
+             ("/detokenize", b'{"tokens": "' + b"\u0000" * 10000 + b'"}', "tokens a string of NULs"),
+             ("/tokenize", b'{"with_pieces": true, "content": "' + b"ma" * 40000 + b'"}', "80,000 pieces")]
     for path, body, what in cases:
         status, reply = post(path, body)
         error_ok(status, reply, 400, what)
