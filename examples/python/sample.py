@@ -13,7 +13,9 @@ class SampleParams(C.Structure):  # atto_sample_params of atto/atto.h, field for
     _fields_ = [("temperature", C.c_float), ("top_k", C.c_int32), ("top_p", C.c_float), ("min_p", C.c_float),
                 ("repetition_penalty", C.c_float), ("repetition_last_n", C.c_int32), ("greedy", C.c_bool),
                 ("seed", C.c_uint64), ("max_tokens", C.c_int64), ("stop", C.POINTER(C.c_char_p)),
-                ("n_stop", C.c_size_t)]
+                ("n_stop", C.c_size_t), ("frequency_penalty", C.c_float), ("presence_penalty", C.c_float),
+                ("logit_bias_tokens", C.POINTER(C.c_int32)), ("logit_bias_values", C.POINTER(C.c_float)),
+                ("n_logit_bias", C.c_size_t)]
 
 
 class ModelInfo(C.Structure):  # atto_model_info

@@ -70,13 +70,15 @@ print(next(kb for n, kb in r if n >= 256), r[-1][1])
 ' "$W/load64.json")
   echo "resident memory: ${first} kB after 256 of the 64 clients' requests, ${last} kB after all"
   [ $((last - first)) -lt 2048 ] && ok || bad "resident memory grew from $first kB to $last kB over the requests"
-  # Batching, in the server's own counts: the decode steps of 8 and of 64 clients fed at least 3
-  # rows each on average (one at a time would be 1; the client keeps at most 8 or 64 in flight).
+  # Batching, in the server's own counts: the decode steps of 64 clients fed at least 8 rows on
+  # average, those of 8 clients at least 2 (one at a time would be 1; the client keeps at most 8
+  # or 64 in flight). Alone on a Zen 5, 5.6-7.3 and 27-55 rows; 2.2 and 27 when another test ran
+  # beside it and starved the node client (ctest now runs this test alone: RUN_SERIAL).
   # And what it buys: the better of 8 and 64 streams at least 1.5x one stream's tokens/s. The
   # node client runs on the same 2 cores and bounds the aggregate where one stream is already
   # fast: 1.95-2.0x on an AMD Zen 5 at 6,000-8,300 tokens/s for one stream (8 clients: 16,215),
   # 2.5x where one stream was slower, so the ratio is no test of batching by itself.
-  python3 -c "import sys; sys.exit(0 if min(${width[8]}, ${width[64]}) >= 3 else 1)" && ok ||
+  python3 -c "import sys; sys.exit(0 if ${width[8]} >= 2 and ${width[64]} >= 8 else 1)" && ok ||
     bad "8 and 64 streams fed ${width[8]} and ${width[64]} rows a decode step: are requests batched?"
   best=$(python3 -c "print(max(${rate[8]}, ${rate[64]}))")
   python3 -c "import sys; sys.exit(0 if ${best} >= 1.5 * ${rate[1]} else 1)" && ok ||
