@@ -78,16 +78,38 @@ void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
 
 // One row of K values to K/32 blocks: d = max|x| / 127 (NaN when the block holds a NaN),
 // q = nearbyint(x / d) clamped to [-127, 127] (a NaN quotient to -127), all 0 when d == 0.
+// The largest |v[i]| of a block (exact in any order), and whether one is NaN.
+float block_amax(const float* v, bool& nan) {
+#if defined(__AVX2__)
+  const __m256 mag = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 m = _mm256_setzero_ps(), u = _mm256_setzero_ps();
+  for (int i = 0; i < kQK; i += 8) {
+    const __m256 x = _mm256_loadu_ps(v + i);
+    m = _mm256_max_ps(m, _mm256_and_ps(x, mag));
+    u = _mm256_or_ps(u, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  nan = _mm256_movemask_ps(u) != 0;
+  return _mm_cvtss_f32(h);
+#else
+  float amax = 0.0f;
+  nan = false;
+  for (int i = 0; i < kQK; i++) {
+    const float a = std::fabs(v[i]);
+    amax = amax > a ? amax : a;
+    nan = nan || v[i] != v[i];
+  }
+  return amax;
+#endif
+}
+
 void quantize_row(ActBlock* out, const float* x, int64_t nb) {
   for (int64_t b = 0; b < nb; b++) {
     const float* v = x + b * kQK;
-    float amax = 0.0f;
     bool nan = false;
-    for (int i = 0; i < kQK; i++) {
-      const float a = std::fabs(v[i]);
-      amax = amax > a ? amax : a;
-      nan = nan || v[i] != v[i];
-    }
+    const float amax = block_amax(v, nan);
     const float d = nan ? std::nanf("") : amax / 127.0f;
     out[b].d = d;
     int32_t sum = 0;

@@ -328,9 +328,18 @@ QINLINE void build_packed(VI* v, VF& dw, VF& dm, const uint8_t* p, int sub) {
   if constexpr (T == kB32U8M) dm = packed_scales(p + 544, sub);
 }
 
-// Bytes of a laid-out block: 8 weight vectors, the scales (U8M: and the mins).
+// vpmaddubsw's q8_0 (AVX2 without VNNI) lays out |w| beside w: a prompt's rows then take |w| and w's
+// signs from the layout, not vpabsb a row (and the 8 + 8 vectors a block do not stay in registers).
+#if !defined(ATTO_Q4_ZMM) && !defined(ATTO_Q4_DPBUSD)
 template <int T>
-constexpr int64_t kPacked = (T == kB32U8M ? 10 : 9) * W * 4;
+constexpr bool kSignSplit = T == kB32Q8 || T == kB32Q8F;
+#else
+template <int T>
+constexpr bool kSignSplit = false;
+#endif
+// Bytes of a laid-out block: 8 weight vectors, the scales (U8M: and the mins), kSignSplit's 8 |w|.
+template <int T>
+constexpr int64_t kPacked = ((T == kB32U8M ? 10 : 9) + (kSignSplit<T> ? 8 : 0)) * W * 4;
 
 // A group's weights: W rows (wg, off) or, from a Lanes16 packing, its group of 16 (pg) and which W
 // of them (sub).
@@ -347,6 +356,32 @@ struct Source {
   }
 };
 
+#if !defined(ATTO_Q4_ZMM) && !defined(ATTO_Q4_DPBUSD)
+QINLINE VI vabs8(VI t) { return _mm256_abs_epi8(t); }
+// kSignSplit's rows of one laid-out block p (w, the scales, |w|): block_ints' q8_0 sums, the same
+// bits, with |w| and w's signs read from the layout (w's as vpsignb's memory operand).
+template <int R>
+QINLINE void laid_sign_rows(VF* acc, const uint8_t* p, VF dw, const ActBlock* xb, int64_t nb) {
+  const VI ones = _mm256_set1_epi16(1);
+  for (int r = 0; r < R; r++) {
+    const ActBlock& a = xb[r * nb];
+    VI i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += 2) {
+      const VI s0 = _mm256_sign_epi8(bcast4(a.q + 4 * j), vload(p + j * W * 4));
+      const VI s1 = _mm256_sign_epi8(bcast4(a.q + 4 * j + 4), vload(p + (j + 1) * W * 4));
+      i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_maddubs_epi16(vload(p + (9 + j) * W * 4), s0), ones));
+      i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_maddubs_epi16(vload(p + (10 + j) * W * 4), s1), ones));
+    }
+    acc[r] = fma_block(dw, a.d, _mm256_add_epi32(i0, i1), acc[r]);
+
+  }
+}
+#else
+QINLINE VI vabs8(VI t) { return t; }
+template <int R>
+QINLINE void laid_sign_rows(VF*, const uint8_t*, VF, const ActBlock*, int64_t) {}
+#endif
+
 // R rows (xa, row r at xa + r * nb) of one column group: the weights built in registers from src
 // or read from the group's laid-out blocks (kLaid: pk).
 template <int T, int R, bool kLaid>
@@ -360,8 +395,9 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<T>& sr
     VF dw, dm = zerof();
     if constexpr (kLaid) {
       const uint8_t* p = pk + b * kPacked<T>;
-      for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
       dw = vloadf(p + 8 * W * 4);
+      if constexpr (!kSignSplit<T>)
+        for (int j = 0; j < 8; j++) v[j] = vload(p + j * W * 4);
       if constexpr (T == kB32U8M) dm = vloadf(p + 9 * W * 4);
     } else {
       // Decoding streams the weights once from memory: the next group's rows are asked for as
@@ -381,6 +417,10 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<T>& sr
         }
       }
       src.build_block(v, dw, dm, b);
+    }
+    if constexpr (kLaid && kSignSplit<T>) {
+      laid_sign_rows<R>(acc, pk + b * kPacked<T>, dw, xa + b, nb);
+      continue;
     }
     for (int r = 0; r < R; r++) {
       const ActBlock& a = xa[r * nb + b];
@@ -432,6 +472,8 @@ void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const 
       uint8_t* p = pk.data() + b * kPacked<T>;
       for (int j = 0; j < 8; j++) vstore(p + j * W * 4, v[j]);
       vstoref(p + 8 * W * 4, dw);
+      if constexpr (kSignSplit<T>)
+        for (int j = 0; j < 8; j++) vstore(p + (9 + j) * W * 4, vabs8(v[j]));
       if constexpr (T == kB32U8M) vstoref(p + 9 * W * 4, dm);
     }
     int64_t m = 0;
