@@ -7,6 +7,8 @@
 // threads split the columns (fixed groups of 16: any thread count gives the same bits).
 // $ATTO_QUANT_DOT=avx2|avxvnni|avx512vnni|scalar forces one.
 #include <omp.h>
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -206,9 +208,21 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
   // Columns a group: 16 (the kernels' groups of 16 or 8 columns; the Lanes16 packing's groups).
   constexpr int64_t G = 16;
   const int64_t groups = (N + G - 1) / G;
+  // Decoding keeps one contiguous run of groups a thread (its prefetches stream the next group's
+  // rows); a prompt's groups are handed out a few at a time, so that a thread whose core is slower
+  // (another process, a busy sibling) takes fewer. An output's chain is the same whichever thread
+  // computes it: the same bits.
+  const bool dynamic = M > 8 && groups >= 8;
+  std::atomic<int64_t> next{0};
   parallel_region(par && groups > 1, [&](int64_t th, int64_t nt) {
-    const auto [g0, g1] = static_range(groups, th, nt);
-    if (g0 < g1) run_columns(k, y, xa.data(), w, t, layout, bias, M, N, nb, G, g0, g1);
+    if (!dynamic) {
+      const auto [g0, g1] = static_range(groups, th, nt);
+      if (g0 < g1) run_columns(k, y, xa.data(), w, t, layout, bias, M, N, nb, G, g0, g1);
+      return;
+    }
+    const int64_t chunk = std::max<int64_t>(1, groups / (8 * nt));
+    for (int64_t g0 = next.fetch_add(chunk); g0 < groups; g0 = next.fetch_add(chunk))
+      run_columns(k, y, xa.data(), w, t, layout, bias, M, N, nb, G, g0, std::min(groups, g0 + chunk));
   });
 }
 

@@ -271,14 +271,16 @@ TEST(KernelQuant, CloseToTheF32ProductOfTheDequantizedWeights) {
   }
 }
 
+// (M = 17 and 9 groups of 16 columns: a prompt's groups handed out a few at a time.)
 TEST(KernelQuant, OneAndTwoThreadsGiveTheSameBits) {
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0})
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K})
     for (int64_t M : {1, 2, 17}) {
       const int64_t K = 768, N = 130;
-      const auto w = make_weights(t, N, K, true, 31);
+      const auto w = make_weights(t, N, K, t == QuantType::Q8_0 || t == QuantType::Q4_0, 31);
       const auto x = randn(M * K, 32), bias = randn(N, 33);
-      test::expect_thread_invariant([&] { return run_fast(x, w, t, bias.data(), M, K, N); },
-                                    std::string(type_name(t)) + " M=" + std::to_string(M));
+      const std::string what = std::string(type_name(t)) + " M=" + std::to_string(M);
+      test::expect_thread_invariant([&] { return run_fast(x, w, t, bias.data(), M, K, N); }, what);
+      expect_bit_identical(run_fast(x, w, t, bias.data(), M, K, N), run_naive(x, w, t, bias.data(), M, K, N), what);
     }
 }
 
