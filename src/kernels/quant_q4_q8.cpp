@@ -11,7 +11,7 @@
 // int16 pairs, so there q8_0 multiplies |w| by x with w's sign (vpsignb), as ggml does.
 // Decoding (M <= the rows of a tile) builds them in registers from the rows (or a Lanes16
 // packing) as it goes; prompts lay a column group out once (a scratch of K/32 * 576 bytes a
-// thread, U8M's 640 with its mins) for all row tiles.
+// thread, U8M's 640 with its mins, AVX2's q8_0 its |w| besides) for all row tiles.
 #if !defined(ATTO_Q4_CHAIN)
 #include <algorithm>
 #include <cmath>

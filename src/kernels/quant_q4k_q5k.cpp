@@ -331,7 +331,15 @@ QINLINE void scale_vectors(VI* u, VF& d, VF& dmin, const Source<Q5>& src, int64_
 constexpr int64_t kScaleFloats = 16 * W;
 // Vectors of a laid-out super-block before its scale products: 4 pairs x 8 nibble vectors (Q5_K:
 // its 8 sub-blocks' 8 vectors of values, joined once for all row tiles); and its bytes.
-constexpr int64_t laid_vectors(bool q5) { return q5 ? 64 : 32; }
+// On vpmaddubsw (AVX2 without VNNI) Q4_K's sub-blocks are laid out apart too: a pair's 8 byte
+// vectors and a sub-block's 8 value vectors, held across the rows, spill on 16 ymm registers
+// (1.1-1.3x its prompts on Zen 3).
+#if !defined(ATTO_Q4K_ZMM) && !defined(ATTO_Q4K_DPBUSD)
+constexpr bool joined(bool) { return true; }
+#else
+constexpr bool joined(bool q5) { return q5; }
+#endif
+constexpr int64_t laid_vectors(bool q5) { return joined(q5) ? 64 : 32; }
 constexpr int64_t laid_bytes(bool q5) { return laid_vectors(q5) * W * 4 + kScaleFloats * 4; }
 
 // The scale products of super-block s of the W columns of src, exact.
@@ -392,7 +400,7 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<Q5>& s
     }
     for (int p = 0; p < 4; p++) {
       VI t[8];
-      if constexpr (kLaid && !Q5) {
+      if constexpr (kLaid && !joined(Q5)) {
         for (int g = 0; g < 8; g++) t[g] = vload(pk + s * kLaidBytes + (8 * p + g) * W * 4);
       } else if constexpr (!kLaid) {
         if constexpr (R <= 2) src.prefetch_next(s, sb_bytes(Q5) / 4 * p, nb / 8);
@@ -401,7 +409,7 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const Source<Q5>& s
       for (int h = 0; h < 2; h++) {
         const int j = 2 * p + h;
         VI v[8];
-        if constexpr (kLaid && Q5) {
+        if constexpr (kLaid && joined(Q5)) {
           for (int g = 0; g < 8; g++) v[g] = vload(pk + s * kLaidBytes + (8 * j + g) * W * 4);
         } else {
           sub_values<Q5>(v, t, qh, j);
@@ -461,7 +469,7 @@ void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const 
       for (int p = 0; p < 4; p++) {
         VI t[8];
         pair_bytes<Q5>(t, src, s, p);
-        if constexpr (Q5) {
+        if constexpr (joined(Q5)) {
           for (int h = 0; h < 2; h++) {
             VI v[8];
             sub_values<Q5>(v, t, qh, 2 * p + h);
