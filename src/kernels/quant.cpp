@@ -78,8 +78,6 @@ void weight_ints(int8_t* out, const uint8_t* blk, QuantType t) {
   }
 }
 
-// One row of K values to K/32 blocks: d = max|x| / 127 (NaN when the block holds a NaN),
-// q = nearbyint(x / d) clamped to [-127, 127] (a NaN quotient to -127), all 0 when d == 0.
 // The largest |v[i]| of a block (exact in any order), and whether one is NaN.
 float block_amax(const float* v, bool& nan) {
 #if defined(__AVX2__)
@@ -107,6 +105,8 @@ float block_amax(const float* v, bool& nan) {
 #endif
 }
 
+// One row of K values to K/32 blocks: d = max|x| / 127 (NaN when the block holds a NaN),
+// q = nearbyint(x / d) clamped to [-127, 127] (a NaN quotient to -127), all 0 when d == 0.
 void quantize_row(ActBlock* out, const float* x, int64_t nb) {
   for (int64_t b = 0; b < nb; b++) {
     const float* v = x + b * kQK;

@@ -373,7 +373,6 @@ QINLINE void laid_sign_rows(VF* acc, const uint8_t* p, VF dw, const ActBlock* xb
       i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_maddubs_epi16(vload(p + (10 + j) * W * 4), s1), ones));
     }
     acc[r] = fma_block(dw, a.d, _mm256_add_epi32(i0, i1), acc[r]);
-
   }
 }
 #else
