@@ -184,13 +184,14 @@ DotKind dot_kind() {
 }
 
 // Columns of groups [g0, g1) with dot product k.
-void run_columns(DotKind k, float* y, const ActBlock* xa, const uint8_t* w, QuantType t, QuantLayout layout,
-                 const float* bias, int64_t M, int64_t N, int64_t nb, int64_t G, int64_t g0, int64_t g1) {
+void run_columns(DotKind k, float* y, const ActBlock* xa, const int32_t* xs32, const uint8_t* w, QuantType t,
+                 QuantLayout layout, const float* bias, int64_t M, int64_t N, int64_t nb, int64_t G, int64_t g0,
+                 int64_t g1) {
   const bool packed = layout == QuantLayout::Lanes16;
   const int64_t n0 = g0 * G, n1 = std::min(N, g1 * G);
   if (t == QuantType::Q4_K || t == QuantType::Q5_K)
     return k45_columns(k, t == QuantType::Q5_K, packed, y, xa, w, bias, M, N, nb, n0, n1);
-  if (t == QuantType::Q6_K) return q6k_columns(k, packed, y, xa, w, bias, M, N, nb, n0, n1);
+  if (t == QuantType::Q6_K) return q6k_columns(k, packed, y, xa, xs32, w, bias, M, N, nb, n0, n1);
   b32_columns(k, b32_of(t), packed, y, xa, w, bias, M, N, nb, n0, n1);
 }
 
@@ -205,6 +206,7 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
   const int64_t nb = K / kQK;
   const bool par = M * N * K >= kParMacs;
   const std::vector<ActBlock> xa = quantize_acts(x, M, K, par);
+  const std::vector<int32_t> xs32 = t == QuantType::Q6_K ? q6k_half_sums(xa.data(), M * nb) : std::vector<int32_t>{};
   // Columns a group: 16 (the kernels' groups of 16 or 8 columns; the Lanes16 packing's groups).
   constexpr int64_t G = 16;
   const int64_t groups = (N + G - 1) / G;
@@ -217,12 +219,13 @@ void linear_quant_forward(float* y, const float* x, const uint8_t* w, QuantType 
   parallel_region(par && groups > 1, [&](int64_t th, int64_t nt) {
     if (!dynamic) {
       const auto [g0, g1] = static_range(groups, th, nt);
-      if (g0 < g1) run_columns(k, y, xa.data(), w, t, layout, bias, M, N, nb, G, g0, g1);
+      if (g0 < g1) run_columns(k, y, xa.data(), xs32.data(), w, t, layout, bias, M, N, nb, G, g0, g1);
       return;
     }
     const int64_t chunk = std::max<int64_t>(1, groups / (8 * nt));
     for (int64_t g0 = next.fetch_add(chunk); g0 < groups; g0 = next.fetch_add(chunk))
-      run_columns(k, y, xa.data(), w, t, layout, bias, M, N, nb, G, g0, std::min(groups, g0 + chunk));
+      run_columns(k, y, xa.data(), xs32.data(), w, t, layout, bias, M, N, nb, G, g0,
+                  std::min(groups, g0 + chunk));
   });
 }
 

@@ -100,10 +100,12 @@ void k45_columns(DotKind k, bool q5, bool packed, float* y, const ActBlock* xa, 
                  int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1);
 void k45_dequantize_row(bool q5, float* out, const uint8_t* row, int64_t K);
 // Q6_K's (quant.h's Q6_K order; quant_q6k.cpp): the same three (q6k_columns on W in ggml's rows or,
-// packed, in quant.h's Lanes16 layout).
+// packed, in quant.h's Lanes16 layout; xs32 the activations' q6k_half_sums, formed once a product).
 float q6k_dot_ref(const ActBlock* xa, const uint8_t* w, int64_t nb);
-void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
-                 int64_t N, int64_t nb, int64_t n0, int64_t n1);
+void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const int32_t* xs32, const uint8_t* w,
+                 const float* bias, int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1);
+// 32 * sum(x) over each half (16 values) of the n activation blocks: entry 2b + h.
+std::vector<int32_t> q6k_half_sums(const ActBlock* xa, int64_t n);
 void q6k_dequantize_row(float* out, const uint8_t* row, int64_t K);
 
 // A block format as quant.h's Lanes16 regroups it: `bytes` a block of `values` values, of which

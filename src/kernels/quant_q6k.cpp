@@ -6,8 +6,8 @@
 // As quant_q4k_q5k.cpp's Q4_K, x86 computes 16 (zmm) or 8 (ymm) columns at once, one a lane: a
 // super-block of W columns is laid out as 8 x 8 vectors of u (block j, dword g: lane c = column
 // c's u[32j + 4g..+3]), 16 vectors of int32 scales and one of d. Decoding (M <= the rows of a
-// tile) lays out each super-block as it goes; prompts lay out a column group once for all row
-// tiles.
+// tile) builds each block's vectors in registers from a packing (from rows: lays out each
+// super-block) as it goes; prompts lay out a column group once for all row tiles.
 #if !defined(ATTO_Q6K_CHAIN)
 #include <algorithm>
 #include <cmath>
@@ -129,19 +129,32 @@ ATTO_QUANT_TARGET_POP
 
 namespace ATTO_KERNELS_NS::quant_detail {
 
-void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M,
-                 int64_t N, int64_t nb, int64_t n0, int64_t n1) {
+std::vector<int32_t> q6k_half_sums(const ActBlock* xa, int64_t n) {
+  std::vector<int32_t> out(static_cast<size_t>(2 * n));
+  for (int64_t b = 0; b < n; b++)
+    for (int h = 0; h < 2; h++) {
+      int32_t sum = 0;
+      for (int i = 0; i < 16; i++) sum += xa[b].q[16 * h + i];
+      out[static_cast<size_t>(2 * b + h)] = 32 * sum;
+    }
+  return out;
+}
+
+void q6k_columns(DotKind k, bool packed, float* y, const ActBlock* xa, const int32_t* xs32, const uint8_t* w,
+                 const float* bias, int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1) {
 #if defined(__AVX2__)
   switch (k) {
 #if ATTO_QUANT_AVX512VNNI
-    case DotKind::Avx512Vnni: return q6k_avx512vnni::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::Avx512Vnni: return q6k_avx512vnni::columns(packed, y, xa, xs32, w, bias, M, N, nb, n0, n1);
 #endif
 #if ATTO_QUANT_AVXVNNI
-    case DotKind::AvxVnni: return q6k_avxvnni::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::AvxVnni: return q6k_avxvnni::columns(packed, y, xa, xs32, w, bias, M, N, nb, n0, n1);
 #endif
-    case DotKind::Avx2: return q6k_avx2::columns(packed, y, xa, w, bias, M, N, nb, n0, n1);
+    case DotKind::Avx2: return q6k_avx2::columns(packed, y, xa, xs32, w, bias, M, N, nb, n0, n1);
     default: break;
   }
+#else
+  (void)xs32;
 #endif
   const auto dot = [k, nb](const ActBlock* x, const uint8_t* r) {
 #if defined(__aarch64__)
@@ -264,8 +277,31 @@ QINLINE void lay_out(uint8_t* out, const Source& src, int64_t s) {
   vstoref(at(kD), d_of(src, s));
 }
 
-// R rows (xa, row r at xa + r * nb; xs32 their 32 * sum(x) per half block) of one column group:
-// the super-blocks laid out as they come (src) or read from pk (kLaid).
+// Block j of super-block s for R rows (xa, row r at xa + r * nb; xs32 their 32 * sum(x) per half
+// block): its u vectors, its two sub-blocks' scales and the super-block's d.
+template <int R>
+QINLINE void block_rows(VF* acc, const ActBlock* xa, const int32_t* xs32, const VI* u, VI sc0, VI sc1, VF d, int64_t nb,
+                        int64_t s, int j) {
+  for (int r = 0; r < R; r++) {
+    const int64_t b = r * nb + 8 * s + j;
+    const ActBlock& a = xa[b];
+    const VI p0 = sub32(half_ints(u, a.q), set1(xs32[2 * b]));
+    const VI p1 = sub32(half_ints(u + 4, a.q + 16), set1(xs32[2 * b + 1]));
+    const VI qb = add32(mul32(sc0, p0), mul32(sc1, p1));
+    acc[r] = vfma(vmul(d, set1f(a.d)), cvt(qb), acc[r]);
+  }
+}
+
+template <int R>
+QINLINE void store_rows(float* y, int64_t ldy, const VF* acc, const float* bias, int cols) {
+  alignas(64) float out[W];
+  for (int r = 0; r < R; r++) {
+    vstoref(out, acc[r]);
+    store_row(y + r * ldy, out, bias, cols);
+  }
+}
+
+// R rows of one column group: the super-blocks laid out as they come (src) or read from pk (kLaid).
 template <int R, bool kLaid>
 QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const int32_t* xs32, const Source& src, const uint8_t* pk,
                   const float* bias, int64_t nb, int cols) {
@@ -287,45 +323,74 @@ QINLINE void tile(float* y, int64_t ldy, const ActBlock* xa, const int32_t* xs32
       VI u[8];
       for (int g = 0; g < 8; g++) u[g] = vload(ps + (kU + 8 * j + g) * W * 4);
       const VI sc0 = vload(ps + (kSc + 2 * j) * W * 4), sc1 = vload(ps + (kSc + 2 * j + 1) * W * 4);
-      for (int r = 0; r < R; r++) {
-        const int64_t b = r * nb + 8 * s + j;
-        const ActBlock& a = xa[b];
-        const VI p0 = sub32(half_ints(u, a.q), set1(xs32[2 * b]));
-        const VI p1 = sub32(half_ints(u + 4, a.q + 16), set1(xs32[2 * b + 1]));
-        const VI qb = add32(mul32(sc0, p0), mul32(sc1, p1));
-        acc[r] = vfma(vmul(d, set1f(a.d)), cvt(qb), acc[r]);
-      }
+      block_rows<R>(acc, xa, xs32, u, sc0, sc1, d, nb, s, j);
     }
   }
-  alignas(64) float out[W];
-  for (int r = 0; r < R; r++) {
-    vstoref(out, acc[r]);
-    store_row(y + r * ldy, out, bias, cols);
+  store_rows<R>(y, ldy, acc, bias, cols);
+}
+
+// Block j = 4h + k of super-block s from a Lanes16 packing, built in registers: lay_out's u
+// vectors of the block and the scales of its two sub-blocks (byte 2(j % 2) and the next of the
+// scale dwords t[j / 2]).
+template <int j>
+QINLINE void packed_block(VI* u, VI* sc, const Source& src, const VI* t, int64_t s) {
+  constexpr int h = j / 4, k = j % 4;
+  const VI m4 = set1(0x0f0f0f0f), m30 = set1(0x30303030);
+  VI l[8], q[8];
+  src.load4(l, s, 64 * h + 32 * (k % 2)), src.load4(l + 4, s, 64 * h + 32 * (k % 2) + 16);
+  src.load4(q, s, 128 + 32 * h), src.load4(q + 4, s, 128 + 32 * h + 16);
+  for (int g = 0; g < 8; g++) {
+    const VI lo = k >= 2 ? srl16<4>(l[g]) : l[g];
+    const VI hi = k == 0 ? sll16<4>(q[g]) : k == 1 ? sll16<2>(q[g]) : k == 2 ? q[g] : srl16<2>(q[g]);
+    u[g] = vor(vand(lo, m4), vand(hi, m30));
   }
+  sc[0] = byte_of<2 * (j % 2)>(t[j / 2]), sc[1] = byte_of<2 * (j % 2) + 1>(t[j / 2]);
+}
+
+// Blocks j.. 7 of super-block s (t: its scale dwords) for R rows, each built in registers.
+template <int R, int j>
+QINLINE void packed_blocks(VF* acc, const ActBlock* xa, const int32_t* xs32, const Source& src, const VI* t, VF d,
+                           int64_t nb, int64_t s) {
+  VI u[8], sc[2];
+  packed_block<j>(u, sc, src, t, s);
+  block_rows<R>(acc, xa, xs32, u, sc[0], sc[1], d, nb, s, j);
+  if constexpr (j < 7) packed_blocks<R, j + 1>(acc, xa, xs32, src, t, d, nb, s);
+}
+
+// Decoding from a Lanes16 packing: tile's R rows with each block built in registers as it is
+// used, not laid out through memory first (a super-block's 81 vectors stored and read back).
+template <int R>
+QINLINE void tile_packed(float* y, int64_t ldy, const ActBlock* xa, const int32_t* xs32, const Source& src,
+                         const float* bias, int64_t nb, int cols) {
+  VF acc[R];
+  for (int r = 0; r < R; r++) acc[r] = zerof();
+  for (int64_t s = 0; s < nb / 8; s++) {
+    if constexpr (R <= 2)
+      for (int64_t o = 0; o < 256; o += 64) src.prefetch_next(s, o, nb / 8);
+    VI t[4];
+    src.load4(t, s, 192);
+    packed_blocks<R, 0>(acc, xa, xs32, src, t, d_of(src, s), nb, s);
+  }
+  store_rows<R>(y, ldy, acc, bias, cols);
 }
 
 // The last rem < kRows rows of a column group: one tile of rem rows.
 template <int R, bool kLaid>
 QINLINE void rows_tail(float* y, int64_t ldy, const ActBlock* xa, const int32_t* xs32, const Source& src,
                        const uint8_t* pk, const float* bias, int64_t nb, int cols, int64_t rem) {
-  if (rem == R)
+  if (rem == R) {
+    if constexpr (!kLaid)
+      if (src.pg != nullptr) return tile_packed<R>(y, ldy, xa, xs32, src, bias, nb, cols);
     tile<R, kLaid>(y, ldy, xa, xs32, src, pk, bias, nb, cols);
-  else if constexpr (R > 1)
+  } else if constexpr (R > 1)
     rows_tail<R - 1, kLaid>(y, ldy, xa, xs32, src, pk, bias, nb, cols, rem);
 }
 
 // Columns [n0, n1) (n0 a multiple of 16) of all M rows, W a group; w in ggml's rows or (packed)
 // quant.h's Lanes16.
-void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const float* bias, int64_t M, int64_t N,
-             int64_t nb, int64_t n0, int64_t n1) {
+void columns(bool packed, float* y, const ActBlock* xa, const int32_t* xs32, const uint8_t* w, const float* bias,
+             int64_t M, int64_t N, int64_t nb, int64_t n0, int64_t n1) {
   const int64_t rb = nb / 8 * kSb6;
-  std::vector<int32_t> xs32(static_cast<size_t>(2 * M * nb));  // 32 * sum(x) of each half block
-  for (int64_t b = 0; b < M * nb; b++)
-    for (int k = 0; k < 2; k++) {
-      int32_t sum = 0;
-      for (int i = 0; i < 16; i++) sum += xa[b].q[16 * k + i];
-      xs32[2 * b + k] = 32 * sum;
-    }
   std::vector<uint8_t> pk(M > kRows ? static_cast<size_t>(nb / 8 * kPacked) : 0);
   for (int64_t c0 = n0; c0 < n1; c0 += W) {
     const int cols = static_cast<int>(std::min<int64_t>(W, n1 - c0));
@@ -339,15 +404,15 @@ void columns(bool packed, float* y, const ActBlock* xa, const uint8_t* w, const 
     float* yg = y + c0;
     const float* bg = bias != nullptr ? bias + c0 : nullptr;
     if (M <= kRows) {
-      rows_tail<kRows, false>(yg, N, xa, xs32.data(), src, nullptr, bg, nb, cols, M);
+      rows_tail<kRows, false>(yg, N, xa, xs32, src, nullptr, bg, nb, cols, M);
       continue;
     }
     for (int64_t s = 0; s < nb / 8; s++) lay_out(pk.data() + s * kPacked, src, s);
     int64_t m = 0;
     for (; m + kRows <= M; m += kRows)
-      tile<kRows, true>(yg + m * N, N, xa + m * nb, xs32.data() + 2 * m * nb, src, pk.data(), bg, nb, cols);
+      tile<kRows, true>(yg + m * N, N, xa + m * nb, xs32 + 2 * m * nb, src, pk.data(), bg, nb, cols);
     if (m < M)
-      rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, xs32.data() + 2 * m * nb, src, pk.data(), bg, nb, cols,
+      rows_tail<kRows - 1, true>(yg + m * N, N, xa + m * nb, xs32 + 2 * m * nb, src, pk.data(), bg, nb, cols,
                                  M - m);
   }
 }
