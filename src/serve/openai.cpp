@@ -218,14 +218,46 @@ Translation parse_translation(const json& body, const Limits& limits) {
   return t;
 }
 
-Completion parse_completion(const json& body, const Limits& limits, bool chat) {
-  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
-  Completion c;
-  c.chat = chat;
-  if (const json* m = field(body, "model")) {
-    if (!m->is_string()) bad("model", "expected a string");
-    if (m->get<std::string>() != limits.model_id) unknown_model(*m, limits);
+namespace {
+
+// Fields that ask for what this server does not do are refused by name (400, code
+// "unsupported_value") rather than dropped, so that a client does not take a plain completion for
+// what it asked: tool and function calls and a JSON response format (chat), text after the
+// insertion point and best-of-N ranking (completions). Their neutral values pass (tools: [],
+// tool_choice "none" or "auto", response_format {"type": "text"}, suffix "", best_of 1 or n), as
+// do fields that change nothing here (user, parallel_tool_calls, store, metadata).
+void refuse_unsupported(const json& body, bool chat, int64_t n) {
+  const auto refuse = [](const char* key, const std::string& why) {
+    throw RequestError(400, fmt::format("'{}': {}", key, why), key, "unsupported_value");
+  };
+  if (!chat) {
+    if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get_ref<const std::string&>().empty()))
+      refuse("suffix", "not supported: this server completes a prompt left to right (no text after the insertion point)");
+    if (const json* b = field(body, "best_of")) {
+      if (!b->is_number_integer()) bad("best_of", fmt::format("expected an integer, got {}", excerpt(*b)));
+      if (*b != 1 && *b != n)
+        refuse("best_of", fmt::format("{} is not supported: only 1 (or n); ask for several completions with n", excerpt(*b)));
+    }
+    return;
   }
+  for (const char* key : {"tools", "functions"})
+    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
+      refuse(key, "tool and function calls are not supported: this server's models answer in plain text");
+  for (const char* key : {"tool_choice", "function_call"})
+    if (const json* v = field(body, key); v && !(v->is_string() && (*v == "none" || *v == "auto")))
+      refuse(key, fmt::format("{} is not supported: no tools can be called here (\"none\" or \"auto\")", excerpt(*v)));
+  if (const json* rf = field(body, "response_format")) {
+    const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
+    if (type == nullptr || !type->is_string())
+      bad("response_format", fmt::format("expected {{\"type\": \"text\"}}, got {}", excerpt(*rf)));
+    if (*type != "text")
+      refuse("response_format",
+             fmt::format("type {} is not supported: only \"text\" (no JSON mode or schema)", excerpt(*type)));
+  }
+}
+
+// The prompts of a completion (c.prompts or c.prompt_ids) or a chat (its messages rendered).
+void read_prompts(const json& body, bool chat, Completion& c) {
   if (chat) {
     if (!field(body, "messages")) bad("messages", "required");
     c.prompts = {render_chat(body["messages"])};
@@ -239,9 +271,23 @@ Completion parse_completion(const json& body, const Limits& limits, bool chat) {
       if (c.prompts.empty()) bad("prompt", "an empty list");
     }
   }
+}
+
+}  // namespace
+
+Completion parse_completion(const json& body, const Limits& limits, bool chat) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object", "", "invalid_json");
+  Completion c;
+  c.chat = chat;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) bad("model", "expected a string");
+    if (m->get<std::string>() != limits.model_id) unknown_model(*m, limits);
+  }
+  read_prompts(body, chat, c);
   const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   c.max_tokens = integer(body, max_key, limits.default_max_tokens, 0, limits.max_tokens_cap);
   c.n = integer(body, "n", 1, 1, limits.max_n);
+  refuse_unsupported(body, chat, c.n);
   const double temperature = number(body, "temperature", 1.0, 0.0, 100.0);
   c.sampler.greedy = temperature == 0.0;
   c.sampler.temperature = temperature == 0.0 ? 1.0f : static_cast<float>(temperature);

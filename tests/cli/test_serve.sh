@@ -118,6 +118,10 @@ is "logit_bias past the vocabulary" "$(C complete --prompt ma --extra '{"logit_b
 is "logit_bias key not an id" "$(C complete --prompt ma --extra '{"logit_bias":{"-3":5}}' | err)" "400 logit_bias"
 is "logit_bias of 1000" "$(C complete --prompt ma --extra '{"logit_bias":{"3":1000}}' | err)" "400 logit_bias"
 is "frequency_penalty 3" "$(C complete --prompt ma --extra '{"frequency_penalty":3}' | err)" "400 frequency_penalty"
+# What the server cannot do is refused by name, not dropped; the neutral values pass.
+is "suffix" "$(C complete --prompt ma --extra '{"suffix":"ia"}' | err)" "400 suffix"
+is "best_of 3" "$(C complete --prompt ma --extra '{"best_of":3}' | err)" "400 best_of"
+is "best_of n and an empty suffix" "$(C complete --prompt "" --n 3 --seed 11 --max-tokens 12 --temperature 0.9 --extra '{"best_of":3,"suffix":""}' | jq_py '"\n".join(c["text"] for c in d["choices"])')" "$sample"
 raw() { C raw "$@" | jq_py 'str(d["status"])+" "+(d["body"]["error"]["type"] if isinstance(d["body"],dict) and "error" in d["body"] else "-")'; }
 is "GET on a POST route" "$(raw --path /v1/completions --method GET)" "405 invalid_request_error"
 is "unknown route" "$(raw --path /v1/nothing --method GET)" "404 invalid_request_error"
@@ -158,6 +162,13 @@ parts='[{"role":"user","content":[{"type":"text","text":"hello 3"}]}]'
 is "chat with text parts" "$(C chat --messages "$parts" --seed 2 --max-tokens 20 --temperature 0 | jq_py 'd["choices"][0]["message"]["content"]')" "$want"
 img='{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}'
 is "chat with an image part" "$(C raw --path /v1/chat/completions --body "$img" | jq_py 'str(d["status"])+" "+str("image_url" in d["body"]["error"]["message"])')" "400 True"
+
+# Tools and JSON mode are refused by name (the chat model answers in plain text); neutral values pass.
+is "chat with tools" "$(C chat --messages "$msgs" --extra '{"tools":[{"type":"function","function":{"name":"f"}}]}' | err)" "400 tools"
+is "chat with tool_choice required" "$(C chat --messages "$msgs" --extra '{"tool_choice":"required"}' | err)" "400 tool_choice"
+is "chat in JSON mode" "$(C chat --messages "$msgs" --extra '{"response_format":{"type":"json_object"}}' | err)" "400 response_format"
+neutral='{"tools":[],"tool_choice":"none","response_format":{"type":"text"},"user":"u"}'
+is "chat with neutral values" "$(C chat --messages "$msgs" --seed 2 --max-tokens 20 --temperature 0 --extra "$neutral" | jq_py 'd["choices"][0]["message"]["content"]')" "$want"
 
 # Continuous batching: requests sent at once (prompts of different lengths, n, seeds, samplers;
 # long enough that they overlap and re-encode past the block of 64) share the decode batch, and

@@ -133,6 +133,10 @@ def malformed_bodies():
              (b'{"prompt": "ma", "temperature": 1e400}', 400, "temperature 1e400"),
              (b'{"prompt": "ma", "max_tokens": "' + b"A\\u001b" * 30000 + b'"}', 400, "a 200 KB value echoed"),
              (b'{"prompt": ["ma"], "model": "' + b"\\u001b[31m\\u0000" * 1000 + b'"}', 404, "an escape-laden model"),
+             (b'{"messages": [{"role": "user", "content": "ma"}], "response_format": "' + b"\\u001b" * 40000 + b'"}',
+              400, "a 240 KB response_format echoed"),
+             (b'{"messages": [{"role": "user", "content": "ma"}], "tools": [' + b'{"a": 1},' * 20000 + b'{}]}', 400,
+              "20,000 tools"),
              (b"[1, 2, 3]", 400, "a list, not an object")]
     for body, want, what in cases:
         path = "/v1/chat/completions" if b"messages" in body else "/v1/completions"
