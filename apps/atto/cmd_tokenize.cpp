@@ -132,7 +132,7 @@ int run_tokenizer_train(const TokenizerTrainFlags& f) {
 std::shared_ptr<const GptTokenizer> load_gpt_tokenizer_flag(const std::string& tokenizer, const std::string& model) {
   if (tokenizer.empty() == model.empty()) throw UsageError("give one of --tokenizer FILE or --model RUN");
   // A GGUF file: the tokenizer its metadata describes (the matrices stay quantized; no floats).
-  if (!model.empty() && io::is_gguf_file(model)) return load_gguf(model, WeightStorage::Quantized).tokenizer;
+  if (!model.empty() && io::is_gguf_file(model)) return gguf_tokenizer(model);
   const std::string path = tokenizer.empty() ? (std::filesystem::path(model) / "tokenizer.json").string() : tokenizer;
   return load_gpt_tokenizer(io::read_json(path), path, std::filesystem::path(path).parent_path().string());
 }

@@ -117,6 +117,32 @@ std::string read_prefix(const std::string& path, size_t n, uint64_t& file_size, 
   return out;
 }
 
+std::string read_range(const std::string& path, uint64_t offset, uint64_t n, std::string_view what) {
+  std::string out(static_cast<size_t>(n), '\0');
+  read_range_into(out.data(), path, offset, n, what);
+  return out;
+}
+
+void read_range_into(char* out, const std::string& path, uint64_t offset, uint64_t n, std::string_view what) {
+  uint64_t size = 0;
+  const int fd = open_regular(path, what, 0, size);
+  uint64_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, out + got, static_cast<size_t>(n - got), static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int err = r < 0 ? errno : 0;
+      ::close(fd);
+      if (err != 0) fail("cannot read {} '{}': {}", what, path, errno_text(err));
+      fail("{} '{}' ends at byte {}, before the bytes [{}, {}) atto reads from it: did the file change while atto "
+           "read it? Run the command again once it is complete",
+           what, path, offset + got, offset, offset + n);
+    }
+    got += static_cast<uint64_t>(r);
+  }
+  ::close(fd);
+}
+
 std::string read_stream(std::FILE* f, uint64_t cap, std::string_view what) {
   std::string out;
   char buf[1 << 16];

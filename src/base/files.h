@@ -43,6 +43,13 @@ std::string read(const std::string& path, uint64_t cap, std::string_view what);
 // Its first n bytes (fewer when shorter), with the checks but no size cap; sets file_size.
 std::string read_prefix(const std::string& path, size_t n, uint64_t& file_size, std::string_view what);
 
+// Bytes [offset, offset + n) of the file, with open_regular's checks (a weights file's tensor, read
+// when it is needed); an atto::Error naming the file when it ends before offset + n (it changed
+// since atto first read it).
+std::string read_range(const std::string& path, uint64_t offset, uint64_t n, std::string_view what);
+// The same into out[0, n).
+void read_range_into(char* out, const std::string& path, uint64_t offset, uint64_t n, std::string_view what);
+
 // Reads a stream (stdin) to its end, refusing more than `cap` bytes; `what` names it.
 std::string read_stream(std::FILE* f, uint64_t cap, std::string_view what);
 

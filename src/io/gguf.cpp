@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 
 #include "base/error.h"
 #include "base/files.h"
@@ -87,14 +88,22 @@ void put_value(std::string& out, const GgufValue& v) {
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // ---- reading --------------------------------------------------------------------------------
+// What a Cursor over a file's first bytes throws when it needs bytes past them that the file has
+// (read_gguf reads more of it and starts again).
+struct NeedMore {
+  uint64_t end;
+};
+
+// Reads b, the first bytes of a file of `total` bytes (all of it: total == b.size()).
 class Cursor {
  public:
-  Cursor(const std::string& b, const std::string& source) : b_(b), source_(source) {}
+  Cursor(const std::string& b, uint64_t total, const std::string& source) : b_(b), total_(total), source_(source) {}
   size_t pos() const { return pos_; }
-  uint64_t left() const { return b_.size() - pos_; }
+  uint64_t left() const { return total_ - pos_; }  // in the file
   void need(uint64_t n, std::string_view what) const {
     ATTO_CHECK(n <= left(), "{}: truncated GGUF file: {} needs {} bytes at offset {}, {} remain", source_, what, n,
                pos_, left());
+    if (n > b_.size() - pos_) throw NeedMore{pos_ + n};
   }
   template <typename T>
   T get(std::string_view what) {
@@ -115,6 +124,7 @@ class Cursor {
 
  private:
   const std::string& b_;
+  uint64_t total_;
   const std::string& source_;
   size_t pos_ = 0;
 };
@@ -374,19 +384,35 @@ std::vector<float> GgufFile::tensor_f32(const std::string& name, const std::vect
   ATTO_CHECK(shape.empty() || t->shape == shape, "{}: tensor {} has shape [{}], expected [{}]", path, name,
              fmt::join(t->shape, ", "), fmt::join(shape, ", "));
   std::vector<float> out(static_cast<size_t>(t->numel()));
-  decode(t->type, reinterpret_cast<const uint8_t*>(bytes_.data() + data_start_ + t->offset), out.data(), out.size());
+  std::unique_ptr<char[]> read;  // the tensor's bytes from the file (not zeroed first)
+  if (!data_path_.empty() && t->type == GgmlType::F32) {  // its floats as they are
+    files::read_range_into(reinterpret_cast<char*>(out.data()), data_path_, data_start_ + t->offset, t->nbytes,
+                           "GGUF file");
+    return out;
+  }
+  if (!data_path_.empty()) {
+    read = std::make_unique_for_overwrite<char[]>(t->nbytes);
+    files::read_range_into(read.get(), data_path_, data_start_ + t->offset, t->nbytes, "GGUF file");
+  }
+  const char* at = read ? read.get() : bytes_.data() + data_start_ + t->offset;
+  decode(t->type, reinterpret_cast<const uint8_t*>(at), out.data(), out.size());
   return out;
 }
 
 std::string GgufFile::tensor_bytes(const GgufTensorInfo& t) const {
+  if (!data_path_.empty()) return files::read_range(data_path_, data_start_ + t.offset, t.nbytes, "GGUF file");
   return bytes_.substr(data_start_ + t.offset, t.nbytes);
 }
 
-GgufFile parse_gguf(std::string bytes, const std::string& source) {
+namespace {
+
+// The file's header from its first bytes (`bytes`, of a file of `total`); NeedMore when the
+// header goes on past them. Every check is against the whole file's size.
+GgufFile parse_head(std::string bytes, uint64_t total, const std::string& source) {
   GgufFile f;
   f.path = source;
   f.bytes_ = std::move(bytes);
-  Cursor c(f.bytes_, source);
+  Cursor c(f.bytes_, total, source);
   c.need(4, "the magic");
   ATTO_CHECK(std::memcmp(f.bytes_.data(), kMagic, 4) == 0, "{}: not a GGUF file (it does not start with \"GGUF\")",
              source);
@@ -422,8 +448,8 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
     f.tensors.push_back(std::move(t));
   }
   f.data_start_ = align_up(c.pos(), f.alignment);
-  ATTO_CHECK(f.data_start_ <= f.bytes_.size(), "{}: truncated GGUF file: no tensor data", source);
-  const uint64_t data_size = f.bytes_.size() - f.data_start_;
+  ATTO_CHECK(f.data_start_ <= total, "{}: truncated GGUF file: no tensor data", source);
+  const uint64_t data_size = total - f.data_start_;
   std::vector<const GgufTensorInfo*> by_offset;
   for (const GgufTensorInfo& t : f.tensors) {
     ATTO_CHECK(t.offset <= data_size && t.nbytes <= data_size - t.offset,
@@ -438,7 +464,32 @@ GgufFile parse_gguf(std::string bytes, const std::string& source) {
   return f;
 }
 
-GgufFile read_gguf(const std::string& path) { return parse_gguf(read_file(path), path); }
+}  // namespace
+
+GgufFile parse_gguf(std::string bytes, const std::string& source) {
+  const uint64_t total = bytes.size();
+  return parse_head(std::move(bytes), total, source);
+}
+
+GgufFile read_gguf(const std::string& path, uint64_t first_read) {
+  // The header from the file's first bytes, read again four times longer while it goes on past
+  // them; the tensor data from the file when it is asked for (tensor_bytes, tensor_f32). A model
+  // being loaded is never beside the whole file in memory.
+  uint64_t want = std::max<uint64_t>(first_read, 64);
+  for (;;) {
+    uint64_t total = 0;
+    std::string head = files::read_prefix(path, static_cast<size_t>(want), total, "GGUF file");
+    const bool whole = head.size() >= total;
+    if (whole) total = head.size();
+    try {
+      GgufFile f = parse_head(std::move(head), total, path);
+      if (!whole) f.data_path_ = path;
+      return f;
+    } catch (const NeedMore& more) {
+      want = std::max(want * 4, more.end);
+    }
+  }
+}
 
 bool is_gguf_file(const std::string& path) {
   struct stat st {};

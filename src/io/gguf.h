@@ -134,13 +134,17 @@ class GgufFile {
   // Its bytes as the file holds them.
   std::string tensor_bytes(const GgufTensorInfo& t) const;
 
-  std::string bytes_;  // the whole file
+  std::string bytes_;  // parse_gguf: the whole file; read_gguf: its first bytes (the header at least)
   uint64_t data_start_ = 0;
+  std::string data_path_;  // read_gguf of a file longer than bytes_: the tensor data is read from it
 };
 
 // Parses GGUF bytes; `source` names them in errors.
 GgufFile parse_gguf(std::string bytes, const std::string& source);
-GgufFile read_gguf(const std::string& path);
+// The file's header (metadata, tensor infos), read from its first bytes (first_read, then 4x more
+// while the header goes on), with every check parse_gguf makes against the file's size; each
+// tensor's bytes are read from the file when asked for, so that the file is never held whole.
+GgufFile read_gguf(const std::string& path, uint64_t first_read = uint64_t{1} << 20);
 // Whether a file starts with the GGUF magic.
 bool is_gguf_file(const std::string& path);
 

@@ -458,16 +458,6 @@ RunConfig config_of(const io::GgufFile& f, const GptTokenizer& tok, Arch& arch) 
   return cfg;
 }
 
-}  // namespace
-
-RunConfig gguf_run_config(const std::string& path) {
-  const io::GgufFile f = io::read_gguf(path);
-  Arch arch;
-  return config_of(f, *read_vocabulary(f), arch);
-}
-
-namespace {
-
 // Whether an atto tensor can keep its file's quantized rows: a matrix that a linear layer or the
 // token embedding reads (not the learned positions, which are sliced), every part of one type
 // that io::integer_type_for computes as integers (the k-quants: rows of whole super-blocks of 256,
@@ -528,6 +518,20 @@ void pack_for_kernels(QuantizedData& q, const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+RunConfig gguf_run_config(const std::string& path) {
+  const io::GgufFile f = io::read_gguf(path);
+  Arch arch;
+  return config_of(f, *read_vocabulary(f), arch);
+}
+
+std::shared_ptr<const GptTokenizer> gguf_tokenizer(const std::string& path) {
+  const io::GgufFile f = io::read_gguf(path);
+  std::shared_ptr<const GptTokenizer> tok = read_vocabulary(f);
+  Arch arch;
+  (void)config_of(f, *tok, arch);  // the header checked as load_gguf checks it
+  return tok;
+}
 
 static_assert(io::kU8M == static_cast<uint32_t>(kernels::QuantType::U8M), "io's and the kernels' U8M id");
 static_assert(io::kQ8F == static_cast<uint32_t>(kernels::QuantType::Q8F), "io's and the kernels' Q8F id");

@@ -52,6 +52,8 @@ const char* gguf_arch_name(const GPTConfig& c);
 LoadedModel load_gguf(const std::string& path, WeightStorage weights = WeightStorage::Floats);
 // Its configuration only (no model is built): what load_run_config gives for a GGUF file.
 RunConfig gguf_run_config(const std::string& path);
+// Its vocabulary only, from the header (no tensor is read): load_gguf's tokenizer.
+std::shared_ptr<const GptTokenizer> gguf_tokenizer(const std::string& path);
 
 // GPT-2's byte-to-unicode map (the printable byte itself, else U+0100 + n): the string of a
 // character in a byte-level BPE vocabulary, and the way back (atto::Error for a string that is

@@ -44,6 +44,9 @@ expect_ok "$ATTO" export --model "$W/s" --out "$W/s.gguf"
 [ "$("$ATTO" sample --model "$W/s.gguf" --prompt "The" -n 2 --max-tokens 20 --seed 3)" == \
   "$("$ATTO" sample --model "$W/s" --prompt "The" -n 2 --max-tokens 20 --seed 3)" ] && ok ||
   bad "samples from the GGUF export differ"
+# atto tokenize --model FILE.gguf reads the vocabulary from the header: the run's ids.
+[ "$(printf 'The cat sat' | "$ATTO" tokenize --model "$W/s.gguf")" == "$ids" ] && ok ||
+  bad "atto tokenize --model s.gguf differs from the run's ids $ids"
 
 # Lines mode: <|endoftext|> ends each line and each sample.
 write_names 500 >"$W/names.txt"

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "autograd/tape.h"
+#include "io/file.h"
 #include "kernels/kernels.h"
 #include "support.h"
 #include "tokenize/utf8.h"
@@ -261,7 +262,7 @@ TEST(GgufModel, QuantizedWeightsStayQuantizedAndComputeClose) {
       const io::GgufFile f = io::read_gguf(dir / "m.gguf");
       const io::GgufTensorInfo* t = f.find("token_embd.weight");
       ASSERT_EQ(t->type, type) << what;
-      std::string bytes = f.bytes_;
+      std::string bytes = io::read_file(dir / "m.gguf");
       const uint16_t inf = 0x7C00;
       const uint64_t block = io::ggml_nbytes(type, 32);
       std::memcpy(bytes.data() + f.data_start_ + t->offset + block + (with_min ? 2 : 0), &inf, 2);  // block 1's
@@ -420,7 +421,7 @@ TEST(GgufModel, SuperBlockWeightsStayQuantizedAndComputeClose) {
     const io::GgufTensorInfo* t = f.find("blk.0.ffn_down.weight");
     ASSERT_NE(t, nullptr);
     ASSERT_EQ(t->type, type);
-    std::string bytes = f.bytes_;
+    std::string bytes = io::read_file(file);
     const uint16_t inf = 0x7C00;
     std::memcpy(bytes.data() + f.data_start_ + t->offset + sb + (k6 ? sb - 2 : 2), &inf, 2);  // super-block 1's
     {
